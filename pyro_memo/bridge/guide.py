@@ -1,0 +1,115 @@
+"""The truncated nested variational family of a DP mixture, as a Pyro guide."""
+
+import pyro
+import pyro.distributions as dist
+import torch
+from torch.distributions import constraints
+
+from ..allocation import DPSticks
+from ..inference import DPMixturePosterior, FullBatchVB
+from .recognition import recognize_model
+
+_CONSTRAINTS = {"m": constraints.real, "B": constraints.positive_definite}
+
+
+class DPMixtureGuide:
+    """Variational family :math:`q(v)q(\\phi)q(z)` of a DP-mixture Pyro model (paper 000 §2.1).
+
+    ``q(v_k) = Beta(eta1_k, eta0_k)`` and ``q(phi_k)`` (the family's conjugate form)
+    for ``k <= K``; components beyond ``K`` stay at their prior (nested truncation) and
+    ``q(z_n)`` puts no mass on them. The global parameters live in Pyro's param store
+    under ``"{prefix}.eta1"``, ``"{prefix}.eta0"`` and ``"{prefix}.<name>"``; the
+    responsibilities :math:`q(z_n)` are the exact local optimum (paper 000 eq. 9)
+    computed from them whenever the guide runs, so they are never stale.
+
+    :param model: the Pyro model (recognised on first call, see :mod:`.recognition`).
+    :param int K: truncation level; defaults to ``T - 1`` (nested). ``K = T`` gives the
+        direct truncation of paper 003.
+    :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
+    :param int seed: seed of the initialisation.
+    :param torch.dtype dtype: dtype of the variational math.
+    :param str prefix: param-store name prefix.
+    """
+
+    def __init__(self, model, K=None, init="kmeans++", seed=0, dtype=torch.float64, prefix="memo"):
+        self.model = model
+        self.K = K
+        self.init = init
+        self.seed = seed
+        self.dtype = dtype
+        self.prefix = prefix
+        self.spec = None
+
+    # ----------------------------------------------------------------- setup
+    def setup(self, *args, **kwargs):
+        """Recognise the model and initialise the variational parameters (idempotent)."""
+        if self.spec is None:
+            self.spec = recognize_model(self.model, *args, dtype=self.dtype, **kwargs)
+            T = self.spec.T
+            K = max(T - 1, 1) if self.K is None else int(self.K)
+            if not 1 <= K <= T:
+                raise ValueError(f"K = {K} must be between 1 and the model's T = {T}")
+            self.K = K
+        if self._missing_params():
+            x = self.spec.data(args, kwargs)
+            self.set_posterior(self.vb().initial_posterior(x))
+        return self
+
+    @property
+    def sticks(self):
+        return DPSticks(self.spec.alpha, "direct" if self.K == self.spec.T else "nested")
+
+    def vb(self, **options):
+        """A :class:`~pyro_memo.inference.FullBatchVB` matching this guide's family and truncation."""
+        options.setdefault("init", self.init)
+        options.setdefault("seed", self.seed)
+        return FullBatchVB(self.spec.family, self.K, self.spec.alpha, self.sticks.truncation, **options)
+
+    def _names(self):
+        keys = ["eta1", "eta0"] + list(self.spec.family.prior_names)
+        return {k: f"{self.prefix}.{k}" for k in keys}
+
+    def _missing_params(self):
+        store = pyro.get_param_store()
+        return any(name not in store for name in self._names().values())
+
+    # -------------------------------------------------------- param store I/O
+    @property
+    def posterior(self):
+        """The current :class:`~pyro_memo.inference.DPMixturePosterior`, read from the param store."""
+        names = self._names()
+        values = {k: pyro.param(n).detach().to(self.dtype) for k, n in names.items()}
+        component = {k: values[k] for k in self.spec.family.prior_names}
+        return DPMixturePosterior(self.spec.family, self.sticks, component, values["eta1"], values["eta0"])
+
+    def set_posterior(self, posterior):
+        """Write ``posterior``'s parameters into the param store (replacing old values)."""
+        store = pyro.get_param_store()
+        names = self._names()
+        values = dict(posterior.component, eta1=posterior.eta1, eta0=posterior.eta0)
+        for key, name in names.items():
+            if name in store:
+                del store[name]
+            pyro.param(name, values[key].detach().clone(), constraint=_CONSTRAINTS.get(key, constraints.positive))
+
+    # ------------------------------------------------------------- the guide
+    def __call__(self, *args, **kwargs):
+        self.setup(*args, **kwargs)
+        spec, post = self.spec, self.posterior
+        T, K, fam = spec.T, self.K, spec.family
+        mdt = spec.extra["model_dtype"]
+        if T > 1:
+            n = min(K, T - 1)
+            eta1 = torch.cat([post.eta1[:n], torch.ones(T - 1 - n, dtype=self.dtype)])
+            eta0 = torch.cat([post.eta0[:n], torch.full((T - 1 - n,), spec.alpha, dtype=self.dtype)])
+            with pyro.plate(spec.stick_plate, T - 1):
+                pyro.sample(spec.stick_site, dist.Beta(eta1.to(mdt), eta0.to(mdt)))
+        prior = fam.prior_posterior(T - K)
+        hyper = {k: torch.cat([v, prior[k]]).to(mdt) for k, v in post.component.items()}
+        with pyro.plate(spec.component_plate, T):
+            spec.sites.sample(hyper)
+        x = spec.data(args, kwargs)
+        with pyro.plate(spec.data_plate, spec.num_data, subsample_size=spec.subsample_size) as idx:
+            resp = post.responsibilities(x[idx])
+            resp = torch.cat([resp, resp.new_zeros(resp.shape[0], T - K)], -1)
+            pyro.sample(spec.assignment_site, dist.Categorical(probs=resp.to(mdt)))

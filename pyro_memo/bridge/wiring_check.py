@@ -1,0 +1,62 @@
+"""Numerical checks that a recognised model really is the DP mixture its spec describes."""
+
+import torch
+from pyro import poutine
+
+from ..allocation import stick_breaking_weights
+from ..models.component_sites import index_components
+from .recognition import ModelStructureError, _base
+
+
+def _close(a, b, dtype):
+    rtol = 1e-7 if dtype == torch.float64 else 1e-3
+    return bool(torch.allclose(a, b, rtol=rtol, atol=rtol * (1 + b.abs().max())))
+
+
+def verify_wiring(model, args, kwargs, spec, trace):
+    """Check weights, likelihood and prior of ``model`` against ``spec`` at random values.
+
+    :raises ModelStructureError: naming the site whose numbers disagree.
+    """
+    fam = spec.family
+    model_dtype = spec.extra["model_dtype"]
+    sites = spec.sites
+    # 1. assignment probabilities are the stick-breaking weights of the sticks
+    if spec.stick_site is not None:
+        v = torch.rand(spec.T - 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        v = (0.05 + 0.9 * v).to(model_dtype)
+        with torch.no_grad():
+            cond = poutine.trace(poutine.condition(model, data={spec.stick_site: v})).get_trace(*args, **kwargs)
+        probs = _base(cond.nodes[spec.assignment_site]["fn"]).probs
+        expected = stick_breaking_weights(v.double())
+        if not _close(probs.double().reshape(-1, spec.T), expected.expand(probs.reshape(-1, spec.T).shape),
+                      model_dtype):
+            raise ModelStructureError(
+                f"assignment site '{spec.assignment_site}': its probabilities are not the stick-breaking "
+                f"weights w_k = v_k prod_(l<k) (1 - v_l) of site '{spec.stick_site}' (with v_T = 1)"
+            )
+    # 2. the observation's log_prob is the family's log-density at z-indexed parameters
+    theta = {role: trace.nodes[name]["value"].double() for role, name in spec.param_sites.items()}
+    z = trace.nodes[spec.assignment_site]["value"]
+    obs = trace.nodes[spec.obs_site]
+    x = obs["value"]
+    x_fam = torch.nn.functional.one_hot(x.long(), fam.dim) if spec.one_hot else x
+    per_item = {role: index_components(theta[role], z, ev) for role, ev in sites.roles.items()}
+    ours = fam.log_density(x_fam.double(), per_item)
+    theirs = obs["fn"].log_prob(x).double()
+    if not _close(ours, theirs.expand(ours.shape), model_dtype):
+        raise ModelStructureError(
+            f"observed site '{spec.obs_site}': its log_prob does not match the {fam.name} likelihood "
+            f"with component parameters {sorted(spec.param_sites.values())} indexed by "
+            f"'{spec.assignment_site}' (max difference {float((ours - theirs).abs().max()):.3g})"
+        )
+    # 3. the component sites' prior is the family's conjugate prior
+    ours = fam.log_prior_density(theta).sum()
+    theirs = sum(trace.nodes[name]["fn"].log_prob(trace.nodes[name]["value"]).double().sum()
+                 for name in spec.param_sites.values())
+    if not _close(ours, theirs, model_dtype):
+        raise ModelStructureError(
+            f"component sites {sorted(spec.param_sites.values())}: their prior log-density "
+            f"({float(theirs):.6g}) does not match the {fam.name} conjugate prior read from them "
+            f"({float(ours):.6g}); check how the mean's precision depends on the precision site"
+        )

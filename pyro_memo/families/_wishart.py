@@ -1,0 +1,88 @@
+"""Wishart expectations shared by the full-mean and zero-mean Gaussian families.
+
+The Wishart is parameterised by degrees of freedom ``nu`` and *inverse* scale ``B``
+(so :math:`E[\\Lambda] = \\nu B^{-1}`), which makes the conjugate update additive:
+:math:`B_k = B_0 + \\text{scatter}_k`.
+"""
+
+import math
+
+import torch
+
+from ._special import logdet_from_cholesky, multidigamma, multigammaln, safe_cholesky
+
+
+def regularized_scatter(scatter, what):
+    """Make a data-derived scale matrix safely positive definite.
+
+    Adds ``1e-4 * mean(diag)`` to the diagonal (identity if the matrix is all zero), so
+    constant columns and ``N < D`` data still give a proper prior.
+    """
+    d = scatter.shape[-1]
+    scale = torch.diagonal(scatter, dim1=-2, dim2=-1).mean()
+    if not bool(scale > 0):
+        scale = torch.ones((), dtype=scatter.dtype, device=scatter.device)
+    eye = torch.eye(d, dtype=scatter.dtype, device=scatter.device)
+    out = 0.5 * (scatter + scatter.transpose(-1, -2)) + 1e-4 * scale * eye
+    safe_cholesky(out, what)
+    return out
+
+
+def wishart_terms(nu, B, what="posterior scale matrix B"):
+    """Cholesky of ``B``, its log-determinant, ``B^{-1}`` and :math:`E[\\log|\\Lambda|]`."""
+    d = B.shape[-1]
+    chol = safe_cholesky(B, what)
+    logdet_B = logdet_from_cholesky(chol)
+    B_inv = torch.cholesky_inverse(chol)
+    e_logdet_lam = multidigamma(0.5 * nu, d) + d * math.log(2.0) - logdet_B
+    return chol, logdet_B, B_inv, e_logdet_lam
+
+
+def kl_wishart(nu, B, nu0, B0):
+    """KL(W(nu, B^{-1}) || W(nu0, B0^{-1})) for a batch of ``(nu, B)``."""
+    d = B.shape[-1]
+    _, logdet_B, B_inv, e_logdet = wishart_terms(nu, B)
+    _, logdet_B0, _, _ = wishart_terms(nu0, B0, "prior scale matrix B0")
+    trace_term = (B0 * B_inv).sum((-1, -2)) * nu  # tr(B0 E[Lambda])
+    return (
+        0.5 * (nu - nu0) * e_logdet
+        - 0.5 * (nu - nu0) * d * math.log(2.0)
+        - 0.5 * nu * d
+        + 0.5 * trace_term
+        + 0.5 * nu * logdet_B
+        - 0.5 * nu0 * logdet_B0
+        - multigammaln(0.5 * nu, d)
+        + multigammaln(0.5 * nu0, d)
+    )
+
+
+def log_normalizer_ratio(nu, B, nu0, B0):
+    """:math:`\\log\\Gamma_D(\\nu/2) - \\log\\Gamma_D(\\nu_0/2) + \\tfrac{\\nu_0}{2}\\log|B_0| - \\tfrac{\\nu}{2}\\log|B|`."""
+    d = B.shape[-1]
+    logdet_B = logdet_from_cholesky(safe_cholesky(B, "posterior scale matrix B"))
+    logdet_B0 = logdet_from_cholesky(safe_cholesky(B0, "prior scale matrix B0"))
+    return (
+        multigammaln(0.5 * nu, d)
+        - multigammaln(0.5 * nu0, d)
+        + 0.5 * nu0 * logdet_B0
+        - 0.5 * nu * logdet_B
+    )
+
+
+def mvn_log_density_precision(x, mu, Lam):
+    """:math:`\\log N(x \\mid \\mu, \\Lambda^{-1})` with ``x, mu`` ``(..., D)`` and ``Lam`` ``(..., D, D)``."""
+    d = x.shape[-1]
+    chol = safe_cholesky(Lam, "precision matrix")
+    diff = (x - mu).unsqueeze(-1)
+    y = chol.transpose(-1, -2) @ diff  # ||L^T (x - mu)||^2 = (x-mu)^T Lam (x-mu)
+    quad = (y.squeeze(-1) ** 2).sum(-1)
+    return 0.5 * logdet_from_cholesky(chol) - 0.5 * d * math.log(2 * math.pi) - 0.5 * quad
+
+
+def check_wishart_prior(nu, B, family):
+    d = B.shape[-1]
+    if B.dim() != 2 or B.shape[0] != d:
+        raise ValueError(f"{family} prior 'B' must be a square (D, D) matrix; got {tuple(B.shape)}")
+    if nu.dim() != 0 or not bool(nu > d - 1):
+        raise ValueError(f"{family} prior 'nu' must be a scalar > D - 1 = {d - 1}; got {nu.tolist()}")
+    safe_cholesky(B, f"{family} prior 'B'")

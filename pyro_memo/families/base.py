@@ -1,0 +1,173 @@
+"""The interface every conjugate observation family implements.
+
+A family is a likelihood :math:`F(x \\mid \\phi)` with its conjugate prior
+:math:`H(\\phi \\mid \\lambda_0)` (paper 000 eq. 2). Everything here is pure torch:
+no Pyro, any dtype and device. Families talk to the rest of the package through
+*summaries*: responsibility-weighted sufficient statistics with a leading component
+dimension ``K`` (paper 000 eq. 7), which are additive over data batches.
+
+Conventions shared by all families:
+
+- ``x`` is an ``(N, D)`` tensor (``D`` = dimension, or vocabulary size for counts).
+- ``resp`` is an ``(N, K)`` tensor of responsibilities :math:`\\hat r_{nk}`.
+- ``counts`` is the ``(K,)`` tensor :math:`\\hat N_k = \\sum_n \\hat r_{nk}`.
+- ``stats`` is a ``dict`` of ``(K, ...)`` tensors :math:`s_k(x)`.
+- ``post`` is a ``dict`` of ``(K, ...)`` tensors holding the parameters of
+  :math:`q(\\phi_k)`, which has the prior's form; ``self.prior`` holds the same keys
+  without the ``K`` dimension.
+"""
+
+from abc import ABC, abstractmethod
+
+import torch
+
+
+class ConjugateFamily(ABC):
+    """Base class of conjugate exponential families.
+
+    :param dict prior: prior hyperparameters, keyed as :attr:`prior_names`.
+    :param torch.dtype dtype: floating dtype of the variational math (float64 default).
+    :param device: torch device of the hyperparameters.
+    """
+
+    #: short name used by the CLI and in error messages
+    name = None
+    #: keys of the prior / posterior parameter dicts
+    prior_names = ()
+    #: keys of the sufficient statistics dict
+    stat_names = ()
+
+    def __init__(self, prior, dtype=torch.float64, device=None):
+        missing = set(self.prior_names) - set(prior)
+        unknown = set(prior) - set(self.prior_names)
+        if missing or unknown:
+            raise ValueError(
+                f"{type(self).__name__} prior needs keys {sorted(self.prior_names)}; "
+                f"missing {sorted(missing)}, unknown {sorted(unknown)}"
+            )
+        self.prior = {
+            k: torch.as_tensor(v, dtype=dtype, device=device) for k, v in prior.items()
+        }
+        for key, value in self.prior.items():
+            if not bool(torch.isfinite(value).all()):
+                raise ValueError(f"{type(self).__name__} prior '{key}' has NaN or inf entries")
+        self._check_prior()
+
+    # ------------------------------------------------------------------ setup
+    @property
+    def dtype(self):
+        return next(iter(self.prior.values())).dtype
+
+    @property
+    def device(self):
+        return next(iter(self.prior.values())).device
+
+    @property
+    @abstractmethod
+    def dim(self):
+        """Dimension ``D`` of one observation."""
+
+    def to(self, dtype=None, device=None):
+        """A copy of this family with hyperparameters moved to ``dtype`` / ``device``."""
+        prior = {k: v.to(dtype=dtype or self.dtype, device=device) for k, v in self.prior.items()}
+        return type(self)(prior, dtype=dtype or self.dtype, device=device or self.device)
+
+    def _check_prior(self):
+        """Raise :class:`ValueError` if hyperparameters are outside their domain."""
+
+    @classmethod
+    @abstractmethod
+    def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
+        """Default prior scaled to the data ``x``; keyword overrides replace defaults."""
+
+    def check_data(self, x):
+        """Validate ``x`` and return it as an ``(N, D)`` tensor of this family's dtype.
+
+        :raises ValueError: naming the problem (rank, width, NaN/inf, support).
+        """
+        x = torch.as_tensor(x)
+        if x.dim() != 2:
+            raise ValueError(
+                f"{self.name} data must be a 2-D (N, D) array; got shape {tuple(x.shape)}"
+            )
+        if x.shape[0] == 0:
+            raise ValueError(f"{self.name} data is empty (N = 0)")
+        if x.shape[1] != self.dim:
+            raise ValueError(
+                f"{self.name} data has {x.shape[1]} columns but the prior has dimension {self.dim}"
+            )
+        x = x.to(dtype=self.dtype, device=self.device)
+        if not bool(torch.isfinite(x).all()):
+            bad = int((~torch.isfinite(x)).any(1).sum())
+            raise ValueError(f"{self.name} data has NaN or inf values in {bad} rows")
+        self._check_support(x)
+        return x
+
+    def _check_support(self, x):
+        """Raise :class:`ValueError` if ``x`` is outside the likelihood's support."""
+
+    # -------------------------------------------------------------- summaries
+    @abstractmethod
+    def stats(self, x, resp):
+        """Responsibility-weighted sufficient statistics :math:`s_k(x)` (paper 000 eq. 7)."""
+
+    @abstractmethod
+    def posterior(self, counts, stats):
+        """Conjugate update :math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (paper 000 eq. 10)."""
+
+    def prior_posterior(self, K):
+        """The prior written as a posterior dict with ``K`` identical components."""
+        return {k: v.expand((K,) + v.shape).clone() for k, v in self.prior.items()}
+
+    # ------------------------------------------------------------- ELBO terms
+    @abstractmethod
+    def expected_log_lik(self, x, post):
+        """:math:`E_q[\\log p(x_n \\mid \\phi_k)]` for all ``n, k``: an ``(N, K)`` tensor."""
+
+    @abstractmethod
+    def expected_log_lik_from_stats(self, counts, stats, post):
+        """:math:`\\sum_n \\hat r_{nk} E_q[\\log p(x_n \\mid \\phi_k)]` from summaries: ``(K,)``.
+
+        This is the data term of paper 000 eq. 8, linear in the summaries.
+        """
+
+    @abstractmethod
+    def kl_to_prior(self, post):
+        """:math:`KL(q(\\phi_k) \\| H(\\phi_k \\mid \\lambda_0))` for each component: ``(K,)``."""
+
+    @abstractmethod
+    def log_marginal(self, counts, stats):
+        """:math:`\\log \\int \\prod_n F(x_n \\mid \\phi) H(\\phi)\\, d\\phi` of a summary: ``(K,)``.
+
+        Exact for hard assignments; for soft summaries it is the quantity paper 000
+        eq. 12 ranks merge candidates with.
+        """
+
+    # ------------------------------------------------ explicit parameter values
+    @abstractmethod
+    def log_density(self, x, params):
+        """:math:`\\log F(x_n \\mid \\phi_n)` at explicit parameters, ``params`` batched like ``x``."""
+
+    @abstractmethod
+    def log_prior_density(self, params):
+        """:math:`\\log H(\\phi_k \\mid \\lambda_0)` at explicit parameters: ``(K,)``."""
+
+    def __repr__(self):
+        return f"{type(self).__name__}(dim={self.dim}, dtype={self.dtype})"
+
+
+def _as_float(x, dtype, device):
+    x = torch.as_tensor(x)
+    if not x.is_floating_point():
+        x = x.to(dtype)
+    return x.to(dtype=dtype, device=device)
+
+
+def data_for_defaults(x, dtype, device, name):
+    """``x`` as a float tensor for computing data-scaled default priors."""
+    x = _as_float(x, dtype, device)
+    if x.dim() != 2 or x.shape[0] == 0:
+        raise ValueError(f"{name} data must be a non-empty 2-D (N, D) array; got shape {tuple(x.shape)}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} data has NaN or inf values")
+    return x

@@ -1,0 +1,130 @@
+"""Gaussian likelihood with unknown mean and full covariance, Normal-Wishart prior."""
+
+import math
+
+import torch
+
+from ._wishart import (
+    check_wishart_prior,
+    kl_wishart,
+    log_normalizer_ratio,
+    mvn_log_density_precision,
+    regularized_scatter,
+    wishart_terms,
+)
+from .base import ConjugateFamily, data_for_defaults
+
+
+class Gaussian(ConjugateFamily):
+    """:math:`x \\sim N(\\mu, \\Lambda^{-1})`, :math:`\\Lambda \\sim W(\\nu_0, B_0^{-1})`,
+    :math:`\\mu \\mid \\Lambda \\sim N(m_0, (\\kappa_0\\Lambda)^{-1})`.
+
+    Prior keys: ``m`` (D,), ``kappa`` (), ``nu`` (), ``B`` (D, D) — the Wishart's
+    inverse scale, so :math:`E[\\Lambda^{-1}] = B / (\\nu - D - 1)`.
+    Statistics: ``x`` :math:`\\sum_n r_{nk} x_n` and ``xx`` :math:`\\sum_n r_{nk} x_n x_n^T`.
+    """
+
+    name = "gauss"
+    prior_names = ("m", "kappa", "nu", "B")
+    stat_names = ("x", "xx")
+
+    @property
+    def dim(self):
+        return self.prior["m"].shape[-1]
+
+    def _check_prior(self):
+        p = self.prior
+        if p["m"].dim() != 1:
+            raise ValueError(f"gauss prior 'm' must be a (D,) vector; got {tuple(p['m'].shape)}")
+        if p["kappa"].dim() != 0 or not bool(p["kappa"] > 0):
+            raise ValueError("gauss prior 'kappa' must be a positive scalar")
+        if p["B"].shape != (self.dim, self.dim):
+            raise ValueError(f"gauss prior 'B' must be ({self.dim}, {self.dim}); got {tuple(p['B'].shape)}")
+        check_wishart_prior(p["nu"], p["B"], "gauss")
+
+    @classmethod
+    def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
+        """Defaults: ``m`` = data mean, ``kappa`` = 1, ``nu`` = D + 2 and ``B`` = the
+        (regularised) empirical covariance, so the prior mean covariance
+        :math:`B/(\\nu - D - 1)` equals the data's covariance."""
+        x = data_for_defaults(x, dtype, device, cls.name)
+        d = x.shape[1]
+        mean = x.mean(0)
+        centered = x - mean
+        cov = centered.T @ centered / x.shape[0]
+        prior = {
+            "m": mean,
+            "kappa": torch.tensor(1.0),
+            "nu": torch.tensor(d + 2.0),
+            "B": regularized_scatter(cov, "gauss default prior B"),
+        }
+        prior.update(overrides)
+        return cls(prior, dtype=dtype, device=device)
+
+    def stats(self, x, resp):
+        return {"x": resp.T @ x, "xx": torch.einsum("nk,nd,ne->kde", resp, x, x)}
+
+    def posterior(self, counts, stats):
+        p = self.prior
+        kappa = p["kappa"] + counts
+        m = (p["kappa"] * p["m"] + stats["x"]) / kappa.unsqueeze(-1)
+        # B = B0 + xx + kappa0 m0 m0^T - kappa m m^T, written as centred scatter plus a
+        # shrinkage term (both PSD) so that cancellation cannot break positive definiteness.
+        n = counts.clamp_min(torch.finfo(counts.dtype).tiny)[:, None]
+        mean = stats["x"] / n
+        scatter = stats["xx"] - n.unsqueeze(-1) * mean.unsqueeze(-1) * mean.unsqueeze(-2)
+        delta = mean - p["m"]
+        shrink = (p["kappa"] * counts / kappa)[:, None, None] * delta.unsqueeze(-1) * delta.unsqueeze(-2)
+        B = p["B"] + scatter + shrink
+        B = 0.5 * (B + B.transpose(-1, -2))
+        return {"m": m, "kappa": kappa, "nu": p["nu"] + counts, "B": B}
+
+    def expected_log_lik(self, x, post):
+        d = self.dim
+        chol, _, _, e_logdet = wishart_terms(post["nu"], post["B"])
+        eye = torch.eye(d, dtype=x.dtype, device=x.device)
+        chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
+        y = chol_inv @ x.T - (chol_inv @ post["m"].unsqueeze(-1))  # (K, D, N)
+        quad = (y**2).sum(1).T  # (N, K): (x - m)^T B^{-1} (x - m)
+        const = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]
+        return const - 0.5 * post["nu"] * quad
+
+    def expected_log_lik_from_stats(self, counts, stats, post):
+        d = self.dim
+        _, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
+        m = post["m"]
+        xm = stats["x"].unsqueeze(-1) * m.unsqueeze(-2)
+        scatter = stats["xx"] - xm - xm.transpose(-1, -2) + counts[:, None, None] * m.unsqueeze(-1) * m.unsqueeze(-2)
+        quad = (B_inv * scatter).sum((-1, -2))
+        per_item = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]
+        return counts * per_item - 0.5 * post["nu"] * quad
+
+    def kl_to_prior(self, post):
+        p = self.prior
+        d = self.dim
+        kl_lam = kl_wishart(post["nu"], post["B"], p["nu"], p["B"])
+        _, _, B_inv, _ = wishart_terms(post["nu"], post["B"])
+        delta = post["m"] - p["m"]
+        maha = post["nu"] * torch.einsum("kd,kde,ke->k", delta, B_inv, delta)
+        ratio = p["kappa"] / post["kappa"]
+        kl_mu = 0.5 * (d * ratio - d - d * torch.log(ratio) + p["kappa"] * maha)
+        return kl_lam + kl_mu
+
+    def log_marginal(self, counts, stats):
+        p = self.prior
+        post = self.posterior(counts, stats)
+        d = self.dim
+        return (
+            -0.5 * counts * d * math.log(math.pi)
+            + log_normalizer_ratio(post["nu"], post["B"], p["nu"], p["B"])
+            + 0.5 * d * (torch.log(p["kappa"]) - torch.log(post["kappa"]))
+        )
+
+    def log_density(self, x, params):
+        return mvn_log_density_precision(x, params["mu"], params["Lambda"])
+
+    def log_prior_density(self, params):
+        p = self.prior
+        lam = params["Lambda"]
+        wishart = torch.distributions.Wishart(df=p["nu"], precision_matrix=p["B"], validate_args=False)
+        return wishart.log_prob(lam) + mvn_log_density_precision(params["mu"], p["m"], p["kappa"] * lam)

@@ -1,0 +1,94 @@
+"""Multinomial / Categorical likelihood over count vectors, Dirichlet prior."""
+
+import torch
+
+from .base import ConjugateFamily, data_for_defaults
+
+
+def log_multinomial_coefficient(x):
+    """:math:`\\log (\\sum_v x_v)! - \\sum_v \\log x_v!` per row of ``x``."""
+    return torch.lgamma(x.sum(-1) + 1) - torch.lgamma(x + 1).sum(-1)
+
+
+def check_counts(x, name):
+    """Raise :class:`ValueError` unless ``x`` holds non-negative integers."""
+    if bool((x < 0).any()):
+        raise ValueError(f"{name} data must be non-negative counts; found {int((x < 0).sum())} negative entries")
+    if bool((x != torch.round(x)).any()):
+        raise ValueError(f"{name} data must be integer counts; found non-integer values")
+
+
+class Multinomial(ConjugateFamily):
+    """:math:`x_n \\sim Mult(n_n, \\phi)`, :math:`\\phi \\sim Dir(\\lambda_0)`.
+
+    Each row of ``x`` is a count vector over ``V`` categories (a one-hot row is a single
+    Categorical draw). Prior key: ``lam`` (V,). Statistics: ``x`` :math:`\\sum_n r_{nk} x_n`
+    and ``logc``, the responsibility-weighted log multinomial coefficients (constant in
+    :math:`\\phi`, kept so the ELBO is the exact log-likelihood bound).
+    """
+
+    name = "mult"
+    prior_names = ("lam",)
+    stat_names = ("x", "logc")
+
+    @property
+    def dim(self):
+        return self.prior["lam"].shape[-1]
+
+    def _check_prior(self):
+        lam = self.prior["lam"]
+        if lam.dim() != 1 or not bool((lam > 0).all()):
+            raise ValueError("mult prior 'lam' must be a positive (V,) vector")
+
+    @classmethod
+    def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
+        """Default: symmetric Dirichlet with concentration 0.5 (Jeffreys) per category."""
+        x = data_for_defaults(x, dtype, device, cls.name)
+        prior = {"lam": torch.full((x.shape[1],), 0.5)}
+        prior.update(overrides)
+        return cls(prior, dtype=dtype, device=device)
+
+    def _check_support(self, x):
+        check_counts(x, self.name)
+
+    def stats(self, x, resp):
+        return {"x": resp.T @ x, "logc": resp.T @ log_multinomial_coefficient(x)}
+
+    def posterior(self, counts, stats):
+        return {"lam": self.prior["lam"] + stats["x"]}
+
+    @staticmethod
+    def _e_log_phi(lam):
+        return torch.digamma(lam) - torch.digamma(lam.sum(-1, keepdim=True))
+
+    def expected_log_lik(self, x, post):
+        return x @ self._e_log_phi(post["lam"]).T + log_multinomial_coefficient(x).unsqueeze(-1)
+
+    def expected_log_lik_from_stats(self, counts, stats, post):
+        return (stats["x"] * self._e_log_phi(post["lam"])).sum(-1) + stats["logc"]
+
+    def kl_to_prior(self, post):
+        lam, lam0 = post["lam"], self.prior["lam"]
+        return (
+            torch.lgamma(lam.sum(-1))
+            - torch.lgamma(lam).sum(-1)
+            - torch.lgamma(lam0.sum(-1))
+            + torch.lgamma(lam0).sum(-1)
+            + ((lam - lam0) * self._e_log_phi(lam)).sum(-1)
+        )
+
+    def log_marginal(self, counts, stats):
+        lam0 = self.prior["lam"]
+        lam = self.posterior(counts, stats)["lam"]
+        return (
+            torch.lgamma(lam0.sum(-1))
+            - torch.lgamma(lam.sum(-1))
+            + (torch.lgamma(lam) - torch.lgamma(lam0)).sum(-1)
+            + stats["logc"]
+        )
+
+    def log_density(self, x, params):
+        return (x * torch.log(params["phi"])).sum(-1) + log_multinomial_coefficient(x)
+
+    def log_prior_density(self, params):
+        return torch.distributions.Dirichlet(self.prior["lam"]).log_prob(params["phi"])

@@ -1,0 +1,85 @@
+"""Zero-mean Gaussian likelihood with full covariance, Wishart prior."""
+
+import math
+
+import torch
+
+from ._wishart import (
+    check_wishart_prior,
+    kl_wishart,
+    log_normalizer_ratio,
+    mvn_log_density_precision,
+    regularized_scatter,
+    wishart_terms,
+)
+from .base import ConjugateFamily, data_for_defaults
+
+
+class ZeroMeanGaussian(ConjugateFamily):
+    """:math:`x \\sim N(0, \\Lambda^{-1})`, :math:`\\Lambda \\sim W(\\nu_0, B_0^{-1})`.
+
+    Prior keys: ``nu`` (), ``B`` (D, D). Statistic: ``xx`` :math:`\\sum_n r_{nk} x_n x_n^T`.
+    This is the family of the paper's image-patch experiments (paper 000 §4).
+    """
+
+    name = "zm-gauss"
+    prior_names = ("nu", "B")
+    stat_names = ("xx",)
+
+    @property
+    def dim(self):
+        return self.prior["B"].shape[-1]
+
+    def _check_prior(self):
+        check_wishart_prior(self.prior["nu"], self.prior["B"], "zm-gauss")
+
+    @classmethod
+    def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
+        """Defaults: ``nu`` = D + 2 and ``B`` = the (regularised) second-moment matrix
+        :math:`\\frac1N\\sum_n x_n x_n^T`, so the prior mean covariance matches the data."""
+        x = data_for_defaults(x, dtype, device, cls.name)
+        d = x.shape[1]
+        prior = {
+            "nu": torch.tensor(d + 2.0),
+            "B": regularized_scatter(x.T @ x / x.shape[0], "zm-gauss default prior B"),
+        }
+        prior.update(overrides)
+        return cls(prior, dtype=dtype, device=device)
+
+    def stats(self, x, resp):
+        return {"xx": torch.einsum("nk,nd,ne->kde", resp, x, x)}
+
+    def posterior(self, counts, stats):
+        B = self.prior["B"] + stats["xx"]
+        return {"nu": self.prior["nu"] + counts, "B": 0.5 * (B + B.transpose(-1, -2))}
+
+    def expected_log_lik(self, x, post):
+        d = self.dim
+        chol, _, _, e_logdet = wishart_terms(post["nu"], post["B"])
+        eye = torch.eye(d, dtype=x.dtype, device=x.device)
+        chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
+        quad = ((chol_inv @ x.T) ** 2).sum(1).T  # (N, K)
+        return 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * post["nu"] * quad
+
+    def expected_log_lik_from_stats(self, counts, stats, post):
+        d = self.dim
+        _, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
+        quad = (B_inv * stats["xx"]).sum((-1, -2))
+        return counts * (0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi)) - 0.5 * post["nu"] * quad
+
+    def kl_to_prior(self, post):
+        return kl_wishart(post["nu"], post["B"], self.prior["nu"], self.prior["B"])
+
+    def log_marginal(self, counts, stats):
+        post = self.posterior(counts, stats)
+        return -0.5 * counts * self.dim * math.log(math.pi) + log_normalizer_ratio(
+            post["nu"], post["B"], self.prior["nu"], self.prior["B"]
+        )
+
+    def log_density(self, x, params):
+        return mvn_log_density_precision(x, torch.zeros_like(x), params["Lambda"])
+
+    def log_prior_density(self, params):
+        p = self.prior
+        wishart = torch.distributions.Wishart(df=p["nu"], precision_matrix=p["B"], validate_args=False)
+        return wishart.log_prob(params["Lambda"])

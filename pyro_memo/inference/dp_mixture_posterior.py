@@ -1,0 +1,114 @@
+"""The truncated variational posterior of a DP mixture and its closed-form updates."""
+
+import torch
+
+from ..summaries import Summary
+
+
+class DPMixturePosterior:
+    """Global variational factors :math:`q(v_k)\\,q(\\phi_k)`, ``k = 1..K``, of a DP mixture.
+
+    Holds the family's posterior parameters (``component``, a dict of ``(K, ...)``
+    tensors) and the stick parameters ``eta1``, ``eta0``. Local factors
+    :math:`q(z_n)` are never stored: :meth:`local_step` computes them on demand.
+
+    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param sticks: a :class:`~pyro_memo.allocation.DPSticks`.
+    :param dict component: posterior parameters of :math:`q(\\phi_k)`.
+    :param torch.Tensor eta1: ``(K,)`` first Beta parameter of :math:`q(v_k)`.
+    :param torch.Tensor eta0: ``(K,)`` second Beta parameter of :math:`q(v_k)`.
+    """
+
+    def __init__(self, family, sticks, component, eta1, eta0):
+        self.family = family
+        self.sticks = sticks
+        self.component = component
+        self.eta1 = eta1
+        self.eta0 = eta0
+
+    @classmethod
+    def from_summary(cls, family, sticks, summary):
+        """The posterior that is optimal for ``summary`` (paper 000 eq. 10)."""
+        post = cls(family, sticks, None, None, None)
+        post.update(summary)
+        return post
+
+    @classmethod
+    def prior(cls, family, sticks, K):
+        """``K`` components all at the prior (the optimum for no data)."""
+        return cls.from_summary(family, sticks, Summary.zeros(family, K))
+
+    @property
+    def K(self):
+        return self.eta1.shape[0]
+
+    # ---------------------------------------------------------------- updates
+    def update_components(self, summary):
+        """:math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (paper 000 eq. 10)."""
+        self.component = self.family.posterior(summary.counts, summary.stats)
+
+    def update_sticks(self, summary):
+        """:math:`\\hat\\eta_{k1} = 1 + \\hat N_k`, :math:`\\hat\\eta_{k0} = \\alpha + \\sum_{\\ell>k}\\hat N_\\ell`."""
+        self.eta1, self.eta0 = self.sticks.posterior(summary.counts)
+
+    def update(self, summary):
+        """Both global blocks; each is the exact coordinate-ascent optimum given ``summary``."""
+        self.update_components(summary)
+        self.update_sticks(summary)
+        return self
+
+    # ------------------------------------------------------------ local step
+    def log_joint_resp(self, x):
+        """Unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]` (eq. 9)."""
+        e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0)
+        return self.family.expected_log_lik(x, self.component) + e_log_w
+
+    def responsibilities(self, x):
+        """:math:`\\hat r_{nk}` (paper 000 eq. 9), normalised by log-sum-exp: ``(N, K)``."""
+        return torch.softmax(self.log_joint_resp(x), dim=-1)
+
+    def local_step(self, x):
+        """Optimal :math:`q(z_n)` for items ``x`` and their :class:`Summary`."""
+        resp = self.responsibilities(x)
+        return resp, Summary.from_responsibilities(self.family, x, resp)
+
+    # ------------------------------------------------------------------ ELBO
+    def elbo_terms(self, summary):
+        """The exact ELBO of paper 000 eq. 8, split into its terms (each a scalar tensor)."""
+        fam = self.family
+        data = fam.expected_log_lik_from_stats(summary.counts, summary.stats, self.component).sum()
+        return {
+            "data": data,
+            "kl_components": fam.kl_to_prior(self.component).sum(),
+            "allocation": self.sticks.elbo(summary.counts, self.eta1, self.eta0),
+            "entropy": summary.entropy.sum(),
+        }
+
+    def elbo(self, summary):
+        """Exact full-data ELBO (paper 000 eq. 8): linear in the summaries plus the entropy."""
+        t = self.elbo_terms(summary)
+        return t["data"] - t["kl_components"] + t["allocation"] + t["entropy"]
+
+    # ------------------------------------------------------------- read-outs
+    def expected_weights(self):
+        """:math:`E_q[w_k] = E[v_k]\\prod_{\\ell<k} E[1 - v_\\ell]`: ``(K,)``."""
+        e_v = self.eta1 / (self.eta1 + self.eta0)
+        if self.sticks.truncation == "direct":
+            e_v = torch.cat([e_v[:-1], torch.ones_like(e_v[-1:])])
+        remaining = torch.cumprod(torch.cat([torch.ones_like(e_v[:1]), 1 - e_v[:-1]]), 0)
+        return e_v * remaining
+
+    def to(self, dtype=None, device=None):
+        """A copy with every tensor (and the family) on ``dtype`` / ``device``."""
+        family = self.family.to(dtype=dtype, device=device)
+
+        def move(t):
+            return t.to(dtype=family.dtype, device=family.device)
+
+        return DPMixturePosterior(
+            family,
+            self.sticks,
+            {k: move(v) for k, v in self.component.items()},
+            move(self.eta1),
+            move(self.eta0),
+        )
