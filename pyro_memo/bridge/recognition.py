@@ -222,7 +222,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     """
     from .wiring_check import verify_wiring
 
-    with torch.no_grad():
+    with torch.no_grad(), poutine.block():  # invisible to any handler the caller runs under
         trace = poutine.trace(model).get_trace(*args, **kwargs)
     plates, sites = _sample_sites(trace)
     observed = [s for s in sites if s["is_observed"]]

@@ -25,7 +25,7 @@ def verify_wiring(model, args, kwargs, spec, trace):
     if spec.stick_site is not None:
         v = torch.rand(spec.T - 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         v = (0.05 + 0.9 * v).to(model_dtype)
-        with torch.no_grad():
+        with torch.no_grad(), poutine.block():
             cond = poutine.trace(poutine.condition(model, data={spec.stick_site: v})).get_trace(*args, **kwargs)
         probs = _base(cond.nodes[spec.assignment_site]["fn"]).probs
         expected = stick_breaking_weights(v.double())
