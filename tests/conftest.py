@@ -26,7 +26,7 @@ def make_data(name, N, D=2, seed=0, clusters=3):
         probs = torch.distributions.Dirichlet(torch.ones(D, dtype=torch.float64)).sample((clusters,))
         counts = 5 + torch.randint(20, (N,), generator=g)
         return torch.stack([torch.multinomial(probs[k], int(c), replacement=True, generator=g).bincount(
-            minlength=D).double() for k, c in zip(labels, counts)])
+            minlength=D).double() for k, c in zip(labels, counts, strict=True)])
     raise ValueError(name)
 
 

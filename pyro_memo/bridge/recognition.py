@@ -24,9 +24,8 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 
-from ..allocation import stick_breaking_weights
 from ..families import Bernoulli, DiagGaussian, Gaussian, Multinomial, Poisson, ZeroMeanGaussian
-from ..models.component_sites import index_components, sites_for
+from ..models.component_sites import sites_for
 
 #: observation distribution -> what pyro-memo fits it with
 SUPPORTED = {

@@ -12,16 +12,21 @@ import torch
 from ._special import logdet_from_cholesky, multidigamma, multigammaln, safe_cholesky
 
 
-def regularized_scatter(scatter, what):
+def regularized_scatter(scatter, what, magnitude):
     """Make a data-derived scale matrix safely positive definite.
 
-    Adds ``1e-4 * mean(diag)`` to the diagonal (identity if the matrix is all zero), so
+    Adds ``1e-4 * mean(diag)`` to the diagonal. When the matrix is (numerically) zero,
+    as for duplicated points, whose covariance is round-off of order 1e-32, the scale
+    falls back to ``magnitude`` (the data's mean square), or 1 for all-zero data, so
     constant columns and ``N < D`` data still give a proper prior.
     """
     d = scatter.shape[-1]
     scale = torch.diagonal(scatter, dim1=-2, dim2=-1).mean()
-    if not bool(scale > 0):
-        scale = torch.ones((), dtype=scatter.dtype, device=scatter.device)
+    magnitude = torch.as_tensor(magnitude, dtype=scatter.dtype, device=scatter.device)
+    if not bool(magnitude > 0):
+        magnitude = torch.ones_like(magnitude)
+    if not bool(scale > 1e-10 * magnitude):
+        scale = magnitude
     eye = torch.eye(d, dtype=scatter.dtype, device=scatter.device)
     out = 0.5 * (scatter + scatter.transpose(-1, -2)) + 1e-4 * scale * eye
     safe_cholesky(out, what)
@@ -57,7 +62,10 @@ def kl_wishart(nu, B, nu0, B0):
 
 
 def log_normalizer_ratio(nu, B, nu0, B0):
-    """:math:`\\log\\Gamma_D(\\nu/2) - \\log\\Gamma_D(\\nu_0/2) + \\tfrac{\\nu_0}{2}\\log|B_0| - \\tfrac{\\nu}{2}\\log|B|`."""
+    """Log normalizer ratio of two Wishart densities (the marginal-likelihood core):
+
+    :math:`\\log\\Gamma_D(\\nu/2) - \\log\\Gamma_D(\\nu_0/2) + \\tfrac{\\nu_0}{2}\\log|B_0| - \\tfrac{\\nu}{2}\\log|B|`.
+    """
     d = B.shape[-1]
     logdet_B = logdet_from_cholesky(safe_cholesky(B, "posterior scale matrix B"))
     logdet_B0 = logdet_from_cholesky(safe_cholesky(B0, "prior scale matrix B0"))

@@ -56,7 +56,7 @@ class Gaussian(ConjugateFamily):
             "m": mean,
             "kappa": torch.tensor(1.0),
             "nu": torch.tensor(d + 2.0),
-            "B": regularized_scatter(cov, "gauss default prior B"),
+            "B": regularized_scatter(cov, "gauss default prior B", (x * x).mean()),
         }
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device)

@@ -41,7 +41,7 @@ class ZeroMeanGaussian(ConjugateFamily):
         d = x.shape[1]
         prior = {
             "nu": torch.tensor(d + 2.0),
-            "B": regularized_scatter(x.T @ x / x.shape[0], "zm-gauss default prior B"),
+            "B": regularized_scatter(x.T @ x / x.shape[0], "zm-gauss default prior B", (x * x).mean()),
         }
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device)

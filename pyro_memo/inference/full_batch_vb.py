@@ -3,8 +3,6 @@
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from ..allocation import DPSticks
 from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior

@@ -186,7 +186,7 @@ def unused_precision_model(data, T=3):
 
 def wrong_weights_model(data, T=3):
     with pyro.plate("sticks", T - 1):
-        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+        pyro.sample("v", dist.Beta(1.0, 1.0))
     with pyro.plate("components", T):
         p = pyro.sample("p", dist.Beta(torch.ones(2), 1.0).to_event(1))
     with pyro.plate("data", data.shape[0]):

@@ -1,0 +1,52 @@
+"""Datasets: bundled ones (shipped by installed packages) and array files."""
+
+import os
+
+import numpy as np
+
+#: bundled dataset name -> one-line description
+BUNDLED = {
+    "digits": "scikit-learn's handwritten digits: 1,797 images of 8x8 pixels (D = 64), 10 classes",
+}
+
+
+def load_dataset(source):
+    """Load data for fitting.
+
+    :param str source: a bundled dataset name (see :data:`BUNDLED`) or a path to a
+        ``.npy`` file (an ``(N, D)`` array) or ``.npz`` file (key ``x`` or ``data``, else
+        its only array; an optional ``labels`` / ``y`` array is used for scoring).
+    :returns: ``(x, labels, description)`` with ``x`` a float64 numpy array and
+        ``labels`` an int array or ``None``.
+    :raises ValueError: for an unknown name, a missing or unreadable file.
+    """
+    if source in BUNDLED:
+        if source == "digits":
+            from sklearn.datasets import load_digits
+
+            x, y = load_digits(return_X_y=True)
+            return x.astype(np.float64), y, BUNDLED[source]
+    if not os.path.exists(source):
+        raise ValueError(f"'{source}' is neither a bundled dataset ({', '.join(BUNDLED)}) nor an existing file")
+    ext = os.path.splitext(source)[1].lower()
+    try:
+        if ext == ".npy":
+            x, labels = np.load(source, allow_pickle=False), None
+        elif ext == ".npz":
+            with np.load(source, allow_pickle=False) as archive:
+                keys = list(archive.keys())
+                data_keys = [k for k in ("x", "data") if k in keys] or [k for k in keys if k not in ("labels", "y")]
+                if len(data_keys) != 1:
+                    raise ValueError(
+                        f"{source}: expected an array named 'x' or 'data' (or a single array); found {keys}"
+                    )
+                x = archive[data_keys[0]]
+                label_keys = [k for k in ("labels", "y") if k in keys]
+                labels = archive[label_keys[0]] if label_keys else None
+        else:
+            raise ValueError(f"{source}: unsupported file type '{ext}'; use .npy or .npz")
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{source}: cannot read array file ({err})") from err
+    if not np.issubdtype(x.dtype, np.number):
+        raise ValueError(f"{source}: data must be numeric; got dtype {x.dtype}")
+    return x, labels, f"{os.path.basename(source)}: array of shape {x.shape}"
