@@ -97,19 +97,19 @@ class DPMixtureGuide:
         self.setup(*args, **kwargs)
         spec, post = self.spec, self.posterior
         T, K, fam = spec.T, self.K, spec.family
-        mdt = spec.extra["model_dtype"]
+        like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
         if T > 1:
             n = min(K, T - 1)
-            eta1 = torch.cat([post.eta1[:n], torch.ones(T - 1 - n, dtype=self.dtype)])
-            eta0 = torch.cat([post.eta0[:n], torch.full((T - 1 - n,), spec.alpha, dtype=self.dtype)])
+            eta1 = torch.cat([post.eta1[:n], post.eta1.new_ones(T - 1 - n)])
+            eta0 = torch.cat([post.eta0[:n], post.eta0.new_full((T - 1 - n,), spec.alpha)])
             with pyro.plate(spec.stick_plate, T - 1):
-                pyro.sample(spec.stick_site, dist.Beta(eta1.to(mdt), eta0.to(mdt)))
+                pyro.sample(spec.stick_site, dist.Beta(eta1.to(**like), eta0.to(**like)))
         prior = fam.prior_posterior(T - K)
-        hyper = {k: torch.cat([v, prior[k]]).to(mdt) for k, v in post.component.items()}
+        hyper = {k: torch.cat([v, prior[k]]).to(**like) for k, v in post.component.items()}
         with pyro.plate(spec.component_plate, T):
             spec.sites.sample(hyper)
         x = spec.data(args, kwargs)
         with pyro.plate(spec.data_plate, spec.num_data, subsample_size=spec.subsample_size) as idx:
             resp = post.responsibilities(x[idx])
             resp = torch.cat([resp, resp.new_zeros(resp.shape[0], T - K)], -1)
-            pyro.sample(spec.assignment_site, dist.Categorical(probs=resp.to(mdt)))
+            pyro.sample(spec.assignment_site, dist.Categorical(probs=resp.to(**like)))

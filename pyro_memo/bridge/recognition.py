@@ -251,8 +251,9 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     component_plate = _component_plate(comp, T)
     obs_fn = _base(obs["fn"])
     family_cls, hyper, names = _recognise_components(obs_fn, obs["name"], comp)
+    first_param = next(iter(comp.values()))["value"]
     try:
-        family = family_cls(hyper, dtype=dtype)
+        family = family_cls(hyper, dtype=dtype, device=first_param.device)
     except ValueError as err:
         raise ModelStructureError(f"component sites {sorted(comp)}: {err}") from err
     size, subsample_size, subsample = plates.get(data_plate, (None, None, None))
@@ -278,7 +279,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
         data_arg=_find_data_arg(args, kwargs, obs["value"], subsample),
         one_hot=isinstance(obs_fn, dist.Categorical),
     )
-    spec.extra["model_dtype"] = next(iter(comp.values()))["value"].dtype
+    spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device)
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
 

@@ -24,7 +24,7 @@ def verify_wiring(model, args, kwargs, spec, trace):
     # 1. assignment probabilities are the stick-breaking weights of the sticks
     if spec.stick_site is not None:
         v = torch.rand(spec.T - 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        v = (0.05 + 0.9 * v).to(model_dtype)
+        v = (0.05 + 0.9 * v).to(dtype=model_dtype, device=spec.extra["model_device"])
         with torch.no_grad(), poutine.block():
             cond = poutine.trace(poutine.condition(model, data={spec.stick_site: v})).get_trace(*args, **kwargs)
         probs = _base(cond.nodes[spec.assignment_site]["fn"]).probs
