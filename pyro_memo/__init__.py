@@ -1,7 +1,16 @@
 """pyro-memo: memoized online variational inference for Bayesian nonparametric models in Pyro."""
 
 from .allocation import DPSticks, stick_breaking_weights
-from .bridge import DPMixtureGuide, ModelStructureError, fit_vb, recognize_model
+from .bridge import (
+    ClosedFormOptimizer,
+    DPMixtureGuide,
+    MemoizedELBO,
+    ModelStructureError,
+    fit_memoized,
+    fit_vb,
+    recognize_model,
+)
+from .data_sources import make_batches
 from .families import (
     FAMILIES,
     Bernoulli,
@@ -13,13 +22,21 @@ from .families import (
     ZeroMeanGaussian,
     get_family,
 )
-from .inference import DPMixturePosterior, FitResult, FullBatchVB
+from .inference import DPMixturePosterior, FitResult, FullBatchVB, MemoizedVB, MemoState, load_state, save_state
 from .models import DPMixtureModel
 from .summaries import Summary
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClosedFormOptimizer",
+    "MemoizedELBO",
+    "MemoizedVB",
+    "MemoState",
+    "fit_memoized",
+    "load_state",
+    "make_batches",
+    "save_state",
     "FAMILIES",
     "Bernoulli",
     "ConjugateFamily",

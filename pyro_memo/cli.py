@@ -1,8 +1,6 @@
 """The ``pyro-memo`` console script."""
 
 import argparse
-import json
-import math
 import os
 import sys
 import time
@@ -10,156 +8,169 @@ import time
 import numpy as np
 import torch
 
+from .data_sources import ArrayBatches, NpyFileBatches
 from .datasets import BUNDLED, load_dataset
 from .families import FAMILIES, get_family
-from .inference import FullBatchVB
+from .inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
+from .reporting import effective_k, summary_text, write_json, write_posterior_npz, write_trace_plot
 
-ALGORITHMS = ("vb",)
+ALGORITHMS = ("vb", "memo")
+#: default priors of out-of-core data come from at most this many leading items
+PRIOR_SAMPLE = 100_000
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="pyro-memo",
-        description="Variational inference for Dirichlet-process mixtures (pyro-memo).",
-    )
+    parser = argparse.ArgumentParser(prog="pyro-memo",
+                                     description="Variational inference for Dirichlet-process mixtures (pyro-memo).")
     sub = parser.add_subparsers(dest="command", required=True)
-    fit = sub.add_parser(
-        "fit",
-        help="fit a DP mixture to a dataset and print a summary",
-        description="Fit a DP mixture to DATA and print a summary (ELBO, components, weights).",
-    )
+    fit = sub.add_parser("fit", help="fit a DP mixture to a dataset and print a summary",
+                         description="Fit a DP mixture to DATA and print a summary (ELBO, components, weights).")
     fit.add_argument("data", nargs="?", default="digits", metavar="DATA",
-                     help=f"a .npy/.npz file of shape (N, D), or a bundled dataset: {', '.join(BUNDLED)} "
-                          "(default: digits)")
+                     help=f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(BUNDLED)} "
+                          "(default: digits). A .npy file is read from disk batch by batch with --algo memo.")
     fit.add_argument("--family", choices=sorted(FAMILIES), default="gauss",
-                     help="observation family: gauss (full covariance, Normal-Wishart), zm-gauss (zero mean, "
-                          "Wishart), diag-gauss (Normal-Gamma), mult (Dirichlet), bern (Beta), poisson (Gamma); "
-                          "default gauss")
+                     help="observation family: gauss (full covariance, Normal-Wishart prior), zm-gauss (zero mean, "
+                          "Wishart), diag-gauss (Normal-Gamma), mult (Dirichlet), bern (Beta), poisson (Gamma). "
+                          "Default priors are scaled to the data. Default: gauss")
     fit.add_argument("--algo", choices=ALGORITHMS, default="vb",
-                     help="inference algorithm: vb = full-batch coordinate ascent (default vb)")
-    fit.add_argument("--K", type=int, default=20, help="truncation level: number of components (default 20)")
-    fit.add_argument("--laps", type=int, default=100,
-                     help="maximum passes through the data (default 100)")
+                     help="vb: full-batch coordinate ascent; memo: memoized online VB over --batches fixed batches "
+                          "(default vb)")
+    fit.add_argument("--K", type=int, default=20, help="truncation level, the number of components (default 20)")
+    fit.add_argument("--batches", type=int, default=10, help="number of fixed batches for --algo memo (default 10)")
+    fit.add_argument("--laps", type=int, default=100, help="maximum passes through the data (default 100)")
     fit.add_argument("--tol", type=float, default=1e-7,
-                     help="stop when the ELBO's relative change per lap is below this (default 1e-7)")
+                     help="stop when the exact ELBO's relative change over a lap is below this (default 1e-7)")
     fit.add_argument("--alpha", type=float, default=1.0, help="DP concentration (default 1.0)")
     fit.add_argument("--init", choices=("kmeans++", "random"), default="kmeans++",
                      help="initial responsibilities (default kmeans++)")
-    fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    fit.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default cpu)")
+    fit.add_argument("--seed", type=int, default=0, help="seed of initialisation and batch order (default 0)")
+    fit.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, ... (default cpu)")
     fit.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                      help="floating type of the variational math (default float64)")
     fit.add_argument("--json", metavar="PATH",
-                     help="write results as JSON: elbo, elbo_trace, K, weights, lap_seconds, seconds, ...")
-    fit.add_argument("--quiet", action="store_true", help="no progress line")
+                     help="write results as JSON: elbo (total nats), elbo_trace (per lap), K, weights, "
+                          "lap_seconds, seconds, k_trace, N, D, ...")
+    fit.add_argument("--save", metavar="DIR",
+                     help="write DIR/posterior.npz (weights, labels; means and covariances for Gaussian "
+                          "families), DIR/trace.png (ELBO and K per lap) and, for --algo memo, DIR/state.pt "
+                          "(after every lap; resumable)")
+    fit.add_argument("--resume", metavar="DIR",
+                     help="continue a memoized fit from DIR/state.pt (same DATA; --laps counts all laps)")
+    fit.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
-class _Progress:
-    def __init__(self, enabled):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.last = time.perf_counter()
-        self.lap_seconds = []
-
-    def __call__(self, lap, elbo, posterior):
-        now = time.perf_counter()
-        self.lap_seconds.append(now - self.last)
-        self.last = now
-        if self.enabled:
-            k = int((posterior.expected_weights() > 1e-3).sum())
-            sys.stderr.write(f"\rlap {lap + 1:4d}  ELBO {elbo:.6g}  K {k:3d}")
-            sys.stderr.flush()
-
-    def close(self):
-        if self.enabled:
-            sys.stderr.write("\n")
-
-
 def _check_options(args):
-    if args.K < 1:
-        raise ValueError(f"--K must be a positive integer; got {args.K}")
-    if args.laps < 1:
-        raise ValueError(f"--laps must be a positive integer; got {args.laps}")
+    for name in ("K", "laps", "batches"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be a positive integer; got {getattr(args, name)}")
     if not args.alpha > 0:
         raise ValueError(f"--alpha must be positive; got {args.alpha}")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}: CUDA is not available on this machine")
+    if args.resume and args.algo != "memo":
+        raise ValueError("--resume needs --algo memo")
     try:
-        torch.device(args.device)
+        device = torch.device(args.device)
     except RuntimeError as err:
         raise ValueError(f"--device: {err}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: CUDA is not available on this machine")
 
 
-def _nmi(labels, pred):
-    from sklearn.metrics import normalized_mutual_info_score
+class Progress:
+    """A progress bar of lap, exact ELBO and K; also records K per lap."""
 
-    return float(normalized_mutual_info_score(labels, pred))
+    def __init__(self, total, enabled):
+        self.k_trace = []
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="lap", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def __call__(self, lap, elbo, posterior):
+        k = effective_k(posterior.expected_weights().cpu().numpy())
+        self.k_trace.append(k)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"ELBO {elbo:.6g}  K {k}")
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _load(args, dtype):
+    """Data (in memory, or a file source), labels, description, and the family."""
+    if args.algo == "memo" and args.data.endswith(".npy") and args.data not in BUNDLED and os.path.exists(args.data):
+        source = NpyFileBatches(args.data, args.batches)
+        parts, count, b = [], 0, 0
+        while count < min(PRIOR_SAMPLE, source.num_items) and b < source.num_batches:
+            parts.append(np.asarray(source.batch(b)))
+            count, b = count + len(parts[-1]), b + 1
+        family = get_family(args.family).from_data(np.concatenate(parts), dtype=dtype, device=args.device)
+        return source, None, f"{args.data}: {source.shape[0]} x {source.shape[1]} array read batch by batch", family
+    x_np, labels, description = load_dataset(args.data)
+    family = get_family(args.family).from_data(x_np, dtype=dtype, device=args.device)
+    return family.check_data(x_np), labels, description, family
+
+
+def _labels(posterior, data, family):
+    if torch.is_tensor(data):
+        return posterior.responsibilities(data).argmax(-1).cpu().numpy()
+    return np.concatenate([posterior.responsibilities(family.check_data(np.asarray(b))).argmax(-1).cpu().numpy()
+                           for b in data])
 
 
 def run_fit(args):
     _check_options(args)
-    dtype = getattr(torch, args.dtype)
-    x_np, labels, description = load_dataset(args.data)
-    family = get_family(args.family).from_data(x_np, dtype=dtype, device=args.device)
-    x = family.check_data(torch.as_tensor(x_np))
-    vb = FullBatchVB(family, args.K, alpha=args.alpha, max_iter=args.laps, tol=args.tol, init=args.init,
-                     seed=args.seed)
-    progress = _Progress(not args.quiet)
-    result = vb.fit(x, callback=progress)
+    data, labels, description, family = _load(args, getattr(torch, args.dtype))
+    num_items = data.shape[0] if torch.is_tensor(data) else data.num_items
+    state, laps_before = None, 0
+    if args.resume:
+        state = load_state(os.path.join(args.resume, "state.pt"), device=args.device)
+        family, laps_before = state.posterior.family, state.laps_done
+    progress = Progress(args.laps - laps_before, not args.quiet)
+    start = time.perf_counter()
+    if args.algo == "vb":
+        vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed)
+        result = vb.fit(data, callback=progress)
+    else:
+        source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
+        memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed)
+        state = state or MemoState(rng=np.random.default_rng(args.seed))
+        callback = progress
+        if args.save:
+            def callback(lap, elbo, posterior):
+                progress(lap, elbo, posterior)
+                save_state(os.path.join(args.save, "state.pt"), state)
+        result = memo.fit(source, state=state, callback=callback)
     progress.close()
     post = result.posterior
     weights = post.expected_weights().cpu().numpy()
-    pred = post.responsibilities(x).argmax(-1).cpu().numpy()
-    active = weights > 1e-3
+    pred = _labels(post, data, family)
     out = {
-        "data": args.data,
-        "family": args.family,
-        "algo": args.algo,
-        "N": int(x.shape[0]),
-        "D": int(x.shape[1]),
-        "truncation": args.K,
-        "elbo": result.elbo,
-        "elbo_per_item": result.elbo / x.shape[0],
-        "elbo_trace": result.elbo_trace,
-        "K": int(active.sum()),
-        "weights": weights.tolist(),
-        "counts": result.summary.counts.cpu().numpy().tolist(),
-        "laps": len(result.elbo_trace),
-        "converged": result.converged,
-        "lap_seconds": progress.lap_seconds,
-        "seconds": result.seconds,
+        "data": args.data, "family": args.family, "algo": args.algo, "N": int(num_items), "D": int(family.dim),
+        "truncation": args.K, "batches": args.batches if args.algo == "memo" else 1,
+        "elbo": result.elbo, "elbo_trace": result.elbo_trace, "K": effective_k(weights),
+        "k_trace": progress.k_trace, "weights": weights.tolist(),
+        "counts": result.summary.counts.cpu().numpy().tolist(), "laps": len(result.elbo_trace),
+        "converged": result.converged, "lap_seconds": result.lap_seconds,
+        "seconds": time.perf_counter() - start,
     }
     if labels is not None and len(labels) == len(pred):
-        out["nmi"] = _nmi(labels, pred)
-    print(_summary_text(out, description, weights))
+        from sklearn.metrics import normalized_mutual_info_score
+
+        out["nmi"] = float(normalized_mutual_info_score(labels, pred))
+    if args.save:
+        write_posterior_npz(os.path.join(args.save, "posterior.npz"), weights, pred,
+                            family.point_estimates(post.component))
+        write_trace_plot(os.path.join(args.save, "trace.png"), result.elbo_trace,
+                         progress.k_trace or [out["K"]] * len(result.elbo_trace), description)
+        out["saved"] = args.save
+    print(summary_text(out, description))
     if args.json:
-        _write_json_atomically(args.json, out)
+        write_json(args.json, out)
     return 0
-
-
-def _summary_text(out, description, weights):
-    order = np.argsort(-weights)
-    top = ", ".join(f"{weights[k]:.3f}" for k in order[:10] if weights[k] > 1e-3)
-    lines = [
-        f"data      {description}",
-        f"model     DP mixture, family {out['family']}, truncation K = {out['truncation']}",
-        f"inference {out['algo']}: {out['laps']} laps in {out['seconds']:.2f} s"
-        + ("" if out["converged"] else " (not converged: raise --laps)"),
-        f"ELBO      {out['elbo']:.6g} nats ({out['elbo_per_item']:.4f} per item)",
-        f"K         {out['K']} components with weight > 0.001",
-        f"weights   {top}" + (" ..." if out["K"] > 10 else ""),
-    ]
-    if "nmi" in out:
-        lines.append(f"NMI       {out['nmi']:.3f} against the dataset's labels")
-    return "\n".join(lines)
-
-
-def _write_json_atomically(path, payload):
-    """Write to a temporary file beside ``path`` and rename: the old file survives a crash."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v)
-    os.replace(tmp, path)
 
 
 def main(argv=None):

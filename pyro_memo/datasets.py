@@ -7,6 +7,7 @@ import numpy as np
 #: bundled dataset name -> one-line description
 BUNDLED = {
     "digits": "scikit-learn's handwritten digits: 1,797 images of 8x8 pixels (D = 64), 10 classes",
+    "toy-patches": "paper 000's toy data: 100,000 5x5 patches from 8 zero-mean edge-covariance Gaussians",
 }
 
 
@@ -26,6 +27,11 @@ def load_dataset(source):
 
             x, y = load_digits(return_X_y=True)
             return x.astype(np.float64), y, BUNDLED[source]
+        if source == "toy-patches":
+            from .synthetic import toy_patches
+
+            x, y, _ = toy_patches()
+            return x, y, BUNDLED[source]
     if not os.path.exists(source):
         raise ValueError(f"'{source}' is neither a bundled dataset ({', '.join(BUNDLED)}) nor an existing file")
     ext = os.path.splitext(source)[1].lower()

@@ -1,7 +1,18 @@
-"""The Pyro bridge: recognise a user's model, the guide, and fitting entry points."""
+"""The Pyro bridge: recognise a user's model, the guide, the memoized ELBO and optimizer."""
 
-from .fit import fit_vb
+from .closed_form_optimizer import ClosedFormOptimizer
+from .fit import fit_memoized, fit_vb
 from .guide import DPMixtureGuide
+from .memoized_elbo import MemoizedELBO
 from .recognition import ModelSpec, ModelStructureError, recognize_model
 
-__all__ = ["DPMixtureGuide", "ModelSpec", "ModelStructureError", "fit_vb", "recognize_model"]
+__all__ = [
+    "ClosedFormOptimizer",
+    "DPMixtureGuide",
+    "MemoizedELBO",
+    "ModelSpec",
+    "ModelStructureError",
+    "fit_memoized",
+    "fit_vb",
+    "recognize_model",
+]

@@ -3,10 +3,10 @@
 import pyro
 import pyro.distributions as dist
 import torch
-from torch.distributions import constraints
+from torch.distributions import constraints, transform_to
 
 from ..allocation import DPSticks
-from ..inference import DPMixturePosterior, FullBatchVB
+from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .recognition import recognize_model
 
 _CONSTRAINTS = {"m": constraints.real, "B": constraints.positive_definite}
@@ -39,6 +39,8 @@ class DPMixtureGuide:
         self.dtype = dtype
         self.prefix = prefix
         self.spec = None
+        #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
+        self.memo = SummaryCache()
 
     # ----------------------------------------------------------------- setup
     def setup(self, *args, **kwargs):
@@ -53,6 +55,7 @@ class DPMixtureGuide:
         if self._missing_params():
             x = self.spec.data(args, kwargs)
             self.set_posterior(self.vb().initial_posterior(x))
+            self.memo = SummaryCache()
         return self
 
     @property
@@ -92,6 +95,19 @@ class DPMixtureGuide:
                 del store[name]
             pyro.param(name, values[key].detach().clone(), constraint=_CONSTRAINTS.get(key, constraints.positive))
 
+    def set_update_direction(self, target):
+        """Write ``current - target`` (unconstrained) into each parameter's ``.grad``.
+
+        A unit gradient step then lands exactly on ``target``: this is how the closed-form
+        update travels through Pyro's ``SVI.step`` (see :class:`ClosedFormOptimizer`).
+        """
+        values = dict(target.component, eta1=target.eta1, eta0=target.eta0)
+        for key, name in self._names().items():
+            unconstrained = pyro.param(name).unconstrained()
+            constraint = _CONSTRAINTS.get(key, constraints.positive)
+            goal = transform_to(constraint).inv(values[key].to(unconstrained))
+            unconstrained.grad = unconstrained.detach() - goal
+
     # ------------------------------------------------------------- the guide
     def __call__(self, *args, **kwargs):
         self.setup(*args, **kwargs)
@@ -108,8 +124,9 @@ class DPMixtureGuide:
         hyper = {k: torch.cat([v, prior[k]]).to(**like) for k, v in post.component.items()}
         with pyro.plate(spec.component_plate, T):
             spec.sites.sample(hyper)
-        x = spec.data(args, kwargs)
-        with pyro.plate(spec.data_plate, spec.num_data, subsample_size=spec.subsample_size) as idx:
-            resp = post.responsibilities(x[idx])
+        batch = spec.batch_indices(args, kwargs)
+        plate = pyro.plate(spec.data_plate, spec.num_data, subsample_size=spec.subsample_size, subsample=batch)
+        with plate as idx:
+            resp = post.responsibilities(spec.data(args, kwargs, idx))
             resp = torch.cat([resp, resp.new_zeros(resp.shape[0], T - K)], -1)
             pyro.sample(spec.assignment_site, dist.Categorical(probs=resp.to(**like)))

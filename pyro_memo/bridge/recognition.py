@@ -84,6 +84,7 @@ class ModelSpec:
     num_data: int
     subsample_size: int
     data_arg: tuple
+    subsample_arg: tuple = None
     one_hot: bool = False
     extra: dict = field(default_factory=dict)
 
@@ -91,11 +92,23 @@ class ModelSpec:
     def sites(self):
         return sites_for(self.family, self.param_sites)
 
-    def data(self, args, kwargs):
-        """The full ``(N, D)`` data tensor from the model's arguments, validated."""
-        kind, key = self.data_arg
-        x = args[key] if kind == "arg" else kwargs[key]
-        x = torch.as_tensor(x)
+    @staticmethod
+    def _get(where, args, kwargs):
+        kind, key = where
+        return args[key] if kind == "arg" else kwargs[key]
+
+    def batch_indices(self, args, kwargs):
+        """The data plate's subsample indices when the model is given them as an argument
+        (the model's batch), else ``None``."""
+        if self.subsample_arg is None:
+            return None
+        return torch.as_tensor(self._get(self.subsample_arg, args, kwargs), dtype=torch.long)
+
+    def data(self, args, kwargs, index=None):
+        """The ``(N, D)`` data tensor (rows ``index`` only, if given), validated."""
+        x = torch.as_tensor(self._get(self.data_arg, args, kwargs))
+        if index is not None:
+            x = x[index.to(x.device)]
         if self.one_hot:
             x = torch.nn.functional.one_hot(x.long(), self.family.dim)
         return self.family.check_data(x)
@@ -117,6 +130,19 @@ def _find_data_arg(args, kwargs, obs, subsample):
         "the observed data must be passed to the model as an argument (positional or keyword); "
         "no argument matches the observed site's value"
     )
+
+
+def _find_subsample_arg(args, kwargs, subsample):
+    """The argument the data plate's ``subsample`` indices came from, if any."""
+    candidates = [("arg", i, a) for i, a in enumerate(args)] + [("kwarg", k, a) for k, a in kwargs.items()]
+    for kind, key, value in candidates:
+        if value is subsample:
+            return kind, key
+    for kind, key, value in candidates:
+        if torch.is_tensor(value) and value.dim() == 1 and not value.is_floating_point() \
+                and value.shape == subsample.shape and bool(torch.equal(value.to(subsample), subsample)):
+            return kind, key
+    return None
 
 
 def _recognise_components(obs_fn, obs_name, comp_sites):
@@ -260,9 +286,12 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     num_items = obs["value"].shape[0]
     if size is None:
         size = num_items
+    if subsample is not None:
+        subsample_size = subsample.shape[0]
     if subsample_size is None:
         subsample_size = size
-    subsample = None if subsample_size == size else subsample
+    if subsample_size == size and (subsample is None or bool((subsample == torch.arange(size)).all())):
+        subsample = None
     spec = ModelSpec(
         family=family,
         alpha=alpha,
@@ -277,6 +306,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
         num_data=int(size),
         subsample_size=int(subsample_size),
         data_arg=_find_data_arg(args, kwargs, obs["value"], subsample),
+        subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
         one_hot=isinstance(obs_fn, dist.Categorical),
     )
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device)

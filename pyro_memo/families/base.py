@@ -143,6 +143,11 @@ class ConjugateFamily(ABC):
         eq. 12 ranks merge candidates with.
         """
 
+    @abstractmethod
+    def point_estimates(self, post):
+        """Readable posterior summaries per component (e.g. ``means``, ``covariances``): a dict
+        of ``(K, ...)`` tensors."""
+
     # ------------------------------------------------ explicit parameter values
     @abstractmethod
     def log_density(self, x, params):
@@ -171,3 +176,10 @@ def data_for_defaults(x, dtype, device, name):
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} data has NaN or inf values")
     return x
+
+
+def outer_product_stats(x, resp):
+    """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product."""
+    n, d = x.shape
+    outer = (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
+    return (resp.T @ outer).reshape(resp.shape[1], d, d)

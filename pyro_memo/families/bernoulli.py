@@ -80,3 +80,7 @@ class Bernoulli(ConjugateFamily):
 
     def log_prior_density(self, params):
         return torch.distributions.Beta(self.prior["a"], self.prior["b"]).log_prob(params["phi"]).sum(-1)
+
+    def point_estimates(self, post):
+        """Posterior mean success probabilities."""
+        return {"probabilities": post["a"] / (post["a"] + post["b"])}

@@ -123,3 +123,7 @@ class DiagGaussian(ConjugateFamily):
         log_gamma = torch.distributions.Gamma(p["a"], p["b"]).log_prob(lam)
         log_normal = torch.distributions.Normal(p["m"], (p["kappa"] * lam).rsqrt()).log_prob(params["mu"])
         return (log_gamma + log_normal).sum(-1)
+
+    def point_estimates(self, post):
+        """Posterior means and diagonal covariances :math:`E[\\lambda_d]^{-1} = b / a`."""
+        return {"means": post["m"], "covariances": torch.diag_embed(post["b"] / post["a"])}

@@ -12,7 +12,7 @@ from ._wishart import (
     regularized_scatter,
     wishart_terms,
 )
-from .base import ConjugateFamily, data_for_defaults
+from .base import ConjugateFamily, data_for_defaults, outer_product_stats
 
 
 class Gaussian(ConjugateFamily):
@@ -62,7 +62,7 @@ class Gaussian(ConjugateFamily):
         return cls(prior, dtype=dtype, device=device)
 
     def stats(self, x, resp):
-        return {"x": resp.T @ x, "xx": torch.einsum("nk,nd,ne->kde", resp, x, x)}
+        return {"x": resp.T @ x, "xx": outer_product_stats(x, resp)}
 
     def posterior(self, counts, stats):
         p = self.prior
@@ -128,3 +128,7 @@ class Gaussian(ConjugateFamily):
         lam = params["Lambda"]
         wishart = torch.distributions.Wishart(df=p["nu"], precision_matrix=p["B"], validate_args=False)
         return wishart.log_prob(lam) + mvn_log_density_precision(params["mu"], p["m"], p["kappa"] * lam)
+
+    def point_estimates(self, post):
+        """Posterior means of the mean and :math:`E[\\Lambda]^{-1} = B / \\nu`."""
+        return {"means": post["m"], "covariances": post["B"] / post["nu"][:, None, None]}

@@ -92,3 +92,7 @@ class Multinomial(ConjugateFamily):
 
     def log_prior_density(self, params):
         return torch.distributions.Dirichlet(self.prior["lam"]).log_prob(params["phi"])
+
+    def point_estimates(self, post):
+        """Posterior mean category probabilities."""
+        return {"probabilities": post["lam"] / post["lam"].sum(-1, keepdim=True)}

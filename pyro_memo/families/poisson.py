@@ -87,3 +87,7 @@ class Poisson(ConjugateFamily):
     def log_prior_density(self, params):
         p = self.prior
         return torch.distributions.Gamma(p["a"], p["b"]).log_prob(params["lambda"]).sum(-1)
+
+    def point_estimates(self, post):
+        """Posterior mean rates."""
+        return {"rates": post["a"] / post["b"]}

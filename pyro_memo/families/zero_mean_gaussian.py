@@ -12,7 +12,7 @@ from ._wishart import (
     regularized_scatter,
     wishart_terms,
 )
-from .base import ConjugateFamily, data_for_defaults
+from .base import ConjugateFamily, data_for_defaults, outer_product_stats
 
 
 class ZeroMeanGaussian(ConjugateFamily):
@@ -47,7 +47,7 @@ class ZeroMeanGaussian(ConjugateFamily):
         return cls(prior, dtype=dtype, device=device)
 
     def stats(self, x, resp):
-        return {"xx": torch.einsum("nk,nd,ne->kde", resp, x, x)}
+        return {"xx": outer_product_stats(x, resp)}
 
     def posterior(self, counts, stats):
         B = self.prior["B"] + stats["xx"]
@@ -83,3 +83,8 @@ class ZeroMeanGaussian(ConjugateFamily):
         p = self.prior
         wishart = torch.distributions.Wishart(df=p["nu"], precision_matrix=p["B"], validate_args=False)
         return wishart.log_prob(params["Lambda"])
+
+    def point_estimates(self, post):
+        """Zero means and :math:`E[\\Lambda]^{-1} = B / \\nu`."""
+        cov = post["B"] / post["nu"][:, None, None]
+        return {"means": cov.new_zeros(cov.shape[:-1]), "covariances": cov}

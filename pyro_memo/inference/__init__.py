@@ -1,7 +1,20 @@
 """Inference algorithms on the exact DP-mixture ELBO."""
 
+from .checkpoint import load_state, save_state
 from .dp_mixture_posterior import DPMixturePosterior
 from .full_batch_vb import FitResult, FullBatchVB
 from .initialization import initial_responsibilities
+from .memoized_vb import MemoizedVB, MemoState
+from .summary_cache import SummaryCache
 
-__all__ = ["DPMixturePosterior", "FitResult", "FullBatchVB", "initial_responsibilities"]
+__all__ = [
+    "DPMixturePosterior",
+    "FitResult",
+    "FullBatchVB",
+    "MemoState",
+    "MemoizedVB",
+    "SummaryCache",
+    "initial_responsibilities",
+    "load_state",
+    "save_state",
+]

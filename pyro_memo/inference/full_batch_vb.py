@@ -19,6 +19,9 @@ class FitResult:
     :ivar list step_elbos: exact ELBO after every coordinate step (local, components, sticks).
     :ivar bool converged: whether the relative ELBO change fell below ``tol``.
     :ivar float seconds: wall time.
+    :ivar list lap_seconds: wall time of each iteration / lap.
+    :ivar list batch_elbos: exact ELBO after every memoized batch step (when recorded).
+    :ivar state: the resumable :class:`~pyro_memo.inference.MemoState` of a memoized fit.
     """
 
     posterior: DPMixturePosterior
@@ -27,6 +30,9 @@ class FitResult:
     step_elbos: list = field(default_factory=list)
     converged: bool = False
     seconds: float = 0.0
+    lap_seconds: list = field(default_factory=list)
+    batch_elbos: list = field(default_factory=list)
+    state: object = None
 
     @property
     def elbo(self):
@@ -84,6 +90,7 @@ class FullBatchVB:
         result = FitResult(post, None)
         previous = None
         for it in range(self.max_iter):
+            lap_start = time.perf_counter()
             _, summary = post.local_step(x)
             if self.record_steps:
                 result.step_elbos.append(float(post.elbo(summary)))
@@ -97,6 +104,7 @@ class FullBatchVB:
             if elbo != elbo:
                 raise FloatingPointError(f"the ELBO became NaN at iteration {it}")
             result.elbo_trace.append(elbo)
+            result.lap_seconds.append(time.perf_counter() - lap_start)
             result.summary = summary
             if callback is not None:
                 callback(it, elbo, post)

@@ -1,0 +1,71 @@
+"""Memoized inference as a Pyro ELBO: ``SVI(model, guide, ClosedFormOptimizer(), MemoizedELBO())``."""
+
+import hashlib
+
+from pyro.infer import ELBO
+
+from ..inference import DPMixturePosterior
+from .guide import DPMixtureGuide
+
+
+def batch_key(indices):
+    """A hashable key for a batch: a digest of its subsample indices (``"all"`` for the data)."""
+    if indices is None:
+        return "all"
+    return hashlib.sha1(indices.cpu().numpy().tobytes()).hexdigest()
+
+
+class MemoizedELBO(ELBO):
+    """The exact memoized objective of paper 000 (eqs. 8 and 11) as a Pyro ELBO.
+
+    Each call runs the exact local step on the model's current batch (the data plate's
+    subsample indices, passed to the model as an argument; the whole data if the plate
+    is not subsampled), swaps that batch's summary in the guide's memo, and returns the
+    negative exact ELBO of the memoized whole-data summary under the current globals.
+    :meth:`loss_and_grads` also writes the closed-form global update (eq. 10) as the
+    parameters' gradients, which :class:`ClosedFormOptimizer` applies. Batches must be
+    fixed: the same index set each time a batch is visited.
+
+    Until every batch has been visited once the memo covers only the batches seen so
+    far, so the loss is exact for the whole data from the end of the first lap on.
+    """
+
+    def __init__(self):
+        super().__init__(num_particles=1, max_plate_nesting=1)
+
+    def _get_trace(self, model, guide, args, kwargs):
+        raise NotImplementedError("MemoizedELBO evaluates the ELBO in closed form; it draws no traces")
+
+    @staticmethod
+    def _prepare(model, guide, args, kwargs):
+        if not isinstance(guide, DPMixtureGuide):
+            raise TypeError(f"MemoizedELBO needs a pyro_memo.DPMixtureGuide; got {type(guide).__name__}")
+        if guide.model is not model:
+            raise ValueError("the DPMixtureGuide was built for a different model than the one passed to SVI")
+        guide.setup(*args, **kwargs)
+        spec = guide.spec
+        indices = spec.batch_indices(args, kwargs)
+        if indices is None and spec.subsample_size != spec.num_data:
+            raise ValueError(
+                f"memoized inference needs fixed batches: pass the batch's indices to the model and use them as "
+                f"pyro.plate('{spec.data_plate}', N, subsample=indices) instead of a random subsample_size"
+            )
+        posterior = guide.posterior
+        _, summary = posterior.local_step(spec.data(args, kwargs, indices))
+        return guide, posterior, batch_key(indices), summary
+
+    def loss(self, model, guide, *args, **kwargs):
+        """Negative exact memoized ELBO with the current batch's summary refreshed (the memo is unchanged)."""
+        guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
+        return -float(posterior.elbo(guide.memo.total_with(key, summary)))
+
+    def loss_and_grads(self, model, guide, *args, **kwargs):
+        """As :meth:`loss`, then store the batch's summary in the memo and set the gradients
+        that move the globals to their closed-form optimum given the new memo."""
+        guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
+        guide.memo.replace(key, summary)
+        total = guide.memo.total
+        loss = -float(posterior.elbo(total))
+        target = DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total)
+        guide.set_update_direction(target)
+        return loss

@@ -1,0 +1,94 @@
+"""What a fit leaves behind: a summary text, JSON, posterior arrays and a trace plot."""
+
+import json
+import math
+import os
+
+import numpy as np
+
+#: a component counts towards K when its expected weight exceeds this
+ACTIVE_WEIGHT = 1e-3
+
+
+def effective_k(weights):
+    """Number of components whose expected weight exceeds :data:`ACTIVE_WEIGHT`."""
+    return int((np.asarray(weights) > ACTIVE_WEIGHT).sum())
+
+
+def write_atomically(path, write):
+    """Call ``write(tmp_path)``, then rename over ``path``: a crash leaves the old file intact."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(path, payload):
+    def clean(value):
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+
+    def dump(tmp):
+        with open(tmp, "w") as fh:
+            json.dump(payload, fh, indent=1, default=clean)
+
+    write_atomically(path, dump)
+
+
+def write_posterior_npz(path, weights, labels, estimates):
+    """``posterior.npz``: ``weights`` (K), ``labels`` (N) and the family's point estimates."""
+    arrays = {"weights": np.asarray(weights), "labels": np.asarray(labels)}
+    arrays.update({k: v.detach().cpu().numpy() for k, v in estimates.items()})
+
+    def dump(tmp):
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+
+    write_atomically(path, dump)
+
+
+def write_trace_plot(path, elbo_trace, k_trace, title=""):
+    """A two-panel PNG: exact ELBO and K against laps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    laps = np.arange(1, len(elbo_trace) + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    axes[0].plot(laps, elbo_trace, marker="o", ms=3)
+    axes[0].set_xlabel("lap")
+    axes[0].set_ylabel("exact ELBO (nats)")
+    axes[1].step(laps, k_trace, where="mid")
+    axes[1].set_xlabel("lap")
+    axes[1].set_ylabel(f"K (weight > {ACTIVE_WEIGHT:g})")
+    fig.suptitle(title)
+    fig.tight_layout()
+    write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
+    plt.close(fig)
+
+
+def summary_text(out, description):
+    weights = np.asarray(out["weights"])
+    order = np.argsort(-weights)
+    top = ", ".join(f"{weights[k]:.3f}" for k in order[:10] if weights[k] > ACTIVE_WEIGHT)
+    algo = {"vb": "full-batch VB", "memo": f"memoized VB, {out.get('batches', 1)} batches"}[out["algo"]]
+    lines = [
+        f"data      {description}",
+        f"model     DP mixture, family {out['family']}, truncation K = {out['truncation']}",
+        f"inference {algo}: {out['laps']} laps in {out['seconds']:.2f} s "
+        f"({np.mean(out['lap_seconds']):.3f} s per lap)"
+        + ("" if out["converged"] else " (not converged: raise --laps)"),
+        f"ELBO      {out['elbo']:.6g} nats ({out['elbo'] / out['N']:.4f} per item)",
+        f"K         {out['K']} components with weight > {ACTIVE_WEIGHT:g}",
+        f"weights   {top}" + (" ..." if out["K"] > 10 else ""),
+    ]
+    if "nmi" in out:
+        lines.append(f"NMI       {out['nmi']:.3f} against the dataset's labels")
+    if "saved" in out:
+        lines.append(f"saved     {out['saved']}")
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""Synthetic data generators (no downloads)."""
+
+import math
+
+import numpy as np
+
+
+def edge_covariances(patch=5, num_components=8, contrast=1.0, shared=0.5, noise=0.01):
+    """Covariances of zero-mean ``patch x patch`` image patches with a strong edge.
+
+    Component ``k`` has a straight edge through the patch centre at angle
+    :math:`\\pi k / K`: one latent amplitude lifts the pixels on one side and lowers those
+    on the other (variance ``contrast``), on top of a common brightness shared by all
+    pixels (``shared``) and independent pixel noise (``noise``). This mirrors the toy
+    data of paper 000 §4.1 (8 components, 25 x 25 covariances, 5 x 5 patches with a
+    strong edge); with the defaults the Bayes classifier that knows the true covariances
+    labels about 96% of patches correctly.
+
+    :returns: ``(num_components, patch**2, patch**2)`` array.
+    """
+    coords = np.stack(np.meshgrid(np.arange(patch), np.arange(patch), indexing="ij"), -1).reshape(-1, 2)
+    centred = coords - (patch - 1) / 2.0
+    d = patch * patch
+    base = shared * np.ones((d, d)) + noise * np.eye(d)
+    covs = []
+    for k in range(num_components):
+        angle = math.pi * k / num_components
+        normal = np.array([math.cos(angle), math.sin(angle)])
+        side = np.where(centred @ normal >= -1e-9, 1.0, -1.0)
+        covs.append(base + contrast * np.outer(side, side))
+    return np.stack(covs)
+
+
+def toy_patches(num_items=100_000, seed=0, patch=5, num_components=8):
+    """The paper's toy dataset: ``num_items`` patches from an equally weighted zero-mean GMM
+    with :func:`edge_covariances`.
+
+    :returns: ``(x, labels, covariances)`` with ``x`` of shape ``(N, patch**2)`` (float64).
+    """
+    covs = edge_covariances(patch, num_components)
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(num_components, size=num_items)
+    chol = np.linalg.cholesky(covs)
+    z = rng.standard_normal((num_items, patch * patch))
+    x = np.einsum("nij,nj->ni", chol[labels], z)
+    return x, labels, covs
