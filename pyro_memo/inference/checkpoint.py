@@ -6,6 +6,7 @@ and renamed over the target, so an interrupted save never corrupts the last good
 """
 
 import os
+import pickle
 
 import numpy as np
 import torch
@@ -92,7 +93,7 @@ def load_state(path, device=None):
     """
     try:
         d = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError) as err:
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
         raise ValueError(f"{path}: cannot read checkpoint ({err})") from err
     if not isinstance(d, dict) or "format_version" not in d:
         raise ValueError(f"{path}: not a pyro-memo checkpoint")

@@ -1,0 +1,103 @@
+"""pyro.infer.SVI with MemoizedELBO + ClosedFormOptimizer runs memoized inference on a user's model."""
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pyro_memo as pm
+
+T = 6
+
+
+def mix_weights(beta):
+    return F.pad(beta, (0, 1), value=1) * F.pad((1 - beta).cumprod(-1), (1, 0), value=1)
+
+
+def model(data, batch=None):
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 0.8))
+    with pyro.plate("components", T):
+        lam = pyro.sample("lam", dist.Wishart(torch.tensor(4.0), covariance_matrix=torch.eye(2)))
+        mu = pyro.sample("mu", dist.MultivariateNormal(torch.zeros(2), precision_matrix=0.1 * lam))
+    with pyro.plate("data", data.shape[0], subsample=batch) as idx:
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.MultivariateNormal(mu[z], precision_matrix=lam[z]), obs=data[idx])
+
+
+def random_batch_model(data):
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T):
+        p = pyro.sample("p", dist.Beta(torch.ones(2), 1.0).to_event(1))
+    with pyro.plate("data", data.shape[0], subsample_size=10) as idx:
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Bernoulli(p[z]).to_event(1), obs=data[idx])
+
+
+@pytest.fixture
+def data():
+    g = torch.Generator().manual_seed(0)
+    centers = torch.tensor([[4.0, 0.0], [-4.0, 0.0], [0.0, 5.0]])
+    return torch.cat([c + torch.randn(200, 2, generator=g) for c in centers])
+
+
+@pytest.mark.parametrize("laps", [1, 6])
+def test_svi_with_memoized_elbo_reaches_the_drivers_elbo(data, laps):
+    batches = list(torch.randperm(len(data), generator=torch.Generator().manual_seed(1)).split(60))
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(model, K=5)
+    svi = pyro.infer.SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    losses = []
+    for _ in range(laps):
+        for batch in batches:
+            losses.append(svi.step(data, batch))
+    svi_elbo = float(guide.posterior.elbo(guide.memo.total))
+
+    pyro.clear_param_store()
+    result = pm.fit_memoized(model, data, batches[0], batches=batches, K=5, laps=laps, tol=0, shuffle=False)
+    assert svi_elbo == pytest.approx(result.elbo, rel=1e-9, abs=1e-7)
+    # after lap 1 the loss SVI reports is the exact memoized objective, and it never rises
+    later = losses[len(batches):]
+    assert all(b <= a + 1e-9 * abs(a) for a, b in zip(later, later[1:], strict=False))
+
+
+def test_memoized_elbo_loss_does_not_change_the_memo(data):
+    pyro.clear_param_store()
+    batches = list(torch.arange(len(data)).split(100))
+    guide = pm.DPMixtureGuide(model, K=4)
+    svi = pyro.infer.SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    for batch in batches:
+        svi.step(data, batch)
+    total = guide.memo.total.counts.clone()
+    loss = pm.MemoizedELBO().loss(model, guide, data, batches[0])
+    assert torch.equal(guide.memo.total.counts, total)
+    # refreshing one batch's assignments is an exact coordinate step: the loss can only drop
+    assert loss <= -float(guide.posterior.elbo(guide.memo.total)) + 1e-9
+
+
+def test_unbatched_model_is_full_batch_vb(data):
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(model, K=5)
+    svi = pyro.infer.SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    for _ in range(5):
+        svi.step(data)
+    pyro.clear_param_store()
+    result = pm.fit_vb(model, data, K=5, max_iter=5, tol=0)
+    assert float(guide.posterior.elbo(guide.memo.total)) == pytest.approx(result.elbo, rel=1e-10)
+
+
+def test_random_subsampling_is_rejected():
+    pyro.clear_param_store()
+    x = torch.bernoulli(torch.full((50, 2), 0.4))
+    guide = pm.DPMixtureGuide(random_batch_model)
+    svi = pyro.infer.SVI(random_batch_model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    with pytest.raises(ValueError, match="fixed batches"):
+        svi.step(x)
+
+
+def test_other_guides_are_rejected(data):
+    guide = pyro.infer.autoguide.AutoDelta(pyro.poutine.block(model, hide=["z"]))
+    with pytest.raises(TypeError, match="DPMixtureGuide"):
+        pm.MemoizedELBO().loss_and_grads(model, guide, data)

@@ -1,0 +1,133 @@
+"""Memoized online VB: monotone exact ELBO after lap 1, B = 1 is full VB, no drift, sources, resume."""
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+from pyro_memo.data_sources import ArrayBatches
+from tests.conftest import FAMILY_NAMES, make_data
+
+CASES = [
+    (name, K, B, seed)
+    for name in FAMILY_NAMES
+    for K in (1, 3, 12)
+    for B in (2, 7, 25)
+    for seed in (0, 1)
+]
+
+
+@pytest.mark.parametrize("name,K,B,seed", CASES)
+def test_no_batch_step_lowers_the_exact_elbo_after_lap_one(name, K, B, seed):
+    x = make_data(name, 400 + 37 * seed, D=3, seed=seed)
+    family = pm.get_family(name).from_data(x)
+    memo = pm.MemoizedVB(family, K, alpha=0.5 + seed, truncation="direct" if seed else "nested", laps=5, tol=0,
+                         init="random" if seed else "kmeans++", init_items=50, seed=seed, record_batch_elbos=True)
+    result = memo.fit(x, num_batches=B)
+    steps = np.array(result.batch_elbos)
+    assert len(steps) == (len(result.elbo_trace) - 1) * B + 1  # the last step of lap 1 completes the memo
+    assert np.isfinite(steps).all()
+    assert np.diff(steps).min() >= -1e-9 * np.abs(steps).max(), np.diff(steps).min()
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_one_batch_equals_full_batch_vb(name):
+    x = make_data(name, 500, D=3, seed=2)
+    family = pm.get_family(name).from_data(x)
+    vb = pm.FullBatchVB(family, 8, max_iter=25, tol=0).fit(x)
+    memo = pm.MemoizedVB(family, 8, laps=25, tol=0, init_items=10**9).fit(x, num_batches=1)
+    np.testing.assert_allclose(memo.elbo_trace, vb.elbo_trace, rtol=1e-10)
+    for key, value in vb.posterior.component.items():
+        torch.testing.assert_close(memo.posterior.component[key], value, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_running_summary_equals_summary_recomputed_from_scratch(name):
+    x = make_data(name, 600, D=3, seed=3)
+    family = pm.get_family(name).from_data(x)
+    result = pm.MemoizedVB(family, 10, laps=6, tol=0).fit(x, num_batches=12)
+    cache = result.state.cache
+    fresh = cache.recomputed_total()
+    running = cache.total
+    torch.testing.assert_close(running.counts, fresh.counts, rtol=1e-10, atol=1e-9)
+    for key in running.stats:
+        torch.testing.assert_close(running.stats[key], fresh.stats[key], rtol=1e-10, atol=1e-8)
+    post = result.posterior
+    assert float(post.elbo(running)) == pytest.approx(float(post.elbo(fresh)), rel=1e-10)
+    assert result.elbo == float(post.elbo(running))
+    assert running.num_items == 600
+
+
+def test_cache_holds_summaries_not_responsibilities():
+    x = make_data("gauss", 2000, D=4, seed=4)
+    result = pm.MemoizedVB(pm.Gaussian.from_data(x), 6, laps=2).fit(x, num_batches=5)
+    cache = result.state.cache
+    assert len(cache) == 5
+    for summary in cache.batches.values():
+        sizes = [summary.counts.numel(), summary.entropy.numel()] + [v.numel() for v in summary.stats.values()]
+        assert max(sizes) <= 6 * 4 * 4  # O(K D^2), independent of N
+
+
+def test_all_data_sources_give_the_same_fit(tmp_path):
+    x = make_data("diag-gauss", 300, D=3, seed=5)
+    family = pm.DiagGaussian.from_data(x)
+    memo = pm.MemoizedVB(family, 5, laps=4, tol=0, shuffle=False)
+    reference = memo.fit(x, num_batches=3).elbo_trace
+    np.save(tmp_path / "x.npy", x.numpy())
+    np.savez(tmp_path / "x.npz", x=x.numpy())
+    mmap = np.load(tmp_path / "x.npy", mmap_mode="r")
+    sources = {
+        "numpy": (x.numpy(), 3),
+        "npy file": (str(tmp_path / "x.npy"), 3),
+        "npz file": (str(tmp_path / "x.npz"), 3),
+        "memmap": (mmap, 3),
+        "list of batches": ([x[:100], x[100:200].numpy(), mmap[200:300]], None),
+        "float32 tensor": (x.float(), 3),
+    }
+    for label, (data, B) in sources.items():
+        trace = memo.fit(data, num_batches=B).elbo_trace
+        np.testing.assert_allclose(trace, reference, rtol=1e-6 if label == "float32 tensor" else 1e-12,
+                                   err_msg=label)
+
+
+def test_resume_continues_exactly(tmp_path):
+    x = make_data("gauss", 400, D=2, seed=6)
+    family = pm.Gaussian.from_data(x)
+    full = pm.MemoizedVB(family, 6, laps=8, tol=0, seed=3).fit(x, num_batches=4)
+    first = pm.MemoizedVB(family, 6, laps=3, tol=0, seed=3).fit(x, num_batches=4)
+    pm.save_state(tmp_path / "state.pt", first.state)
+    state = pm.load_state(tmp_path / "state.pt")
+    resumed = pm.MemoizedVB(family, 6, laps=8, tol=0, seed=3).fit(x, num_batches=4, state=state)
+    np.testing.assert_allclose(resumed.elbo_trace, full.elbo_trace, rtol=1e-12)
+    assert len(resumed.lap_seconds) == 8
+
+
+def test_save_replaces_atomically_and_rejects_garbage(tmp_path):
+    x = make_data("bern", 100, D=3, seed=7)
+    result = pm.MemoizedVB(pm.Bernoulli.from_data(x), 3, laps=2).fit(x, num_batches=2)
+    path = tmp_path / "state.pt"
+    pm.save_state(path, result.state)
+    before = path.read_bytes()
+    bad_state = result.state
+    bad_state.posterior = None  # cannot be serialised
+    with pytest.raises(AttributeError):
+        pm.save_state(path, bad_state)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["state.pt"]
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="checkpoint"):
+        pm.load_state(tmp_path / "junk.pt")
+
+
+def test_batch_sources_validate():
+    x = make_data("gauss", 10, D=2)
+    with pytest.raises(ValueError, match="batches"):
+        ArrayBatches(x, 11)
+    with pytest.raises(ValueError, match="2-D"):
+        pm.make_batches(x[:, 0], 2)
+    with pytest.raises(ValueError, match="same item shape"):
+        pm.make_batches([x, x[:, :1]])
+    bad = x.clone()
+    bad[7, 1] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=1).fit(bad, num_batches=3)

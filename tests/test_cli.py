@@ -1,0 +1,104 @@
+"""The pyro-memo console script: main job, outputs, options and errors."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pyro_memo.cli import build_parser, main
+from tests.conftest import make_data
+
+OPTIONS = ["--family", "--algo", "--K", "--batches", "--laps", "--seed", "--device", "--json", "--save",
+           "--resume", "--tol", "--alpha", "--init", "--dtype", "--quiet"]
+
+
+def test_help_documents_every_option():
+    out = subprocess.run([sys.executable, "-m", "pyro_memo.cli", "fit", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    fit_parser = build_parser()._subparsers._group_actions[0].choices["fit"]
+    documented = {opt for action in fit_parser._actions for opt in action.option_strings}
+    assert set(OPTIONS) <= documented
+    for action in fit_parser._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help, action.dest
+            assert action.option_strings[0] in out.stdout
+    for family in ("gauss", "zm-gauss", "diag-gauss", "mult", "bern", "poisson"):
+        assert family in out.stdout
+
+
+@pytest.fixture
+def blobs(tmp_path):
+    x = make_data("gauss", 600, D=3, seed=0, clusters=3).numpy()
+    labels = np.zeros(600, dtype=int)
+    path = tmp_path / "blobs.npz"
+    np.savez(path, x=x, labels=labels)
+    np.save(tmp_path / "blobs.npy", x)
+    return tmp_path
+
+
+def test_memo_fit_writes_json_and_save_dir(blobs, capsys):
+    out_dir = blobs / "fit"
+    code = main(["fit", str(blobs / "blobs.npy"), "--algo", "memo", "--K", "6", "--batches", "4", "--laps", "5",
+                 "--json", str(blobs / "r.json"), "--save", str(out_dir), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "ELBO" in printed and "memoized VB, 4 batches" in printed
+    result = json.loads((blobs / "r.json").read_text())
+    for key in ("elbo", "elbo_trace", "K", "weights", "lap_seconds", "seconds"):
+        assert key in result
+    assert len(result["elbo_trace"]) == len(result["lap_seconds"]) == result["laps"]
+    assert result["elbo"] == result["elbo_trace"][-1]
+    assert len(result["weights"]) == 6 and 1 <= result["K"] <= 6
+    post = np.load(out_dir / "posterior.npz")
+    assert post["weights"].shape == (6,)
+    assert post["labels"].shape == (600,)
+    assert post["means"].shape == (6, 3) and post["covariances"].shape == (6, 3, 3)
+    assert (out_dir / "trace.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out_dir / "state.pt").exists()
+
+    code = main(["fit", str(blobs / "blobs.npy"), "--algo", "memo", "--K", "6", "--batches", "4", "--laps", "8",
+                 "--tol", "0", "--resume", str(out_dir), "--json", str(blobs / "r2.json"), "--quiet"])
+    assert code == 0
+    resumed = json.loads((blobs / "r2.json").read_text())
+    assert resumed["elbo_trace"][:5] == result["elbo_trace"]
+    assert resumed["laps"] == 8
+
+
+def test_vb_fit_on_npz_with_labels(blobs, capsys):
+    assert main(["fit", str(blobs / "blobs.npz"), "--family", "diag-gauss", "--K", "5", "--quiet"]) == 0
+    assert "NMI" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["fit", "--K", "0"], "--K must be a positive integer"),
+        (["fit", "missing.npy"], "neither a bundled dataset"),
+        (["fit", "--device", "cuda:7"], "CUDA"),
+        (["fit", "--resume", "somewhere"], "--resume needs --algo memo"),
+    ],
+)
+def test_bad_options_give_one_error_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pyro-memo: error:") and message in err[0]
+
+
+def test_bad_data_gives_one_error_line(tmp_path, capsys):
+    x = np.ones((20, 2))
+    x[3, 1] = np.nan
+    np.save(tmp_path / "bad.npy", x)
+    assert main(["fit", str(tmp_path / "bad.npy")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NaN" in err[0]
+    np.save(tmp_path / "neg.npy", -np.ones((20, 2)))
+    assert main(["fit", str(tmp_path / "neg.npy"), "--family", "poisson"]) == 2
+    assert "negative" in capsys.readouterr().err
+
+
+def test_unknown_family_is_an_argparse_error():
+    proc = subprocess.run([sys.executable, "-m", "pyro_memo.cli", "fit", "--family", "cauchy"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
