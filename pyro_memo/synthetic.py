@@ -41,6 +41,8 @@ def toy_patches(num_items=100_000, seed=0, patch=5, num_components=8):
     rng = np.random.default_rng(seed)
     labels = rng.integers(num_components, size=num_items)
     chol = np.linalg.cholesky(covs)
-    z = rng.standard_normal((num_items, patch * patch))
-    x = np.einsum("nij,nj->ni", chol[labels], z)
+    x = rng.standard_normal((num_items, patch * patch))
+    for k in range(num_components):
+        rows = labels == k
+        x[rows] = x[rows] @ chol[k].T
     return x, labels, covs

@@ -79,9 +79,14 @@ class DPMixtureGuide:
     # -------------------------------------------------------- param store I/O
     @property
     def posterior(self):
-        """The current :class:`~pyro_memo.inference.DPMixturePosterior`, read from the param store."""
+        """The current :class:`~pyro_memo.inference.DPMixturePosterior`, read (detached) from the param store."""
+        return self._posterior(detach=True)
+
+    def _posterior(self, detach):
         names = self._names()
-        values = {k: pyro.param(n).detach().to(self.dtype) for k, n in names.items()}
+        values = {k: pyro.param(n).to(self.dtype) for k, n in names.items()}
+        if detach:
+            values = {k: v.detach() for k, v in values.items()}
         component = {k: values[k] for k in self.spec.family.prior_names}
         return DPMixturePosterior(self.spec.family, self.sticks, component, values["eta1"], values["eta0"])
 
@@ -111,7 +116,8 @@ class DPMixtureGuide:
     # ------------------------------------------------------------- the guide
     def __call__(self, *args, **kwargs):
         self.setup(*args, **kwargs)
-        spec, post = self.spec, self.posterior
+        # not detached: gradient-based SVI (e.g. TraceEnum_ELBO + Adam) differentiates through it
+        spec, post = self.spec, self._posterior(detach=False)
         T, K, fam = spec.T, self.K, spec.family
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
         if T > 1:

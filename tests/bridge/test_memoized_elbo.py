@@ -101,3 +101,24 @@ def test_other_guides_are_rejected(data):
     guide = pyro.infer.autoguide.AutoDelta(pyro.poutine.block(model, hide=["z"]))
     with pytest.raises(TypeError, match="DPMixtureGuide"):
         pm.MemoizedELBO().loss_and_grads(model, guide, data)
+
+
+def test_the_same_guide_trains_with_pyro_trace_enum_svi(data):
+    """The README's swap: the stochastic-gradient line works on the same model and guide."""
+    pyro.clear_param_store()
+    pyro.set_rng_seed(3)
+    batches = list(torch.randperm(len(data), generator=torch.Generator().manual_seed(2)).split(100))
+    guide = pm.DPMixtureGuide(model, K=5)
+    guide.setup(data, batches[0])
+    before = guide.posterior
+    _, summary = before.local_step(data.double())
+    start = float(before.elbo(summary))
+    svi = pyro.infer.SVI(model, pyro.infer.config_enumerate(guide), pyro.optim.Adam({"lr": 0.01}),
+                         pyro.infer.TraceEnum_ELBO(max_plate_nesting=1))
+    for _ in range(5):
+        for batch in batches:
+            assert torch.isfinite(torch.tensor(svi.step(data, batch)))
+    after = guide.posterior
+    _, summary = after.local_step(data.double())
+    assert not torch.equal(after.eta1, before.eta1)  # gradients reached the param store
+    assert float(after.elbo(summary)) > start
