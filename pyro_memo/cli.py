@@ -8,7 +8,7 @@ import time
 import numpy as np
 import torch
 
-from .data_sources import ArrayBatches, NpyFileBatches
+from .data_sources import ArrayBatches, FileBatches
 from .datasets import BUNDLED, load_dataset
 from .families import FAMILIES, get_family
 from .inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
@@ -102,7 +102,7 @@ class Progress:
 def _load(args, dtype):
     """Data (in memory, or a file source), labels, description, and the family."""
     if args.algo == "memo" and args.data.endswith(".npy") and args.data not in BUNDLED and os.path.exists(args.data):
-        source = NpyFileBatches(args.data, args.batches)
+        source = FileBatches.from_npy(args.data, args.batches)
         parts, count, b = [], 0, 0
         while count < min(PRIOR_SAMPLE, source.num_items) and b < source.num_batches:
             parts.append(np.asarray(source.batch(b)))

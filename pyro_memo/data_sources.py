@@ -5,6 +5,7 @@ inference caches one summary per batch, so batch ``b`` must hold the same items 
 lap. Sources return raw arrays; the family validates and converts them.
 """
 
+import mmap
 import os
 
 import numpy as np
@@ -102,33 +103,54 @@ class ListBatches(BatchSource):
         return self.batches[b]
 
 
-class NpyFileBatches(BatchSource):
-    """Contiguous row batches of a ``.npy`` file, read from disk batch by batch.
+class FileBatches(BatchSource):
+    """Contiguous row batches of a C-ordered ``(N, D)`` array stored in a file, read from disk
+    batch by batch with positioned reads.
 
-    Rows are read with positioned file reads rather than kept mapped, so a lap over a
-    file larger than memory holds one batch at a time (resident memory stays
-    ``O(batch size)``, not ``O(N)``).
+    Nothing stays mapped, so a lap over a file larger than memory holds one batch at a time
+    (resident memory ``O(batch size)``, not ``O(N)``). :meth:`from_npy` opens a ``.npy``
+    file; :func:`make_batches` also routes memory-mapped arrays (``np.load(path,
+    mmap_mode="r")``, ``np.memmap``) here.
 
-    :param str path: a C-ordered ``(N, D)`` ``.npy`` file.
+    :param str path: the file.
+    :param int offset: byte offset of the first row.
+    :param dtype: numpy dtype of the entries.
+    :param tuple shape: ``(N, D)``.
     :param int num_batches: ``B``.
     """
 
-    def __init__(self, path, num_batches):
-        self.path = path
+    def __init__(self, path, offset, dtype, shape, num_batches):
+        if len(shape) != 2:
+            raise ValueError(f"{path}: expected a 2-D (N, D) array; got shape {tuple(shape)}")
+        self.path = os.fspath(path)
+        self._offset = int(offset)
+        self.dtype = np.dtype(dtype)
+        if self.dtype.hasobject:
+            raise ValueError(f"{path}: object arrays are not supported")
+        self.shape = tuple(int(n) for n in shape)
+        self.num_items = self.shape[0]
+        self.num_batches = int(num_batches)
+        self._bounds = _bounds(self.num_items, self.num_batches)
+
+    @classmethod
+    def from_npy(cls, path, num_batches):
+        """Batches of the C-ordered 2-D array in the ``.npy`` file ``path``."""
         with open(path, "rb") as fh:
             version = np.lib.format.read_magic(fh)
             read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
                 np.lib.format.read_array_header_2_0
             shape, fortran, dtype = read_header(fh)
-            self._offset = fh.tell()
-        if fortran or len(shape) != 2:
-            raise ValueError(f"{path}: expected a C-ordered 2-D (N, D) array; got shape {shape}")
-        if dtype.hasobject:
-            raise ValueError(f"{path}: object arrays are not supported")
-        self.shape, self.dtype = shape, dtype
-        self.num_items = int(shape[0])
-        self.num_batches = int(num_batches)
-        self._bounds = _bounds(self.num_items, self.num_batches)
+            offset = fh.tell()
+        if fortran:
+            raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save a C-ordered array")
+        return cls(path, offset, dtype, shape, num_batches)
+
+    @classmethod
+    def from_memmap(cls, array, num_batches):
+        """Batches of a C-contiguous 2-D ``np.memmap`` (read from its file, not through the map)."""
+        if array.ndim != 2 or not array.flags.c_contiguous or array.filename is None:
+            raise ValueError("a memory-mapped array must be a C-contiguous 2-D view of a whole file region")
+        return cls(array.filename, array.offset, array.dtype, array.shape, num_batches)
 
     def batch(self, b):
         lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
@@ -141,8 +163,8 @@ class NpyFileBatches(BatchSource):
 def make_batches(data, num_batches=1, shuffle_seed=None):
     """Wrap ``data`` as a :class:`BatchSource`.
 
-    :param data: a torch tensor or numpy array (memory-mapped arrays included), a path to a
-        ``.npy`` file (read batch by batch from disk) or ``.npz`` file (key ``x``/``data`` or
+    :param data: a torch tensor or numpy array, a memory-mapped array or a path to a ``.npy``
+        file (both read batch by batch from disk, see :class:`FileBatches`), a ``.npz`` file (key ``x``/``data`` or
         its only array), an iterable of fixed batches, or a :class:`BatchSource`.
     :param int num_batches: ``B`` (ignored for an iterable of batches or a source).
     :param int shuffle_seed: permute in-memory items once before slicing.
@@ -152,13 +174,16 @@ def make_batches(data, num_batches=1, shuffle_seed=None):
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
         if path.endswith(".npy"):
-            return NpyFileBatches(path, num_batches)
+            return FileBatches.from_npy(path, num_batches)
         if path.endswith(".npz"):
             from .datasets import load_dataset
 
             x, _, _ = load_dataset(path)
             return ArrayBatches(x, num_batches, shuffle_seed)
         raise ValueError(f"{path}: unsupported data file; use .npy or .npz")
+    if isinstance(data, np.memmap) and shuffle_seed is None and data.ndim == 2 and data.flags.c_contiguous \
+            and isinstance(data.base, mmap.mmap) and data.filename is not None:
+        return FileBatches.from_memmap(data, num_batches)
     if torch.is_tensor(data) or isinstance(data, np.ndarray):
         if data.ndim != 2:
             raise ValueError(f"data must be a 2-D (N, D) array; got shape {tuple(data.shape)}")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import pyro_memo as pm
-from pyro_memo.data_sources import ArrayBatches
+from pyro_memo.data_sources import ArrayBatches, FileBatches
 from tests.conftest import FAMILY_NAMES, make_data
 
 CASES = [
@@ -84,6 +84,8 @@ def test_all_data_sources_give_the_same_fit(tmp_path):
         "list of batches": ([x[:100], x[100:200].numpy(), mmap[200:300]], None),
         "float32 tensor": (x.float(), 3),
     }
+    assert isinstance(pm.make_batches(mmap, 3), FileBatches)  # read from the file, not through the map
+    assert isinstance(pm.make_batches(str(tmp_path / "x.npy"), 3), FileBatches)
     for label, (data, B) in sources.items():
         trace = memo.fit(data, num_batches=B).elbo_trace
         np.testing.assert_allclose(trace, reference, rtol=1e-6 if label == "float32 tensor" else 1e-12,
