@@ -66,6 +66,11 @@ class Summary:
     def __sub__(self, other):
         return self._combine(other, -1)
 
+    def scaled(self, factor):
+        """Every additive quantity multiplied by ``factor`` (a batch blown up to data scale)."""
+        return Summary(self.counts * factor, {k: v * factor for k, v in self.stats.items()},
+                       self.entropy * factor, self.num_items)
+
     def select(self, index):
         """The summary restricted (and reordered) to components ``index``."""
         index = torch.as_tensor(index, device=self.counts.device)
@@ -75,6 +80,36 @@ class Summary:
             self.entropy[index],
             self.num_items,
         )
+
+    def expand(self, K):
+        """This summary with zero components appended up to ``K`` (nested truncation: the
+        new components have no assignments yet)."""
+        extra = K - self.K
+        if extra < 0:
+            raise ValueError(f"cannot expand a summary with K={self.K} to K={K}")
+
+        def pad(t):
+            return torch.cat([t, t.new_zeros((extra,) + t.shape[1:])])
+
+        return Summary(pad(self.counts), {k: pad(v) for k, v in self.stats.items()}, pad(self.entropy),
+                       self.num_items)
+
+    def merge(self, a, b, entropy_ab):
+        """The summary after component ``b`` is merged into ``a`` (paper 000 §3.2):
+        :math:`\\hat r_{na} \\leftarrow \\hat r_{na} + \\hat r_{nb}`. Counts and statistics add; the
+        merged entropy :math:`-\\sum_n (r_{na} + r_{nb}) \\log(r_{na} + r_{nb})` is not a function of
+        the two entropies and must be given (``entropy_ab``). Components after ``b`` shift down."""
+        keep = [k for k in range(self.K) if k != b]
+
+        def combine(t):
+            t = t.clone()
+            t[a] = t[a] + t[b]
+            return t[keep]
+
+        entropy = self.entropy.clone()
+        entropy[a] = entropy_ab
+        return Summary(combine(self.counts), {k: combine(v) for k, v in self.stats.items()}, entropy[keep],
+                       self.num_items)
 
     def to(self, dtype=None, device=None):
         """This summary with every tensor moved to ``dtype`` / ``device``."""

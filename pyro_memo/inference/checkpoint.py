@@ -49,6 +49,9 @@ def state_to_dict(state):
         "laps_done": state.laps_done,
         "elbo_trace": list(state.elbo_trace),
         "lap_seconds": list(state.lap_seconds),
+        "move_log": list(state.move_log),
+        "move_gains": list(state.move_gains),
+        "move_states": dict(state.move_states),
     }
 
 
@@ -70,7 +73,8 @@ def state_from_dict(d, device=None):
     cache.total = None if d["cache_total"] is None else _summary_from_dict(d["cache_total"]).to(dtype, device)
     rng = np.random.default_rng()
     rng.bit_generator.state = d["rng"]
-    return MemoState(post, cache, rng, int(d["laps_done"]), d["elbo_trace"], d["lap_seconds"])
+    return MemoState(post, cache, rng, int(d["laps_done"]), d["elbo_trace"], d["lap_seconds"],
+                     d.get("move_log"), d.get("move_gains"), d.get("move_states"))
 
 
 def save_state(path, state):

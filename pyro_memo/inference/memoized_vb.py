@@ -11,6 +11,7 @@ from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .full_batch_vb import FitResult
 from .initialization import initial_responsibilities
+from .moves import make_moves, sort_components
 from .summary_cache import SummaryCache
 
 
@@ -37,10 +38,14 @@ class MemoizedVB:
     :param bool shuffle: visit batches in a new random order every lap (else in order).
     :param bool record_batch_elbos: compute the exact ELBO after every batch step once the
         memo is complete (for checks; costs one ELBO evaluation per batch).
+    :param moves: birth / merge / delete moves: names (``"birth,merge,delete"``, see
+        :data:`~pyro_memo.inference.moves.MOVES`) or :class:`~pyro_memo.inference.moves.Move`
+        objects. With moves, components are also reordered by size when that raises the ELBO,
+        and a fit converges only after a lap with no accepted move.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
-                 init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False):
+                 init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=()):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         if int(laps) < 1:
@@ -55,6 +60,11 @@ class MemoizedVB:
         self.seed = seed
         self.shuffle = shuffle
         self.record_batch_elbos = record_batch_elbos
+        if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
+            moves = make_moves(moves, seed=seed)
+        self.moves = list(moves)
+        if self.moves and truncation != "nested":
+            raise ValueError("birth / merge / delete moves need the nested truncation")
 
     # ----------------------------------------------------------------- setup
     def _batch(self, source, b):
@@ -94,6 +104,9 @@ class MemoizedVB:
         if state.posterior is None:
             first_order = self._order(np.random.default_rng(self.seed), source.num_batches)
             state.posterior = posterior if posterior is not None else self.initial_posterior(source, first_order)
+        for move in self.moves:
+            if move.name in state.move_states:
+                move.load_state_dict(state.move_states[move.name])
         result = FitResult(state.posterior, state.cache.total, state=state)
         start = time.perf_counter()
         for _ in range(self.laps - state.laps_done):
@@ -107,7 +120,9 @@ class MemoizedVB:
             if callback is not None:
                 callback(state.laps_done - 1, elbo, state.posterior)
             trace = state.elbo_trace
-            if len(trace) >= 2 and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2]):
+            moved = self.moves and (any(c["accepted"] for c in state.move_log[-1].values())
+                                    or not all(m.converged(state) for m in self.moves))
+            if len(trace) >= 2 and not moved and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2]):
                 result.converged = True
                 break
         result.posterior, result.summary = state.posterior, state.cache.total
@@ -116,16 +131,34 @@ class MemoizedVB:
         return result
 
     def lap(self, source, state, batch_elbos=None):
-        """One pass over all batches in a (random) order; updates ``state`` in place."""
+        """One pass over all batches in a (random) order; updates ``state`` in place.
+
+        Moves join through their hooks: ``start_lap`` before the first batch, ``visit_batch``
+        after each local step, ``end_lap`` after the last batch (see
+        :mod:`pyro_memo.inference.moves`).
+        """
         order = self._order(state.rng, source.num_batches)
-        post, cache = state.posterior, state.cache
+        state.num_items = source.num_items
+        state.lap_moves = {m.name: {"proposed": 0, "accepted": 0} for m in self.moves}
+        for move in self.moves:
+            move.start_lap(state, self)
+        cache = state.cache
         for b in order:
             x = self._batch(source, int(b))
-            _, summary = post.local_step(x)
+            resp, summary = state.posterior.local_step(x)
+            for move in self.moves:
+                summary = move.visit_batch(state, int(b), x, resp, summary)
             cache.replace(int(b), summary)
-            post.update(cache.total)
-            if batch_elbos is not None and self.record_batch_elbos and len(cache) == source.num_batches:
-                batch_elbos.append(float(post.elbo(cache.total)))
+            state.posterior.update(cache.total)
+            if batch_elbos is not None and self.record_batch_elbos and cache.num_items == source.num_items \
+                    and len(cache) == source.num_batches:
+                batch_elbos.append(float(state.posterior.elbo(cache.total)))
+        for move in self.moves:
+            move.end_lap(state, self)
+        if self.moves:
+            sort_components(state)
+            state.move_states = {m.name: m.state_dict() for m in self.moves}
+        state.move_log.append(state.lap_moves)
         state.laps_done += 1
 
 
@@ -137,10 +170,19 @@ class MemoState:
     :ivar rng: numpy generator of the batch order.
     """
 
-    def __init__(self, posterior=None, cache=None, rng=None, laps_done=0, elbo_trace=None, lap_seconds=None):
+    def __init__(self, posterior=None, cache=None, rng=None, laps_done=0, elbo_trace=None, lap_seconds=None,
+                 move_log=None, move_gains=None, move_states=None):
         self.posterior = posterior
         self.cache = cache if cache is not None else SummaryCache()
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.laps_done = laps_done
         self.elbo_trace = list(elbo_trace or [])
         self.lap_seconds = list(lap_seconds or [])
+        #: per lap, ``{move: {"proposed": n, "accepted": n}}``
+        self.move_log = list(move_log or [])
+        #: exact ELBO before / after every accepted merge or delete
+        self.move_gains = list(move_gains or [])
+        #: resumable state of each move (e.g. a created, not yet adopted birth)
+        self.move_states = dict(move_states or {})
+        self.lap_moves = {}
+        self.num_items = 0

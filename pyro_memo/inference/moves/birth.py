@@ -1,0 +1,138 @@
+"""Birth moves in three phases over two laps: collect, create, adopt (paper 000 §3.1)."""
+
+import numpy as np
+import torch
+
+from ...summaries import Summary
+from ..full_batch_vb import FullBatchVB
+from .base import Move, rewrite_memo
+
+PSEUDO_BATCH = "birth"
+
+
+class BirthMove(Move):
+    """Add fresh components where the data ask for them.
+
+    * **Collection** (lap ``t``): a target component is chosen (components in decreasing
+      size, one per lap, from the largest again after each birth); while visiting batches, up to ``subsample_size`` items with
+      :math:`\\hat r_{nk} > \\tau` are gathered (bottom-k sampling, so every eligible item
+      is equally likely to be kept).
+    * **Creation** (end of lap ``t``): a fresh DP mixture with ``fresh_K`` components is
+      fitted to the subsample by full-batch VB; its summary :math:`S'` of the subsample is
+      kept (empty fresh components dropped).
+    * **Adoption** (lap ``t + 1``): the model grows to ``K + K'`` components; every batch
+      summary gains ``K'`` empty components (nested truncation), and :math:`S'` enters the
+      memo as a pseudo-batch so the fresh components have mass while the batches are
+      revisited with the expanded model. After that lap :math:`S'` is subtracted: the memo
+      is again exactly the summary of the data.
+
+    Births are not judged by the ELBO themselves; merges and deletes remove what the
+    full-data ELBO does not pay for.
+
+    :param int fresh_K: components of the fresh mixture.
+    :param int subsample_size: largest targeted subsample ``N'``.
+    :param float min_resp: responsibility threshold :math:`\\tau` of the collection.
+    :param int max_K: no adoption beyond this many components.
+    :param int fresh_iters: VB iterations of the creation step.
+    :param float min_items: fresh components with fewer expected items (or under 2% of the
+        subsample) are dropped; a birth needs at least two survivors.
+    :param int seed: seeds target choice and reservoir sampling.
+    """
+
+    name = "birth"
+
+    def __init__(self, fresh_K=10, subsample_size=1000, min_resp=0.1, max_K=100, fresh_iters=50, min_items=5,
+                 seed=0):
+        self.fresh_K = int(fresh_K)
+        self.min_items = float(min_items)
+        self.subsample_size = int(subsample_size)
+        self.min_resp = float(min_resp)
+        self.max_K = int(max_K)
+        self.fresh_iters = int(fresh_iters)
+        self.rng = np.random.default_rng(seed)
+        self.pending = None  # S' of created, not yet adopted components
+        self.failures = 0  # consecutive laps without a created birth
+        self.target = None
+        self._kept = None
+
+    # --------------------------------------------------------------- adoption
+    def start_lap(self, state, driver):
+        post = state.posterior
+        if self.pending is not None and post.K + self.pending.K <= self.max_K:
+            fresh, K = self.pending, post.K
+            rewrite_memo(state, lambda key, s: s.expand(K + fresh.K))
+            zeros = Summary.zeros(post.family, K)
+            pseudo = Summary(torch.cat([zeros.counts, fresh.counts]),
+                             {k: torch.cat([v, fresh.stats[k]]) for k, v in zeros.stats.items()},
+                             torch.cat([zeros.entropy, torch.zeros_like(fresh.entropy)]), fresh.num_items)
+            state.cache.replace(PSEUDO_BATCH, pseudo)
+            state.posterior = state.posterior.update(state.cache.total)
+            self.log(state, proposed=0, accepted=1)
+        self.pending = None
+        # collection target for this lap: components in decreasing size, one per lap, starting
+        # again from the largest after every successful birth, so each is tried within K laps
+        total = state.cache.total
+        K = state.posterior.K
+        if total is None:
+            self.target = 0
+        else:
+            ranks = torch.argsort(total.counts[:K], descending=True)
+            self.target = int(ranks[self.failures % K])
+        self._kept = None
+
+    # ------------------------------------------------------------- collection
+    def visit_batch(self, state, key, x, resp, summary):
+        """Bottom-k sampling: every eligible item gets a uniform key and the ``subsample_size``
+        smallest keys seen so far are kept, a uniform sample of all eligible items of the lap."""
+        eligible = resp[:, self.target] > self.min_resp
+        if not bool(eligible.any()):
+            return summary
+        rows = x[eligible]
+        keys = torch.as_tensor(self.rng.random(rows.shape[0]), dtype=rows.dtype, device=rows.device)
+        if self._kept is not None:
+            rows, keys = torch.cat([self._kept[0], rows]), torch.cat([self._kept[1], keys])
+        if rows.shape[0] > self.subsample_size:
+            best = torch.topk(keys, self.subsample_size, largest=False).indices
+            rows, keys = rows[best], keys[best]
+        self._kept = (rows, keys)
+        return summary
+
+    # ------------------------------------------------------- removal, creation
+    def end_lap(self, state, driver):
+        cache = state.cache
+        if PSEUDO_BATCH in cache.batches:
+            cache.total = cache.total - cache.batches.pop(PSEUDO_BATCH)
+            cache.total = cache.recomputed_total()
+            state.posterior = state.posterior.update(cache.total)
+        if self._kept is not None and len(self._kept[0]) >= 2 * self.fresh_K and state.posterior.K < self.max_K:
+            sub = self._kept[0]
+            post = state.posterior
+            fit = FullBatchVB(post.family, self.fresh_K, post.sticks.alpha, max_iter=self.fresh_iters,
+                              seed=int(self.rng.integers(2**31))).fit(sub)
+            fresh = fit.summary
+            keep = (fresh.counts >= max(self.min_items, 0.02 * len(sub))).nonzero().flatten()
+            if len(keep) > 1:  # one fresh component would only repeat the target
+                self.pending = fresh.select(keep)
+                self.log(state, proposed=1, accepted=0)
+        if self.pending is None:
+            self.failures += 1
+        else:
+            self.failures = 0
+        self._kept = None
+
+    def converged(self, state):
+        """Every component was targeted since the last birth, and none split."""
+        return self.pending is None and self.failures >= state.posterior.K
+
+    def state_dict(self):
+        from ..checkpoint import _summary_to_dict
+
+        return {"pending": None if self.pending is None else _summary_to_dict(self.pending.to(device="cpu")),
+                "rng": self.rng.bit_generator.state, "failures": self.failures}
+
+    def load_state_dict(self, d):
+        from ..checkpoint import _summary_from_dict
+
+        self.pending = None if d["pending"] is None else _summary_from_dict(d["pending"])
+        self.rng.bit_generator.state = d["rng"]
+        self.failures = int(d.get("failures", 0))

@@ -1,0 +1,74 @@
+"""Delete moves: reassign a component's items to the others, kept only on an exact ELBO gain."""
+
+import torch
+
+from ...summaries import Summary
+from .base import Move, optimal_elbo
+
+
+class DeleteMove(Move):
+    """Propose removing small components.
+
+    At the start of a lap the proposals are: all components holding less than
+    ``max_fraction`` of the data together, and each of the ``max_single`` smallest of them
+    alone. During the lap every batch also computes its summary under each proposal's
+    alternative local step, :math:`r'_{nj} \\propto \\tilde r_{nj}` over the surviving
+    components (the exact local optimum without the deleted ones). After the lap each
+    alternative is scored exactly with its optimal globals; the best one replaces the memo
+    only if the full-data ELBO rises.
+
+    :param int max_single: single-component proposals per lap.
+    :param float max_fraction: only components holding less than this share of the data.
+    """
+
+    name = "delete"
+
+    def __init__(self, max_single=1, max_fraction=0.05):
+        self.max_single = int(max_single)
+        self.max_fraction = float(max_fraction)
+        self.proposals = []
+        self.alternatives = []
+
+    def start_lap(self, state, driver):
+        total = state.cache.total
+        self.proposals, self.alternatives = [], []
+        if total is None or total.K < 2:
+            return
+        order = torch.argsort(total.counts).tolist()
+        small = [k for k in order if float(total.counts[k]) < self.max_fraction * total.num_items][: total.K - 1]
+        proposals = [small] if len(small) > 1 else []
+        proposals += [[k] for k in small[: self.max_single]]
+        self.proposals = proposals
+        self.alternatives = [{} for _ in proposals]
+
+    def visit_batch(self, state, key, x, resp, summary):
+        if not self.proposals:
+            return summary
+        post = state.posterior
+        log_joint = post.log_joint_resp(x)
+        for removed, parts in zip(self.proposals, self.alternatives, strict=True):
+            keep = [j for j in range(post.K) if j not in removed]
+            alt = torch.softmax(log_joint[:, keep], dim=-1)
+            alt = alt.masked_fill(alt < torch.finfo(alt.dtype).tiny ** 0.5, 0.0)
+            parts[key] = Summary.from_responsibilities(post.family, x, alt)
+        return summary
+
+    def end_lap(self, state, driver):
+        cache = state.cache
+        if not self.proposals or any(set(a) != set(cache.batches) for a in self.alternatives):
+            return
+        current, _ = optimal_elbo(state.posterior, cache.total)
+        best = None
+        for removed, parts in zip(self.proposals, self.alternatives, strict=True):
+            total = sum(parts.values(), Summary.zeros(state.posterior.family, cache.total.K - len(removed)))
+            value, posterior = optimal_elbo(state.posterior, total)
+            if value > current and (best is None or value > best[0]):
+                best = (value, posterior, parts)
+        self.log(state, proposed=len(self.proposals), accepted=int(best is not None))
+        if best is not None:
+            value, posterior, parts = best
+            cache.batches = dict(parts)
+            cache.total = cache.recomputed_total()
+            state.posterior = posterior.update(cache.total)
+            self.record_gain(state, current, value)
+        self.proposals, self.alternatives = [], []
