@@ -14,9 +14,9 @@ class BirthMove(Move):
     """Add fresh components where the data ask for them.
 
     * **Collection** (lap ``t``): a target component is chosen (components in decreasing
-      size, one per lap, from the largest again after each birth); while visiting batches, up to ``subsample_size`` items with
-      :math:`\\hat r_{nk} > \\tau` are gathered (bottom-k sampling, so every eligible item
-      is equally likely to be kept).
+      size, one per lap, from the largest again after each birth); while visiting batches,
+      up to ``subsample_size`` items with :math:`\\hat r_{nk} > \\tau` are gathered
+      (bottom-k sampling, so every eligible item is equally likely to be kept).
     * **Creation** (end of lap ``t``): a fresh DP mixture with ``fresh_K`` components is
       fitted to the subsample by full-batch VB; its summary :math:`S'` of the subsample is
       kept (empty fresh components dropped).
