@@ -12,6 +12,7 @@ from .data_sources import ArrayBatches, FileBatches
 from .datasets import BUNDLED, load_dataset
 from .families import FAMILIES, get_family
 from .inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
+from .inference.moves import make_moves
 from .reporting import effective_k, summary_text, write_json, write_posterior_npz, write_trace_plot
 
 ALGORITHMS = ("vb", "memo")
@@ -47,6 +48,10 @@ def build_parser():
     fit.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, ... (default cpu)")
     fit.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                      help="floating type of the variational math (default float64)")
+    fit.add_argument("--moves", default="", metavar="LIST",
+                     help="comma-separated moves for --algo memo: birth, merge, delete (exact full-data ELBO "
+                          "acceptance) or greedy-merge (the paper's ablation); e.g. --moves birth,merge,delete "
+                          "--K 1 grows the model from one component")
     fit.add_argument("--json", metavar="PATH",
                      help="write results as JSON: elbo (total nats), elbo_trace (per lap), K, weights, "
                           "lap_seconds, seconds, k_trace, N, D, ...")
@@ -68,6 +73,10 @@ def _check_options(args):
         raise ValueError(f"--alpha must be positive; got {args.alpha}")
     if args.resume and args.algo != "memo":
         raise ValueError("--resume needs --algo memo")
+    if args.moves and args.algo != "memo":
+        raise ValueError("--moves needs --algo memo")
+    if args.moves:
+        make_moves(args.moves)  # validates the names
     try:
         device = torch.device(args.device)
     except RuntimeError as err:
@@ -87,11 +96,12 @@ class Progress:
 
             self.bar = tqdm(total=total, unit="lap", file=sys.stderr, leave=False, dynamic_ncols=True)
 
-    def __call__(self, lap, elbo, posterior):
+    def __call__(self, lap, elbo, posterior, moves=None):
         k = effective_k(posterior.expected_weights().cpu().numpy())
         self.k_trace.append(k)
         if self.bar is not None:
-            self.bar.set_postfix_str(f"ELBO {elbo:.6g}  K {k}")
+            accepted = "".join(f"  {name} {c['accepted']}/{c['proposed']}" for name, c in (moves or {}).items())
+            self.bar.set_postfix_str(f"ELBO {elbo:.6g}  K {k}{accepted}")
             self.bar.update(1)
 
     def close(self):
@@ -136,13 +146,15 @@ def run_fit(args):
         result = vb.fit(data, callback=progress)
     else:
         source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
-        memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed)
+        memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
+                          moves=args.moves)
         state = state or MemoState(rng=np.random.default_rng(args.seed))
-        callback = progress
-        if args.save:
-            def callback(lap, elbo, posterior):
-                progress(lap, elbo, posterior)
+
+        def callback(lap, elbo, posterior):
+            progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None)
+            if args.save:
                 save_state(os.path.join(args.save, "state.pt"), state)
+
         result = memo.fit(source, state=state, callback=callback)
     progress.close()
     post = result.posterior
@@ -157,6 +169,8 @@ def run_fit(args):
         "converged": result.converged, "lap_seconds": result.lap_seconds,
         "seconds": time.perf_counter() - start,
     }
+    if args.algo == "memo":
+        out["moves"] = result.state.move_log
     if labels is not None and len(labels) == len(pred):
         from sklearn.metrics import normalized_mutual_info_score
 

@@ -87,6 +87,13 @@ def summary_text(out, description):
         f"K         {out['K']} components with weight > {ACTIVE_WEIGHT:g}",
         f"weights   {top}" + (" ..." if out["K"] > 10 else ""),
     ]
+    if out.get("moves"):
+        totals = {}
+        for lap in out["moves"]:
+            for name, c in lap.items():
+                t = totals.setdefault(name, [0, 0])
+                t[0], t[1] = t[0] + c["accepted"], t[1] + c["proposed"]
+        lines.append("moves     " + ", ".join(f"{n} {a} accepted / {p} proposed" for n, (a, p) in totals.items()))
     if "nmi" in out:
         lines.append(f"NMI       {out['nmi']:.3f} against the dataset's labels")
     if "saved" in out:

@@ -11,7 +11,7 @@ from pyro_memo.cli import build_parser, main
 from tests.conftest import make_data
 
 OPTIONS = ["--family", "--algo", "--K", "--batches", "--laps", "--seed", "--device", "--json", "--save",
-           "--resume", "--tol", "--alpha", "--init", "--dtype", "--quiet"]
+           "--resume", "--tol", "--alpha", "--init", "--dtype", "--quiet", "--moves"]
 
 
 def test_help_documents_every_option():
@@ -78,6 +78,8 @@ def test_vb_fit_on_npz_with_labels(blobs, capsys):
         (["fit", "missing.npy"], "neither a bundled dataset"),
         (["fit", "--device", "cuda:7"], "CUDA"),
         (["fit", "--resume", "somewhere"], "--resume needs --algo memo"),
+        (["fit", "--moves", "birth"], "--moves needs --algo memo"),
+        (["fit", "--algo", "memo", "--moves", "birth,split"], "unknown moves"),
     ],
 )
 def test_bad_options_give_one_error_line_and_exit_2(argv, message, capsys):
@@ -102,3 +104,14 @@ def test_unknown_family_is_an_argparse_error():
     proc = subprocess.run([sys.executable, "-m", "pyro_memo.cli", "fit", "--family", "cauchy"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_moves_are_reported_in_json(blobs, capsys):
+    code = main(["fit", str(blobs / "blobs.npy"), "--algo", "memo", "--K", "1", "--batches", "3", "--laps", "6",
+                 "--moves", "birth,merge,delete", "--json", str(blobs / "m.json"), "--quiet"])
+    assert code == 0
+    result = json.loads((blobs / "m.json").read_text())
+    assert len(result["moves"]) == result["laps"]
+    assert set(result["moves"][0]) == {"birth", "merge", "delete"}
+    assert sum(lap["birth"]["accepted"] for lap in result["moves"]) >= 1
+    assert "moves" in capsys.readouterr().out

@@ -5,7 +5,8 @@ import torch
 
 from ...summaries import Summary
 from ..full_batch_vb import FullBatchVB
-from .base import Move, rewrite_memo
+from .base import Move, optimal_elbo, rewrite_memo
+from .merge import pair_entropies
 
 PSEUDO_BATCH = "birth"
 
@@ -30,7 +31,8 @@ class BirthMove(Move):
     full-data ELBO does not pay for.
 
     :param int fresh_K: components of the fresh mixture.
-    :param int subsample_size: largest targeted subsample ``N'``.
+    :param int subsample_size: largest targeted subsample ``N'`` (default ``max(1000, 5 D^2)``,
+        enough items per fresh component to support a full covariance).
     :param float min_resp: responsibility threshold :math:`\\tau` of the collection.
     :param int max_K: no adoption beyond this many components.
     :param int fresh_iters: VB iterations of the creation step.
@@ -41,11 +43,11 @@ class BirthMove(Move):
 
     name = "birth"
 
-    def __init__(self, fresh_K=10, subsample_size=1000, min_resp=0.1, max_K=100, fresh_iters=50, min_items=5,
+    def __init__(self, fresh_K=10, subsample_size=None, min_resp=0.1, max_K=100, fresh_iters=30, min_items=5,
                  seed=0):
         self.fresh_K = int(fresh_K)
         self.min_items = float(min_items)
-        self.subsample_size = int(subsample_size)
+        self.subsample_size = None if subsample_size is None else int(subsample_size)
         self.min_resp = float(min_resp)
         self.max_K = int(max_K)
         self.fresh_iters = int(fresh_iters)
@@ -87,12 +89,13 @@ class BirthMove(Move):
         eligible = resp[:, self.target] > self.min_resp
         if not bool(eligible.any()):
             return summary
+        limit = self.subsample_size or max(1000, 5 * x.shape[1] ** 2)
         rows = x[eligible]
         keys = torch.as_tensor(self.rng.random(rows.shape[0]), dtype=rows.dtype, device=rows.device)
         if self._kept is not None:
             rows, keys = torch.cat([self._kept[0], rows]), torch.cat([self._kept[1], keys])
-        if rows.shape[0] > self.subsample_size:
-            best = torch.topk(keys, self.subsample_size, largest=False).indices
+        if rows.shape[0] > limit:
+            best = torch.topk(keys, limit, largest=False).indices
             rows, keys = rows[best], keys[best]
         self._kept = (rows, keys)
         return summary
@@ -104,21 +107,47 @@ class BirthMove(Move):
             cache.total = cache.total - cache.batches.pop(PSEUDO_BATCH)
             cache.total = cache.recomputed_total()
             state.posterior = state.posterior.update(cache.total)
-        if self._kept is not None and len(self._kept[0]) >= 2 * self.fresh_K and state.posterior.K < self.max_K:
+        attempted = self._kept is not None and len(self._kept[0]) >= 2 * self.fresh_K \
+            and state.posterior.K < self.max_K
+        if attempted:
             sub = self._kept[0]
             post = state.posterior
-            fit = FullBatchVB(post.family, self.fresh_K, post.sticks.alpha, max_iter=self.fresh_iters,
-                              seed=int(self.rng.integers(2**31))).fit(sub)
-            fresh = fit.summary
+            fresh = self.create(post, sub)
             keep = (fresh.counts >= max(self.min_items, 0.02 * len(sub))).nonzero().flatten()
             if len(keep) > 1:  # one fresh component would only repeat the target
                 self.pending = fresh.select(keep)
                 self.log(state, proposed=1, accepted=0)
-        if self.pending is None:
-            self.failures += 1
-        else:
+        if self.pending is not None:
             self.failures = 0
+        elif attempted:
+            self.failures += 1
         self._kept = None
+
+    def create(self, posterior, sub):
+        """Fit a fresh DP mixture to the subsample, then merge its redundant components while
+        the subsample's exact ELBO rises (a single cluster then yields a single component,
+        and no birth). Returns the subsample's summary under the fresh model."""
+        vb = FullBatchVB(posterior.family, self.fresh_K, posterior.sticks.alpha, max_iter=self.fresh_iters,
+                         tol=1e-6, seed=int(self.rng.integers(2**31)))
+        fit = vb.fit(sub)
+        post = fit.posterior
+        while post.K > 1:
+            resp, summary = post.local_step(sub)
+            current, _ = optimal_elbo(post, summary)
+            pairs = torch.combinations(torch.arange(post.K, device=resp.device), 2)
+            entropies = pair_entropies(resp, pairs)
+            best = None
+            for p, (a, b) in enumerate(pairs.tolist()):
+                value, merged = optimal_elbo(post, summary.merge(a, b, entropies[p]))
+                if value > current and (best is None or value > best[0]):
+                    best = (value, merged)
+            if best is None:
+                return summary
+            post = best[1]
+            for _ in range(5):  # a few coordinate steps from the merged state
+                _, summary = post.local_step(sub)
+                post.update(summary)
+        return post.local_step(sub)[1]
 
     def converged(self, state):
         """Every component was targeted since the last birth, and none split."""
