@@ -8,7 +8,31 @@ import numpy as np
 BUNDLED = {
     "digits": "scikit-learn's handwritten digits: 1,797 images of 8x8 pixels (D = 64), 10 classes",
     "toy-patches": "paper 000's toy data: 100,000 5x5 patches from 8 zero-mean edge-covariance Gaussians",
+    "fashion-mnist": "Fashion-MNIST: 70,000 28x28 images (D = 784), 10 classes (Debian's dataset-fashion-mnist)",
 }
+
+#: where Debian's dataset-fashion-mnist package puts the files
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def load_fashion_mnist(folder=FASHION_MNIST_DIR):
+    """Fashion-MNIST train + test images as a ``(70000, 784)`` float64 array in [0, 1], and labels.
+
+    :raises ValueError: if the files are missing (``apt-get install dataset-fashion-mnist``).
+    """
+    import gzip
+
+    def read(name, offset):
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):
+            raise ValueError(f"{path} not found: install Debian's dataset-fashion-mnist package "
+                             "(apt-get install dataset-fashion-mnist)")
+        with gzip.open(path, "rb") as fh:
+            return np.frombuffer(fh.read(), dtype=np.uint8, offset=offset)
+
+    images = [read(f"{part}-images-idx3-ubyte.gz", 16).reshape(-1, 784) for part in ("train", "t10k")]
+    labels = [read(f"{part}-labels-idx1-ubyte.gz", 8) for part in ("train", "t10k")]
+    return np.concatenate(images).astype(np.float64) / 255.0, np.concatenate(labels).astype(np.int64)
 
 
 def load_dataset(source):
@@ -27,6 +51,9 @@ def load_dataset(source):
 
             x, y = load_digits(return_X_y=True)
             return x.astype(np.float64), y, BUNDLED[source]
+        if source == "fashion-mnist":
+            x, y = load_fashion_mnist()
+            return x, y, BUNDLED[source]
         if source == "toy-patches":
             from .synthetic import toy_patches
 

@@ -94,7 +94,7 @@ class MemoizedVB:
         :param data: anything :func:`~pyro_memo.data_sources.make_batches` accepts.
         :param int num_batches: ``B`` for array and file data.
         :param posterior: optional starting :class:`DPMixturePosterior`.
-        :param MemoState state: resume from a saved state (see :meth:`MemoState.load`).
+        :param MemoState state: resume from a saved state (see :func:`~pyro_memo.inference.load_state`).
         :param callback: optional ``callback(lap, elbo, posterior)`` after every lap.
         :rtype: FitResult (with ``lap_seconds``, ``state`` and ``batch_elbos``)
         """
