@@ -54,13 +54,15 @@ class BirthMove(Move):
         self.rng = np.random.default_rng(seed)
         self.pending = None  # S' of created, not yet adopted components
         self.failures = 0  # consecutive laps without a created birth
+        self.adopting = False
         self.target = None
         self._kept = None
 
     # --------------------------------------------------------------- adoption
     def start_lap(self, state, driver):
         post = state.posterior
-        if self.pending is not None and post.K + self.pending.K <= self.max_K:
+        self.adopting = self.pending is not None and post.K + self.pending.K <= self.max_K
+        if self.adopting:
             fresh, K = self.pending, post.K
             rewrite_memo(state, lambda key, s: s.expand(K + fresh.K))
             zeros = Summary.zeros(post.family, K)
@@ -119,7 +121,7 @@ class BirthMove(Move):
                 self.log(state, proposed=1, accepted=0)
         if self.pending is not None:
             self.failures = 0
-        elif attempted:
+        elif attempted and not self.adopting:  # in an adoption lap the target may be dissolving
             self.failures += 1
         self._kept = None
 
@@ -150,8 +152,9 @@ class BirthMove(Move):
         return post.local_step(sub)[1]
 
     def converged(self, state):
-        """Every component was targeted since the last birth, and none split."""
-        return self.pending is None and self.failures >= state.posterior.K
+        """Every component was targeted twice (fresh subsample and initialisation each time)
+        since the last birth, and none split."""
+        return self.pending is None and self.failures >= 2 * state.posterior.K
 
     def state_dict(self):
         from ..checkpoint import _summary_to_dict
