@@ -6,7 +6,7 @@ import torch
 from ...summaries import Summary
 from ..full_batch_vb import FullBatchVB
 from .base import Move, optimal_elbo, rewrite_memo
-from .merge import pair_entropies
+from .merge import merge_scores, pair_entropies
 
 PSEUDO_BATCH = "birth"
 
@@ -43,10 +43,11 @@ class BirthMove(Move):
 
     name = "birth"
 
-    def __init__(self, fresh_K=10, subsample_size=None, min_resp=0.1, max_K=100, fresh_iters=30, min_items=5,
+    def __init__(self, fresh_K=10, subsample_size=None, min_resp=0.1, max_K=100, fresh_iters=20, min_items=5,
                  seed=0):
         self.fresh_K = int(fresh_K)
         self.min_items = float(min_items)
+        self.cleanup_pairs = 5
         self.subsample_size = None if subsample_size is None else int(subsample_size)
         self.min_resp = float(min_resp)
         self.max_K = int(max_K)
@@ -126,8 +127,9 @@ class BirthMove(Move):
         self._kept = None
 
     def create(self, posterior, sub):
-        """Fit a fresh DP mixture to the subsample, then merge its redundant components while
-        the subsample's exact ELBO rises (a single cluster then yields a single component,
+        """Fit a fresh DP mixture to the subsample, then merge its redundant components (the
+        five best pairs by paper 000 eq. 12 tried each round) while the subsample's exact ELBO
+        rises (a single cluster then yields a single component,
         and no birth). Returns the subsample's summary under the fresh model."""
         vb = FullBatchVB(posterior.family, self.fresh_K, posterior.sticks.alpha, max_iter=self.fresh_iters,
                          tol=1e-6, seed=int(self.rng.integers(2**31)))
@@ -136,7 +138,8 @@ class BirthMove(Move):
         while post.K > 1:
             resp, summary = post.local_step(sub)
             current, _ = optimal_elbo(post, summary)
-            pairs = torch.combinations(torch.arange(post.K, device=resp.device), 2)
+            pairs, scores = merge_scores(post.family, summary)
+            pairs = pairs[torch.argsort(scores, descending=True)[: self.cleanup_pairs]]  # eq. 12 ranking
             entropies = pair_entropies(resp, pairs)
             best = None
             for p, (a, b) in enumerate(pairs.tolist()):
@@ -145,10 +148,7 @@ class BirthMove(Move):
                     best = (value, merged)
             if best is None:
                 return summary
-            post = best[1]
-            for _ in range(5):  # a few coordinate steps from the merged state
-                _, summary = post.local_step(sub)
-                post.update(summary)
+            post = best[1]  # optimal for the merged summary; the next round's local step refines it
         return post.local_step(sub)[1]
 
     def converged(self, state):

@@ -45,10 +45,19 @@ class DeleteMove(Move):
         if not self.proposals:
             return summary
         post = state.posterior
-        log_joint = post.log_joint_resp(x)
+        log_joint = None
         for removed, parts in zip(self.proposals, self.alternatives, strict=True):
             keep = [j for j in range(post.K) if j not in removed]
-            alt = torch.softmax(log_joint[:, keep], dim=-1)
+            # renormalising the surviving responsibilities is the softmax over the surviving
+            # columns; rows whose survivors hold (numerically) no mass are redone in log space
+            kept = resp[:, keep]
+            mass = kept.sum(-1, keepdim=True)
+            alt = kept / mass.clamp_min(torch.finfo(resp.dtype).tiny)
+            weak = (mass.squeeze(-1) < 1e-8).nonzero().flatten()
+            if len(weak):
+                if log_joint is None:
+                    log_joint = post.log_joint_resp(x)
+                alt[weak] = torch.softmax(log_joint[weak][:, keep], dim=-1)
             alt = alt.masked_fill(alt < torch.finfo(alt.dtype).tiny ** 0.5, 0.0)
             parts[key] = Summary.from_responsibilities(post.family, x, alt)
         return summary
