@@ -4,6 +4,7 @@ import numpy as np
 import torch
 
 from ...summaries import Summary
+from ..dp_mixture_posterior import DPMixturePosterior
 from ..full_batch_vb import FullBatchVB
 from .base import Move, optimal_elbo, rewrite_memo
 from .merge import merge_scores, pair_entropies
@@ -27,8 +28,9 @@ class BirthMove(Move):
       revisited with the expanded model. After that lap :math:`S'` is subtracted: the memo
       is again exactly the summary of the data.
 
-    Births are not judged by the ELBO themselves; merges and deletes remove what the
-    full-data ELBO does not pay for.
+    After the adoption lap the expanded model is kept only if its exact full-data ELBO beats
+    the ELBO before adoption; otherwise the memo and globals go back to their saved state.
+    The move log counts a birth as proposed when adopted and accepted when kept.
 
     :param int fresh_K: components of the fresh mixture.
     :param int subsample_size: largest targeted subsample ``N'`` (default ``max(1000, 5 D^2)``,
@@ -56,6 +58,7 @@ class BirthMove(Move):
         self.pending = None  # S' of created, not yet adopted components
         self.failures = 0  # consecutive laps without a created birth
         self.adopting = False
+        self.snapshot = None  # memo, posterior and exact ELBO before an adoption
         self.target = None
         self._kept = None
 
@@ -64,6 +67,8 @@ class BirthMove(Move):
         post = state.posterior
         self.adopting = self.pending is not None and post.K + self.pending.K <= self.max_K
         if self.adopting:
+            cache = state.cache
+            self.snapshot = (dict(cache.batches), cache.total, post, float(post.elbo(cache.total)))
             fresh, K = self.pending, post.K
             rewrite_memo(state, lambda key, s: s.expand(K + fresh.K))
             zeros = Summary.zeros(post.family, K)
@@ -71,8 +76,8 @@ class BirthMove(Move):
                              {k: torch.cat([v, fresh.stats[k]]) for k, v in zeros.stats.items()},
                              torch.cat([zeros.entropy, torch.zeros_like(fresh.entropy)]), fresh.num_items)
             state.cache.replace(PSEUDO_BATCH, pseudo)
-            state.posterior = state.posterior.update(state.cache.total)
-            self.log(state, proposed=0, accepted=1)
+            state.posterior = DPMixturePosterior.from_summary(post.family, post.sticks, state.cache.total)
+            self.log(state, proposed=1)
         self.pending = None
         # collection target for this lap: components in decreasing size, one per lap, starting
         # again from the largest after every successful birth, so each is tried within K laps
@@ -107,9 +112,17 @@ class BirthMove(Move):
     def end_lap(self, state, driver):
         cache = state.cache
         if PSEUDO_BATCH in cache.batches:
-            cache.total = cache.total - cache.batches.pop(PSEUDO_BATCH)
+            cache.batches.pop(PSEUDO_BATCH)
             cache.total = cache.recomputed_total()
-            state.posterior = state.posterior.update(cache.total)
+            value, state.posterior = optimal_elbo(state.posterior, cache.total)
+            batches, total, posterior, before = self.snapshot
+            if value > before:
+                self.log(state, accepted=1)
+                self.record_gain(state, before, value)
+            else:  # the expanded model did not pay for itself over one lap: back to the old memo
+                cache.batches, cache.total, state.posterior = batches, total, posterior
+                self.failures += 1
+            self.snapshot = None
         attempted = self._kept is not None and len(self._kept[0]) >= 2 * self.fresh_K \
             and state.posterior.K < self.max_K
         if attempted:
@@ -119,7 +132,6 @@ class BirthMove(Move):
             keep = (fresh.counts >= max(self.min_items, 0.02 * len(sub))).nonzero().flatten()
             if len(keep) > 1:  # one fresh component would only repeat the target
                 self.pending = fresh.select(keep)
-                self.log(state, proposed=1, accepted=0)
         if self.pending is not None:
             self.failures = 0
         elif attempted and not self.adopting:  # in an adoption lap the target may be dissolving

@@ -40,6 +40,7 @@ class DeleteMove(Move):
         proposals += [[k] for k in small[: self.max_single]]
         self.proposals = proposals
         self.alternatives = [{} for _ in proposals]
+        self.num_components = total.K
 
     def visit_batch(self, state, key, x, resp, summary):
         if not self.proposals:
@@ -64,8 +65,9 @@ class DeleteMove(Move):
 
     def end_lap(self, state, driver):
         cache = state.cache
-        if not self.proposals or any(set(a) != set(cache.batches) for a in self.alternatives):
-            return
+        if not self.proposals or any(set(a) != set(cache.batches) for a in self.alternatives) \
+                or cache.total.K != self.num_components:
+            return  # a reverted birth changed the components: these alternatives no longer apply
         current, _ = optimal_elbo(state.posterior, cache.total)
         best = None
         for removed, parts in zip(self.proposals, self.alternatives, strict=True):
