@@ -56,7 +56,7 @@ class BirthMove(Move):
         self.fresh_iters = int(fresh_iters)
         self.rng = np.random.default_rng(seed)
         self.pending = None  # S' of created, not yet adopted components
-        self.failures = 0  # consecutive laps without a created birth
+        self.failures = 0  # births failed (not created, or reverted) since the last kept one
         self.adopting = False
         self.snapshot = None  # memo, posterior and exact ELBO before an adoption
         self.target = None
@@ -119,6 +119,7 @@ class BirthMove(Move):
             if value > before:
                 self.log(state, accepted=1)
                 self.record_gain(state, before, value)
+                self.failures = 0
             else:  # the expanded model did not pay for itself over one lap: back to the old memo
                 cache.batches, cache.total, state.posterior = batches, total, posterior
                 self.failures += 1
@@ -132,9 +133,7 @@ class BirthMove(Move):
             keep = (fresh.counts >= max(self.min_items, 0.02 * len(sub))).nonzero().flatten()
             if len(keep) > 1:  # one fresh component would only repeat the target
                 self.pending = fresh.select(keep)
-        if self.pending is not None:
-            self.failures = 0
-        elif attempted and not self.adopting:  # in an adoption lap the target may be dissolving
+        if self.pending is None and attempted and not self.adopting:  # adoption laps: target may dissolve
             self.failures += 1
         self._kept = None
 
