@@ -94,6 +94,8 @@ class BirthMove(Move):
     def visit_batch(self, state, key, x, resp, summary):
         """Bottom-k sampling: every eligible item gets a uniform key and the ``subsample_size``
         smallest keys seen so far are kept, a uniform sample of all eligible items of the lap."""
+        if self.target >= resp.shape[1]:  # merged away during the lap (GreedyMerge)
+            return summary
         eligible = resp[:, self.target] > self.min_resp
         if not bool(eligible.any()):
             return summary
