@@ -51,9 +51,20 @@ def test_summaries_are_exact_after_birth_adoption(name, seed):
     log = result.state.move_log
     assert "birth" not in result.state.cache.batches
     assert_memo_is_exact(x, result, 5)
-    if log[0]["birth"]["proposed"]:
-        assert log[1]["birth"]["accepted"] == 1
-        assert result.posterior.K > 1
+    # a birth adopted in lap 2 is either kept (K grows, with an exact ELBO gain) or undone
+    kept = log[1]["birth"]["accepted"]
+    assert kept <= log[1]["birth"]["proposed"]
+    assert (result.posterior.K > 1) == bool(kept)
+    for gain in result.state.move_gains:
+        assert gain["after"] > gain["before"]
+
+
+def test_a_birth_on_clustered_data_is_adopted_and_kept():
+    x = make_data("gauss", 1500, D=2, seed=12, clusters=3)
+    result = pm.MemoizedVB(pm.Gaussian.from_data(x), 1, laps=2, tol=0, moves="birth").fit(x, num_batches=5)
+    assert result.state.move_log[1]["birth"] == {"proposed": 1, "accepted": 1}
+    assert result.posterior.K >= 3
+    assert result.elbo_trace[1] > result.elbo_trace[0]
 
 
 def test_merge_of_duplicated_components_is_accepted_and_exact():
