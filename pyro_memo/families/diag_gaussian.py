@@ -68,12 +68,13 @@ class DiagGaussian(ConjugateFamily):
         n = counts.unsqueeze(-1)
         kappa = p["kappa"] + n
         m = (p["kappa"] * p["m"] + stats["x"]) / kappa
-        # b = b0 + (sum r x^2 + kappa0 m0^2 - kappa m^2) / 2, written as a sum of
-        # non-negative terms to avoid cancellation: centred scatter + shrinkage term.
-        mean = stats["x"] / n.clamp_min(torch.finfo(n.dtype).tiny)
-        scatter = (stats["xx"] - n * mean * mean).clamp_min(0.0)
-        shrink = p["kappa"] * n / kappa * (mean - p["m"]) ** 2
-        b = p["b"] + 0.5 * (scatter + shrink)
+        # b = b0 + (sum r x^2 + kappa0 m0^2 - kappa m^2) / 2 = b0 + (S - s^2 / kappa) / 2 with S, s
+        # centred at m0: non-negative by Cauchy-Schwarz and free of any division by N_k, so
+        # near-empty components whose memoized counts drift to ~0 stay well defined.
+        m0 = p["m"]
+        s = stats["x"] - n * m0
+        centred = stats["xx"] - 2 * m0 * stats["x"] + n * m0 * m0
+        b = p["b"] + 0.5 * (centred - s * s / kappa).clamp_min(0.0)
         return {"m": m, "kappa": kappa, "a": p["a"] + 0.5 * n, "b": b}
 
     def expected_log_lik(self, x, post):

@@ -68,14 +68,15 @@ class Gaussian(ConjugateFamily):
         p = self.prior
         kappa = p["kappa"] + counts
         m = (p["kappa"] * p["m"] + stats["x"]) / kappa.unsqueeze(-1)
-        # B = B0 + xx + kappa0 m0 m0^T - kappa m m^T, written as centred scatter plus a
-        # shrinkage term (both PSD) so that cancellation cannot break positive definiteness.
-        n = counts.clamp_min(torch.finfo(counts.dtype).tiny)[:, None]
-        mean = stats["x"] / n
-        scatter = stats["xx"] - n.unsqueeze(-1) * mean.unsqueeze(-1) * mean.unsqueeze(-2)
-        delta = mean - p["m"]
-        shrink = (p["kappa"] * counts / kappa)[:, None, None] * delta.unsqueeze(-1) * delta.unsqueeze(-2)
-        B = p["B"] + scatter + shrink
+        # B = B0 + xx + kappa0 m0 m0^T - kappa m m^T = B0 + S - s s^T / kappa, with S and s the
+        # statistics centred at m0 (S = sum r (x - m0)(x - m0)^T, s = sum r (x - m0)). The
+        # second form is PSD by Cauchy-Schwarz (kappa > N_k) and divides only by kappa >= kappa0,
+        # so near-empty components whose memoized counts drift to ~0 stay well defined.
+        m0 = p["m"]
+        s = stats["x"] - counts[:, None] * m0
+        xm = stats["x"].unsqueeze(-1) * m0
+        centred = stats["xx"] - xm - xm.transpose(-1, -2) + counts[:, None, None] * torch.outer(m0, m0)
+        B = p["B"] + centred - s.unsqueeze(-1) * s.unsqueeze(-2) / kappa[:, None, None]
         B = 0.5 * (B + B.transpose(-1, -2))
         return {"m": m, "kappa": kappa, "nu": p["nu"] + counts, "B": B}
 
