@@ -133,3 +133,20 @@ def test_batch_sources_validate():
     bad[7, 1] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=1).fit(bad, num_batches=3)
+
+
+@pytest.mark.parametrize("name", ["gauss", "diag-gauss", "zm-gauss"])
+def test_near_empty_components_with_drifted_counts_stay_finite(name):
+    """Subtract-old / add-new can leave an emptied component with counts like -1e-13 and
+    residual statistics of rounding size; its posterior must stay proper."""
+    x = make_data(name, 200, D=3, seed=9)
+    family = pm.get_family(name).from_data(x)
+    resp = torch.zeros(200, 2, dtype=torch.float64)
+    resp[:, 0] = 1.0
+    summary = pm.Summary.from_responsibilities(family, x, resp)
+    summary.counts[1] = -1e-13
+    for value in summary.stats.values():
+        value[1] = 1e-12 * torch.randn_like(value[1])
+    post = pm.DPMixturePosterior.from_summary(family, pm.DPSticks(1.0), summary)
+    assert torch.isfinite(post.family.expected_log_lik(x, post.component)).all()
+    assert np.isfinite(float(post.elbo(summary)))
