@@ -6,6 +6,7 @@ from .bridge import (
     DPMixtureGuide,
     MemoizedELBO,
     ModelStructureError,
+    PyroSVI,
     fit_memoized,
     fit_vb,
     recognize_model,
@@ -22,7 +23,17 @@ from .families import (
     ZeroMeanGaussian,
     get_family,
 )
-from .inference import DPMixturePosterior, FitResult, FullBatchVB, MemoizedVB, MemoState, load_state, save_state
+from .inference import (
+    DPMixturePosterior,
+    FitResult,
+    FullBatchVB,
+    MemoizedVB,
+    MemoState,
+    StochasticVB,
+    full_data_elbo,
+    load_state,
+    save_state,
+)
 from .models import DPMixtureModel
 from .summaries import Summary
 
@@ -49,11 +60,14 @@ __all__ = [
     "FullBatchVB",
     "Gaussian",
     "ModelStructureError",
+    "PyroSVI",
+    "StochasticVB",
     "Multinomial",
     "Poisson",
     "Summary",
     "ZeroMeanGaussian",
     "fit_vb",
+    "full_data_elbo",
     "get_family",
     "recognize_model",
     "stick_breaking_weights",

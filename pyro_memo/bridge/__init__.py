@@ -4,6 +4,7 @@ from .closed_form_optimizer import ClosedFormOptimizer
 from .fit import fit_memoized, fit_vb
 from .guide import DPMixtureGuide
 from .memoized_elbo import MemoizedELBO
+from .pyro_svi import PyroSVI
 from .recognition import ModelSpec, ModelStructureError, recognize_model
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "MemoizedELBO",
     "ModelSpec",
     "ModelStructureError",
+    "PyroSVI",
     "fit_memoized",
     "fit_vb",
     "recognize_model",
