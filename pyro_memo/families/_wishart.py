@@ -6,6 +6,7 @@ The Wishart is parameterised by degrees of freedom ``nu`` and *inverse* scale ``
 """
 
 import math
+import warnings
 
 import torch
 
@@ -85,6 +86,14 @@ def mvn_log_density_precision(x, mu, Lam):
     y = chol.transpose(-1, -2) @ diff  # ||L^T (x - mu)||^2 = (x-mu)^T Lam (x-mu)
     quad = (y.squeeze(-1) ** 2).sum(-1)
     return 0.5 * logdet_from_cholesky(chol) - 0.5 * d * math.log(2 * math.pi) - 0.5 * quad
+
+
+def sample_wishart(nu, B):
+    """:math:`\\Lambda_k \\sim W(\\nu_k, B_k^{-1})` (``B`` the inverse scale), with torch's
+    Bartlett sampler; its warning on a redrawn singular sample is silenced (it redraws)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Singular sample detected")
+        return torch.distributions.Wishart(nu, precision_matrix=B).sample()
 
 
 def check_wishart_prior(nu, B, family):

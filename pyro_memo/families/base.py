@@ -157,6 +157,12 @@ class ConjugateFamily(ABC):
     def log_prior_density(self, params):
         """:math:`\\log H(\\phi_k \\mid \\lambda_0)` at explicit parameters: ``(K,)``."""
 
+    def sample_posterior(self, post):
+        """One draw :math:`\\phi_k \\sim q(\\phi_k)` per component, as the ``params`` dict of
+        :meth:`log_density` (``(K, ...)`` tensors). Uses torch's global random generator
+        (seed it, or wrap the caller in ``torch.random.fork_rng``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no posterior sampler")
+
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim}, dtype={self.dtype})"
 

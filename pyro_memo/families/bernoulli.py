@@ -78,6 +78,10 @@ class Bernoulli(ConjugateFamily):
         phi = params["phi"]
         return (torch.xlogy(x, phi) + torch.xlogy(1 - x, 1 - phi)).sum(-1)
 
+    def sample_posterior(self, post):
+        """:math:`\\phi_{kd} \\sim \\mathrm{Beta}(a_{kd}, b_{kd})`."""
+        return {"phi": torch.distributions.Beta(post["a"], post["b"]).sample()}
+
     def log_prior_density(self, params):
         return torch.distributions.Beta(self.prior["a"], self.prior["b"]).log_prob(params["phi"]).sum(-1)
 

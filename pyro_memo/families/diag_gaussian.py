@@ -118,6 +118,14 @@ class DiagGaussian(ConjugateFamily):
         lam = params["lambda"]
         return (0.5 * torch.log(lam) - 0.5 * math.log(2 * math.pi) - 0.5 * lam * (x - params["mu"]) ** 2).sum(-1)
 
+    def sample_posterior(self, post):
+        """Per dimension :math:`\\lambda \\sim \\mathrm{Gamma}(a, b)` and
+        :math:`\\mu \\sim N(m, (\\kappa\\lambda)^{-1})`."""
+        lam = torch.distributions.Gamma(post["a"], post["b"]).sample()
+        lam = lam.expand_as(post["m"]).clamp_min(torch.finfo(lam.dtype).tiny)
+        mu = post["m"] + torch.randn_like(post["m"]) / torch.sqrt(post["kappa"] * lam)
+        return {"mu": mu, "lambda": lam}
+
     def log_prior_density(self, params):
         p = self.prior
         lam = params["lambda"]

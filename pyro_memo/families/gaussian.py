@@ -10,6 +10,7 @@ from ._wishart import (
     log_normalizer_ratio,
     mvn_log_density_precision,
     regularized_scatter,
+    sample_wishart,
     wishart_terms,
 )
 from .base import ConjugateFamily, data_for_defaults, outer_product_stats
@@ -123,6 +124,13 @@ class Gaussian(ConjugateFamily):
 
     def log_density(self, x, params):
         return mvn_log_density_precision(x, params["mu"], params["Lambda"])
+
+    def sample_posterior(self, post):
+        """:math:`\\Lambda_k \\sim W(\\nu_k, B_k^{-1})`, :math:`\\mu_k \\sim N(m_k, (\\kappa_k\\Lambda_k)^{-1})`."""
+        lam = sample_wishart(post["nu"], post["B"])
+        mu = torch.distributions.MultivariateNormal(
+            post["m"], precision_matrix=post["kappa"][:, None, None] * lam).sample()
+        return {"mu": mu, "Lambda": lam}
 
     def log_prior_density(self, params):
         p = self.prior

@@ -90,6 +90,11 @@ class Multinomial(ConjugateFamily):
     def log_density(self, x, params):
         return (x * torch.log(params["phi"])).sum(-1) + log_multinomial_coefficient(x)
 
+    def sample_posterior(self, post):
+        """:math:`\\phi_k \\sim \\mathrm{Dirichlet}(\\lambda_k)`."""
+        phi = torch.distributions.Dirichlet(post["lam"]).sample()
+        return {"phi": phi.clamp_min(torch.finfo(phi.dtype).tiny)}
+
     def log_prior_density(self, params):
         return torch.distributions.Dirichlet(self.prior["lam"]).log_prob(params["phi"])
 

@@ -84,6 +84,11 @@ class Poisson(ConjugateFamily):
         lam = params["lambda"]
         return (torch.xlogy(x, lam) - lam - torch.lgamma(x + 1)).sum(-1)
 
+    def sample_posterior(self, post):
+        """:math:`\\lambda_{kd} \\sim \\mathrm{Gamma}(a_{kd}, b_{kd})`."""
+        lam = torch.distributions.Gamma(post["a"], post["b"]).sample()
+        return {"lambda": lam.clamp_min(torch.finfo(lam.dtype).tiny)}
+
     def log_prior_density(self, params):
         p = self.prior
         return torch.distributions.Gamma(p["a"], p["b"]).log_prob(params["lambda"]).sum(-1)

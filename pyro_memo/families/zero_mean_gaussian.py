@@ -10,6 +10,7 @@ from ._wishart import (
     log_normalizer_ratio,
     mvn_log_density_precision,
     regularized_scatter,
+    sample_wishart,
     wishart_terms,
 )
 from .base import ConjugateFamily, data_for_defaults, outer_product_stats
@@ -78,6 +79,10 @@ class ZeroMeanGaussian(ConjugateFamily):
 
     def log_density(self, x, params):
         return mvn_log_density_precision(x, torch.zeros_like(x), params["Lambda"])
+
+    def sample_posterior(self, post):
+        """:math:`\\Lambda_k \\sim W(\\nu_k, B_k^{-1})`."""
+        return {"Lambda": sample_wishart(post["nu"], post["B"])}
 
     def log_prior_density(self, params):
         p = self.prior
