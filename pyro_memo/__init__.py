@@ -24,6 +24,8 @@ from .families import (
     get_family,
 )
 from .inference import (
+    BlockedGibbs,
+    CollapsedGibbs,
     DPMixturePosterior,
     FitResult,
     FullBatchVB,
@@ -33,6 +35,7 @@ from .inference import (
     full_data_elbo,
     load_state,
     save_state,
+    vb_log_predictive,
 )
 from .models import DPMixtureModel
 from .summaries import Summary
@@ -40,6 +43,8 @@ from .summaries import Summary
 __version__ = "0.1.0"
 
 __all__ = [
+    "BlockedGibbs",
+    "CollapsedGibbs",
     "ClosedFormOptimizer",
     "MemoizedELBO",
     "MemoizedVB",
@@ -71,4 +76,5 @@ __all__ = [
     "get_family",
     "recognize_model",
     "stick_breaking_weights",
+    "vb_log_predictive",
 ]

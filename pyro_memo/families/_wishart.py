@@ -93,7 +93,7 @@ def sample_wishart(nu, B):
     Bartlett sampler; its warning on a redrawn singular sample is silenced (it redraws)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Singular sample detected")
-        return torch.distributions.Wishart(nu, precision_matrix=B).sample()
+        return torch.distributions.Wishart(nu, precision_matrix=B, validate_args=False).sample()
 
 
 def check_wishart_prior(nu, B, family):

@@ -80,7 +80,7 @@ class Bernoulli(ConjugateFamily):
 
     def sample_posterior(self, post):
         """:math:`\\phi_{kd} \\sim \\mathrm{Beta}(a_{kd}, b_{kd})`."""
-        return {"phi": torch.distributions.Beta(post["a"], post["b"]).sample()}
+        return {"phi": torch.distributions.Beta(post["a"], post["b"], validate_args=False).sample()}
 
     def log_prior_density(self, params):
         return torch.distributions.Beta(self.prior["a"], self.prior["b"]).log_prob(params["phi"]).sum(-1)

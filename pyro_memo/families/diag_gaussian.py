@@ -121,7 +121,7 @@ class DiagGaussian(ConjugateFamily):
     def sample_posterior(self, post):
         """Per dimension :math:`\\lambda \\sim \\mathrm{Gamma}(a, b)` and
         :math:`\\mu \\sim N(m, (\\kappa\\lambda)^{-1})`."""
-        lam = torch.distributions.Gamma(post["a"], post["b"]).sample()
+        lam = torch.distributions.Gamma(post["a"], post["b"], validate_args=False).sample()
         lam = lam.expand_as(post["m"]).clamp_min(torch.finfo(lam.dtype).tiny)
         mu = post["m"] + torch.randn_like(post["m"]) / torch.sqrt(post["kappa"] * lam)
         return {"mu": mu, "lambda": lam}

@@ -129,7 +129,7 @@ class Gaussian(ConjugateFamily):
         """:math:`\\Lambda_k \\sim W(\\nu_k, B_k^{-1})`, :math:`\\mu_k \\sim N(m_k, (\\kappa_k\\Lambda_k)^{-1})`."""
         lam = sample_wishart(post["nu"], post["B"])
         mu = torch.distributions.MultivariateNormal(
-            post["m"], precision_matrix=post["kappa"][:, None, None] * lam).sample()
+            post["m"], precision_matrix=post["kappa"][:, None, None] * lam, validate_args=False).sample()
         return {"mu": mu, "Lambda": lam}
 
     def log_prior_density(self, params):

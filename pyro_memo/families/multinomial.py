@@ -92,7 +92,7 @@ class Multinomial(ConjugateFamily):
 
     def sample_posterior(self, post):
         """:math:`\\phi_k \\sim \\mathrm{Dirichlet}(\\lambda_k)`."""
-        phi = torch.distributions.Dirichlet(post["lam"]).sample()
+        phi = torch.distributions.Dirichlet(post["lam"], validate_args=False).sample()
         return {"phi": phi.clamp_min(torch.finfo(phi.dtype).tiny)}
 
     def log_prior_density(self, params):

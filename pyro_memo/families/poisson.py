@@ -86,7 +86,7 @@ class Poisson(ConjugateFamily):
 
     def sample_posterior(self, post):
         """:math:`\\lambda_{kd} \\sim \\mathrm{Gamma}(a_{kd}, b_{kd})`."""
-        lam = torch.distributions.Gamma(post["a"], post["b"]).sample()
+        lam = torch.distributions.Gamma(post["a"], post["b"], validate_args=False).sample()
         return {"lambda": lam.clamp_min(torch.finfo(lam.dtype).tiny)}
 
     def log_prior_density(self, params):

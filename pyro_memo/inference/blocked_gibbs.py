@@ -1,0 +1,109 @@
+"""Blocked Gibbs sampling of the truncated DP mixture (paper 003 §4; Ishwaran & James 2001)."""
+
+import math
+import time
+
+import torch
+
+from ..allocation import DPSticks
+from .gibbs import GibbsResult, hard_summary
+from .initialization import initial_responsibilities
+
+
+def log_stick_weights(v):
+    """:math:`\\log w_k = \\log v_k + \\sum_{\\ell<k}\\log(1 - v_\\ell)` for sticks ``v`` with
+    ``v[-1] = 1`` (the truncation): ``(T,)``."""
+    log_rest = torch.cumsum(torch.log1p(-v[:-1]), 0)
+    return torch.log(v) + torch.cat([v.new_zeros(1), log_rest])
+
+
+class BlockedGibbs:
+    """Gibbs sampling of the truncated stick-breaking DP mixture with every block drawn
+    jointly: component parameters :math:`\\phi_k \\sim p(\\phi_k \\mid x, z)` (the conjugate
+    posterior, ``family.sample_posterior``), sticks
+    :math:`v_k \\sim \\mathrm{Beta}(1 + N_k, \\alpha + \\sum_{\\ell>k} N_\\ell)` with
+    :math:`v_T = 1`, and all assignments at once,
+    :math:`p(z_n = k) \\propto w_k F(x_n \\mid \\phi_k)`.
+
+    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param int T: truncation level of the model.
+    :param float alpha: DP concentration.
+    :param int sweeps: Gibbs sweeps.
+    :param int burn_in: sweeps discarded before samples are kept (default ``sweeps // 2``).
+    :param int thin: keep every ``thin``-th sweep after burn-in.
+    :param int init_K: start from k-means++ with this many clusters (1: all in one).
+    :param int seed: seeds every draw (torch's generator is forked, so the caller's is untouched).
+    """
+
+    def __init__(self, family, T=20, alpha=1.0, sweeps=100, burn_in=None, thin=1, init_K=1, seed=0):
+        if int(T) < 1:
+            raise ValueError(f"T must be a positive integer; got {T}")
+        if int(sweeps) < 1 or int(thin) < 1 or not 1 <= int(init_K) <= int(T):
+            raise ValueError("sweeps and thin must be positive and init_K between 1 and T")
+        self.family = family
+        self.T = int(T)
+        self.sticks = DPSticks(alpha, "direct")
+        self.alpha = float(alpha)
+        self.sweeps = int(sweeps)
+        self.burn_in = self.sweeps // 2 if burn_in is None else int(burn_in)
+        if not 0 <= self.burn_in < self.sweeps:
+            raise ValueError(f"burn_in must lie in [0, sweeps); got {burn_in}")
+        self.thin = int(thin)
+        self.init_K = int(init_K)
+        self.seed = seed
+
+    def log_likelihoods(self, x, params):
+        """:math:`\\log F(x_n \\mid \\phi_k)`: ``(N, T)``."""
+        return self.family.log_density(x.unsqueeze(1), {k: v.unsqueeze(0) for k, v in params.items()})
+
+    def _state_predictive(self, log_w, params):
+        def log_predictive(x):
+            x = self.family.check_data(x)
+            return torch.logsumexp(self.log_likelihoods(x, params) + log_w, -1)
+
+        return log_predictive
+
+    def _draw_globals(self, summary):
+        post = self.family.posterior(summary.counts, summary.stats)
+        params = self.family.sample_posterior(post)
+        eta1, eta0 = self.sticks.posterior(summary.counts)
+        v = torch.distributions.Beta(eta1[:-1], eta0[:-1], validate_args=False).sample()
+        v = torch.cat([v.clamp(1e-300, 1 - 1e-16), v.new_ones(1)])
+        return params, v
+
+    def fit(self, x, callback=None):
+        """Run the sampler on ``(N, D)`` data.
+
+        :param callback: optional ``callback(sweep, labels)`` after every sweep.
+        :rtype: GibbsResult
+        """
+        fam = self.family
+        x = fam.check_data(x)
+        if self.init_K == 1:
+            labels = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+        else:
+            labels = initial_responsibilities(x, self.init_K, "kmeans++", self.seed).argmax(-1)
+        result = GibbsResult(labels.cpu())
+        start = time.perf_counter()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.seed))
+            for sweep in range(self.sweeps):
+                sweep_start = time.perf_counter()
+                params, v = self._draw_globals(hard_summary(fam, x, labels, self.T))
+                log_w = log_stick_weights(v)
+                log_joint = self.log_likelihoods(x, params) + log_w
+                gumbel = -torch.log(-torch.log(torch.rand_like(log_joint).clamp_min(1e-300)))
+                labels = (log_joint + gumbel).argmax(-1)
+                result.sweep_seconds.append(time.perf_counter() - sweep_start)
+                chosen = log_joint.gather(1, labels[:, None]).sum()
+                stick_prior = (math.log(self.alpha) + (self.alpha - 1) * torch.log1p(-v[:-1])).sum()
+                result.log_joint_trace.append(float(chosen + fam.log_prior_density(params).sum() + stick_prior))
+                result.num_clusters.append(int(torch.unique(labels).numel()))
+                if sweep >= self.burn_in and (sweep - self.burn_in) % self.thin == 0:
+                    result.samples.append(self._state_predictive(log_w, params))
+                if callback is not None:
+                    callback(sweep, labels)
+        result.labels = labels.cpu()
+        result.seconds = time.perf_counter() - start
+        return result
+

@@ -1,0 +1,54 @@
+"""What the Gibbs samplers of DP mixtures (paper 003 §4) share: their result and predictive."""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ..summaries import Summary
+
+
+def hard_summary(family, x, labels, K):
+    """The :class:`Summary` of hard assignments ``labels`` (values in ``0..K-1``)."""
+    resp = torch.zeros(x.shape[0], K, dtype=x.dtype, device=x.device)
+    resp[torch.arange(x.shape[0], device=x.device), labels] = 1.0
+    return Summary.from_responsibilities(family, x, resp)
+
+
+def log_crp(counts, alpha):
+    """Log probability of a partition with block sizes ``counts`` under the Chinese
+    restaurant process: :math:`K\\log\\alpha + \\log\\Gamma(\\alpha) - \\log\\Gamma(\\alpha+N)
+    + \\sum_k \\log\\Gamma(N_k)`."""
+    n = float(counts.sum())
+    return (counts.numel() * math.log(alpha) + math.lgamma(alpha) - math.lgamma(alpha + n)
+            + float(torch.lgamma(counts).sum()))
+
+
+@dataclass
+class GibbsResult:
+    """What a Gibbs sampler returns.
+
+    :ivar torch.Tensor labels: ``(N,)`` assignments after the last sweep.
+    :ivar list log_joint_trace: the log joint density of the state after each sweep.
+    :ivar list num_clusters: occupied clusters after each sweep.
+    :ivar list sweep_seconds: wall time of each sweep.
+    :ivar list samples: the kept states (after burn-in, thinned), each a callable
+        ``log_predictive(x) -> (n,)`` of the predictive density given that state.
+    :ivar float seconds: total wall time.
+    """
+
+    labels: torch.Tensor
+    log_joint_trace: list = field(default_factory=list)
+    num_clusters: list = field(default_factory=list)
+    sweep_seconds: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def log_predictive(self, x):
+        """Held-out log predictive density of each row of ``x``, averaged over the kept
+        samples in probability space: :math:`\\log \\frac1S \\sum_s p(x \\mid \\text{state}_s)`
+        (paper 003 §4)."""
+        if not self.samples:
+            raise ValueError("no samples were kept: raise sweeps or lower burn_in")
+        per_sample = torch.stack([sample(x) for sample in self.samples])
+        return torch.logsumexp(per_sample, 0) - math.log(len(self.samples))
