@@ -1,5 +1,7 @@
 """Stochastic online natural-gradient variational inference for DP mixtures (paper 000 §2.3)."""
 
+__all__ = ["PAPER_SCHEDULES", "StochasticVB", "full_data_elbo"]
+
 import time
 
 import numpy as np
@@ -11,24 +13,10 @@ from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .full_batch_vb import FitResult
 from .initialization import initial_responsibilities
+from .scoring import full_data_elbo
 
 #: the three learning-rate schedules of paper 000 §4: ``(kappa, delay)``
 PAPER_SCHEDULES = ((0.5, 10.0), (0.5, 100.0), (0.9, 10.0))
-
-
-def full_data_elbo(posterior, source, family=None):
-    """Exact full-data ELBO of ``posterior``'s globals with the optimal local factors,
-    computed by one pass of local steps over every batch of ``source`` (paper 000 eq. 8).
-    This is how a stochastic method, whose running quantities are noisy, is scored.
-
-    :returns: ``(elbo, summary)``: the ELBO (float, total nats) and the whole-data summary.
-    """
-    family = family or posterior.family
-    total = None
-    for b in range(source.num_batches):
-        _, part = posterior.local_step(family.check_data(source.batch(b)))
-        total = part if total is None else total + part
-    return float(posterior.elbo(total)), total
 
 
 class StochasticVB:
