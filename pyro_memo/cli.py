@@ -62,6 +62,9 @@ def build_parser():
     fit.add_argument("--resume", metavar="DIR",
                      help="continue a memoized fit from DIR/state.pt (same DATA; --laps counts all laps)")
     fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    from .comparison.cli import add_compare_parser
+
+    add_compare_parser(sub)
     return parser
 
 
@@ -193,6 +196,10 @@ def main(argv=None):
     try:
         if args.command == "fit":
             return run_fit(args)
+        if args.command == "compare":
+            from .comparison.cli import run_compare
+
+            return run_compare(args)
     except (ValueError, FloatingPointError, OSError) as err:
         print(f"pyro-memo: error: {err}", file=sys.stderr)
         return 2

@@ -70,7 +70,8 @@ class PyroSVI:
 
         :param torch.Tensor data: ``(N, D)`` data (in memory: Pyro subsamples it by index).
         :param int num_batches: minibatches per epoch (subsample size ``N // num_batches``).
-        :param callback: optional ``callback(epoch, elbo, posterior)`` after every scored epoch.
+        :param callback: optional ``callback(epoch, elbo, posterior)`` after every epoch (``elbo``
+            is ``None`` when not scoring); returning ``True`` stops the fit.
         :rtype: FitResult (the fitted guide in ``result.guide``)
         """
         x = self.family.check_data(data)
@@ -94,14 +95,15 @@ class PyroSVI:
                 if loss != loss:
                     raise FloatingPointError(f"Pyro SVI's loss became NaN in epoch {epoch}; lower lr (now {self.lr})")
             result.lap_seconds.append(time.perf_counter() - lap_start)
+            elbo = None
             if self.score:
                 score_start = time.perf_counter()
                 with torch.no_grad():
                     elbo, result.summary = full_data_elbo(guide.posterior, source, self.family)
                 result.elbo_trace.append(elbo)
                 scoring += time.perf_counter() - score_start
-                if callback is not None:
-                    callback(epoch, elbo, guide.posterior)
+            if callback is not None and callback(epoch, elbo, guide.posterior) is True:
+                break
         result.posterior = guide.posterior
         result.seconds = time.perf_counter() - start - scoring
         result.guide = guide

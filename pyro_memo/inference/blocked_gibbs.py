@@ -74,7 +74,8 @@ class BlockedGibbs:
     def fit(self, x, callback=None):
         """Run the sampler on ``(N, D)`` data.
 
-        :param callback: optional ``callback(sweep, labels)`` after every sweep.
+        :param callback: optional ``callback(sweep, labels)`` after every sweep; returning ``True``
+            stops the sampler.
         :rtype: GibbsResult
         """
         fam = self.family
@@ -101,8 +102,8 @@ class BlockedGibbs:
                 result.num_clusters.append(int(torch.unique(labels).numel()))
                 if sweep >= self.burn_in and (sweep - self.burn_in) % self.thin == 0:
                     result.samples.append(self._state_predictive(log_w, params))
-                if callback is not None:
-                    callback(sweep, labels)
+                if callback is not None and callback(sweep, labels) is True:
+                    break
         result.labels = labels.cpu()
         result.seconds = time.perf_counter() - start
         return result

@@ -58,7 +58,8 @@ class CollapsedGibbs:
     def fit(self, x, callback=None):
         """Run the sampler on ``(N, D)`` data.
 
-        :param callback: optional ``callback(sweep, labels)`` after every sweep.
+        :param callback: optional ``callback(sweep, labels)`` after every sweep; returning ``True``
+            stops the sampler.
         :rtype: GibbsResult
         """
         fam = self.family
@@ -79,8 +80,8 @@ class CollapsedGibbs:
             result.num_clusters.append(summary.K)
             if sweep >= self.burn_in and (sweep - self.burn_in) % self.thin == 0:
                 result.samples.append(self._state_predictive(summary))
-            if callback is not None:
-                callback(sweep, labels)
+            if callback is not None and callback(sweep, labels) is True:
+                break
         result.labels = torch.as_tensor(labels)
         result.seconds = time.perf_counter() - start
         return result

@@ -81,7 +81,7 @@ class FullBatchVB:
 
         :param x: ``(N, D)`` data (validated by the family).
         :param posterior: optional starting :class:`DPMixturePosterior`.
-        :param callback: optional ``callback(iteration, elbo, posterior)``.
+        :param callback: optional ``callback(iteration, elbo, posterior)``; returning ``True`` stops the fit.
         :rtype: FitResult
         """
         start = time.perf_counter()
@@ -106,8 +106,8 @@ class FullBatchVB:
             result.elbo_trace.append(elbo)
             result.lap_seconds.append(time.perf_counter() - lap_start)
             result.summary = summary
-            if callback is not None:
-                callback(it, elbo, post)
+            if callback is not None and callback(it, elbo, post) is True:
+                break
             if previous is not None and abs(elbo - previous) <= self.tol * abs(previous):
                 result.converged = True
                 break

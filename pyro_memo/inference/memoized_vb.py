@@ -95,7 +95,8 @@ class MemoizedVB:
         :param int num_batches: ``B`` for array and file data.
         :param posterior: optional starting :class:`DPMixturePosterior`.
         :param MemoState state: resume from a saved state (see :func:`~pyro_memo.inference.load_state`).
-        :param callback: optional ``callback(lap, elbo, posterior)`` after every lap.
+        :param callback: optional ``callback(lap, elbo, posterior)`` after every lap; returning
+            ``True`` stops the fit (a budget).
         :rtype: FitResult (with ``lap_seconds``, ``state`` and ``batch_elbos``)
         """
         source = make_batches(data, num_batches or 1)
@@ -117,8 +118,8 @@ class MemoizedVB:
                 raise FloatingPointError(f"the ELBO became NaN in lap {state.laps_done}")
             state.elbo_trace.append(elbo)
             state.lap_seconds.append(time.perf_counter() - lap_start)
-            if callback is not None:
-                callback(state.laps_done - 1, elbo, state.posterior)
+            if callback is not None and callback(state.laps_done - 1, elbo, state.posterior) is True:
+                break
             trace = state.elbo_trace
             moved = self.moves and (any(c["accepted"] for c in state.move_log[-1].values())
                                     or not all(m.converged(state) for m in self.moves))

@@ -67,6 +67,7 @@ class SGA:
     :param int batch_size: items per minibatch.
     :param bool reorder: sort components by :math:`E[v_k]` after each iteration.
     :param int seed: seeds initialisation and minibatch draws.
+    :ivar torch.Tensor variance_: the fixed variance :math:`\\sigma^2` of the last :meth:`fit`.
     """
 
     def __init__(self, K=50, variant="sga+f", step=0.1, momentum=0.9, threshold=1e-3, alpha=1.0,
@@ -123,7 +124,8 @@ class SGA:
     def fit(self, x, callback=None):
         """Run SGA on ``(N, D)`` data (a float tensor or array).
 
-        :param callback: optional ``callback(iteration, means, sticks)`` after each iteration.
+        :param callback: optional ``callback(iteration, means, sticks)`` after each iteration;
+            returning ``True`` stops the fit.
         :rtype: SGAResult
         """
         x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x, dtype=torch.float64)
@@ -132,6 +134,7 @@ class SGA:
         rng = np.random.default_rng(self.seed)
         start = time.perf_counter()
         means, v, variance = self._initialise(x)
+        self.variance_ = variance
         m0 = x.mean(0)
         vel_mu, vel_v = torch.zeros_like(means), torch.zeros_like(v)
         result = SGAResult(means, v, variance)
@@ -159,8 +162,8 @@ class SGA:
                 means, v, vel_mu, vel_v = means[order], v[order], vel_mu[order], vel_v[order]
             result.num_components.append(int(v.numel()))
             result.iteration_seconds.append(time.perf_counter() - it_start)
-            if callback is not None:
-                callback(it, means, v)
+            if callback is not None and callback(it, means, v) is True:
+                break
         result.means, result.sticks = means, v
         result.seconds = time.perf_counter() - start
         result.labels = torch.cat([self.assign(x[lo:lo + 20000], means, v, variance)

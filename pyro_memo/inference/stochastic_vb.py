@@ -86,7 +86,8 @@ class StochasticVB:
 
         :param data: anything :func:`~pyro_memo.data_sources.make_batches` accepts.
         :param int num_batches: ``B`` for array and file data.
-        :param callback: optional ``callback(lap, elbo, posterior)`` after every scored lap.
+        :param callback: optional ``callback(lap, elbo, posterior)`` after every lap (``elbo`` is
+            ``None`` when not scoring); returning ``True`` stops the fit.
         :rtype: FitResult (``elbo_trace`` holds the exact ELBO after each lap when ``score``)
         """
         source = make_batches(data, num_batches or 1)
@@ -108,6 +109,7 @@ class StochasticVB:
                 effective = effective.scaled(1.0 - rho) + target.scaled(rho)
                 posterior.update(effective)
             result.lap_seconds.append(time.perf_counter() - lap_start)
+            elbo = None
             if self.score:
                 score_start = time.perf_counter()
                 elbo, result.summary = full_data_elbo(posterior, source, self.family)
@@ -115,8 +117,8 @@ class StochasticVB:
                     raise FloatingPointError(f"the ELBO became NaN in lap {lap}")
                 result.elbo_trace.append(elbo)
                 scoring += time.perf_counter() - score_start
-                if callback is not None:
-                    callback(lap, elbo, posterior)
+            if callback is not None and callback(lap, elbo, posterior) is True:
+                break
         result.posterior = posterior
         result.seconds = time.perf_counter() - start - scoring
         return result

@@ -1,0 +1,110 @@
+"""The comparison harness: every method runs under one budget and is scored alike."""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_memo.cli import main
+from pyro_memo.comparison import METHODS, Budget, Settings, compare, load_array_split, summarize
+from pyro_memo.comparison.methods import labels_elbo
+
+
+def blobs(n=600, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.randint(3, (n,), generator=g)
+    centers = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]], dtype=torch.float64)
+    return centers[labels] + torch.randn(n, 2, generator=g, dtype=torch.float64), labels.numpy()
+
+
+@pytest.fixture(scope="module")
+def small_comparison(tmp_path_factory):
+    x, y = blobs()
+    out = tmp_path_factory.mktemp("cmp")
+    methods = [m for m in METHODS if m not in ("pyro-svi", "pyro-svi-trace", "gibbs-collapsed")]
+    rows, runs = compare(x[:500], methods, seeds=(0, 1), labels=y[:500], heldout=x[500:], budget=Budget(passes=3),
+                         settings=Settings(K=6, batches=5), out_dir=str(out))
+    return x[:500], methods, rows, runs, out
+
+
+def test_every_method_runs_within_the_pass_budget(small_comparison):
+    x, methods, rows, runs, _ = small_comparison
+    assert [(r["method"], r["seed"]) for r in rows] == [(m, s) for m in methods for s in (0, 1)]
+    for (method, _), run in runs.items():
+        assert 2.9 <= run.passes[-1] <= 3.0 + 5 / 500, method
+        assert len(run.passes) == len(run.elbo) == len(run.seconds) == len(run.K)
+        assert np.all(np.diff(run.passes) > 0) and np.all(np.diff(run.seconds) >= 0)
+        assert np.isfinite(run.elbo).all() and run.labels.shape == (500,)
+
+
+def test_rows_hold_scores_that_could_fail(small_comparison):
+    x, _, rows, runs, _ = small_comparison
+    for row in rows:
+        assert np.isfinite([row["elbo_per_item"], row["heldout_per_item"], row["nmi"], row["accuracy"]]).all()
+        assert 0 <= row["nmi"] <= 1 and 0 < row["accuracy"] <= 1
+    # a hard-label method's reported ELBO is labels_elbo of its labels
+    run = runs[("sga+f", 0)]
+    from pyro_memo.families import Gaussian
+
+    assert labels_elbo(Gaussian.from_data(x), x, run.labels) == pytest.approx(run.elbo[-1], rel=1e-9)
+
+
+def test_converging_methods_cluster_clear_cut_data():
+    x, y = blobs()
+    rows, _ = compare(x, ["memo", "vb", "sklearn-bgm"], seeds=(0, 1), labels=y, budget=Budget(passes=10),
+                      settings=Settings(K=6, batches=5))
+    for method, stats in summarize(rows).items():
+        assert stats["nmi"][0] > 0.95, method
+
+
+def test_outputs_are_written(small_comparison):
+    *_, rows, _, out = small_comparison
+    for name in ("runs.csv", "runs.md", "summary.md", "traces.csv", "elbo_vs_passes.png", "elbo_vs_seconds.png",
+                 "k_vs_passes.png", "final_elbo.png"):
+        assert os.path.getsize(out / name) > 0, name
+    with open(out / "runs.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+
+
+def test_seconds_budget_stops_runs_early():
+    x, _ = blobs(400)
+    rows, runs = compare(x, ["memo", "sga+f"], seeds=(0,), budget=Budget(passes=1000, seconds=0.05),
+                         settings=Settings(K=5, batches=4))
+    for run in runs.values():
+        assert run.passes[-1] < 1000
+
+
+def test_errors():
+    x, y = blobs(50)
+    with pytest.raises(ValueError, match="unknown methods"):
+        compare(x, ["memo", "adam"])
+    with pytest.raises(ValueError, match="labels"):
+        compare(x, ["vb"], labels=y[:10])
+    with pytest.raises(ValueError, match="held-out fraction"):
+        load_array_split(x, y, 1.0)
+
+
+def test_cli_compare(tmp_path, capsys):
+    x, y = blobs(300)
+    np.savez(tmp_path / "data.npz", x=x.numpy(), labels=y)
+    code = main(["compare", str(tmp_path / "data.npz"), "--methods", "memo,sga+f", "--seeds", "0,1", "--passes", "2",
+                 "--K", "5", "--batches", "3", "--out", str(tmp_path / "out"), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| memo | 2 |" in printed and "| sga+f | 2 |" in printed
+    assert (tmp_path / "out" / "summary.md").exists()
+    assert main(["compare", str(tmp_path / "data.npz"), "--methods", "memo,nope", "--out", str(tmp_path)]) == 2
+    assert "unknown" in capsys.readouterr().err
+
+
+def test_the_slow_methods_run_in_the_harness():
+    x, y = blobs(120)
+    methods = ["pyro-svi", "pyro-svi-trace", "gibbs-collapsed"]
+    rows, runs = compare(x, methods, seeds=(0,), labels=y, heldout=x[:20], budget=Budget(passes=2),
+                         settings=Settings(K=4, batches=2))
+    assert [r["method"] for r in rows] == methods
+    for run in runs.values():
+        assert run.passes[-1] == 2 and np.isfinite(run.elbo).all()
+    assert all(np.isfinite(r["heldout_per_item"]) for r in rows)
