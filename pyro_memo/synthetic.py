@@ -46,3 +46,26 @@ def toy_patches(num_items=100_000, seed=0, patch=5, num_components=8):
         rows = labels == k
         x[rows] = x[rows] @ chol[k].T
     return x, labels, covs
+
+
+def dp_gaussian_mixture(num_items, dim, alpha=1.0, separation=3.0, seed=0):
+    """Items from a DP mixture of Gaussians, as in paper 003 §5: stick-breaking weights with
+    concentration ``alpha``, component means from :math:`N(0, \\text{separation}^2 I)` (so the
+    typical distance between means grows like :math:`\\sqrt{D}` relative to the unit noise, a
+    scaling comparable across dimensions) and unit diagonal covariances.
+
+    :returns: ``(x, labels)``: ``(N, dim)`` float64 array and ``(N,)`` component labels.
+    """
+    rng = np.random.default_rng(seed)
+    sticks, weights, remaining = [], [], 1.0
+    while remaining > 1e-6 and len(weights) < 1000:
+        v = rng.beta(1.0, alpha)
+        sticks.append(v)
+        weights.append(remaining * v)
+        remaining *= 1.0 - v
+    weights = np.asarray(weights) / np.sum(weights)
+    labels = rng.choice(len(weights), size=num_items, p=weights)
+    means = separation * rng.standard_normal((len(weights), dim))
+    x = means[labels] + rng.standard_normal((num_items, dim))
+    _, labels = np.unique(labels, return_inverse=True)
+    return x, labels
