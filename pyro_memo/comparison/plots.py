@@ -18,8 +18,8 @@ def _figure():
 
 
 def _colors(methods, plt):
-    cmap = plt.get_cmap("tab20")
-    return {m: cmap(i % 20) for i, m in enumerate(methods)}
+    cmap = plt.get_cmap("tab10" if len(methods) <= 10 else "tab20")
+    return {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
 
 
 def _save(fig, path, plt):
