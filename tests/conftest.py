@@ -30,6 +30,14 @@ def make_data(name, N, D=2, seed=0, clusters=3):
     raise ValueError(name)
 
 
+def four_blobs(n=4000):
+    """``n`` items in 2-D from 4 unit-variance blobs 12 apart (seeded), and their labels."""
+    g = torch.Generator().manual_seed(5)
+    labels = torch.randint(4, (n,), generator=g)
+    centers = torch.tensor([[0.0, 0.0], [12.0, 0.0], [0.0, 12.0], [12.0, 12.0]], dtype=torch.float64)
+    return centers[labels] + torch.randn(n, 2, generator=g, dtype=torch.float64), labels
+
+
 @pytest.fixture(params=FAMILY_NAMES)
 def family_name(request):
     return request.param

@@ -29,6 +29,13 @@ def stick_breaking_weights(v):
     return torch.cat([v, one], -1) * remaining
 
 
+def log_stick_weights(v):
+    """:math:`\\log w_k = \\log v_k + \\sum_{\\ell<k}\\log(1 - v_\\ell)` for stick values ``v``
+    of shape ``(K,)`` (point values, e.g. a Gibbs draw; ``v[-1] = 1`` closes the stick)."""
+    log_rest = torch.cumsum(torch.log1p(-v[:-1]), 0)
+    return torch.log(v) + torch.cat([v.new_zeros(1), log_rest])
+
+
 class DPSticks:
     """Stick-breaking allocation of a DP mixture.
 

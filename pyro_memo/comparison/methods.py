@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..allocation import DPSticks
 from ..bridge.pyro_svi import PyroSVI
 from ..data_sources import make_batches
-from ..inference import BlockedGibbs, CollapsedGibbs, DPMixturePosterior, FullBatchVB, MemoizedVB, StochasticVB
-from ..inference.gibbs import hard_summary
+from ..inference import BlockedGibbs, CollapsedGibbs, FullBatchVB, MemoizedVB, StochasticVB
 from ..inference.predictive import vb_log_predictive
-from ..inference.scoring import full_data_elbo, labels_elbo
+from ..inference.scoring import full_data_elbo, labels_elbo, labels_posterior
 from ..inference.sga import SGA
+from ..metrics import effective_k
 
 
 @dataclass
@@ -72,12 +71,7 @@ class Run:
         self.passes.append(float(passes))
         self.seconds.append(float(seconds))
         self.elbo.append(float(elbo))
-        self.K.append(big_components(labels))
-
-
-def big_components(labels, fraction=0.01):
-    counts = torch.bincount(torch.as_tensor(labels).long().cpu())
-    return int((counts >= fraction * counts.sum()).sum())
+        self.K.append(effective_k(labels))
 
 
 def posterior_labels(posterior, x, chunk=20_000):
@@ -86,9 +80,7 @@ def posterior_labels(posterior, x, chunk=20_000):
 
 def labels_predictive(family, x, labels, alpha):
     """Held-out predictive of a hard clustering: the VB predictive of its optimal globals."""
-    labels = torch.unique(torch.as_tensor(labels, device=x.device).long(), return_inverse=True)[1]
-    summary = hard_summary(family, x, labels, int(labels.max()) + 1)
-    posterior = DPMixturePosterior.from_summary(family, DPSticks(alpha), summary)
+    posterior, summary = labels_posterior(family, x, labels, alpha, by_size=False)
     return lambda x_new: vb_log_predictive(posterior, summary, x_new)
 
 
@@ -117,18 +109,16 @@ def _laps(budget):
 def _run_variational(method, x, family, budget, **fit_kwargs):
     run, clock, last = Run(), _Clock(), {}
 
-    def score(lap, elbo, posterior):
+    def score(lap, seconds, elbo, posterior):
         if elbo is None:
             elbo, last["summary"] = full_data_elbo(posterior, make_batches(x, 10), family)
         run.add(lap + 1, seconds, elbo, posterior_labels(posterior, x))
 
     def callback(lap, elbo, posterior):
-        nonlocal seconds
         seconds = clock.seconds()
-        clock.score(score, lap, elbo, posterior)
+        clock.score(score, lap, seconds, elbo, posterior)
         return budget.spent(lap + 1, seconds)
 
-    seconds = 0.0
     result = method.fit(x, callback=callback, **fit_kwargs)
     posterior, summary = result.posterior, last.get("summary", result.summary)
     run.labels = posterior_labels(posterior, x)

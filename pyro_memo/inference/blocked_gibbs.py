@@ -5,19 +5,12 @@ import time
 
 import torch
 
-from ..allocation import DPSticks
-from .gibbs import GibbsResult, hard_summary
+from ..allocation import DPSticks, log_stick_weights
+from .gibbs import GibbsResult, GibbsSampler, hard_summary
 from .initialization import initial_responsibilities
 
 
-def log_stick_weights(v):
-    """:math:`\\log w_k = \\log v_k + \\sum_{\\ell<k}\\log(1 - v_\\ell)` for sticks ``v`` with
-    ``v[-1] = 1`` (the truncation): ``(T,)``."""
-    log_rest = torch.cumsum(torch.log1p(-v[:-1]), 0)
-    return torch.log(v) + torch.cat([v.new_zeros(1), log_rest])
-
-
-class BlockedGibbs:
+class BlockedGibbs(GibbsSampler):
     """Gibbs sampling of the truncated stick-breaking DP mixture with every block drawn
     jointly: component parameters :math:`\\phi_k \\sim p(\\phi_k \\mid x, z)` (the conjugate
     posterior, ``family.sample_posterior``), sticks
@@ -36,21 +29,11 @@ class BlockedGibbs:
     """
 
     def __init__(self, family, T=20, alpha=1.0, sweeps=100, burn_in=None, thin=1, init_K=1, seed=0):
-        if int(T) < 1:
-            raise ValueError(f"T must be a positive integer; got {T}")
-        if int(sweeps) < 1 or int(thin) < 1 or not 1 <= int(init_K) <= int(T):
-            raise ValueError("sweeps and thin must be positive and init_K between 1 and T")
-        self.family = family
+        if int(T) < 1 or int(init_K) > int(T):
+            raise ValueError(f"T must be a positive integer and init_K at most T; got T = {T}, init_K = {init_K}")
+        super().__init__(family, alpha, sweeps, burn_in, thin, init_K, seed)
         self.T = int(T)
         self.sticks = DPSticks(alpha, "direct")
-        self.alpha = float(alpha)
-        self.sweeps = int(sweeps)
-        self.burn_in = self.sweeps // 2 if burn_in is None else int(burn_in)
-        if not 0 <= self.burn_in < self.sweeps:
-            raise ValueError(f"burn_in must lie in [0, sweeps); got {burn_in}")
-        self.thin = int(thin)
-        self.init_K = int(init_K)
-        self.seed = seed
 
     def log_likelihoods(self, x, params):
         """:math:`\\log F(x_n \\mid \\phi_k)`: ``(N, T)``."""
@@ -100,7 +83,7 @@ class BlockedGibbs:
                 stick_prior = (math.log(self.alpha) + (self.alpha - 1) * torch.log1p(-v[:-1])).sum()
                 result.log_joint_trace.append(float(chosen + fam.log_prior_density(params).sum() + stick_prior))
                 result.num_clusters.append(int(torch.unique(labels).numel()))
-                if sweep >= self.burn_in and (sweep - self.burn_in) % self.thin == 0:
+                if self.keeps(sweep):
                     result.samples.append(self._state_predictive(log_w, params))
                 if callback is not None and callback(sweep, labels) is True:
                     break

@@ -6,12 +6,12 @@ import time
 import numpy as np
 import torch
 
-from .gibbs import GibbsResult, hard_summary, log_crp
+from .gibbs import GibbsResult, GibbsSampler, hard_summary, log_crp
 from .initialization import initial_responsibilities
 from .predictive import item_summaries, log_predictive
 
 
-class CollapsedGibbs:
+class CollapsedGibbs(GibbsSampler):
     """Gibbs sampling of the assignments with the mixture weights and the component
     parameters integrated out.
 
@@ -21,29 +21,9 @@ class CollapsedGibbs:
     is the conjugate posterior predictive (``family.log_marginal``). Cluster summaries are
     recomputed from the labels after every sweep, so no rounding accumulates.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
-    :param float alpha: DP concentration.
-    :param int sweeps: passes over all items.
-    :param int burn_in: sweeps discarded before samples are kept (default ``sweeps // 2``).
-    :param int thin: keep every ``thin``-th sweep after burn-in.
-    :param int init_K: start from k-means++ with this many clusters (1: all in one cluster).
-    :param int seed: seeds the item order, the draws and the initialisation.
+    Parameters as :class:`~pyro_memo.inference.gibbs.GibbsSampler`; ``seed`` also seeds the
+    item order.
     """
-
-    def __init__(self, family, alpha=1.0, sweeps=100, burn_in=None, thin=1, init_K=1, seed=0):
-        if not float(alpha) > 0:
-            raise ValueError(f"alpha must be positive; got {alpha}")
-        if int(sweeps) < 1 or int(thin) < 1 or int(init_K) < 1:
-            raise ValueError("sweeps, thin and init_K must be positive integers")
-        self.family = family
-        self.alpha = float(alpha)
-        self.sweeps = int(sweeps)
-        self.burn_in = self.sweeps // 2 if burn_in is None else int(burn_in)
-        if not 0 <= self.burn_in < self.sweeps:
-            raise ValueError(f"burn_in must lie in [0, sweeps); got {burn_in}")
-        self.thin = int(thin)
-        self.init_K = int(init_K)
-        self.seed = seed
 
     def _initial_labels(self, x):
         if self.init_K == 1:
@@ -78,7 +58,7 @@ class CollapsedGibbs:
             result.log_joint_trace.append(
                 float(fam.log_marginal(summary.counts, summary.stats).sum()) + log_crp(summary.counts, self.alpha))
             result.num_clusters.append(summary.K)
-            if sweep >= self.burn_in and (sweep - self.burn_in) % self.thin == 0:
+            if self.keeps(sweep):
                 result.samples.append(self._state_predictive(summary))
             if callback is not None and callback(sweep, labels) is True:
                 break

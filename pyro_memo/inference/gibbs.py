@@ -24,6 +24,38 @@ def log_crp(counts, alpha):
             + float(torch.lgamma(counts).sum()))
 
 
+class GibbsSampler:
+    """Settings every Gibbs sampler shares, validated once.
+
+    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param float alpha: DP concentration.
+    :param int sweeps: passes over all items.
+    :param int burn_in: sweeps discarded before samples are kept (default ``sweeps // 2``).
+    :param int thin: keep every ``thin``-th sweep after burn-in.
+    :param int init_K: start from k-means++ with this many clusters (1: all in one cluster).
+    :param int seed: seeds every draw and the initialisation.
+    """
+
+    def __init__(self, family, alpha=1.0, sweeps=100, burn_in=None, thin=1, init_K=1, seed=0):
+        if not float(alpha) > 0:
+            raise ValueError(f"alpha must be positive; got {alpha}")
+        if int(sweeps) < 1 or int(thin) < 1 or int(init_K) < 1:
+            raise ValueError("sweeps, thin and init_K must be positive integers")
+        self.family = family
+        self.alpha = float(alpha)
+        self.sweeps = int(sweeps)
+        self.burn_in = self.sweeps // 2 if burn_in is None else int(burn_in)
+        if not 0 <= self.burn_in < self.sweeps:
+            raise ValueError(f"burn_in must lie in [0, sweeps); got {burn_in}")
+        self.thin = int(thin)
+        self.init_K = int(init_K)
+        self.seed = seed
+
+    def keeps(self, sweep):
+        """Whether the state after ``sweep`` is kept as a sample."""
+        return sweep >= self.burn_in and (sweep - self.burn_in) % self.thin == 0
+
+
 @dataclass
 class GibbsResult:
     """What a Gibbs sampler returns.

@@ -50,3 +50,22 @@ def initial_responsibilities(x, K, init="kmeans++", seed=0):
     if init == "random":
         return random_responsibilities(x, K, generator)
     raise ValueError(f"init must be one of {INITS}; got '{init}'")
+
+
+def initial_summary(family, source, order, K, init="kmeans++", init_items=10_000, seed=0):
+    """The summary of initial responsibilities on the first batches of ``order`` holding at
+    least ``init_items`` items: ``(summary, items)``, where ``items`` is how many it covers."""
+    import numpy as np
+
+    from ..summaries import Summary
+
+    parts, count = [], 0
+    for b in order:
+        batch = source.batch(int(b))
+        parts.append(family.check_data(batch if torch.is_tensor(batch) else np.asarray(batch)))
+        count += parts[-1].shape[0]
+        if count >= init_items:
+            break
+    x = torch.cat(parts)
+    resp = initial_responsibilities(x, K, init, seed)
+    return Summary.from_responsibilities(family, x, resp), x.shape[0]

@@ -7,10 +7,9 @@ import torch
 
 from ..allocation import DPSticks
 from ..data_sources import make_batches
-from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .full_batch_vb import FitResult
-from .initialization import initial_responsibilities
+from .initialization import initial_summary
 from .moves import make_moves, sort_components
 from .summary_cache import SummaryCache
 
@@ -73,15 +72,7 @@ class MemoizedVB:
 
     def initial_posterior(self, source, order):
         """Globals fitted to initial responsibilities on the first batches of ``order``."""
-        parts, count = [], 0
-        for b in order:
-            parts.append(self._batch(source, b))
-            count += parts[-1].shape[0]
-            if count >= self.init_items:
-                break
-        x = torch.cat(parts)
-        resp = initial_responsibilities(x, self.K, self.init, self.seed)
-        summary = Summary.from_responsibilities(self.family, x, resp)
+        summary, _ = initial_summary(self.family, source, order, self.K, self.init, self.init_items, self.seed)
         return DPMixturePosterior.from_summary(self.family, self.sticks, summary)
 
     def _order(self, rng, num_batches):

@@ -22,7 +22,29 @@ def full_data_elbo(posterior, source, family=None):
     return float(posterior.elbo(total)), total
 
 
-def labels_elbo(family, x, labels, alpha=1.0, chunk=50_000):
+def labels_posterior(family, x, labels, alpha=1.0, by_size=True, chunk=50_000):
+    """The optimal globals for a hard clustering (paper 000 eq. 10) and its summary: labels
+    compacted to ``0..K-1`` and, with ``by_size``, ordered by cluster size.
+
+    :returns: ``(posterior, summary)``.
+    """
+    labels = torch.as_tensor(labels, device=x.device).long()
+    if labels.shape != (x.shape[0],):
+        raise ValueError(f"labels must have shape ({x.shape[0]},); got {tuple(labels.shape)}")
+    _, labels = torch.unique(labels, return_inverse=True)
+    sizes = torch.bincount(labels)
+    if by_size:
+        rank = torch.empty_like(sizes)
+        rank[torch.argsort(sizes, descending=True)] = torch.arange(sizes.numel(), device=sizes.device)
+        labels = rank[labels]
+    total = None
+    for lo in range(0, x.shape[0], chunk):
+        part = hard_summary(family, x[lo:lo + chunk], labels[lo:lo + chunk], int(sizes.numel()))
+        total = part if total is None else total + part
+    return DPMixturePosterior.from_summary(family, DPSticks(alpha), total), total
+
+
+def labels_elbo(family, x, labels, alpha=1.0):
     """Exact ELBO of a hard clustering: ``q(z_n)`` puts all mass on ``labels[n]`` and the
     globals are the optimum for those assignments (paper 000 eq. 10), components ordered by
     size. This scores methods that return labels or point estimates (SGA, Gibbs,
@@ -35,18 +57,5 @@ def labels_elbo(family, x, labels, alpha=1.0, chunk=50_000):
     :returns: the ELBO in total nats (float).
     """
     x = family.check_data(x)
-    labels = torch.as_tensor(labels, device=x.device).long()
-    if labels.shape != (x.shape[0],):
-        raise ValueError(f"labels must have shape ({x.shape[0]},); got {tuple(labels.shape)}")
-    _, labels = torch.unique(labels, return_inverse=True)
-    sizes = torch.bincount(labels)
-    rank = torch.empty_like(sizes)
-    rank[torch.argsort(sizes, descending=True)] = torch.arange(sizes.numel(), device=sizes.device)
-    labels = rank[labels]
-    K = int(sizes.numel())
-    total = None
-    for lo in range(0, x.shape[0], chunk):
-        part = hard_summary(family, x[lo:lo + chunk], labels[lo:lo + chunk], K)
-        total = part if total is None else total + part
-    posterior = DPMixturePosterior.from_summary(family, DPSticks(alpha), total)
-    return float(posterior.elbo(total))
+    posterior, summary = labels_posterior(family, x, labels, alpha)
+    return float(posterior.elbo(summary))

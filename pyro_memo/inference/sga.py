@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..allocation import log_stick_weights
 from .initialization import initial_responsibilities
 
 VARIANTS = ("sga", "sga+m", "sga+f")
@@ -83,10 +84,8 @@ class SGA:
         self.iterations, self.batch_size, self.reorder, self.seed = int(iterations), int(batch_size), reorder, seed
 
     # ------------------------------------------------------------ the model
-    @staticmethod
-    def log_weights(v):
-        """:math:`\\log v_k + \\sum_{\\ell<k}\\log(1 - v_\\ell)`."""
-        return torch.log(v) + torch.cat([v.new_zeros(1), torch.cumsum(torch.log1p(-v[:-1]), 0)])
+    #: :math:`\\log v_k + \\sum_{\\ell<k}\\log(1 - v_\\ell)` of the stick point estimates
+    log_weights = staticmethod(log_stick_weights)
 
     def assign(self, x, means, v, variance):
         """MAP assignments (eq. 19): ``(N,)``."""

@@ -5,14 +5,12 @@ __all__ = ["PAPER_SCHEDULES", "StochasticVB", "full_data_elbo"]
 import time
 
 import numpy as np
-import torch
 
 from ..allocation import DPSticks
 from ..data_sources import make_batches
-from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .full_batch_vb import FitResult
-from .initialization import initial_responsibilities
+from .initialization import initial_summary
 from .scoring import full_data_elbo
 
 #: the three learning-rate schedules of paper 000 §4: ``(kappa, delay)``
@@ -70,17 +68,6 @@ class StochasticVB:
         """Learning rate of update ``t`` (counted from 1): :math:`(t + d)^{-\\kappa}`."""
         return (t + self.delay) ** -self.kappa
 
-    def _initial_summary(self, source, order):
-        parts, count = [], 0
-        for b in order:
-            parts.append(self.family.check_data(source.batch(int(b))))
-            count += parts[-1].shape[0]
-            if count >= self.init_items:
-                break
-        x = torch.cat(parts)
-        resp = initial_responsibilities(x, self.K, self.init, self.seed)
-        return Summary.from_responsibilities(self.family, x, resp).scaled(source.num_items / x.shape[0])
-
     def fit(self, data, num_batches=None, callback=None):
         """Run stochastic VI.
 
@@ -92,7 +79,9 @@ class StochasticVB:
         """
         source = make_batches(data, num_batches or 1)
         rng = np.random.default_rng(self.seed)
-        effective = self._initial_summary(source, rng.permutation(source.num_batches))
+        initial, items = initial_summary(self.family, source, rng.permutation(source.num_batches), self.K,
+                                         self.init, self.init_items, self.seed)
+        effective = initial.scaled(source.num_items / items)  # the start as if it were the data
         posterior = DPMixturePosterior.from_summary(self.family, self.sticks, effective)
         result = FitResult(posterior, effective)
         t = 0

@@ -8,18 +8,12 @@ import pyro_memo as pm
 from pyro_memo.bridge.pyro_svi import PyroSVI
 from pyro_memo.data_sources import make_batches
 from pyro_memo.inference.stochastic_vb import full_data_elbo
-
-
-def four_blobs(n=1000):
-    g = torch.Generator().manual_seed(5)
-    labels = torch.randint(4, (n,), generator=g)
-    centers = torch.tensor([[0.0, 0.0], [12.0, 0.0], [0.0, 12.0], [12.0, 12.0]], dtype=torch.float64)
-    return centers[labels] + torch.randn(n, 2, generator=g, dtype=torch.float64), labels
+from tests.conftest import four_blobs
 
 
 def test_trace_enum_improves_the_exact_elbo_and_recovers_well_separated_clusters():
     """k-means++ with K = 8 splits the 4 blobs (NMI 0.83 at the start); SVI empties the extras."""
-    x, labels = four_blobs()
+    x, labels = four_blobs(1000)
     family = pm.Gaussian.from_data(x)
     start = pm.FullBatchVB(family, 8, seed=0).initial_posterior(x)
     initial, _ = full_data_elbo(start, make_batches(x, 1))
@@ -35,7 +29,7 @@ def test_trace_enum_improves_the_exact_elbo_and_recovers_well_separated_clusters
 
 def test_trace_elbo_improves_the_exact_elbo():
     """Sampled assignments give score-function gradients: a small step and 8 particles."""
-    x, _ = four_blobs()
+    x, _ = four_blobs(1000)
     family = pm.Gaussian.from_data(x)
     initial, _ = full_data_elbo(pm.FullBatchVB(family, 8, seed=1).initial_posterior(x), make_batches(x, 1))
     result = PyroSVI(family, 8, loss="Trace_ELBO", lr=0.003, laps=6, num_particles=8, seed=1).fit(

@@ -9,6 +9,7 @@ import pyro_memo as pm
 from pyro_memo.inference.scoring import labels_elbo
 from pyro_memo.inference.sga import SGA, VARIANTS
 from pyro_memo.metrics import effective_k, nmi
+from tests.conftest import four_blobs
 
 
 def test_gradients_match_autograd_of_the_log_posterior():
@@ -29,13 +30,6 @@ def test_gradients_match_autograd_of_the_log_posterior():
     torch.testing.assert_close(g_mu, d_mu, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(g_v, d_v, rtol=1e-10, atol=1e-12)
     assert bool((f_mu > 0).all()) and bool((f_v >= 0).all())
-
-
-def four_blobs():
-    g = torch.Generator().manual_seed(5)
-    labels = torch.randint(4, (4000,), generator=g)
-    centers = torch.tensor([[0.0, 0.0], [12.0, 0.0], [0.0, 12.0], [12.0, 12.0]], dtype=torch.float64)
-    return centers[labels] + torch.randn(4000, 2, generator=g, dtype=torch.float64), labels
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -8,7 +8,7 @@ from sklearn.metrics import normalized_mutual_info_score
 import pyro_memo as pm
 from pyro_memo.data_sources import make_batches
 from pyro_memo.inference.stochastic_vb import PAPER_SCHEDULES, StochasticVB, full_data_elbo
-from tests.conftest import make_data
+from tests.conftest import four_blobs, make_data
 
 
 def normal_wishart_natural(post):
@@ -80,16 +80,9 @@ def test_elbo_trace_is_exact_and_scored_with_optimal_locals():
     assert len(result.lap_seconds) == 3
 
 
-def _four_blobs():
-    g = torch.Generator().manual_seed(5)
-    labels = torch.randint(4, (4000,), generator=g)
-    centers = torch.tensor([[0.0, 0.0], [12.0, 0.0], [0.0, 12.0], [12.0, 12.0]], dtype=torch.float64)
-    return centers[labels] + torch.randn(4000, 2, generator=g, dtype=torch.float64), labels
-
-
 @pytest.mark.parametrize("kappa,delay", PAPER_SCHEDULES)
 def test_every_paper_schedule_improves_the_exact_elbo(kappa, delay):
-    x, _ = _four_blobs()
+    x, _ = four_blobs()
     result = StochasticVB(pm.Gaussian.from_data(x), 10, laps=6, kappa=kappa, delay=delay, seed=1,
                           init_items=400).fit(x, num_batches=20)
     trace = np.array(result.elbo_trace)
@@ -97,7 +90,7 @@ def test_every_paper_schedule_improves_the_exact_elbo(kappa, delay):
 
 
 def test_recovers_well_separated_clusters():
-    x, labels = _four_blobs()
+    x, labels = four_blobs()
     result = StochasticVB(pm.Gaussian.from_data(x), 10, laps=30, kappa=0.5, delay=10, seed=1,
                           init_items=400).fit(x, num_batches=20)
     pred = result.posterior.responsibilities(x).argmax(-1)
