@@ -21,8 +21,10 @@ def optimal_elbo(posterior, summary):
 
 def rewrite_memo(state, rewrite):
     """Replace every cached batch summary ``s`` by ``rewrite(key, s)``, re-add the total from
-    scratch and refit the globals to it."""
+    scratch and refit the globals to it (nothing to rewrite while the memo is still empty)."""
     cache = state.cache
+    if not cache.batches:
+        return
     cache.batches = {key: rewrite(key, s) for key, s in cache.batches.items()}
     cache.total = cache.recomputed_total()
     state.posterior = DPMixturePosterior.from_summary(state.posterior.family, state.posterior.sticks, cache.total)
