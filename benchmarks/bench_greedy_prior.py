@@ -11,7 +11,12 @@ components holding > 1% of the data and the final exact ELBO per item. Priors:
 * ``eye``: B = I, bnpy's default for this family (``ECovMat='eye', sF=1``);
 * ``0.1 eye``, ``0.01 eye``: weaker identity priors; ``10 eye``, ``100 eye``: stronger ones.
 
+GreedyMerge scores merges with ``GreedyMergeMove(score=--greedy-score)``; the stored results
+(``results/bench_greedy_prior.txt``) use ``batch`` (the batch as a whole dataset, globals
+refit to it), the reading whose outcome depends on the prior.
+
     python benchmarks/bench_greedy_prior.py [--seeds 3] [--n 100000] [--priors "default,eye,0.1 eye"]
+        [--greedy-score batch]
 """
 
 import argparse
@@ -21,7 +26,15 @@ import numpy as np
 import torch
 
 import pyro_memo as pm
+from pyro_memo.inference.moves import BirthMove, GreedyMergeMove
+from pyro_memo.inference.moves.greedy_merge import SCORES
 from pyro_memo.synthetic import toy_patches
+
+
+def make_moves(moves, seed, score):
+    if moves == "birth,greedy-merge":
+        return [BirthMove(seed=seed), GreedyMergeMove(score=score)]
+    return moves
 
 
 def big_components(result, threshold=0.01):
@@ -35,6 +48,7 @@ def main():
     parser.add_argument("--laps", type=int, default=50)
     parser.add_argument("--priors", default="default,eye,0.1 eye,0.01 eye",
                         help="comma-separated: default, or 'S eye' for B = S * I (default: %(default)s)")
+    parser.add_argument("--greedy-score", default="batch", choices=SCORES)
     args = parser.parse_args()
 
     x_np, _, _ = toy_patches(args.n, seed=0)
@@ -55,7 +69,8 @@ def main():
             ks, elbos = [], []
             for seed in range(args.seeds):
                 start = time.perf_counter()
-                result = pm.MemoizedVB(family, 1, laps=args.laps, moves=moves, seed=seed).fit(x, num_batches=100)
+                result = pm.MemoizedVB(family, 1, laps=args.laps, moves=make_moves(moves, seed, args.greedy_score),
+                                           seed=seed).fit(x, num_batches=100)
                 ks.append(big_components(result))
                 elbos.append(result.elbo / args.n)
                 print(f"prior {name:>8} | {moves:<18} | seed {seed}: K>1% {ks[-1]}, ELBO {elbos[-1]:.4f}/item, "
