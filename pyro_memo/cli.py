@@ -29,6 +29,11 @@ def build_parser():
     fit.add_argument("data", nargs="?", default="digits", metavar="DATA",
                      help=f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(BUNDLED)} "
                           "(default: digits). A .npy file is read from disk batch by batch with --algo memo.")
+    fit.add_argument("--model", choices=("dp-mixture", "hdp"), default="dp-mixture",
+                     help="dp-mixture (default): a DP mixture of --family components over an (N, D) array; hdp: the "
+                          "HDP topic model over a corpus DATA: an LDA-C file (.ldac, with --vocab or a vocab.txt "
+                          "beside it), a scipy sparse count matrix (.npz), or a bundled corpus: wiki (7,961 "
+                          "Wikipedia documents, fetched once from PyPI's bnpy 0.1.7 sdist), bars (synthetic)")
     fit.add_argument("--family", choices=sorted(FAMILIES), default="gauss",
                      help="observation family: gauss (full covariance, Normal-Wishart prior), zm-gauss (zero mean, "
                           "Wishart), diag-gauss (Normal-Gamma), mult (Dirichlet), bern (Beta), poisson (Gamma). "
@@ -41,7 +46,13 @@ def build_parser():
     fit.add_argument("--laps", type=int, default=100, help="maximum passes through the data (default 100)")
     fit.add_argument("--tol", type=float, default=1e-7,
                      help="stop when the exact ELBO's relative change over a lap is below this (default 1e-7)")
-    fit.add_argument("--alpha", type=float, default=1.0, help="DP concentration (default 1.0)")
+    fit.add_argument("--alpha", type=float, default=None,
+                     help="DP concentration (default 1.0; for --model hdp the document-level one, default 0.5)")
+    fit.add_argument("--gamma", type=float, default=10.0, help="--model hdp: top-level concentration (default 10)")
+    fit.add_argument("--lam0", type=float, default=0.1,
+                     help="--model hdp: symmetric Dirichlet prior on topic-word distributions (default 0.1)")
+    fit.add_argument("--vocab", metavar="PATH",
+                     help="--model hdp: vocabulary file of an LDA-C corpus, one word per line")
     fit.add_argument("--init", choices=("kmeans++", "random"), default="kmeans++",
                      help="initial responsibilities (default kmeans++)")
     fit.add_argument("--seed", type=int, default=0, help="seed of initialisation and batch order (default 0)")
@@ -72,9 +83,14 @@ def _check_options(args):
     for name in ("K", "laps", "batches"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive integer; got {getattr(args, name)}")
-    if not args.alpha > 0:
-        raise ValueError(f"--alpha must be positive; got {args.alpha}")
-    if args.resume and args.algo != "memo":
+    if args.alpha is None:
+        args.alpha = 0.5 if args.model == "hdp" else 1.0
+    for name in ("alpha", "gamma", "lam0"):
+        if not getattr(args, name) > 0:
+            raise ValueError(f"--{name} must be positive; got {getattr(args, name)}")
+    if args.model == "hdp" and args.moves:
+        raise ValueError("--moves is not available for --model hdp yet")
+    if args.resume and args.algo != "memo" and args.model != "hdp":
         raise ValueError("--resume needs --algo memo")
     if args.moves and args.algo != "memo":
         raise ValueError("--moves needs --algo memo")
@@ -136,6 +152,12 @@ def _labels(posterior, data, family):
 
 def run_fit(args):
     _check_options(args)
+    if args.model == "hdp":
+        from .topics.fit_cli import run_fit_hdp
+
+        if args.data == "digits":
+            raise ValueError("--model hdp needs a corpus: an .ldac or .npz file, or wiki / bars")
+        return run_fit_hdp(args)
     data, labels, description, family = _load(args, getattr(torch, args.dtype))
     num_items = data.shape[0] if torch.is_tensor(data) else data.num_items
     state, laps_before = None, 0

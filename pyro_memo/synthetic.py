@@ -69,3 +69,25 @@ def dp_gaussian_mixture(num_items, dim, alpha=1.0, separation=3.0, seed=0):
     x = means[labels] + rng.standard_normal((num_items, dim))
     _, labels = np.unique(labels, return_inverse=True)
     return x, labels
+
+
+def bars_corpus(num_docs=500, doc_length=60, side=5, alpha=0.5, seed=0):
+    """Griffiths & Steyvers' "bars" topic data: the vocabulary is a ``side x side`` pixel
+    grid (``V = side**2``), the ``2 * side`` true topics are its rows and columns (uniform
+    over one bar's pixels), each document mixes them with weights ``Dirichlet(alpha)`` and
+    has ``doc_length`` tokens.
+
+    :returns: ``(corpus, topics (2 side, V), doc_weights (num_docs, 2 side))``.
+    """
+    from .topics.corpus import from_counts
+
+    rng = np.random.default_rng(seed)
+    V, K = side * side, 2 * side
+    topics = np.zeros((K, V))
+    grid = np.arange(V).reshape(side, side)
+    for i in range(side):
+        topics[i, grid[i]] = 1.0 / side
+        topics[side + i, grid[:, i]] = 1.0 / side
+    weights = rng.dirichlet(np.full(K, alpha), size=num_docs)
+    counts = np.stack([rng.multinomial(doc_length, w @ topics) for w in weights])
+    return from_counts(counts, vocab=[f"pixel{v}" for v in range(V)]), topics, weights

@@ -2,5 +2,6 @@
 
 from .component_sites import index_components, sites_for
 from .dp_mixture import DPMixtureModel
+from .hdp_topic import HDPTopicGuide, HDPTopicModel
 
-__all__ = ["DPMixtureModel", "index_components", "sites_for"]
+__all__ = ["DPMixtureModel", "HDPTopicGuide", "HDPTopicModel", "index_components", "sites_for"]

@@ -1,0 +1,24 @@
+"""The HDP topic model: corpora, its Pyro model, memoized inference and held-out scores."""
+
+from .corpus import Corpus, from_counts, load_wikipedia, read_ldac, split_documents, split_tokens
+from .hdp_posterior import HDPPosterior
+from .heldout import doc_topic_weights, document_completion, top_words
+from .memoized_hdp import HDPFitResult, HDPState, MemoizedHDP
+from .topic_summary import TopicSummary
+
+__all__ = [
+    "Corpus",
+    "HDPFitResult",
+    "HDPPosterior",
+    "HDPState",
+    "MemoizedHDP",
+    "TopicSummary",
+    "doc_topic_weights",
+    "document_completion",
+    "top_words",
+    "from_counts",
+    "load_wikipedia",
+    "read_ldac",
+    "split_documents",
+    "split_tokens",
+]

@@ -1,0 +1,57 @@
+"""Held-out scores for topic models by document completion, and topic read-outs."""
+
+import numpy as np
+import torch
+
+from .corpus import split_tokens
+
+
+def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100, local_tol=1e-3,
+                        docs_per_chunk=2000):
+    """Held-out log-likelihood per token by document completion.
+
+    Each test document's tokens are split at random: on the observed ``fraction`` the
+    document-level local step (topics fixed) estimates :math:`\\theta_d`; the other tokens
+    are scored by :math:`\\log \\sum_k \\hat\\pi_{dk}\\hat\\phi_{kw}` with point estimates
+    :math:`\\hat\\pi_d = \\theta_d / \\sum\\theta_d` and :math:`\\hat\\phi_k = E_q[\\phi_k]`; the
+    tail's mass :math:`\\hat\\pi_{d,K+1}` predicts with the prior's mean, uniform over words.
+
+    :param posterior: a fitted :class:`~pyro_memo.topics.HDPPosterior`.
+    :param corpus: test documents (:class:`~pyro_memo.topics.Corpus`).
+    :returns: nats per held-out token (higher is better).
+    """
+    observed, heldout = split_tokens(corpus, fraction, seed)
+    phi = posterior.topic_means()
+    total, tokens = 0.0, 0.0
+    for lo in range(0, corpus.num_docs, docs_per_chunk):
+        docs = np.arange(lo, min(lo + docs_per_chunk, corpus.num_docs))
+        pi = doc_topic_weights(posterior, observed, docs, local_iters, local_tol)
+        doc, word, count = heldout.tokens(docs, dtype=phi.dtype, device=phi.device)
+        prob = (pi[doc, :-1] * phi.T[word]).sum(1) + pi[doc, -1] / posterior.V
+        total += float((count * torch.log(prob)).sum())
+        tokens += float(count.sum())
+    if tokens == 0:
+        raise ValueError("the test documents have no held-out tokens")
+    return total / tokens
+
+
+def doc_topic_weights(posterior, corpus, docs, local_iters=200, local_tol=1e-4):
+    """``(len(docs), K + 1)`` posterior-mean topic weights of documents ``docs`` with the
+    globals fixed (an empty document gets its prior mean, :math:`E[\\beta]`)."""
+    doc, word, count = corpus.tokens(docs, dtype=posterior.lam.dtype, device=posterior.lam.device)
+    _, counts, _, _ = posterior.local_step(doc, word, count, len(docs), max_iter=local_iters, tol=local_tol)
+    prior = posterior.alpha * posterior.expected_beta()
+    theta = torch.cat([counts + prior[:-1], prior[-1:].expand(len(docs), 1)], 1)
+    return theta / theta.sum(1, keepdim=True)
+
+
+def top_words(posterior, vocab=None, num_words=10):
+    """The ``num_words`` most probable words of each topic, biggest topics first:
+    a list of ``(topic index, expected weight E[beta_k], [words])``."""
+    weights = posterior.expected_beta()[:-1]
+    phi = posterior.topic_means()
+    out = []
+    for k in torch.argsort(weights, descending=True).tolist():
+        ids = torch.argsort(phi[k], descending=True)[:num_words].tolist()
+        out.append((k, float(weights[k]), [vocab[i] if vocab is not None else str(i) for i in ids]))
+    return out

@@ -1,0 +1,73 @@
+"""Additive summaries of an HDP topic model's local parameters (the memoized currency)."""
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class TopicSummary:
+    """What the HDP bound needs from a set of documents, given their local parameters
+    ``r`` (token-topic responsibilities) and ``theta`` (document Dirichlets over ``K + 1``
+    entries, the last one the tail beyond the truncation). Every field adds over documents.
+
+    :ivar word_counts: ``(K, V)`` :math:`S_{kv} = \\sum_{d,n: x_{dn}=v} r_{dnk}`.
+    :ivar sum_log_pi: ``(K + 1,)`` :math:`\\sum_d E_q[\\log\\pi_{dk}]`.
+    :ivar doc_term: scalar :math:`\\sum_d [\\sum_k (N_{dk} - \\theta_{dk}) E_q\\log\\pi_{dk} -
+        c(\\theta_d)]` with :math:`c(\\theta) = \\log\\Gamma(\\sum_k\\theta_k) - \\sum_k\\log\\Gamma(\\theta_k)`:
+        the part of the document terms that does not depend on the globals.
+    :ivar entropy: ``(K,)`` :math:`-\\sum_{d,n} r_{dnk}\\log r_{dnk}` (tokens weighted by count).
+    :ivar int num_docs: documents summarised.
+    """
+
+    word_counts: torch.Tensor
+    sum_log_pi: torch.Tensor
+    doc_term: torch.Tensor
+    entropy: torch.Tensor
+    num_docs: int = 0
+
+    @property
+    def K(self):
+        return self.word_counts.shape[0]
+
+    @property
+    def num_items(self):
+        """Alias of ``num_docs`` (the memo counts documents)."""
+        return self.num_docs
+
+    @property
+    def topic_counts(self):
+        """``(K,)`` expected tokens per topic."""
+        return self.word_counts.sum(1)
+
+    @classmethod
+    def zeros(cls, K, V, dtype=torch.float64, device=None):
+        z = torch.zeros((), dtype=dtype, device=device)
+        return cls(torch.zeros(K, V, dtype=dtype, device=device), torch.zeros(K + 1, dtype=dtype, device=device),
+                   z, torch.zeros(K, dtype=dtype, device=device), 0)
+
+    def _combine(self, other, sign):
+        if self.K != other.K:
+            raise ValueError(f"cannot combine summaries with K = {self.K} and K = {other.K}")
+        return TopicSummary(self.word_counts + sign * other.word_counts, self.sum_log_pi + sign * other.sum_log_pi,
+                            self.doc_term + sign * other.doc_term, self.entropy + sign * other.entropy,
+                            self.num_docs + sign * other.num_docs)
+
+    def __add__(self, other):
+        return self._combine(other, 1)
+
+    def __sub__(self, other):
+        return self._combine(other, -1)
+
+    def select(self, index):
+        """Components ``index`` in that order (the tail entry of ``sum_log_pi`` stays last)."""
+        index = torch.as_tensor(index, dtype=torch.long, device=self.word_counts.device)
+        tail = torch.tensor([self.K], device=index.device)
+        return TopicSummary(self.word_counts[index], self.sum_log_pi[torch.cat([index, tail])], self.doc_term,
+                            self.entropy[index], self.num_docs)
+
+    def to(self, dtype=None, device=None):
+        def move(t):
+            return t.to(dtype=dtype, device=device)
+        return TopicSummary(move(self.word_counts), move(self.sum_log_pi), move(self.doc_term), move(self.entropy),
+                            self.num_docs)

@@ -1,0 +1,48 @@
+"""Corpus readers, splits and their input checks."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from pyro_memo.topics import Corpus, from_counts, read_ldac, split_documents, split_tokens
+
+
+def test_ldac_round_trip(tmp_path):
+    (tmp_path / "c.ldac").write_text("2 0:3 4:1\n1 2:2\n0\n")
+    (tmp_path / "v.txt").write_text("a\nb\nc\nd\ne\n")
+    corpus = read_ldac(tmp_path / "c.ldac", tmp_path / "v.txt")
+    assert corpus.num_docs == 3 and corpus.vocab_size == 5 and corpus.num_tokens == 6
+    np.testing.assert_array_equal(corpus.to_dense(), [[3, 0, 0, 0, 1], [0, 0, 2, 0, 0], [0, 0, 0, 0, 0]])
+    assert corpus.vocab[4] == "e"
+
+
+@pytest.mark.parametrize("text,match", [("2 0:3\n", "declares 2"), ("1 x:3\n", "line 1"), ("1 7:1\n", r"\[0, 5\)"),
+                                        ("1 0:-1\n", "positive")])
+def test_malformed_ldac_raises(tmp_path, text, match):
+    (tmp_path / "c.ldac").write_text(text)
+    with pytest.raises(ValueError, match=match):
+        read_ldac(tmp_path / "c.ldac", vocab_size=5)
+
+
+def test_from_counts_accepts_dense_and_sparse_and_rejects_bad_counts():
+    dense = np.array([[1, 0, 2], [0, 0, 0], [4, 1, 0]])
+    for m in (dense, sp.csr_matrix(dense), sp.coo_matrix(dense)):
+        np.testing.assert_array_equal(from_counts(m).to_dense(), dense)
+    with pytest.raises(ValueError, match="negative"):
+        from_counts(np.array([[1, -1]]))
+    with pytest.raises(ValueError, match="NaN"):
+        from_counts(np.array([[1, np.nan]]))
+    with pytest.raises(ValueError, match="differ in shape"):
+        Corpus([0, 1], [0], [1.0, 2.0], 3)
+
+
+def test_splits_keep_every_token():
+    rng = np.random.default_rng(0)
+    corpus = from_counts(rng.poisson(1.0, size=(50, 20)))
+    train, test = split_documents(corpus, 0.2, seed=1)
+    assert train.num_docs + test.num_docs == 50 and test.num_docs == 10
+    assert train.num_tokens + test.num_tokens == corpus.num_tokens
+    observed, heldout = split_tokens(corpus, 0.5, seed=2)
+    np.testing.assert_array_equal(observed.to_dense() + heldout.to_dense(), corpus.to_dense())
+    lengths = corpus.to_dense().sum(1)
+    assert np.all(np.abs(observed.to_dense().sum(1) - lengths / 2) <= 0.5)

@@ -1,0 +1,58 @@
+"""``pyro-memo fit CORPUS --model hdp``: corpora, JSON, --save files, resume, errors."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from pyro_memo.cli import main
+from pyro_memo.synthetic import bars_corpus
+
+
+def test_hdp_fit_writes_json_topics_and_resumes(tmp_path, capsys):
+    common = ["fit", "bars", "--model", "hdp", "--K", "12", "--algo", "memo", "--batches", "4", "--quiet"]
+    assert main(common + ["--laps", "4", "--save", str(tmp_path / "run"), "--json", str(tmp_path / "a.json")]) == 0
+    out = json.loads((tmp_path / "a.json").read_text())
+    assert out["model"] == "hdp" and out["laps"] == 4 and len(out["top_words"]) == 12
+    assert all(len(t["words"]) == 10 for t in out["top_words"])
+    lines = (tmp_path / "run" / "topics.txt").read_text().splitlines()
+    assert len(lines) == 12 and lines[0].split("\t")[2].startswith("pixel")
+    saved = np.load(tmp_path / "run" / "topics.npz")
+    np.testing.assert_allclose(saved["topic_word"].sum(1), 1.0)
+    assert "topic" in capsys.readouterr().out
+    # resuming for 3 more laps continues the same trajectory as one 7-lap fit
+    assert main(common + ["--laps", "7", "--resume", str(tmp_path / "run"), "--json", str(tmp_path / "b.json")]) == 0
+    assert main(common + ["--laps", "7", "--json", str(tmp_path / "c.json")]) == 0
+    resumed = json.loads((tmp_path / "b.json").read_text())["elbo_trace"]
+    direct = json.loads((tmp_path / "c.json").read_text())["elbo_trace"]
+    assert len(resumed) == 7
+    np.testing.assert_allclose(resumed, direct, rtol=1e-8)
+
+
+def test_hdp_fit_reads_ldac_and_npz(tmp_path):
+    corpus, _, _ = bars_corpus(60, 30, seed=1)
+    sp.save_npz(tmp_path / "c.npz", sp.csr_matrix(corpus.to_dense()))
+    assert main(["fit", str(tmp_path / "c.npz"), "--model", "hdp", "--K", "5", "--laps", "2", "--quiet"]) == 0
+    lines = []
+    for d in range(corpus.num_docs):
+        lo, hi = corpus.doc_ptr[d], corpus.doc_ptr[d + 1]
+        pairs = " ".join(f"{w}:{int(c)}" for w, c in zip(corpus.word_ids[lo:hi], corpus.counts[lo:hi], strict=True))
+        lines.append(f"{hi - lo} {pairs}")
+    (tmp_path / "c.ldac").write_text("\n".join(lines) + "\n")
+    (tmp_path / "vocab.txt").write_text("\n".join(corpus.vocab) + "\n")
+    assert main(["fit", str(tmp_path / "c.ldac"), "--model", "hdp", "--K", "5", "--laps", "2", "--quiet",
+                 "--json", str(tmp_path / "o.json")]) == 0
+    assert json.loads((tmp_path / "o.json").read_text())["V"] == 25
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["fit", "--model", "hdp"], "needs a corpus"),
+    (["fit", "nowhere.ldac", "--model", "hdp"], "no such file"),
+    (["fit", "bars", "--model", "hdp", "--gamma", "0"], "--gamma must be positive"),
+    (["fit", "bars", "--model", "hdp", "--moves", "merge", "--algo", "memo"], "not available"),
+    (["fit", "bars", "--model", "hdp", "--algo", "memo", "--batches", "100000"], "exceeds the number of documents"),
+])
+def test_hdp_fit_errors_name_the_problem(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,107 @@
+"""Memoized HDP inference: monotone bound (randomised), exact memo, local-step convergence,
+held-out scores, input checks."""
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_memo.synthetic import bars_corpus
+from pyro_memo.topics import HDPPosterior, MemoizedHDP, document_completion, from_counts, split_documents, top_words
+
+
+def random_corpus(seed, num_docs=None, V=None):
+    rng = np.random.default_rng(seed)
+    num_docs = num_docs or int(rng.integers(20, 120))
+    V = V or int(rng.integers(5, 40))
+    topics = rng.dirichlet(np.full(V, 0.3), size=4)
+    mix = rng.dirichlet(np.full(4, 0.4), size=num_docs)
+    lengths = rng.integers(1, 50, size=num_docs)
+    return from_counts(np.stack([rng.multinomial(n, w @ topics) for n, w in zip(lengths, mix, strict=True)]))
+
+
+CASES = [(seed, B, K) for seed in range(6) for B, K in ((1, 3), (4, 6), (7, 12))]
+
+
+@pytest.mark.parametrize("seed,B,K", CASES)
+def test_no_memoized_step_lowers_the_bound_after_lap_one(seed, B, K):
+    corpus = random_corpus(seed)
+    B = min(B, corpus.num_docs)
+    fit = MemoizedHDP(K=K, alpha=0.3 + seed * 0.2, gamma=1 + 2 * seed, laps=6, tol=0, seed=seed,
+                      local_iters=30, record_batch_elbos=True).fit(corpus, B)
+    steps = np.asarray(fit.batch_elbos)
+    assert len(steps) >= 5 * B
+    assert np.all(np.diff(steps) >= -1e-9 * np.abs(steps[1:]))
+    laps = np.asarray(fit.elbo_trace)
+    assert np.all(np.diff(laps) >= -1e-9 * np.abs(laps[1:]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_memo_equals_summaries_recomputed_from_scratch(seed):
+    corpus = random_corpus(seed)
+    fit = MemoizedHDP(K=5, laps=3, tol=0, seed=seed).fit(corpus, 4)
+    cache = fit.state.cache
+    fresh = cache.recomputed_total()
+    torch.testing.assert_close(cache.total.word_counts, fresh.word_counts)
+    torch.testing.assert_close(cache.total.sum_log_pi, fresh.sum_log_pi)
+    assert cache.total.num_docs == corpus.num_docs
+    assert float(cache.total.word_counts.sum()) == pytest.approx(corpus.num_tokens, rel=1e-10)
+    # the bound after the last lap is that of the memo under the current globals
+    assert fit.elbo == pytest.approx(float(fit.posterior.elbo(cache.total)), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_local_step_converges_and_each_iteration_raises_the_bound(seed):
+    corpus = random_corpus(seed, num_docs=30)
+    post = MemoizedHDP(K=6, laps=2, seed=seed).fit(corpus, 3).posterior
+    doc, word, count = corpus.tokens()
+    values = []
+    counts = None
+    for _ in range(15):  # one coordinate sweep per call, warm-started from the last
+        _, counts, summary, _ = post.local_step(doc, word, count, corpus.num_docs, init_counts=counts, max_iter=1)
+        values.append(float(post.elbo(summary)))
+    assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:]))
+    _, converged, _, iters = post.local_step(doc, word, count, corpus.num_docs, max_iter=500, tol=1e-8)
+    assert iters < 500
+    _, again, _, _ = post.local_step(doc, word, count, corpus.num_docs, init_counts=converged, max_iter=1)
+    torch.testing.assert_close(again, converged, atol=1e-6, rtol=0)
+
+
+def test_one_batch_and_many_batches_reach_similar_bounds_on_bars():
+    corpus, _, _ = bars_corpus(300, 50, seed=1)
+    one = MemoizedHDP(K=15, laps=40, seed=0).fit(corpus, 1)
+    many = MemoizedHDP(K=15, laps=40, seed=0).fit(corpus, 6)
+    per_token = np.array([one.elbo, many.elbo]) / corpus.num_tokens
+    assert abs(per_token[0] - per_token[1]) < 0.05
+
+
+def test_fit_matches_the_true_topics_held_out_score_and_finds_the_bars():
+    corpus, topics, _ = bars_corpus(600, 200, alpha=0.2, seed=2)
+    train, test = split_documents(corpus, 0.2, seed=0)
+    fit = MemoizedHDP(K=20, laps=60, seed=0).fit(train, 5)
+    score = document_completion(fit.posterior, test)
+    # reference: the true bars as (nearly exact) topics with equal global weights
+    K = len(topics)
+    rho = torch.tensor([1.0 / (K - k) for k in range(K)], dtype=torch.float64).clamp(max=0.999)
+    oracle = HDPPosterior(torch.as_tensor(topics * 1e5 + 1e-3), rho, torch.full((K,), 100.0, dtype=torch.float64),
+                          alpha=0.5, gamma=10.0, lam0=0.1)
+    reference = document_completion(oracle, test)
+    assert reference > -np.log(corpus.vocab_size) + 0.5
+    assert score > reference - 0.02
+    # every true bar is close (L1) to some learned topic
+    phi = fit.posterior.topic_means().numpy()
+    dist = np.abs(topics[:, None, :] - phi[None]).sum(-1)
+    assert np.all(dist.min(1) < 0.25)
+    words = top_words(fit.posterior, train.vocab, 5)
+    assert len(words) == 20 and all(len(w) == 5 for _, _, w in words)
+
+
+def test_bad_settings_and_inputs_raise():
+    corpus = random_corpus(0)
+    with pytest.raises(ValueError, match="K must be"):
+        MemoizedHDP(K=0)
+    with pytest.raises(ValueError, match="alpha must be positive"):
+        MemoizedHDP(alpha=-1)
+    with pytest.raises(ValueError, match="num_batches"):
+        MemoizedHDP(K=2).fit(corpus, corpus.num_docs + 1)
+    with pytest.raises(TypeError, match="Corpus"):
+        MemoizedHDP(K=2).fit(np.zeros((3, 4)))
