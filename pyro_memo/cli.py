@@ -89,12 +89,14 @@ def _check_options(args):
         if not getattr(args, name) > 0:
             raise ValueError(f"--{name} must be positive; got {getattr(args, name)}")
     if args.model == "hdp" and args.moves:
-        raise ValueError("--moves is not available for --model hdp yet")
+        unknown = {m.strip() for m in args.moves.split(",") if m.strip()} - {"merge"}
+        if unknown:
+            raise ValueError(f"--moves {','.join(sorted(unknown))} is not available for --model hdp (only merge)")
     if args.resume and args.algo != "memo" and args.model != "hdp":
         raise ValueError("--resume needs --algo memo")
-    if args.moves and args.algo != "memo":
+    if args.moves and args.algo != "memo" and args.model != "hdp":
         raise ValueError("--moves needs --algo memo")
-    if args.moves:
+    if args.moves and args.model != "hdp":
         make_moves(args.moves)  # validates the names
     try:
         device = torch.device(args.device)

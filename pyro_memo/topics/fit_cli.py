@@ -52,7 +52,7 @@ def run_fit_hdp(args):
     batches = 1 if args.algo == "vb" else args.batches
     dtype = getattr(torch, args.dtype)
     model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps, tol=args.tol,
-                        seed=args.seed, dtype=dtype, device=args.device)
+                        seed=args.seed, dtype=dtype, device=args.device, moves=args.moves)
     state = load_hdp_state(os.path.join(args.resume, "state.pt"), args.device) if args.resume else \
         HDPState(rng=np.random.default_rng(args.seed))
     k_trace = []
@@ -77,6 +77,7 @@ def run_fit_hdp(args):
         "weights": weights.tolist(), "laps": len(fit.elbo_trace), "converged": fit.converged,
         "lap_seconds": fit.lap_seconds, "seconds": time.perf_counter() - start,
         "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],
+        "moves": fit.state.move_log,
     }
     if args.save:
         def write_topics(tmp):
@@ -97,6 +98,10 @@ def run_fit_hdp(args):
              + ("" if fit.converged else " (not converged: raise --laps)"),
              f"bound     {fit.elbo:.6g} nats ({fit.elbo / corpus.num_tokens:.4f} per token)",
              f"K         {out['K']} topics with weight > 0.01"]
+    if fit.state.move_log and fit.state.move_log[0]:
+        accepted = sum(lap["merge"]["accepted"] for lap in fit.state.move_log)
+        proposed = sum(lap["merge"]["proposed"] for lap in fit.state.move_log)
+        lines.append(f"moves     merge {accepted} accepted / {proposed} proposed")
     lines += [f"topic {k:<4d}{w:.3f}  {' '.join(words)}" for k, w, words in topics[:10]]
     if args.save:
         lines.append(f"saved     {args.save}")

@@ -10,6 +10,16 @@ import torch
 from ..inference.summary_cache import SummaryCache
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
+from .topic_merge import TopicMergeMove
+
+
+def make_topic_move(move):
+    """A topic move from its name (``"merge"``) or the move object itself."""
+    if isinstance(move, str):
+        if move != "merge":
+            raise ValueError(f"unknown topic move {move!r}; available: merge")
+        return TopicMergeMove()
+    return move
 
 
 @dataclass
@@ -30,6 +40,8 @@ class HDPState:
     elbo_trace: list = field(default_factory=list)
     lap_seconds: list = field(default_factory=list)
     local_iterations: list = field(default_factory=list)
+    move_log: list = field(default_factory=list)
+    merge_gains: list = field(default_factory=list)
 
 
 @dataclass
@@ -71,10 +83,13 @@ class MemoizedHDP:
     :param device: torch device.
     :param bool record_batch_elbos: compute the bound after every batch step once the memo
         is complete (for checks).
+    :param moves: ``"merge"`` or :class:`~pyro_memo.topics.TopicMergeMove` objects: topic
+        merges accepted only when the exact bound rises (logged per lap in
+        ``state.move_log``); a fit with moves converges only after a lap with no accepted move.
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
-                 local_tol=1e-3, seed=0, dtype=torch.float64, device=None, record_batch_elbos=False):
+                 local_tol=1e-3, seed=0, dtype=torch.float64, device=None, record_batch_elbos=False, moves=()):
         for name, value in (("K", K), ("laps", laps), ("local_iters", local_iters)):
             if int(value) < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value}")
@@ -86,6 +101,9 @@ class MemoizedHDP:
         self.tol, self.local_tol = float(tol), float(local_tol)
         self.seed, self.dtype, self.device = seed, dtype, device
         self.record_batch_elbos = record_batch_elbos
+        if isinstance(moves, str):
+            moves = [m.strip() for m in moves.split(",") if m.strip()]
+        self.moves = [make_topic_move(m) for m in moves]
 
     def initial_posterior(self, corpus, rng):
         """Topics seeded by ``K`` random documents (their word counts plus the prior), sticks
@@ -135,7 +153,8 @@ class MemoizedHDP:
             if callback is not None and callback(state.laps_done - 1, elbo, state.posterior) is True:
                 break
             trace = state.elbo_trace
-            if len(trace) >= 2 and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2]):
+            moved = any(c["accepted"] for c in state.move_log[-1].values()) if self.moves else False
+            if len(trace) >= 2 and not moved and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2]):
                 result.converged = True
                 break
         result.posterior = state.posterior
@@ -145,19 +164,24 @@ class MemoizedHDP:
     def lap(self, tokens, state, batch_elbos=None):
         """One pass over the batches in a random order; updates ``state`` in place."""
         cache = state.cache
+        for move in self.moves:
+            move.start_lap(state)
         for b in state.rng.permutation(len(tokens)):
             b = int(b)
             doc, word, count, num_docs = tokens[b]
             warm = state.doc_topic_counts.get(b)
             if warm is not None and warm.shape[1] != state.posterior.K:
                 warm = None
-            _, counts, summary, iters = state.posterior.local_step(doc, word, count, num_docs, init_counts=warm,
-                                                                   max_iter=self.local_iters, tol=self.local_tol)
+            resp, counts, summary, iters = state.posterior.local_step(doc, word, count, num_docs, init_counts=warm,
+                                                                      max_iter=self.local_iters, tol=self.local_tol)
+            for move in self.moves:
+                move.visit_batch(state, b, count, resp)
             state.local_iterations.append(iters)
             state.doc_topic_counts[b] = counts
             cache.replace(b, summary)
             state.posterior = state.posterior.updated(cache.total)
             if batch_elbos is not None and self.record_batch_elbos and len(cache) == len(tokens):
                 batch_elbos.append(float(state.posterior.elbo(cache.total)))
+        state.move_log.append({move.name: move.end_lap(state) for move in self.moves})
         state.laps_done += 1
 

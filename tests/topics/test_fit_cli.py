@@ -11,13 +11,16 @@ from pyro_memo.synthetic import bars_corpus
 
 
 def test_hdp_fit_writes_json_topics_and_resumes(tmp_path, capsys):
-    common = ["fit", "bars", "--model", "hdp", "--K", "12", "--algo", "memo", "--batches", "4", "--quiet"]
+    common = ["fit", "bars", "--model", "hdp", "--K", "12", "--algo", "memo", "--batches", "4", "--quiet",
+              "--moves", "merge"]
     assert main(common + ["--laps", "4", "--save", str(tmp_path / "run"), "--json", str(tmp_path / "a.json")]) == 0
     out = json.loads((tmp_path / "a.json").read_text())
-    assert out["model"] == "hdp" and out["laps"] == 4 and len(out["top_words"]) == 12
+    assert out["model"] == "hdp" and out["laps"] == 4
+    assert len(out["moves"]) == 4 and all("merge" in lap for lap in out["moves"])
+    assert len(out["top_words"]) == len(out["weights"])
     assert all(len(t["words"]) == 10 for t in out["top_words"])
     lines = (tmp_path / "run" / "topics.txt").read_text().splitlines()
-    assert len(lines) == 12 and lines[0].split("\t")[2].startswith("pixel")
+    assert len(lines) == len(out["weights"]) and lines[0].split("\t")[2].startswith("pixel")
     saved = np.load(tmp_path / "run" / "topics.npz")
     np.testing.assert_allclose(saved["topic_word"].sum(1), 1.0)
     assert "topic" in capsys.readouterr().out
@@ -50,7 +53,7 @@ def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     (["fit", "--model", "hdp"], "needs a corpus"),
     (["fit", "nowhere.ldac", "--model", "hdp"], "no such file"),
     (["fit", "bars", "--model", "hdp", "--gamma", "0"], "--gamma must be positive"),
-    (["fit", "bars", "--model", "hdp", "--moves", "merge", "--algo", "memo"], "not available"),
+    (["fit", "bars", "--model", "hdp", "--moves", "merge,birth", "--algo", "memo"], "birth is not available"),
     (["fit", "bars", "--model", "hdp", "--algo", "memo", "--batches", "100000"], "exceeds the number of documents"),
 ])
 def test_hdp_fit_errors_name_the_problem(argv, message, capsys):

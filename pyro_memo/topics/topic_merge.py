@@ -1,0 +1,153 @@
+"""Merges of HDP topics accepted only when the exact memoized bound rises (paper 001,
+"Memoized Cluster Merges", for the HDP: Hughes, Kim & Sudderth 2015 §5).
+
+Candidate pairs are chosen at the start of a lap by the Dirichlet-multinomial marginal
+likelihood ratio of their word counts; during the lap every batch caches the merged-pair
+entropy :math:`-\\sum_n c_n (r_{na} + r_{nb})\\log(r_{na} + r_{nb})`. After the lap each
+candidate's bound is computed exactly from the memo and the stored document-topic counts:
+the merged topic takes over both topics' tokens, the documents' Dirichlets are refit to the
+merged counts, the top-level sticks are re-optimised, and the merge is kept only if the
+bound rises.
+"""
+
+import torch
+
+from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm
+from .hdp_sticks import expected_beta, optimize_sticks
+from .topic_summary import TopicSummary
+
+
+def merge_scores(summary, lam0):
+    """For every pair ``a < b``: :math:`\\log M(S_a + S_b) - \\log M(S_a) - \\log M(S_b)` with
+    :math:`\\log M(S) = c(\\lambda_0) - c(\\lambda_0 + S)`; returns ``(pairs (P, 2), scores (P,))``."""
+    K = summary.K
+    pairs = torch.combinations(torch.arange(K, device=summary.word_counts.device), 2)
+    if len(pairs) == 0:
+        return pairs, summary.word_counts.new_zeros(0)
+    prior = torch.full_like(summary.word_counts[:1], lam0)
+    single = log_dirichlet_norm(prior) - log_dirichlet_norm(prior + summary.word_counts)
+    scores = []
+    for lo in range(0, len(pairs), 256):
+        a, b = pairs[lo:lo + 256, 0], pairs[lo:lo + 256, 1]
+        merged = log_dirichlet_norm(prior) - log_dirichlet_norm(prior + summary.word_counts[a] + summary.word_counts[b])
+        scores.append(merged - single[a] - single[b])
+    return pairs, torch.cat(scores)
+
+
+def merged_sticks(rho, omega, a, b):
+    """Sticks whose expected weights are the current ones with topic ``b``'s added to ``a``'s
+    and ``b`` removed (the start of the merged fit's stick optimisation)."""
+    weights = expected_beta(rho)
+    weights[a] = weights[a] + weights[b]
+    keep = torch.cat([torch.arange(b), torch.arange(b + 1, len(weights))])
+    weights = weights[keep]
+    remaining = 1 - torch.cat([weights.new_zeros(1), torch.cumsum(weights[:-1], 0)])
+    new_rho = (weights[:-1] / remaining[:-1]).clamp(1e-8, 1 - 1e-8)
+    return new_rho, omega[keep[:-1]]
+
+
+def batch_summary_from_counts(summary, counts, alpha, weights, entropy):
+    """A batch's summary for local parameters whose topic counts are ``counts`` and whose
+    document Dirichlets are :math:`\\alpha E[\\beta] + N_d` (word counts and entropy given)."""
+    K = counts.shape[1]
+    theta = torch.cat([counts + alpha * weights[:K], (alpha * weights[K:]).expand(counts.shape[0], 1)], 1)
+    e_log_pi = expected_log_dirichlet(theta)
+    full = torch.cat([counts, counts.new_zeros(counts.shape[0], 1)], 1)
+    doc_term = ((full - theta) * e_log_pi).sum() - log_dirichlet_norm(theta).sum()
+    return TopicSummary(summary.word_counts, e_log_pi.sum(0), doc_term, entropy, summary.num_docs)
+
+
+class TopicMergeMove:
+    """Exact-bound merges of HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
+
+    :param int pairs_per_topic: candidate partners per topic (by the marginal-likelihood ratio).
+    :param int max_pairs: at most this many candidates per lap.
+    """
+
+    name = "merge"
+
+    def __init__(self, pairs_per_topic=2, max_pairs=50):
+        self.pairs_per_topic, self.max_pairs = int(pairs_per_topic), int(max_pairs)
+        self.pairs, self.pair_entropy, self.num_topics = None, {}, None
+
+    def start_lap(self, state):
+        total = state.cache.total
+        self.pairs, self.pair_entropy = None, {}
+        if total is None or total.K < 2 or len(state.cache) == 0:
+            return
+        self.num_topics = total.K
+        pairs, scores = merge_scores(total, state.posterior.lam0)
+        chosen = set()
+        for k in range(total.K):
+            involved = ((pairs[:, 0] == k) | (pairs[:, 1] == k)).nonzero().flatten()
+            chosen.update(involved[torch.argsort(scores[involved], descending=True)[:self.pairs_per_topic]].tolist())
+        order = sorted(chosen, key=lambda p: -float(scores[p]))[:self.max_pairs]
+        self.pairs = pairs[torch.tensor(order, dtype=torch.long)]
+
+    def visit_batch(self, state, key, count, resp):
+        if self.pairs is not None:
+            merged = resp[:, self.pairs[:, 0]] + resp[:, self.pairs[:, 1]]
+            self.pair_entropy[key] = -(count[:, None] * torch.special.xlogy(merged, merged)).sum(0)
+
+    def end_lap(self, state):
+        """Try the candidates in order (each topic in at most one accepted merge per lap)."""
+        log = {"proposed": 0, "accepted": 0}
+        cache = state.cache
+        if self.pairs is None or set(self.pair_entropy) != set(cache.batches) or cache.total.K != self.num_topics:
+            return log
+        current = float(state.posterior.elbo(cache.total))
+        position = list(range(self.num_topics))
+        used = set()
+        for p, (a0, b0) in enumerate(self.pairs.tolist()):
+            if a0 in used or b0 in used:
+                continue
+            a, b = position[a0], position[b0]
+            log["proposed"] += 1
+            value, candidate = self.evaluate(state, a, b, p)
+            if value > current:
+                self.apply(state, candidate, a, b, p)
+                state.merge_gains.append({"lap": state.laps_done, "before": current, "after": value})
+                current = value
+                log["accepted"] += 1
+                used.update((a0, b0))
+                position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
+                            for i, q in enumerate(position)]
+        self.pairs, self.pair_entropy = None, {}
+        return log
+
+    def _merged_batches(self, state, a, b, p, rho):
+        post = state.posterior
+        weights = expected_beta(rho)
+        keep = [k for k in range(post.K) if k != b]
+        out = {}
+        for key, summary in state.cache.batches.items():
+            counts = state.doc_topic_counts[key].clone()
+            counts[:, a] += counts[:, b]
+            word_counts = summary.word_counts.clone()
+            word_counts[a] += word_counts[b]
+            entropy = summary.entropy.clone()
+            entropy[a] = self.pair_entropy[key][p]
+            base = TopicSummary(word_counts[keep], None, None, None, summary.num_docs)
+            out[key] = (counts[:, keep], batch_summary_from_counts(base, counts[:, keep], post.alpha, weights,
+                                                                   entropy[keep]))
+        return out
+
+    def evaluate(self, state, a, b, p):
+        """The exact bound after merging ``b`` into ``a`` (and what :meth:`apply` needs)."""
+        post = state.posterior
+        rho, omega = merged_sticks(post.rho, post.omega, a, b)
+        batches = self._merged_batches(state, a, b, p, rho)
+        total = None
+        for _, s in batches.values():
+            total = s if total is None else total + s
+        rho, omega = optimize_sticks(rho, omega, total.num_docs, total.sum_log_pi, post.alpha, post.gamma)
+        merged = type(post)(post.lam0 + total.word_counts, rho, omega, post.alpha, post.gamma, post.lam0)
+        return float(merged.elbo(total)), (batches, total, merged)
+
+    def apply(self, state, candidate, a, b, p):
+        batches, total, merged = candidate
+        for key, (counts, summary) in batches.items():
+            state.doc_topic_counts[key] = counts
+            state.cache.batches[key] = summary
+        state.cache.total = total
+        state.posterior = merged
