@@ -9,6 +9,7 @@ Datasets: ``toy`` (paper 000 §4.1: 100,000 zero-mean 5x5 patches, zm-gauss fami
 
     python benchmarks/bench_compare.py --data toy --seeds 5 --passes 20
     python benchmarks/bench_compare.py --data digits --family diag-gauss --methods vb,sga,sga+m,sga+f,memo
+    python benchmarks/bench_compare.py --merge OUT DIR1 DIR2 ...   # one table from separate runs
 """
 
 import argparse
@@ -16,13 +17,14 @@ import os
 
 import numpy as np
 
-from pyro_memo.comparison import Budget, Settings, compare, load_array_split, markdown_tables
+from pyro_memo.comparison import Budget, Settings, compare, load_array_split, markdown_tables, merge_outputs
 from pyro_memo.datasets import load_fashion_mnist
 from pyro_memo.synthetic import toy_patches
 
 DEFAULT_METHODS = {
     "toy": "memo,memo-moves,vb,svi-k0.5-d10,svi-k0.5-d100,svi-k0.9-d10,pyro-svi,sga+f,gibbs-blocked,sklearn-bgm",
-    "fashion": "memo,vb,svi-k0.5-d10,svi-k0.5-d100,svi-k0.9-d10,sga,sga+m,sga+f,sklearn-bgm",
+    "fashion": "memo,memo-moves,vb,svi-k0.5-d10,svi-k0.5-d100,svi-k0.9-d10,pyro-svi,sga,sga+m,sga+f,gibbs-blocked,"
+               "sklearn-bgm",
     "digits": "memo,vb,svi-k0.5-d10,svi-k0.5-d100,svi-k0.9-d10,sga,sga+m,sga+f,gibbs-blocked,sklearn-bgm",
 }
 
@@ -55,7 +57,13 @@ def main():
     parser.add_argument("--K", type=int, default=25)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--merge", nargs="+", metavar="DIR",
+                        help="OUT DIR1 DIR2 ...: combine comparison folders into OUT and print its summary")
     args = parser.parse_args()
+    if args.merge:
+        rows, _ = merge_outputs(args.merge[0], args.merge[1:])
+        print(markdown_tables(rows)[1])
+        return
     x, y, family = load(args.data)
     family = args.family or family
     methods = (args.methods or DEFAULT_METHODS[args.data]).split(",")

@@ -129,6 +129,38 @@ def write_outputs(out_dir, rows, runs, n):
     write_plots(out_dir, rows, runs, n)
 
 
+def read_outputs(out_dir):
+    """``(rows, runs)`` read back from a comparison folder's ``runs.csv`` and ``traces.csv``
+    (run ELBOs per item, i.e. ``n = 1`` for :func:`write_outputs`)."""
+    from .methods import Run
+
+    with open(os.path.join(out_dir, "runs.csv"), newline="") as f:
+        rows = [{c: (v if c == "method" else int(v) if c in ("seed", "effective_k") else float(v))
+                 for c, v in r.items()} for r in csv.DictReader(f)]
+    runs = {}
+    with open(os.path.join(out_dir, "traces.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            run = runs.setdefault((r["method"], int(r["seed"])), Run())
+            run.passes.append(float(r["passes"]))
+            run.seconds.append(float(r["seconds"]))
+            run.elbo.append(float(r["elbo_per_item"]))
+            run.K.append(int(r["K"]))
+    return rows, runs
+
+
+def merge_outputs(out_dir, in_dirs):
+    """Combine comparison folders run separately (same data and settings) into ``out_dir``:
+    one table, one set of traces and plots. Runs of a method and seed found twice keep the
+    later folder's."""
+    rows, runs = {}, {}
+    for folder in in_dirs:
+        part_rows, part_runs = read_outputs(folder)
+        rows.update({(r["method"], r["seed"]): r for r in part_rows})
+        runs.update(part_runs)
+    write_outputs(out_dir, list(rows.values()), runs, 1)
+    return list(rows.values()), runs
+
+
 def load_array_split(x, labels=None, heldout_fraction=0.0, seed=0):
     """Split ``x`` (and ``labels``) into training and held-out parts by a seeded permutation."""
     x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)

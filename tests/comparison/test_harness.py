@@ -8,7 +8,16 @@ import pytest
 import torch
 
 from pyro_memo.cli import main
-from pyro_memo.comparison import METHODS, Budget, Settings, compare, load_array_split, summarize
+from pyro_memo.comparison import (
+    METHODS,
+    Budget,
+    Settings,
+    compare,
+    load_array_split,
+    merge_outputs,
+    read_outputs,
+    summarize,
+)
 from pyro_memo.comparison.methods import labels_elbo
 
 
@@ -108,3 +117,20 @@ def test_the_slow_methods_run_in_the_harness():
     for run in runs.values():
         assert run.passes[-1] == 2 and np.isfinite(run.elbo).all()
     assert all(np.isfinite(r["heldout_per_item"]) for r in rows)
+
+
+def test_separate_comparisons_merge_into_one_table(small_comparison, tmp_path):
+    x, methods, rows, runs, out = small_comparison
+    x2, y2 = blobs()
+    extra = tmp_path / "extra"
+    more, _ = compare(x2[:500], ["memo"], seeds=(5,), labels=y2[:500], heldout=x2[500:], budget=Budget(passes=2),
+                      settings=Settings(K=6, batches=5), out_dir=str(extra))
+    merged_rows, merged_runs = merge_outputs(str(tmp_path / "merged"), [str(out), str(extra)])
+    assert len(merged_rows) == len(rows) + 1 and len(merged_runs) == len(runs) + 1
+    back, back_runs = read_outputs(str(tmp_path / "merged"))
+    by_key = {(r["method"], r["seed"]): r for r in back}
+    for r in rows + more:
+        for column in ("elbo_per_item", "nmi", "passes"):
+            assert by_key[(r["method"], r["seed"])][column] == pytest.approx(r[column], rel=1e-12)
+    assert back_runs[("memo", 5)].passes == [1.0, 2.0]
+    assert os.path.getsize(tmp_path / "merged" / "final_elbo.png") > 0
