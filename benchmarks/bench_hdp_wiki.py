@@ -6,7 +6,8 @@ a wall-time budget. gensim's HdpModel runs for the same time when gensim is inst
 Published reference (ROADMAP): memoized HDP with merges/deletes -7.70 nats/token; gensim
 HdpModel -8.17 after 240 s.
 
-    python benchmarks/bench_hdp_wiki.py [--K 100] [--batches 20] [--minutes 25] [--eval-every 3]
+    python benchmarks/bench_hdp_wiki.py [--K 100] [--batches 20] [--minutes 25] [--eval-every 3] [--moves merge]
+    python benchmarks/bench_hdp_wiki.py --gensim-only 900
 """
 
 import argparse
@@ -58,6 +59,9 @@ def main():
     parser.add_argument("--float32", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-gensim", action="store_true")
+    parser.add_argument("--gensim-only", type=float, metavar="SECONDS",
+                        help="run only gensim's HdpModel for this many seconds (to compare with an earlier run)")
+    parser.add_argument("--moves", default="", help="topic moves for the memoized fit, e.g. merge")
     args = parser.parse_args()
 
     corpus = load_wikipedia()
@@ -65,6 +69,11 @@ def main():
     print(f"{corpus}; train {train.num_docs} docs / {train.num_tokens:.0f} tokens, test {test.num_docs} docs; "
           f"K = {args.K}, {args.batches} batches, budget {args.minutes:g} min, "
           f"{'float32' if args.float32 else 'float64'}, {torch.get_num_threads()} threads", flush=True)
+    if args.gensim_only:
+        score, elapsed, effective = run_gensim(train, test, args.gensim_only, args.seed)
+        print(f"gensim HdpModel: {elapsed:.0f} s, held-out {score:.4f} nats/token, topics with weight > 1%: "
+              f"{effective}")
+        return
     dtype = torch.float32 if args.float32 else torch.float64
     budget = 60 * args.minutes
     start = time.perf_counter()
@@ -80,7 +89,7 @@ def main():
         print(line, flush=True)
         return time.perf_counter() - start > budget
 
-    model = MemoizedHDP(K=args.K, laps=args.laps, seed=args.seed, dtype=dtype)
+    model = MemoizedHDP(K=args.K, laps=args.laps, seed=args.seed, dtype=dtype, moves=args.moves)
     fit = model.fit(train, args.batches, callback=callback)
     seconds = time.perf_counter() - start
     final = document_completion(fit.posterior, test)

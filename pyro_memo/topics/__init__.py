@@ -4,6 +4,7 @@ from .corpus import Corpus, from_counts, load_wikipedia, read_ldac, split_docume
 from .hdp_posterior import HDPPosterior
 from .heldout import doc_topic_weights, document_completion, top_words
 from .memoized_hdp import HDPFitResult, HDPState, MemoizedHDP
+from .stochastic_hdp import StochasticHDP
 from .topic_merge import TopicMergeMove
 from .topic_summary import TopicSummary
 
@@ -13,6 +14,7 @@ __all__ = [
     "HDPPosterior",
     "HDPState",
     "MemoizedHDP",
+    "StochasticHDP",
     "TopicMergeMove",
     "TopicSummary",
     "doc_topic_weights",

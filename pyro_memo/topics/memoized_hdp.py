@@ -64,10 +64,10 @@ class HDPFitResult:
 class MemoizedHDP:
     """Memoized coordinate ascent for the HDP topic model over fixed batches of documents.
 
-    Each batch visit runs the document-level local step (warm-started from the batch's
-    last visit, so it never lowers the bound), swaps the batch's summary in the memo, and
-    updates the globals from the whole-corpus summary: topics in closed form, top-level
-    sticks by L-BFGS on the exact bound. From the end of lap 1 the bound is exact for
+    Each batch visit runs the document-level local step (restarted, or warm-started from the
+    batch's last visit, whichever is better, so it never lowers the bound), swaps the
+    batch's summary in the memo, and updates the globals from the whole-corpus summary:
+    topics in closed form, top-level sticks by L-BFGS on the exact bound. From the end of lap 1 the bound is exact for
     the whole corpus and no batch step lowers it.
 
     :param int K: truncation (number of topics).
@@ -78,6 +78,10 @@ class MemoizedHDP:
     :param float tol: stop when the bound's relative change over a lap is below this.
     :param int local_iters: cap on document-level iterations per visit.
     :param float local_tol: document-level convergence threshold (mean change in counts).
+    :param bool local_restart: start each visit's local step afresh (from the global
+        weights) and keep it when it beats the batch's cached local parameters under the
+        current globals, else continue from those; ``False``: always continue from them.
+        Restarts escape the documents' local optima; both choices never lower the bound.
     :param int seed: seeds the initial topics and batch order.
     :param dtype: ``torch.float64`` (default) or ``torch.float32``.
     :param device: torch device.
@@ -89,7 +93,8 @@ class MemoizedHDP:
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
-                 local_tol=1e-3, seed=0, dtype=torch.float64, device=None, record_batch_elbos=False, moves=()):
+                 local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
+                 record_batch_elbos=False, moves=()):
         for name, value in (("K", K), ("laps", laps), ("local_iters", local_iters)):
             if int(value) < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value}")
@@ -98,7 +103,7 @@ class MemoizedHDP:
                 raise ValueError(f"{name} must be positive; got {value}")
         self.K, self.laps, self.local_iters = int(K), int(laps), int(local_iters)
         self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
-        self.tol, self.local_tol = float(tol), float(local_tol)
+        self.tol, self.local_tol, self.local_restart = float(tol), float(local_tol), bool(local_restart)
         self.seed, self.dtype, self.device = seed, dtype, device
         self.record_batch_elbos = record_batch_elbos
         if isinstance(moves, str):
@@ -172,8 +177,18 @@ class MemoizedHDP:
             warm = state.doc_topic_counts.get(b)
             if warm is not None and warm.shape[1] != state.posterior.K:
                 warm = None
-            resp, counts, summary, iters = state.posterior.local_step(doc, word, count, num_docs, init_counts=warm,
-                                                                      max_iter=self.local_iters, tol=self.local_tol)
+            post = state.posterior
+            start = None if self.local_restart else warm
+            resp, counts, summary, iters = post.local_step(doc, word, count, num_docs, init_counts=start,
+                                                           max_iter=self.local_iters, tol=self.local_tol)
+            old = cache.batches.get(b)
+            if start is None and warm is not None and old is not None and old.K == post.K \
+                    and float(post.elbo(summary)) < float(post.elbo(old)):
+                # the restart is worse for this batch than its cached local parameters under the
+                # current globals: continue from those instead, which cannot lower the bound
+                resp, counts, summary, more = post.local_step(doc, word, count, num_docs, init_counts=warm,
+                                                              max_iter=self.local_iters, tol=self.local_tol)
+                iters += more
             for move in self.moves:
                 move.visit_batch(state, b, count, resp)
             state.local_iterations.append(iters)
