@@ -1,6 +1,6 @@
 """The HDP topic model: corpora, its Pyro model, memoized inference and held-out scores."""
 
-from .corpus import Corpus, from_counts, load_wikipedia, read_ldac, split_documents, split_tokens
+from .corpus import Corpus, from_counts, load_wikipedia, read_ldac, split_documents, split_tokens, split_types
 from .hdp_posterior import HDPPosterior
 from .heldout import doc_topic_weights, document_completion, top_words
 from .memoized_hdp import HDPFitResult, HDPState, MemoizedHDP
@@ -25,4 +25,5 @@ __all__ = [
     "read_ldac",
     "split_documents",
     "split_tokens",
+    "split_types",
 ]

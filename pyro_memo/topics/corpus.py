@@ -180,6 +180,36 @@ def split_tokens(corpus, fraction=0.5, seed=0):
     return out[0], out[1]
 
 
+def split_types(corpus, heldout_fraction=0.2, seed=0, min_size=10):
+    """Document completion split by word *types* (bnpy's protocol for its published held-out
+    scores): in each document ``ceil(heldout_fraction * U_d)`` of its ``U_d`` distinct words
+    (at least ``min_size``), with all their counts, are held out and the rest observed.
+    Documents with fewer than ``2 * min_size`` distinct words are left out of both parts.
+
+    :returns: ``(observed, heldout, kept document indices)``.
+    """
+    rng = np.random.default_rng(seed)
+    parts, kept = ([], []), []
+    for d in range(corpus.num_docs):
+        lo, hi = corpus.doc_ptr[d], corpus.doc_ptr[d + 1]
+        unique = hi - lo
+        n_out = max(min_size, int(np.ceil(heldout_fraction * unique)))
+        if unique - n_out < min_size:
+            continue
+        order = rng.permutation(unique)
+        kept.append(d)
+        for part, chosen in zip(parts, (order[n_out:], order[:n_out]), strict=True):
+            chosen = np.sort(chosen) + lo
+            part.append((corpus.word_ids[chosen], corpus.counts[chosen]))
+    out = []
+    for part in parts:
+        ptr = np.concatenate([[0], np.cumsum([len(w) for w, _ in part])]).astype(np.int64)
+        ids = np.concatenate([w for w, _ in part]) if part else np.zeros(0, dtype=np.int64)
+        counts = np.concatenate([c for _, c in part]) if part else np.zeros(0)
+        out.append(Corpus(ptr, ids, counts, corpus.vocab_size, corpus.vocab))
+    return out[0], out[1], np.array(kept, dtype=np.int64)
+
+
 #: where :func:`load_wikipedia` keeps the corpus it extracts from the bnpy sdist
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "pyro-memo")
 

@@ -3,14 +3,17 @@
 import numpy as np
 import torch
 
-from .corpus import split_tokens
+from .corpus import split_tokens, split_types
 
 
 def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100, local_tol=1e-3,
-                        docs_per_chunk=2000):
+                        docs_per_chunk=2000, split="tokens"):
     """Held-out log-likelihood per token by document completion.
 
-    Each test document's tokens are split at random: on the observed ``fraction`` the
+    With ``split="tokens"`` each test document's tokens are split at random; with
+    ``split="types"`` its distinct words are (bnpy's protocol for its published scores: a
+    held-out word never occurs in the observed part; documents with fewer than 20 distinct
+    words are skipped). On the observed ``fraction`` the
     document-level local step (topics fixed) estimates :math:`\\theta_d`; the other tokens
     are scored by :math:`\\log \\sum_k \\hat\\pi_{dk}\\hat\\phi_{kw}` with point estimates
     :math:`\\hat\\pi_d = \\theta_d / \\sum\\theta_d` and :math:`\\hat\\phi_k = E_q[\\phi_k]`; the
@@ -18,13 +21,19 @@ def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100
 
     :param posterior: a fitted :class:`~pyro_memo.topics.HDPPosterior`.
     :param corpus: test documents (:class:`~pyro_memo.topics.Corpus`).
+    :param str split: ``"tokens"`` or ``"types"``.
     :returns: nats per held-out token (higher is better).
     """
-    observed, heldout = split_tokens(corpus, fraction, seed)
+    if split == "tokens":
+        observed, heldout = split_tokens(corpus, fraction, seed)
+    elif split == "types":
+        observed, heldout, _ = split_types(corpus, 1 - fraction, seed)
+    else:
+        raise ValueError(f"split must be 'tokens' or 'types'; got {split!r}")
     phi = posterior.topic_means()
     total, tokens = 0.0, 0.0
-    for lo in range(0, corpus.num_docs, docs_per_chunk):
-        docs = np.arange(lo, min(lo + docs_per_chunk, corpus.num_docs))
+    for lo in range(0, observed.num_docs, docs_per_chunk):
+        docs = np.arange(lo, min(lo + docs_per_chunk, observed.num_docs))
         pi = doc_topic_weights(posterior, observed, docs, local_iters, local_tol)
         doc, word, count = heldout.tokens(docs, dtype=phi.dtype, device=phi.device)
         prob = (pi[doc, :-1] * phi.T[word]).sum(1) + pi[doc, -1] / posterior.V

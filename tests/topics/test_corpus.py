@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pyro_memo.topics import Corpus, from_counts, read_ldac, split_documents, split_tokens
+from pyro_memo.topics import Corpus, from_counts, read_ldac, split_documents, split_tokens, split_types
 
 
 def test_ldac_round_trip(tmp_path):
@@ -46,3 +46,17 @@ def test_splits_keep_every_token():
     np.testing.assert_array_equal(observed.to_dense() + heldout.to_dense(), corpus.to_dense())
     lengths = corpus.to_dense().sum(1)
     assert np.all(np.abs(observed.to_dense().sum(1) - lengths / 2) <= 0.5)
+
+
+def test_type_split_holds_out_whole_word_types():
+    rng = np.random.default_rng(3)
+    dense = rng.poisson(0.8, size=(40, 60)) * (rng.random((40, 60)) < 0.6)
+    dense[0, :15] = 0  # a document with too few distinct words is left out
+    corpus = from_counts(dense)
+    observed, heldout, kept = split_types(corpus, 0.2, seed=1)
+    unique = (dense > 0).sum(1)
+    np.testing.assert_array_equal(kept, np.flatnonzero(unique - np.maximum(10, np.ceil(0.2 * unique)) >= 10))
+    o, h = observed.to_dense(), heldout.to_dense()
+    np.testing.assert_array_equal(o + h, dense[kept])
+    assert not np.any((o > 0) & (h > 0))  # no word type on both sides
+    np.testing.assert_array_equal((h > 0).sum(1), np.maximum(10, np.ceil(0.2 * unique[kept])))

@@ -105,3 +105,15 @@ def test_bad_settings_and_inputs_raise():
         MemoizedHDP(K=2).fit(corpus, corpus.num_docs + 1)
     with pytest.raises(TypeError, match="Corpus"):
         MemoizedHDP(K=2).fit(np.zeros((3, 4)))
+
+
+def test_type_split_scores_are_lower_than_token_split_scores():
+    """Held-out words never seen in the observed part are harder to predict."""
+    corpus, _, _ = bars_corpus(300, 200, alpha=0.2, side=8, seed=4)
+    train, test = split_documents(corpus, 0.2, seed=0)
+    post = MemoizedHDP(K=20, laps=15, seed=0).fit(train, 3).posterior
+    tokens = document_completion(post, test, fraction=0.8, split="tokens")
+    types = document_completion(post, test, fraction=0.8, split="types")
+    assert types < tokens < 0
+    with pytest.raises(ValueError, match="split"):
+        document_completion(post, test, split="words")
