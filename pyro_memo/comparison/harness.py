@@ -32,7 +32,7 @@ def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=No
     :param Budget budget: passes / seconds per run (default 20 passes).
     :param Settings settings: K, batches per pass, alpha shared by all methods.
     :param str out_dir: if given, write ``runs.csv``, ``runs.md``, ``summary.md``,
-        ``traces.csv`` and the plots there.
+        ``traces.csv`` there after every run, and the plots at the end.
     :param progress: optional ``progress(message)`` called as runs finish.
     :returns: ``(rows, runs)``: one dict per run (:data:`COLUMNS`) and the
         :class:`~pyro_memo.comparison.methods.Run` objects keyed by ``(method, seed)``.
@@ -65,6 +65,8 @@ def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=No
             if progress is not None:
                 progress(f"{method} seed {seed}: ELBO/item {row['elbo_per_item']:.4f}, K {row['effective_k']}, "
                          f"{row['seconds']:.1f} s ({time.perf_counter() - start:.1f} s with scoring)")
+            if out_dir is not None:  # after every run: a later failure loses nothing finished
+                write_outputs(out_dir, rows, runs, n, plots=False)
     if out_dir is not None:
         write_outputs(out_dir, rows, runs, n)
     return rows, runs
@@ -99,8 +101,9 @@ def markdown_tables(rows):
     return head + body, summary
 
 
-def write_outputs(out_dir, rows, runs, n):
-    """Tables (CSV, Markdown), every trace as CSV, and the plots, each written atomically."""
+def write_outputs(out_dir, rows, runs, n, plots=True):
+    """Tables (CSV, Markdown), every trace as CSV, and (``plots=True``) the plots, each
+    written atomically."""
     os.makedirs(out_dir, exist_ok=True)
 
     def write_csv(path, header, lines):
@@ -124,9 +127,10 @@ def write_outputs(out_dir, rows, runs, n):
                 f.write(text)
 
         write_atomically(os.path.join(out_dir, name), dump)
-    from .plots import write_plots
+    if plots:
+        from .plots import write_plots
 
-    write_plots(out_dir, rows, runs, n)
+        write_plots(out_dir, rows, runs, n)
 
 
 def read_outputs(out_dir):

@@ -82,10 +82,39 @@ def mvn_log_density_precision(x, mu, Lam):
     """:math:`\\log N(x \\mid \\mu, \\Lambda^{-1})` with ``x, mu`` ``(..., D)`` and ``Lam`` ``(..., D, D)``."""
     d = x.shape[-1]
     chol = safe_cholesky(Lam, "precision matrix")
-    diff = (x - mu).unsqueeze(-1)
-    y = chol.transpose(-1, -2) @ diff  # ||L^T (x - mu)||^2 = (x-mu)^T Lam (x-mu)
-    quad = (y.squeeze(-1) ** 2).sum(-1)
+    diff = x - mu
+    quad = _broadcast_quadratic(diff, chol)
     return 0.5 * logdet_from_cholesky(chol) - 0.5 * d * math.log(2 * math.pi) - 0.5 * quad
+
+
+#: largest number of elements of the broadcast ``(..., D, D)`` product formed at once
+_MAX_PRODUCT = 2 ** 24
+
+
+def _broadcast_quadratic(diff, chol):
+    r""":math:`\|L^T \delta\|^2` for ``diff`` ``(..., D)`` and ``chol`` ``(..., D, D)`` that
+    broadcast against each other (say ``(N, 1, D)`` items against ``(K, D, D)`` factors).
+
+    A batched matmul would materialise the factors expanded to the full broadcast batch
+    (``N K D^2`` numbers); the leading broadcast dimension is therefore processed in chunks.
+    """
+    d = diff.shape[-1]
+    shape = torch.broadcast_shapes(diff.shape[:-1], chol.shape[:-2])
+    diff = diff.reshape((1,) * (len(shape) - diff.dim() + 1) + diff.shape)
+    chol = chol.reshape((1,) * (len(shape) - chol.dim() + 2) + chol.shape)
+
+    def quad(delta, factor):
+        return ((factor.transpose(-1, -2) @ delta.unsqueeze(-1)).squeeze(-1) ** 2).sum(-1)
+
+    total = math.prod(shape) * d * d
+    if not shape or shape[0] == 1 or total <= _MAX_PRODUCT:
+        return quad(diff, chol)
+    step = max(1, _MAX_PRODUCT // max(1, total // shape[0]))
+
+    def take(t, lo):
+        return t if t.shape[0] == 1 else t[lo:lo + step]
+
+    return torch.cat([quad(take(diff, lo), take(chol, lo)) for lo in range(0, shape[0], step)], 0).expand(shape)
 
 
 def sample_wishart(nu, B):

@@ -134,3 +134,17 @@ def test_separate_comparisons_merge_into_one_table(small_comparison, tmp_path):
             assert by_key[(r["method"], r["seed"])][column] == pytest.approx(r[column], rel=1e-12)
     assert back_runs[("memo", 5)].passes == [1.0, 2.0]
     assert os.path.getsize(tmp_path / "merged" / "final_elbo.png") > 0
+
+
+def test_finished_runs_are_written_before_a_later_run_fails(tmp_path, monkeypatch):
+    x, y = blobs(300)
+
+    def broken(*args):
+        raise MemoryError("simulated")
+
+    monkeypatch.setitem(METHODS, "broken", broken)
+    with pytest.raises(MemoryError):
+        compare(x, ["vb", "broken"], seeds=(0, 1), labels=y, budget=Budget(passes=2),
+                settings=Settings(K=4, batches=3), out_dir=str(tmp_path))
+    rows, _ = read_outputs(str(tmp_path))
+    assert [(r["method"], r["seed"]) for r in rows] == [("vb", 0), ("vb", 1)]
