@@ -99,9 +99,9 @@ def run_fit_hdp(args):
              f"bound     {fit.elbo:.6g} nats ({fit.elbo / corpus.num_tokens:.4f} per token)",
              f"K         {out['K']} topics with weight > 0.01"]
     if fit.state.move_log and fit.state.move_log[0]:
-        accepted = sum(lap["merge"]["accepted"] for lap in fit.state.move_log)
-        proposed = sum(lap["merge"]["proposed"] for lap in fit.state.move_log)
-        lines.append(f"moves     merge {accepted} accepted / {proposed} proposed")
+        totals = {name: [sum(lap[name][key] for lap in fit.state.move_log) for key in ("accepted", "proposed")]
+                  for name in fit.state.move_log[0]}
+        lines.append("moves     " + ", ".join(f"{n} {a} accepted / {p} proposed" for n, (a, p) in totals.items()))
     lines += [f"topic {k:<4d}{w:.3f}  {' '.join(words)}" for k, w, words in topics[:10]]
     if args.save:
         lines.append(f"saved     {args.save}")

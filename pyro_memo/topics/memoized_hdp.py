@@ -10,15 +10,19 @@ import torch
 from ..inference.summary_cache import SummaryCache
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
+from .topic_delete import TopicDeleteMove
 from .topic_merge import TopicMergeMove
+
+#: topic moves by name, in the order their lap-end evaluations run
+TOPIC_MOVES = {"delete": TopicDeleteMove, "merge": TopicMergeMove}
 
 
 def make_topic_move(move):
-    """A topic move from its name (``"merge"``) or the move object itself."""
+    """A topic move from its name (``"merge"``, ``"delete"``) or the move object itself."""
     if isinstance(move, str):
-        if move != "merge":
-            raise ValueError(f"unknown topic move {move!r}; available: merge")
-        return TopicMergeMove()
+        if move not in TOPIC_MOVES:
+            raise ValueError(f"unknown topic move {move!r}; available: {', '.join(TOPIC_MOVES)}")
+        return TOPIC_MOVES[move]()
     return move
 
 
@@ -41,7 +45,7 @@ class HDPState:
     lap_seconds: list = field(default_factory=list)
     local_iterations: list = field(default_factory=list)
     move_log: list = field(default_factory=list)
-    merge_gains: list = field(default_factory=list)
+    move_gains: list = field(default_factory=list)
 
 
 @dataclass
@@ -87,9 +91,11 @@ class MemoizedHDP:
     :param device: torch device.
     :param bool record_batch_elbos: compute the bound after every batch step once the memo
         is complete (for checks).
-    :param moves: ``"merge"`` or :class:`~pyro_memo.topics.TopicMergeMove` objects: topic
-        merges accepted only when the exact bound rises (logged per lap in
-        ``state.move_log``); a fit with moves converges only after a lap with no accepted move.
+    :param moves: ``"merge"``, ``"delete"`` (comma-separated) or move objects
+        (:class:`~pyro_memo.topics.TopicMergeMove`, :class:`~pyro_memo.topics.TopicDeleteMove`):
+        topic merges / deletes accepted only when the exact bound rises (logged per lap in
+        ``state.move_log``, gains in ``state.move_gains``); a fit with moves converges only
+        after a lap with no accepted move.
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
@@ -108,7 +114,9 @@ class MemoizedHDP:
         self.record_batch_elbos = record_batch_elbos
         if isinstance(moves, str):
             moves = [m.strip() for m in moves.split(",") if m.strip()]
-        self.moves = [make_topic_move(m) for m in moves]
+        order = list(TOPIC_MOVES)
+        self.moves = sorted((make_topic_move(m) for m in moves),
+                            key=lambda m: order.index(m.name) if m.name in order else len(order))
 
     def initial_posterior(self, corpus, rng):
         """Topics seeded by ``K`` random documents (their word counts plus the prior), sticks
@@ -190,7 +198,7 @@ class MemoizedHDP:
                                                               max_iter=self.local_iters, tol=self.local_tol)
                 iters += more
             for move in self.moves:
-                move.visit_batch(state, b, count, resp)
+                move.visit_batch(state, b, tokens[b], resp, self)
             state.local_iterations.append(iters)
             state.doc_topic_counts[b] = counts
             cache.replace(b, summary)

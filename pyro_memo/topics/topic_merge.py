@@ -84,7 +84,8 @@ class TopicMergeMove:
         order = sorted(chosen, key=lambda p: -float(scores[p]))[:self.max_pairs]
         self.pairs = pairs[torch.tensor(order, dtype=torch.long)]
 
-    def visit_batch(self, state, key, count, resp):
+    def visit_batch(self, state, key, batch, resp, model):
+        count = batch[2]
         if self.pairs is not None:
             merged = resp[:, self.pairs[:, 0]] + resp[:, self.pairs[:, 1]]
             self.pair_entropy[key] = -(count[:, None] * torch.special.xlogy(merged, merged)).sum(0)
@@ -106,7 +107,7 @@ class TopicMergeMove:
             value, candidate = self.evaluate(state, a, b, p)
             if value > current:
                 self.apply(state, candidate, a, b, p)
-                state.merge_gains.append({"lap": state.laps_done, "before": current, "after": value})
+                state.move_gains.append({"move": "merge", "lap": state.laps_done, "before": current, "after": value})
                 current = value
                 log["accepted"] += 1
                 used.update((a0, b0))

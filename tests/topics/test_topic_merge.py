@@ -17,7 +17,7 @@ def test_accepted_merges_raise_the_exact_bound_and_keep_the_memo_exact(seed):
     corpus = random_corpus(seed)
     B = 1 + seed % 4
     fit = MemoizedHDP(K=12, laps=8, tol=0, seed=seed, moves="merge").fit(corpus, B)
-    for gain in fit.state.merge_gains:
+    for gain in fit.state.move_gains:
         assert gain["after"] > gain["before"]
     assert all(set(lap) == {"merge"} for lap in fit.state.move_log)
     cache = fit.state.cache
@@ -43,7 +43,7 @@ def test_candidate_summary_equals_the_merged_local_parameters_summary(seed):
                                                           init_counts=state.doc_topic_counts[0])
     state.doc_topic_counts[0] = counts
     state.cache.replace(0, summary)
-    move.visit_batch(state, 0, count, resp)
+    move.visit_batch(state, 0, (doc, word, count, corpus.num_docs), resp, model)
     a, b = move.pairs[0].tolist()
     _, (batches, total, _) = move.evaluate(state, a, b, 0)
     # direct: merge the responsibilities, refit the documents' Dirichlets with the merged sticks
@@ -82,3 +82,22 @@ def test_merging_a_duplicated_topic_is_accepted():
     result = model.fit(corpus, 2, state=state)
     assert result.state.move_log[-1]["merge"]["accepted"] >= 1
     assert result.posterior.K <= 4
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_accepted_deletes_raise_the_exact_bound_and_keep_the_memo_exact(seed):
+    corpus = random_corpus(seed)
+    B = 1 + seed % 3
+    fit = MemoizedHDP(K=10, laps=8, tol=0, seed=seed, moves="delete,merge").fit(corpus, B)
+    assert [m.name for m in MemoizedHDP(moves="merge,delete").moves] == ["delete", "merge"]
+    for gain in fit.state.move_gains:
+        assert gain["after"] > gain["before"]
+    assert all(set(lap) == {"delete", "merge"} for lap in fit.state.move_log)
+    cache = fit.state.cache
+    torch.testing.assert_close(cache.total.word_counts, cache.recomputed_total().word_counts)
+    assert float(cache.total.word_counts.sum()) == pytest.approx(corpus.num_tokens, rel=1e-10)
+    assert fit.posterior.K == cache.total.K == fit.state.doc_topic_counts[0].shape[1]
+    assert fit.elbo == pytest.approx(float(fit.posterior.elbo(cache.total)), rel=1e-12)
+    trace = np.asarray(fit.elbo_trace)
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+

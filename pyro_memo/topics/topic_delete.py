@@ -1,0 +1,106 @@
+"""Deletes of HDP topics accepted only when the exact memoized bound rises.
+
+At the start of a lap the smallest topic (by expected tokens) that has not been tried since
+the last accepted move is proposed for deletion. During the lap every batch runs a second
+local step under the current globals without that topic, so its tokens are reassigned to the other
+topics exactly as the document-level coordinate ascent would; the resulting summaries form
+the candidate memo. After the lap the candidate's sticks are optimised and its exact bound
+compared with the current one; the delete is kept only if the bound rises.
+"""
+
+import torch
+
+from .hdp_posterior import HDPPosterior
+from .hdp_sticks import expected_beta, optimize_sticks
+
+
+def sticks_without(rho, omega, k):
+    """Sticks whose expected weights are the current ones with topic ``k``'s moved to the tail."""
+    weights = expected_beta(rho)
+    keep = [i for i in range(len(rho)) if i != k]
+    kept = weights[keep]
+    remaining = 1 - torch.cat([kept.new_zeros(1), torch.cumsum(kept[:-1], 0)])
+    return (kept / remaining).clamp(1e-8, 1 - 1e-8), omega[keep]
+
+
+class TopicDeleteMove:
+    """Exact-bound deletion of small HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
+
+    :param float max_share: only topics holding at most this share of the tokens are tried.
+    """
+
+    name = "delete"
+
+    def __init__(self, max_share=0.05):
+        self.max_share = float(max_share)
+        self.target, self.candidate, self.batches, self.tried, self.tried_K = None, None, {}, set(), None
+
+    def start_lap(self, state):
+        self.target, self.candidate, self.batches = None, None, {}
+        total = state.cache.total
+        if total is None or total.K < 2 or len(state.cache) == 0:
+            return
+        if total.K != self.tried_K:  # topics were renumbered: every topic may be tried again
+            self.tried, self.tried_K = set(), total.K
+        sizes = total.topic_counts
+        share = sizes / sizes.sum()
+        for k in torch.argsort(sizes).tolist():
+            if k not in self.tried and float(share[k]) <= self.max_share:
+                self.target = k
+                break
+        if self.target is None:
+            return
+        post = state.posterior
+        self.keep, self.num_topics = [i for i in range(post.K) if i != self.target], post.K
+
+    def _without_target(self, post):
+        """The current globals with the target topic removed (its weight moved to the tail)."""
+        rho, omega = sticks_without(post.rho, post.omega, self.target)
+        return HDPPosterior(post.lam[self.keep], rho, omega, post.alpha, post.gamma, post.lam0)
+
+    def visit_batch(self, state, key, batch, resp, model):
+        if self.target is None or state.posterior.K != self.num_topics:
+            return
+        doc, word, count, num_docs = batch
+        # the candidate's batch step runs under the current globals less the target, so it
+        # keeps pace with the main fit's updates during the lap
+        self.candidate = self._without_target(state.posterior)
+        warm = state.doc_topic_counts.get(key)
+        if warm is not None and warm.shape[1] == len(self.keep) + 1:
+            warm = warm.clone()
+            share = warm[:, self.target:self.target + 1]
+            rest = warm[:, self.keep]
+            # the target's counts spread over the others in proportion (a start, then iterated)
+            warm = rest + share * (rest + 1e-12) / (rest + 1e-12).sum(1, keepdim=True)
+        _, counts, summary, _ = self.candidate.local_step(doc, word, count, num_docs, init_counts=warm,
+                                                          max_iter=model.local_iters, tol=model.local_tol)
+        self.batches[key] = (counts, summary)
+
+    def end_lap(self, state):
+        log = {"proposed": 0, "accepted": 0}
+        if self.target is None or set(self.batches) != set(state.cache.batches) \
+                or state.cache.total.K != self.num_topics:
+            self.target, self.batches = None, {}
+            return log
+        log["proposed"] = 1
+        current = float(state.posterior.elbo(state.cache.total))
+        total = None
+        for _, summary in self.batches.values():
+            total = summary if total is None else total + summary
+        cand = self.candidate
+        rho, omega = optimize_sticks(cand.rho, cand.omega, total.num_docs, total.sum_log_pi, cand.alpha, cand.gamma)
+        new = HDPPosterior(cand.lam0 + total.word_counts, rho, omega, cand.alpha, cand.gamma, cand.lam0)
+        value = float(new.elbo(total))
+        if value > current:
+            for key, (counts, summary) in self.batches.items():
+                state.doc_topic_counts[key] = counts
+                state.cache.batches[key] = summary
+            state.cache.total = total
+            state.posterior = new
+            state.move_gains.append({"move": "delete", "lap": state.laps_done, "before": current, "after": value})
+            log["accepted"] = 1
+            self.tried, self.tried_K = set(), new.K
+        else:
+            self.tried.add(self.target)
+        self.target, self.batches = None, {}
+        return log
