@@ -52,6 +52,7 @@ def main():
     parser.add_argument("--methods", default=None)
     parser.add_argument("--family", default=None, help="scoring family (default: zm-gauss for toy, else gauss)")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seed-list", default=None, help="comma-separated seeds (instead of 0 .. --seeds - 1)")
     parser.add_argument("--passes", type=float, default=20)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--K", type=int, default=25)
@@ -72,7 +73,8 @@ def main():
     print(f"{args.data}: {len(train)} training, {len(heldout)} held-out items, D = {train.shape[1]}, family "
           f"{family}, K = {args.K}, {args.batches} batches per pass, {args.passes:g} passes, {args.seeds} seeds",
           flush=True)
-    rows, _ = compare(train, methods, seeds=range(args.seeds), family=family, labels=labels, heldout=heldout,
+    seeds = [int(v) for v in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
+    rows, _ = compare(train, methods, seeds=seeds, family=family, labels=labels, heldout=heldout,
                       budget=Budget(args.passes, args.seconds), settings=Settings(args.K, args.batches),
                       out_dir=out, progress=lambda m: print(m, flush=True))
     print()
