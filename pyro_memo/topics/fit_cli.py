@@ -86,9 +86,11 @@ def run_fit_hdp(args):
                     fh.write(f"{k}\t{w:.4f}\t{' '.join(words)}\n")
 
         write_atomically(os.path.join(args.save, "topics.txt"), write_topics)
-        write_atomically(os.path.join(args.save, "topics.npz"),
-                         lambda tmp: np.savez(open(tmp, "wb"), topic_word=post.topic_means().cpu().numpy(),
-                                              weights=weights))
+        def write_npz(tmp):
+            with open(tmp, "wb") as fh:  # a handle: np.savez would append ".npz" to the temporary name
+                np.savez(fh, topic_word=post.topic_means().cpu().numpy(), weights=weights)
+
+        write_atomically(os.path.join(args.save, "topics.npz"), write_npz)
         write_trace_plot(os.path.join(args.save, "trace.png"), fit.elbo_trace, k_trace or [out["K"]], description)
         out["saved"] = args.save
     lines = [f"data      {description}",
