@@ -52,7 +52,7 @@ class StochasticHDP(MemoizedHDP):
         tokens = [(*corpus.tokens(b, dtype=self.dtype, device=self.device), len(b)) for b in batches]
         state = state or HDPState(rng=np.random.default_rng(self.seed))
         if state.posterior is None:
-            state.posterior = self.initial_posterior(corpus, np.random.default_rng(self.seed))
+            state.posterior = self.initial_posterior(corpus)
         result = HDPFitResult(state.posterior, [], [], state)
         for _ in range(self.laps - state.laps_done):
             start = time.perf_counter()
