@@ -54,7 +54,8 @@ def build_parser():
     fit.add_argument("--vocab", metavar="PATH",
                      help="--model hdp: vocabulary file of an LDA-C corpus, one word per line")
     fit.add_argument("--init", choices=("kmeans++", "random"), default="kmeans++",
-                     help="initial responsibilities (default kmeans++)")
+                     help="initial responsibilities (default kmeans++); --model hdp: initial topics, kmeans++ "
+                          "(a KL k-means of the documents) or random (random documents)")
     fit.add_argument("--seed", type=int, default=0, help="seed of initialisation and batch order (default 0)")
     fit.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, ... (default cpu)")
     fit.add_argument("--dtype", choices=("float64", "float32"), default="float64",

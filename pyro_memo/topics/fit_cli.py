@@ -52,7 +52,8 @@ def run_fit_hdp(args):
     batches = 1 if args.algo == "vb" else args.batches
     dtype = getattr(torch, args.dtype)
     model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps, tol=args.tol,
-                        seed=args.seed, dtype=dtype, device=args.device, moves=args.moves)
+                        seed=args.seed, dtype=dtype, device=args.device, moves=args.moves,
+                        init="kmeans" if args.init == "kmeans++" else "documents")
     state = load_hdp_state(os.path.join(args.resume, "state.pt"), args.device) if args.resume else \
         HDPState(rng=np.random.default_rng(args.seed))
     k_trace = []
@@ -73,7 +74,8 @@ def run_fit_hdp(args):
     out = {
         "data": args.data, "model": "hdp", "algo": args.algo, "documents": corpus.num_docs,
         "tokens": corpus.num_tokens, "V": corpus.vocab_size, "truncation": args.K, "batches": batches,
-        "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()), "k_trace": k_trace,
+        "init": model.init, "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()),
+        "k_trace": k_trace,
         "weights": weights.tolist(), "laps": len(fit.elbo_trace), "converged": fit.converged,
         "lap_seconds": fit.lap_seconds, "seconds": time.perf_counter() - start,
         "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],

@@ -13,10 +13,10 @@ from pyro_memo.synthetic import bars_corpus
 def test_hdp_fit_writes_json_topics_and_resumes(tmp_path, capsys):
     common = ["fit", "bars", "--model", "hdp", "--K", "12", "--algo", "memo", "--batches", "4", "--quiet",
               "--moves", "merge"]
-    assert main(common + ["--laps", "4", "--save", str(tmp_path / "run"), "--json", str(tmp_path / "a.json")]) == 0
+    assert main(common + ["--laps", "2", "--save", str(tmp_path / "run"), "--json", str(tmp_path / "a.json")]) == 0
     out = json.loads((tmp_path / "a.json").read_text())
-    assert out["model"] == "hdp" and out["laps"] == 4
-    assert len(out["moves"]) == 4 and all("merge" in lap for lap in out["moves"])
+    assert out["model"] == "hdp" and out["laps"] == 2 and out["init"] == "kmeans"
+    assert len(out["moves"]) == 2 and all("merge" in lap for lap in out["moves"])
     assert len(out["top_words"]) == len(out["weights"])
     assert all(len(t["words"]) == 10 for t in out["top_words"])
     lines = (tmp_path / "run" / "topics.txt").read_text().splitlines()
@@ -24,12 +24,12 @@ def test_hdp_fit_writes_json_topics_and_resumes(tmp_path, capsys):
     saved = np.load(tmp_path / "run" / "topics.npz")
     np.testing.assert_allclose(saved["topic_word"].sum(1), 1.0)
     assert "topic" in capsys.readouterr().out
-    # resuming for 3 more laps continues the same trajectory as one 7-lap fit
-    assert main(common + ["--laps", "7", "--resume", str(tmp_path / "run"), "--json", str(tmp_path / "b.json")]) == 0
-    assert main(common + ["--laps", "7", "--json", str(tmp_path / "c.json")]) == 0
+    # resuming for 2 more laps continues the same trajectory as one 4-lap fit
+    assert main(common + ["--laps", "4", "--resume", str(tmp_path / "run"), "--json", str(tmp_path / "b.json")]) == 0
+    assert main(common + ["--laps", "4", "--json", str(tmp_path / "c.json")]) == 0
     resumed = json.loads((tmp_path / "b.json").read_text())["elbo_trace"]
     direct = json.loads((tmp_path / "c.json").read_text())["elbo_trace"]
-    assert len(resumed) == 7
+    assert len(resumed) == 4
     np.testing.assert_allclose(resumed, direct, rtol=1e-8)
 
 
@@ -45,8 +45,9 @@ def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     (tmp_path / "c.ldac").write_text("\n".join(lines) + "\n")
     (tmp_path / "vocab.txt").write_text("\n".join(corpus.vocab) + "\n")
     assert main(["fit", str(tmp_path / "c.ldac"), "--model", "hdp", "--K", "5", "--laps", "2", "--quiet",
-                 "--json", str(tmp_path / "o.json")]) == 0
-    assert json.loads((tmp_path / "o.json").read_text())["V"] == 25
+                 "--init", "random", "--json", str(tmp_path / "o.json")]) == 0
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert out["V"] == 25 and out["init"] == "documents"
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -68,8 +68,8 @@ def test_local_step_converges_and_each_iteration_raises_the_bound(seed):
 
 def test_one_batch_and_many_batches_reach_similar_bounds_on_bars():
     corpus, _, _ = bars_corpus(300, 50, seed=1)
-    one = MemoizedHDP(K=15, laps=40, seed=0).fit(corpus, 1)
-    many = MemoizedHDP(K=15, laps=40, seed=0).fit(corpus, 6)
+    one = MemoizedHDP(K=15, laps=15, seed=0).fit(corpus, 1)
+    many = MemoizedHDP(K=15, laps=15, seed=0).fit(corpus, 6)
     per_token = np.array([one.elbo, many.elbo]) / corpus.num_tokens
     assert abs(per_token[0] - per_token[1]) < 0.05
 
@@ -77,7 +77,7 @@ def test_one_batch_and_many_batches_reach_similar_bounds_on_bars():
 def test_fit_matches_the_true_topics_held_out_score_and_finds_the_bars():
     corpus, topics, _ = bars_corpus(600, 200, alpha=0.2, seed=2)
     train, test = split_documents(corpus, 0.2, seed=0)
-    fit = MemoizedHDP(K=20, laps=60, seed=0).fit(train, 5)
+    fit = MemoizedHDP(K=20, laps=20, seed=0).fit(train, 5)
     score = document_completion(fit.posterior, test)
     # reference: the true bars as (nearly exact) topics with equal global weights
     K = len(topics)
