@@ -90,9 +90,10 @@ def _check_options(args):
         if not getattr(args, name) > 0:
             raise ValueError(f"--{name} must be positive; got {getattr(args, name)}")
     if args.model == "hdp" and args.moves:
-        unknown = {m.strip() for m in args.moves.split(",") if m.strip()} - {"merge", "delete"}
+        unknown = {m.strip() for m in args.moves.split(",") if m.strip()} - {"birth", "merge", "delete"}
         if unknown:
-            raise ValueError(f"--moves {','.join(sorted(unknown))} is not available for --model hdp (merge, delete)")
+            raise ValueError(f"--moves {','.join(sorted(unknown))} is not available for --model hdp "
+                             "(birth, merge, delete)")
     if args.resume and args.algo != "memo" and args.model != "hdp":
         raise ValueError("--resume needs --algo memo")
     if args.moves and args.algo != "memo" and args.model != "hdp":

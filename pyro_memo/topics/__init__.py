@@ -5,6 +5,7 @@ from .hdp_posterior import HDPPosterior
 from .heldout import doc_topic_weights, document_completion, top_words
 from .memoized_hdp import HDPFitResult, HDPState, MemoizedHDP
 from .stochastic_hdp import StochasticHDP
+from .topic_birth import TopicBirthMove
 from .topic_delete import TopicDeleteMove
 from .topic_merge import TopicMergeMove
 from .topic_summary import TopicSummary
@@ -16,6 +17,7 @@ __all__ = [
     "HDPState",
     "MemoizedHDP",
     "StochasticHDP",
+    "TopicBirthMove",
     "TopicDeleteMove",
     "TopicMergeMove",
     "TopicSummary",

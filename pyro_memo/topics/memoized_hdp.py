@@ -10,16 +10,17 @@ import torch
 from ..inference.summary_cache import SummaryCache
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
+from .topic_birth import TopicBirthMove
 from .topic_delete import TopicDeleteMove
 from .topic_init import INITS, initial_topics
 from .topic_merge import TopicMergeMove
 
 #: topic moves by name, in the order their lap-end evaluations run
-TOPIC_MOVES = {"delete": TopicDeleteMove, "merge": TopicMergeMove}
+TOPIC_MOVES = {"birth": TopicBirthMove, "delete": TopicDeleteMove, "merge": TopicMergeMove}
 
 
 def make_topic_move(move):
-    """A topic move from its name (``"merge"``, ``"delete"``) or the move object itself."""
+    """A topic move from its name (``"birth"``, ``"merge"``, ``"delete"``) or the move object itself."""
     if isinstance(move, str):
         if move not in TOPIC_MOVES:
             raise ValueError(f"unknown topic move {move!r}; available: {', '.join(TOPIC_MOVES)}")
@@ -100,9 +101,10 @@ class MemoizedHDP:
         step against the initial topics and updates the globals once, when the memo is
         complete, so the initial topics are not refit to the first batch alone (on
         Wikipedia with 20 batches that refit costs about 0.1 nats/token held out).
-    :param moves: ``"merge"``, ``"delete"`` (comma-separated) or move objects
-        (:class:`~pyro_memo.topics.TopicMergeMove`, :class:`~pyro_memo.topics.TopicDeleteMove`):
-        topic merges / deletes accepted only when the exact bound rises (logged per lap in
+    :param moves: ``"birth"``, ``"merge"``, ``"delete"`` (comma-separated) or move objects
+        (:class:`~pyro_memo.topics.TopicBirthMove`, :class:`~pyro_memo.topics.TopicMergeMove`,
+        :class:`~pyro_memo.topics.TopicDeleteMove`): topic births / merges / deletes accepted
+        only when the exact bound rises (logged per lap in
         ``state.move_log``, gains in ``state.move_gains``); a fit with moves converges only
         after a lap with no accepted move.
     """

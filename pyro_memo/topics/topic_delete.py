@@ -10,8 +10,9 @@ compared with the current one; the delete is kept only if the bound rises.
 
 import torch
 
+from .candidate_memo import accept_if_better
 from .hdp_posterior import HDPPosterior
-from .hdp_sticks import expected_beta, optimize_sticks
+from .hdp_sticks import expected_beta
 
 
 def sticks_without(rho, omega, k):
@@ -83,23 +84,9 @@ class TopicDeleteMove:
             self.target, self.batches = None, {}
             return log
         log["proposed"] = 1
-        current = float(state.posterior.elbo(state.cache.total))
-        total = None
-        for _, summary in self.batches.values():
-            total = summary if total is None else total + summary
-        cand = self.candidate
-        rho, omega = optimize_sticks(cand.rho, cand.omega, total.num_docs, total.sum_log_pi, cand.alpha, cand.gamma)
-        new = HDPPosterior(cand.lam0 + total.word_counts, rho, omega, cand.alpha, cand.gamma, cand.lam0)
-        value = float(new.elbo(total))
-        if value > current:
-            for key, (counts, summary) in self.batches.items():
-                state.doc_topic_counts[key] = counts
-                state.cache.batches[key] = summary
-            state.cache.total = total
-            state.posterior = new
-            state.move_gains.append({"move": "delete", "lap": state.laps_done, "before": current, "after": value})
+        if accept_if_better(state, self.candidate, self.batches, self.name):
             log["accepted"] = 1
-            self.tried, self.tried_K = set(), new.K
+            self.tried, self.tried_K = set(), state.posterior.K
         else:
             self.tried.add(self.target)
         self.target, self.batches = None, {}

@@ -54,7 +54,7 @@ def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     (["fit", "--model", "hdp"], "needs a corpus"),
     (["fit", "nowhere.ldac", "--model", "hdp"], "no such file"),
     (["fit", "bars", "--model", "hdp", "--gamma", "0"], "--gamma must be positive"),
-    (["fit", "bars", "--model", "hdp", "--moves", "merge,birth", "--algo", "memo"], "birth is not available"),
+    (["fit", "bars", "--model", "hdp", "--moves", "merge,split", "--algo", "memo"], "split is not available"),
     (["fit", "bars", "--model", "hdp", "--algo", "memo", "--batches", "100000"], "exceeds the number of documents"),
 ])
 def test_hdp_fit_errors_name_the_problem(argv, message, capsys):

@@ -1,0 +1,35 @@
+"""A candidate memo built beside the main fit during a lap, kept only when the exact bound
+rises: the acceptance step shared by topic births and deletes."""
+
+from .hdp_posterior import HDPPosterior
+from .hdp_sticks import optimize_sticks
+
+
+def accept_if_better(state, candidate, batches, name):
+    """Compare the exact bound of a complete candidate memo with the current one.
+
+    :param state: the fit's :class:`~pyro_memo.topics.HDPState` (memo complete).
+    :param HDPPosterior candidate: globals the candidate's sticks start from.
+    :param dict batches: batch key -> ``(doc_topic_counts, TopicSummary)``, one per memo batch,
+        from local steps run under the candidate's topics.
+    :param str name: the move's name, for ``state.move_gains``.
+    :returns: whether the candidate replaced the memo, the globals and the warm starts.
+    """
+    current = float(state.posterior.elbo(state.cache.total))
+    total = None
+    for _, summary in batches.values():
+        total = summary if total is None else total + summary
+    rho, omega = optimize_sticks(candidate.rho, candidate.omega, total.num_docs, total.sum_log_pi, candidate.alpha,
+                                 candidate.gamma)
+    new = HDPPosterior(candidate.lam0 + total.word_counts, rho, omega, candidate.alpha, candidate.gamma,
+                       candidate.lam0)
+    value = float(new.elbo(total))
+    if not value > current:
+        return False
+    for key, (counts, summary) in batches.items():
+        state.doc_topic_counts[key] = counts
+        state.cache.batches[key] = summary
+    state.cache.total = total
+    state.posterior = new
+    state.move_gains.append({"move": name, "lap": state.laps_done, "before": current, "after": value})
+    return True

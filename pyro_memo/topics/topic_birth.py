@@ -1,0 +1,122 @@
+"""Births of HDP topics accepted only when the exact memoized bound rises (paper 001,
+"Birth moves"; for the HDP, Hughes, Kim & Sudderth 2015 §5).
+
+At the start of a lap the largest topic not tried since the last accepted birth is the
+target. At the first batch of the lap its tokens (weighted by their responsibilities for the
+target) are clustered by the KL k-means of :mod:`~pyro_memo.topics.topic_init` into
+``num_new`` fresh topics, scaled to the target's share of the whole corpus, and the candidate
+replaces the target by them. During the lap every batch runs a second local step under the
+current globals with that replacement, building a complete candidate memo; after the lap the
+candidate's sticks are optimised and the birth is kept only if the exact bound rises.
+"""
+
+import numpy as np
+import torch
+
+from .candidate_memo import accept_if_better
+from .corpus import Corpus
+from .hdp_posterior import HDPPosterior
+from .hdp_sticks import expected_beta
+from .topic_init import kmeans_topics
+
+
+def sticks_from_weights(weights, omega):
+    """Stick means whose expected weights are ``weights[:-1]`` (the last entry is the tail)."""
+    kept = weights[:-1]
+    remaining = 1 - torch.cat([kept.new_zeros(1), torch.cumsum(kept[:-1], 0)])
+    return (kept / remaining).clamp(1e-8, 1 - 1e-8), omega
+
+
+class TopicBirthMove:
+    """Exact-bound births of HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
+
+    :param int num_new: topics that replace the target (at least 2).
+    :param float min_tokens: a batch must give the target at least this many tokens.
+    """
+
+    name = "birth"
+
+    def __init__(self, num_new=3, min_tokens=50.0):
+        if int(num_new) < 2:
+            raise ValueError(f"num_new must be at least 2; got {num_new}")
+        self.num_new, self.min_tokens = int(num_new), float(min_tokens)
+        self.target, self.new_lam, self.batches, self.tried, self.tried_K = None, None, {}, set(), None
+
+    def start_lap(self, state):
+        self.target, self.new_lam, self.batches = None, None, {}
+        total = state.cache.total
+        if total is None or len(state.cache) == 0:
+            return
+        if total.K != self.tried_K:  # topics were renumbered: every topic may be tried again
+            self.tried, self.tried_K = set(), total.K
+        for k in torch.argsort(total.topic_counts, descending=True).tolist():
+            if k not in self.tried:
+                self.target = k
+                break
+        self.num_topics = total.K
+        self.target_tokens = float(total.topic_counts[self.target]) if self.target is not None else 0.0
+
+    def _new_topics(self, batch, resp, post, seed):
+        """``(num_new, V)`` Dirichlet parameters of the target's tokens in ``batch`` clustered
+        by document, scaled to the target's share of the corpus; ``None`` if too few."""
+        doc, word, count, num_docs = batch
+        weight = count * resp[:, self.target]
+        keep = weight > 1e-6
+        mass = float(weight[keep].sum())
+        if mass < self.min_tokens:
+            return None
+        d, w, c = doc[keep].cpu().numpy(), word[keep].cpu().numpy(), weight[keep].double().cpu().numpy()
+        docs, inverse = np.unique(d, return_inverse=True)
+        if len(docs) < self.num_new:
+            return None
+        order = np.argsort(inverse, kind="stable")
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(docs)))])
+        restricted = Corpus(ptr, w[order], c[order], post.V)
+        centers = torch.as_tensor(kmeans_topics(restricted, self.num_new, post.lam0, seed=seed),
+                                  dtype=post.lam.dtype, device=post.lam.device)
+        return post.lam0 + centers * (self.target_tokens / mass)
+
+    def _candidate(self, post):
+        """The current globals with the target replaced by the new topics (appended last), its
+        expected weight shared among them in proportion to their sizes."""
+        keep = [k for k in range(post.K) if k != self.target]
+        weights = expected_beta(post.rho)
+        share = (self.new_lam - post.lam0).sum(1)
+        split = weights[self.target] * share / share.sum()
+        new_weights = torch.cat([weights[keep], split, weights[-1:]])
+        rho, omega = sticks_from_weights(new_weights, torch.cat([post.omega[keep],
+                                                                  post.omega[self.target].expand(self.num_new)]))
+        return HDPPosterior(torch.cat([post.lam[keep], self.new_lam]), rho, omega, post.alpha, post.gamma, post.lam0)
+
+    def visit_batch(self, state, key, batch, resp, model):
+        post = state.posterior
+        if self.target is None or post.K != self.num_topics:
+            return
+        if self.new_lam is None:
+            self.new_lam = self._new_topics(batch, resp, post, seed=state.laps_done)
+            if self.new_lam is None:
+                self.tried.add(self.target)
+                self.target = None
+                return
+        doc, word, count, num_docs = batch
+        # the candidate's batch step runs under the current globals with the split, so it
+        # keeps pace with the main fit's updates during the lap
+        self.candidate = self._candidate(post)
+        _, counts, summary, _ = self.candidate.local_step(doc, word, count, num_docs, max_iter=model.local_iters,
+                                                          tol=model.local_tol)
+        self.batches[key] = (counts, summary)
+
+    def end_lap(self, state):
+        log = {"proposed": 0, "accepted": 0}
+        if self.target is None or set(self.batches) != set(state.cache.batches) \
+                or state.cache.total.K != self.num_topics:
+            self.target, self.batches = None, {}
+            return log
+        log["proposed"] = 1
+        if accept_if_better(state, self.candidate, self.batches, self.name):
+            log["accepted"] = 1
+            self.tried, self.tried_K = set(), state.posterior.K
+        else:
+            self.tried.add(self.target)
+        self.target, self.new_lam, self.batches = None, None, {}
+        return log

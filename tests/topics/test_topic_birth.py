@@ -1,0 +1,71 @@
+"""Topic births: accepted only with an exact bound increase (randomised), the candidate keeps
+every other topic's weight, and births from two topics find the bars."""
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_memo.synthetic import bars_corpus
+from pyro_memo.topics import MemoizedHDP, TopicBirthMove, document_completion, split_documents
+from pyro_memo.topics.hdp_sticks import expected_beta
+from tests.topics.test_memoized_hdp import random_corpus
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_accepted_births_raise_the_exact_bound_and_keep_the_memo_exact(seed):
+    corpus = random_corpus(seed)
+    B = 1 + seed % 3
+    fit = MemoizedHDP(K=2, laps=8, tol=0, seed=seed, moves=[TopicBirthMove(num_new=2 + seed % 2, min_tokens=5),
+                                                            "merge"]).fit(corpus, B)
+    assert [m.name for m in MemoizedHDP(moves="merge,birth").moves] == ["birth", "merge"]
+    for gain in fit.state.move_gains:
+        assert gain["after"] > gain["before"]
+    cache = fit.state.cache
+    fresh = cache.recomputed_total()
+    torch.testing.assert_close(cache.total.word_counts, fresh.word_counts)
+    torch.testing.assert_close(cache.total.sum_log_pi, fresh.sum_log_pi)
+    assert float(cache.total.word_counts.sum()) == pytest.approx(corpus.num_tokens, rel=1e-10)
+    assert fit.posterior.K == cache.total.K == fit.state.doc_topic_counts[0].shape[1]
+    assert fit.elbo == pytest.approx(float(fit.posterior.elbo(cache.total)), rel=1e-12)
+    trace = np.asarray(fit.elbo_trace)
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+
+
+def test_candidate_replaces_the_target_and_keeps_the_other_weights():
+    corpus = random_corpus(1, num_docs=80)
+    model = MemoizedHDP(K=4, laps=2, seed=0)
+    fit = model.fit(corpus, 2)
+    move = TopicBirthMove(num_new=3, min_tokens=1)
+    move.start_lap(fit.state)
+    target = move.target
+    assert target == int(torch.argmax(fit.state.cache.total.topic_counts))
+    doc, word, count = corpus.tokens()
+    resp, _, _, _ = fit.posterior.local_step(doc, word, count, corpus.num_docs)
+    post = fit.posterior
+    move.new_lam = move._new_topics((doc, word, count, corpus.num_docs), resp, post, seed=0)
+    assert move.new_lam.shape == (3, corpus.vocab_size)
+    # the new topics carry the target's expected tokens in all
+    torch.testing.assert_close((move.new_lam - post.lam0).sum(), fit.state.cache.total.topic_counts[target])
+    cand = move._candidate(post)
+    keep = [k for k in range(post.K) if k != target]
+    torch.testing.assert_close(cand.lam[:-3], post.lam[keep])
+    old, new = expected_beta(post.rho), expected_beta(cand.rho)
+    torch.testing.assert_close(new[:len(keep)], old[keep], rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(new[len(keep):-1].sum(), old[target], rtol=1e-6, atol=1e-9)
+
+
+def test_births_from_two_topics_find_the_bars():
+    corpus, topics, _ = bars_corpus(200, 80, alpha=0.2, seed=4)
+    train, test = split_documents(corpus, 0.2, seed=0)
+    fit = MemoizedHDP(K=2, laps=10, seed=0, moves="birth,merge").fit(train, 2)
+    without = MemoizedHDP(K=2, laps=10, seed=0).fit(train, 2)
+    assert fit.elbo > without.elbo
+    assert document_completion(fit.posterior, test) > document_completion(without.posterior, test) + 0.2
+    phi = fit.posterior.topic_means().numpy()
+    dist = np.abs(topics[:, None, :] - phi[None]).sum(-1)
+    assert np.sum(dist.min(1) < 0.3) >= 9  # at least 9 of the 10 bars have a close learned topic
+
+
+def test_bad_birth_settings_raise():
+    with pytest.raises(ValueError, match="num_new must be at least 2"):
+        TopicBirthMove(num_new=1)
