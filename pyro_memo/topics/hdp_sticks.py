@@ -71,14 +71,18 @@ def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100
 
     Runs L-BFGS (strong Wolfe line search) on unconstrained ``(logit rho, log omega)`` and
     returns the optimum, or the start itself if the optimiser did not improve on it, so an
-    update never lowers the objective.
+    update never lowers the objective. The ``2K`` parameters are optimised in float64 whatever
+    the inputs' dtype (float32 cannot hold sticks within 1e-8 of 1) and returned in it.
     """
+    dtype = rho.dtype
+    rho, omega, sum_log_pi = rho.double(), omega.double(), sum_log_pi.double()
+
     def value(r, w):
         return top_level_objective(r, w, num_docs, sum_log_pi, alpha, gamma)
 
     K = rho.shape[0]
     if K == 0:
-        return rho, omega
+        return rho.to(dtype), omega.to(dtype)
     rho = rho.clamp(1e-8, 1 - 1e-8)
     with torch.no_grad():
         start = float(value(rho, omega))
@@ -97,5 +101,6 @@ def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100
     with torch.no_grad():
         r, w = torch.sigmoid(params[:K]).clamp(1e-12, 1 - 1e-12), torch.exp(params[K:])
         if torch.isfinite(r).all() and torch.isfinite(w).all() and float(value(r, w)) >= start:
-            return r.detach(), w.detach()
-    return rho, omega
+            rho, omega = r.detach(), w.detach()
+    eps = torch.finfo(dtype).eps
+    return rho.to(dtype).clamp(eps, 1 - eps), omega.to(dtype)

@@ -128,3 +128,19 @@ def test_stick_optimizer_finds_a_stationary_point_and_never_lowers_the_objective
         dw = torch.as_tensor(rng.normal(0, 0.05, K))
         other = top_level_objective(torch.sigmoid(torch.logit(r) + dr), w * torch.exp(dw), *args)
         assert float(other) <= best + 1e-8 * abs(best)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stick_optimizer_works_in_float64_for_float32_inputs(seed):
+    rng = np.random.default_rng(seed)
+    K, D = 60, 6000  # Wikipedia-sized: float32 L-BFGS steps on these sticks overflowed
+    sum_log_pi = -torch.as_tensor(rng.uniform(0.5, 400, K + 1) * D)
+    rho, omega = random_sticks(K, seed)
+    args = (D, sum_log_pi, 0.5, 10.0)
+    r64, w64 = optimize_sticks(rho, omega, *args)
+    r32, w32 = optimize_sticks(rho.float(), omega.float(), D, sum_log_pi.float(), 0.5, 10.0)
+    assert r32.dtype == w32.dtype == torch.float32
+    assert bool(((r32 > 0) & (r32 < 1)).all()) and bool(torch.isfinite(w32).all())
+    torch.testing.assert_close(r32.double(), r64, rtol=1e-3, atol=1e-6)
+    assert float(top_level_objective(r32.double(), w32.double(), *args)) >= \
+        float(top_level_objective(rho, omega, *args))

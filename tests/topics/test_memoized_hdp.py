@@ -117,3 +117,11 @@ def test_type_split_scores_are_lower_than_token_split_scores():
     assert types < tokens < 0
     with pytest.raises(ValueError, match="split"):
         document_completion(post, test, split="words")
+
+
+def test_float32_fit_tracks_the_float64_fit():
+    corpus, _, _ = bars_corpus(200, 50, seed=3)
+    f64 = MemoizedHDP(K=12, laps=8, seed=0).fit(corpus, 4)
+    f32 = MemoizedHDP(K=12, laps=8, seed=0, dtype=torch.float32).fit(corpus, 4)
+    assert f32.posterior.lam.dtype == f32.posterior.rho.dtype == torch.float32
+    np.testing.assert_allclose(f32.elbo_trace, f64.elbo_trace, rtol=1e-4)
