@@ -2,6 +2,9 @@
 
 from .harness import COLUMNS, compare, load_array_split, markdown_tables, merge_outputs, read_outputs, summarize
 from .methods import METHODS, Budget, Run, Settings
+from .topic_harness import TOPIC_COLUMNS, compare_topics
+from .topic_methods import TOPIC_METHODS, TopicRun, TopicSettings
 
-__all__ = ["COLUMNS", "METHODS", "Budget", "Run", "Settings", "compare", "load_array_split", "markdown_tables",
-           "merge_outputs", "read_outputs", "summarize"]
+__all__ = ["COLUMNS", "METHODS", "TOPIC_COLUMNS", "TOPIC_METHODS", "Budget", "Run", "Settings", "TopicRun",
+           "TopicSettings", "compare", "compare_topics", "load_array_split", "markdown_tables", "merge_outputs",
+           "read_outputs", "summarize"]

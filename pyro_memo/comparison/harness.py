@@ -72,13 +72,14 @@ def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=No
     return rows, runs
 
 
-def summarize(rows):
-    """Mean and standard deviation over seeds per method: ``{method: {column: (mean, sd)}}``."""
+def summarize(rows, columns=COLUMNS):
+    """Mean and standard deviation over seeds per method: ``{method: {column: (mean, sd)}}``
+    for ``columns`` after the first two (method, seed)."""
     out = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         out[method] = {c: (float(np.mean([r[c] for r in mine])), float(np.std([r[c] for r in mine])))
-                       for c in COLUMNS[2:]}
+                       for c in columns[2:]}
         out[method]["runs"] = len(mine)
     return out
 
@@ -87,13 +88,14 @@ def _fmt(value, digits=4):
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def markdown_tables(rows):
-    """``(per-run table, per-method summary table)`` in Markdown."""
-    head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
-    body = "".join("| " + " | ".join(str(r[c]) if c in ("method", "seed", "effective_k") else _fmt(r[c])
-                                     for c in COLUMNS) + " |\n" for r in rows)
-    stats = summarize(rows)
-    cols = COLUMNS[2:]
+def markdown_tables(rows, columns=COLUMNS):
+    """``(per-run table, per-method summary table)`` in Markdown (integer and text cells as
+    they are, floats to four decimals)."""
+    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    body = "".join("| " + " | ".join(_fmt(r[c]) if isinstance(r[c], float) else str(r[c])
+                                     for c in columns) + " |\n" for r in rows)
+    stats = summarize(rows, columns)
+    cols = columns[2:]
     summary = "| method | runs | " + " | ".join(cols) + " |\n|" + "---|" * (len(cols) + 2) + "\n"
     for method, s in stats.items():
         summary += f"| {method} | {s['runs']} | " + " | ".join(
@@ -101,32 +103,38 @@ def markdown_tables(rows):
     return head + body, summary
 
 
+def write_csv(path, header, lines):
+    """A CSV file with ``header`` and ``lines``, written atomically."""
+    def dump(tmp):
+        with open(tmp, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(lines)
+
+    write_atomically(path, dump)
+
+
+def write_text(path, text):
+    """A text file, written atomically."""
+    def dump(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+
+    write_atomically(path, dump)
+
+
 def write_outputs(out_dir, rows, runs, n, plots=True):
     """Tables (CSV, Markdown), every trace as CSV, and (``plots=True``) the plots, each
     written atomically."""
     os.makedirs(out_dir, exist_ok=True)
-
-    def write_csv(path, header, lines):
-        def dump(tmp):
-            with open(tmp, "w", newline="") as f:
-                writer = csv.writer(f)
-                writer.writerow(header)
-                writer.writerows(lines)
-
-        write_atomically(path, dump)
-
     write_csv(os.path.join(out_dir, "runs.csv"), COLUMNS, [[r[c] for c in COLUMNS] for r in rows])
     trace_lines = [[m, s, p, t, e / n, k] for (m, s), run in runs.items()
                    for p, t, e, k in zip(run.passes, run.seconds, run.elbo, run.K, strict=True)]
     write_csv(os.path.join(out_dir, "traces.csv"), ("method", "seed", "passes", "seconds", "elbo_per_item", "K"),
               trace_lines)
     per_run, summary = markdown_tables(rows)
-    for name, text in (("runs.md", per_run), ("summary.md", summary)):
-        def dump(tmp, text=text):
-            with open(tmp, "w") as f:
-                f.write(text)
-
-        write_atomically(os.path.join(out_dir, name), dump)
+    write_text(os.path.join(out_dir, "runs.md"), per_run)
+    write_text(os.path.join(out_dir, "summary.md"), summary)
     if plots:
         from .plots import write_plots
 

@@ -39,6 +39,14 @@ def expected_beta(rho):
     return torch.cat([rho * before, remaining[-1:]])
 
 
+def rho_from_weights(weights):
+    """Stick means whose expected weights :math:`E[\\beta_k] = \\rho_k\\prod_{l<k}(1-\\rho_l)`
+    are ``weights[:-1]`` (``weights`` ``(K + 1,)``, the last entry the tail's)."""
+    kept = weights[:-1]
+    remaining = 1 - torch.cat([kept.new_zeros(1), torch.cumsum(kept[:-1], 0)])
+    return (kept / remaining).clamp(1e-8, 1 - 1e-8)
+
+
 def top_level_objective(rho, omega, num_docs, sum_log_pi, alpha, gamma):
     """The terms of the HDP bound that depend on ``q(u)``.
 

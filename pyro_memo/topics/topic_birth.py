@@ -16,15 +16,8 @@ import torch
 from .candidate_memo import accept_if_better
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
-from .hdp_sticks import expected_beta
+from .hdp_sticks import expected_beta, rho_from_weights
 from .topic_init import kmeans_topics
-
-
-def sticks_from_weights(weights, omega):
-    """Stick means whose expected weights are ``weights[:-1]`` (the last entry is the tail)."""
-    kept = weights[:-1]
-    remaining = 1 - torch.cat([kept.new_zeros(1), torch.cumsum(kept[:-1], 0)])
-    return (kept / remaining).clamp(1e-8, 1 - 1e-8), omega
 
 
 class TopicBirthMove:
@@ -84,8 +77,8 @@ class TopicBirthMove:
         share = (self.new_lam - post.lam0).sum(1)
         split = weights[self.target] * share / share.sum()
         new_weights = torch.cat([weights[keep], split, weights[-1:]])
-        rho, omega = sticks_from_weights(new_weights, torch.cat([post.omega[keep],
-                                                                  post.omega[self.target].expand(self.num_new)]))
+        rho = rho_from_weights(new_weights)
+        omega = torch.cat([post.omega[keep], post.omega[self.target].expand(self.num_new)])
         return HDPPosterior(torch.cat([post.lam[keep], self.new_lam]), rho, omega, post.alpha, post.gamma, post.lam0)
 
     def visit_batch(self, state, key, batch, resp, model):

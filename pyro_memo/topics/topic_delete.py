@@ -12,16 +12,14 @@ import torch
 
 from .candidate_memo import accept_if_better
 from .hdp_posterior import HDPPosterior
-from .hdp_sticks import expected_beta
+from .hdp_sticks import expected_beta, rho_from_weights
 
 
 def sticks_without(rho, omega, k):
     """Sticks whose expected weights are the current ones with topic ``k``'s moved to the tail."""
     weights = expected_beta(rho)
     keep = [i for i in range(len(rho)) if i != k]
-    kept = weights[keep]
-    remaining = 1 - torch.cat([kept.new_zeros(1), torch.cumsum(kept[:-1], 0)])
-    return (kept / remaining).clamp(1e-8, 1 - 1e-8), omega[keep]
+    return rho_from_weights(torch.cat([weights[keep], weights.new_zeros(1)])), omega[keep]
 
 
 class TopicDeleteMove:

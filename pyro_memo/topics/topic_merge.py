@@ -13,7 +13,7 @@ bound rises.
 import torch
 
 from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm
-from .hdp_sticks import expected_beta, optimize_sticks
+from .hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
 from .topic_summary import TopicSummary
 
 
@@ -40,10 +40,7 @@ def merged_sticks(rho, omega, a, b):
     weights = expected_beta(rho)
     weights[a] = weights[a] + weights[b]
     keep = torch.cat([torch.arange(b), torch.arange(b + 1, len(weights))])
-    weights = weights[keep]
-    remaining = 1 - torch.cat([weights.new_zeros(1), torch.cumsum(weights[:-1], 0)])
-    new_rho = (weights[:-1] / remaining[:-1]).clamp(1e-8, 1 - 1e-8)
-    return new_rho, omega[keep[:-1]]
+    return rho_from_weights(weights[keep]), omega[keep[:-1]]
 
 
 def batch_summary_from_counts(summary, counts, alpha, weights, entropy):

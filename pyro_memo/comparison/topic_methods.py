@@ -1,0 +1,175 @@
+"""HDP topic-model methods behind one signature, scored alike: memoized HDP (with and without
+moves), stochastic online HDP, and gensim's / tomotopy's HDP when installed.
+
+A runner takes the training :class:`~pyro_memo.topics.Corpus`, a
+:class:`~pyro_memo.comparison.Budget` (laps or seconds), the shared :class:`TopicSettings`
+and a seed, and returns a :class:`TopicRun`: its trace and an
+:class:`~pyro_memo.topics.HDPPosterior` that the harness scores by document completion.
+External libraries' topics enter as an :class:`HDPPosterior` through
+:func:`posterior_from_topics`, so every method's held-out score comes from the same local
+step and the same point estimates.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..topics import HDPPosterior, MemoizedHDP, StochasticHDP
+from ..topics.hdp_sticks import rho_from_weights
+
+
+@dataclass
+class TopicSettings:
+    """What every method shares: truncation ``K``, ``batches`` per lap, the model's
+    ``alpha``, ``gamma``, ``lam0``, and the dtype of our variational methods."""
+
+    K: int = 100
+    batches: int = 20
+    alpha: float = 0.5
+    gamma: float = 10.0
+    lam0: float = 0.1
+    dtype: torch.dtype = torch.float64
+
+
+@dataclass
+class TopicRun:
+    """One run: laps, own seconds (scoring excluded) and bound per token (NaN for methods
+    without our bound) at each trace point; topics with expected weight > 1%; the final
+    globals."""
+
+    laps: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+    bound: list = field(default_factory=list)
+    K: list = field(default_factory=list)
+    posterior: HDPPosterior = None
+
+
+def posterior_from_topics(topic_word, weights, settings, tokens):
+    """An :class:`HDPPosterior` whose topics have means ``topic_word`` ``(K, V)`` and
+    ``tokens`` expected tokens in all, shared by ``weights`` ``(K,)``, whose top-level
+    weights are ``weights`` (scaled to leave 1% for the tail), sharply concentrated."""
+    topic_word = torch.as_tensor(np.asarray(topic_word), dtype=settings.dtype)
+    weights = torch.as_tensor(np.asarray(weights), dtype=settings.dtype).clamp_min(1e-10)
+    weights = weights / weights.sum()
+    order = torch.argsort(weights, descending=True)
+    topic_word, weights = topic_word[order], weights[order]
+    mass = (weights * float(tokens))[:, None]
+    lam = settings.lam0 + topic_word / topic_word.sum(1, keepdim=True) * mass
+    rho = rho_from_weights(torch.cat([0.99 * weights, weights.new_full((1,), 0.01)]))
+    omega = torch.full_like(weights, 1e4)
+    return HDPPosterior(lam, rho, omega, settings.alpha, settings.gamma, settings.lam0)
+
+
+def _effective(post):
+    return int((post.expected_beta()[:-1] > 0.01).sum())
+
+
+def _run_ours(model, corpus, budget, settings):
+    run = TopicRun()
+    start = time.perf_counter()
+    paused = 0.0
+
+    def callback(lap, elbo, posterior):
+        nonlocal paused
+        now = time.perf_counter()
+        run.laps.append(lap + 1)
+        run.seconds.append(now - start - paused)
+        run.bound.append(elbo / corpus.num_tokens)
+        run.K.append(_effective(posterior))
+        paused += time.perf_counter() - now
+        return budget.spent(lap + 1, run.seconds[-1])
+
+    model.laps = int(np.ceil(budget.passes))
+    run.posterior = model.fit(corpus, settings.batches, callback=callback).posterior
+    return run
+
+
+def run_memo(corpus, budget, settings, seed, moves=()):
+    """:class:`~pyro_memo.topics.MemoizedHDP` (``tol=0``: runs its whole budget)."""
+    model = MemoizedHDP(K=settings.K, alpha=settings.alpha, gamma=settings.gamma, lam0=settings.lam0, tol=0,
+                        seed=seed, dtype=settings.dtype, moves=moves)
+    return _run_ours(model, corpus, budget, settings)
+
+
+def run_stochastic(corpus, budget, settings, seed, kappa=0.5, delay=10.0):
+    """:class:`~pyro_memo.topics.StochasticHDP`; its bound per lap costs one extra pass,
+    excluded from its seconds."""
+    model = StochasticHDP(K=settings.K, kappa=kappa, delay=delay, alpha=settings.alpha, gamma=settings.gamma,
+                          lam0=settings.lam0, seed=seed, dtype=settings.dtype)
+    return _run_ours(model, corpus, budget, settings)
+
+
+def _bags(corpus):
+    return [list(zip(corpus.word_ids[lo:hi].tolist(), corpus.counts[lo:hi].astype(int).tolist(), strict=True))
+            for lo, hi in zip(corpus.doc_ptr[:-1], corpus.doc_ptr[1:], strict=True)]
+
+
+def run_gensim_hdp(corpus, budget, settings, seed):
+    """gensim's online ``HdpModel`` (top-level truncation ``K``) for the budget's seconds
+    (or ``passes`` passes when no seconds are given)."""
+    try:
+        from gensim.models import HdpModel
+    except ImportError as err:
+        raise ImportError("method gensim-hdp needs gensim (pip install gensim)") from err
+    run = TopicRun()
+    start = time.perf_counter()
+    vocab = corpus.vocab or [str(v) for v in range(corpus.vocab_size)]
+    limits = {"max_time": budget.seconds} if budget.seconds else {"max_chunks": None}
+    model = HdpModel(_bags(corpus), dict(enumerate(vocab)), T=settings.K, gamma=settings.gamma,
+                     alpha=settings.alpha, eta=settings.lam0, random_state=seed, **limits)
+    seconds = time.perf_counter() - start
+    alpha, beta = model.hdp_to_lda()
+    run.posterior = posterior_from_topics(beta, alpha, settings, corpus.num_tokens)
+    run.laps.append(float("nan"))
+    run.seconds.append(seconds)
+    run.bound.append(float("nan"))
+    run.K.append(_effective(run.posterior))
+    return run
+
+
+def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
+    """tomotopy's collapsed Gibbs ``HDPModel`` (one thread), ``every`` sweeps per trace point,
+    until the budget's seconds (or ``passes`` sweeps)."""
+    try:
+        import tomotopy
+    except ImportError as err:
+        raise ImportError("method tomotopy-hdp needs tomotopy (pip install tomotopy)") from err
+    vocab = corpus.vocab or [str(v) for v in range(corpus.vocab_size)]
+    model = tomotopy.HDPModel(initial_k=min(settings.K, 10), alpha=settings.alpha, eta=settings.lam0,
+                              gamma=settings.gamma, seed=seed)
+    for lo, hi in zip(corpus.doc_ptr[:-1], corpus.doc_ptr[1:], strict=True):
+        model.add_doc([vocab[w] for w, n in zip(corpus.word_ids[lo:hi], corpus.counts[lo:hi], strict=True)
+                       for _ in range(int(n))])
+    run = TopicRun()
+    seconds = sweeps = 0
+    while not budget.spent(sweeps, seconds):
+        start = time.perf_counter()
+        model.train(every, workers=1)
+        seconds += time.perf_counter() - start
+        sweeps += every
+        run.laps.append(sweeps)
+        run.seconds.append(seconds)
+        run.bound.append(float("nan"))
+        run.K.append(int(model.live_k))
+    column = {w: i for i, w in enumerate(vocab)}
+    topics = [k for k in range(model.k) if model.is_live_topic(k)]
+    phi = np.full((len(topics), corpus.vocab_size), 1e-12)
+    for row, k in enumerate(topics):
+        phi[row, [column[w] for w in model.used_vocabs]] = model.get_topic_word_dist(k)
+    sizes = np.asarray(model.get_count_by_topics(), dtype=float)[topics]
+    run.posterior = posterior_from_topics(phi, sizes, settings, corpus.num_tokens)
+    run.K[-1] = _effective(run.posterior)
+    return run
+
+
+#: topic-model methods by name
+TOPIC_METHODS = {
+    "memo": run_memo,
+    "memo-moves": lambda c, b, s, seed: run_memo(c, b, s, seed, moves="birth,merge"),
+    "svi-k0.5-d10": lambda c, b, s, seed: run_stochastic(c, b, s, seed, 0.5, 10.0),
+    "svi-k0.9-d10": lambda c, b, s, seed: run_stochastic(c, b, s, seed, 0.9, 10.0),
+    "gensim-hdp": run_gensim_hdp,
+    "tomotopy-hdp": run_tomotopy_hdp,
+}
