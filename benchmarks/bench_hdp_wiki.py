@@ -8,7 +8,8 @@ HdpModel -8.17 after 240 s. The issue's protocol scores half of each test docume
 after estimating its weights on the other half; bnpy's published scores hold out 20% of each
 document's word *types* (never seen in the observed part); both are printed at the end.
 
-    python benchmarks/bench_hdp_wiki.py [--K 100] [--batches 20] [--minutes 25] [--eval-every 3] [--moves merge]
+    python benchmarks/bench_hdp_wiki.py [--K 100] [--batches 20] [--minutes 25] [--eval-every 3] [--float32]
+        [--moves birth,merge] [--init kmeans|documents] [--incremental-first-lap]
     python benchmarks/bench_hdp_wiki.py --gensim-only 900
 """
 
@@ -63,7 +64,10 @@ def main():
     parser.add_argument("--skip-gensim", action="store_true")
     parser.add_argument("--gensim-only", type=float, metavar="SECONDS",
                         help="run only gensim's HdpModel for this many seconds (to compare with an earlier run)")
-    parser.add_argument("--moves", default="", help="topic moves for the memoized fit, e.g. merge")
+    parser.add_argument("--moves", default="", help="topic moves for the memoized fit, e.g. birth,merge")
+    parser.add_argument("--init", choices=("kmeans", "documents"), default="kmeans", help="initial topics")
+    parser.add_argument("--incremental-first-lap", action="store_true",
+                        help="refit the globals after every batch of lap 1 (the classic schedule)")
     parser.add_argument("--save", metavar="PATH", help="torch.save the fitted globals here")
     args = parser.parse_args()
 
@@ -71,7 +75,9 @@ def main():
     train, test = split_documents(corpus, 0.2, seed=0)
     print(f"{corpus}; train {train.num_docs} docs / {train.num_tokens:.0f} tokens, test {test.num_docs} docs; "
           f"K = {args.K}, {args.batches} batches, budget {args.minutes:g} min, "
-          f"{'float32' if args.float32 else 'float64'}, {torch.get_num_threads()} threads", flush=True)
+          f"{'float32' if args.float32 else 'float64'}, {torch.get_num_threads()} threads; init {args.init}"
+          f"{', incremental first lap' if args.incremental_first_lap else ''}; moves {args.moves or 'none'}",
+          flush=True)
     if args.gensim_only:
         score, elapsed, effective = run_gensim(train, test, args.gensim_only, args.seed)
         print(f"gensim HdpModel: {elapsed:.0f} s, held-out {score:.4f} nats/token, topics with weight > 1%: "
@@ -92,7 +98,8 @@ def main():
         print(line, flush=True)
         return time.perf_counter() - start > budget
 
-    model = MemoizedHDP(K=args.K, laps=args.laps, seed=args.seed, dtype=dtype, moves=args.moves)
+    model = MemoizedHDP(K=args.K, laps=args.laps, seed=args.seed, dtype=dtype, moves=args.moves, init=args.init,
+                        incremental_first_lap=args.incremental_first_lap)
     fit = model.fit(train, args.batches, callback=callback)
     seconds = time.perf_counter() - start
     final = document_completion(fit.posterior, test)
