@@ -33,3 +33,13 @@ def accept_if_better(state, candidate, batches, name):
     state.posterior = new
     state.move_gains.append({"move": name, "lap": state.laps_done, "before": current, "after": value})
     return True
+
+
+def tried_topics(state, name, K, reset=False):
+    """The topics move ``name`` tried without success since the topics were last renumbered
+    (a list to append to), kept in ``state.tried_topics`` so that a resumed fit goes on alike;
+    emptied when ``K`` changed or ``reset``."""
+    memory = state.tried_topics.get(name)
+    if reset or memory is None or memory["K"] != K:
+        memory = state.tried_topics[name] = {"K": int(K), "topics": []}
+    return memory["topics"]

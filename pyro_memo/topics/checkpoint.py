@@ -34,6 +34,7 @@ def save_hdp_state(path, state):
         "rng": str(state.rng.bit_generator.state), "laps_done": state.laps_done,
         "elbo_trace": list(state.elbo_trace), "lap_seconds": list(state.lap_seconds),
         "move_log": list(state.move_log), "move_gains": list(state.move_gains),
+        "tried_topics": {k: dict(v) for k, v in state.tried_topics.items()}, "steps": int(state.steps),
     }
     write_atomically(str(path), lambda tmp: torch.save(payload, tmp))
 
@@ -59,4 +60,5 @@ def load_hdp_state(path, device=None):
     rng.bit_generator.state = ast.literal_eval(d["rng"])
     return HDPState(post, cache, {int(k): v.to(device) for k, v in d["doc_topic_counts"].items()}, rng,
                     int(d["laps_done"]), list(d["elbo_trace"]), list(d["lap_seconds"]),
-                    move_log=list(d.get("move_log", [])), move_gains=list(d.get("move_gains", [])))
+                    move_log=list(d.get("move_log", [])), move_gains=list(d.get("move_gains", [])),
+                    tried_topics=dict(d.get("tried_topics", {})), steps=int(d.get("steps", 0)))

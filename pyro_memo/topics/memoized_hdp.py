@@ -36,6 +36,9 @@ class HDPState:
     :ivar cache: the memo, one :class:`~pyro_memo.topics.TopicSummary` per document batch.
     :ivar doc_topic_counts: batch -> ``(D_b, K)`` topic counts of the last visit, the warm
         start of the next one (``O(D K)`` numbers in all).
+    :ivar tried_topics: per move, the topics it tried without success since the topics were
+        last renumbered.
+    :ivar steps: stochastic steps taken (:class:`~pyro_memo.topics.StochasticHDP`).
     """
 
     posterior: HDPPosterior = None
@@ -48,6 +51,8 @@ class HDPState:
     local_iterations: list = field(default_factory=list)
     move_log: list = field(default_factory=list)
     move_gains: list = field(default_factory=list)
+    tried_topics: dict = field(default_factory=dict)
+    steps: int = 0
 
 
 @dataclass

@@ -43,7 +43,6 @@ class StochasticHDP(MemoizedHDP):
         if not float(delay) >= 0:
             raise ValueError(f"delay must be non-negative; got {delay}")
         self.kappa, self.delay = float(kappa), float(delay)
-        self.steps = 0
 
     def fit(self, corpus, num_batches=1, state=None, callback=None):
         if not isinstance(corpus, Corpus):
@@ -78,8 +77,8 @@ class StochasticHDP(MemoizedHDP):
         scale = num_docs_total / max(num_docs, 1)
         scaled = TopicSummary(summary.word_counts * scale, summary.sum_log_pi * scale, summary.doc_term * scale,
                               summary.entropy * scale, num_docs_total)
-        rate = (self.steps + self.delay) ** -self.kappa if self.steps + self.delay > 0 else 1.0
-        self.steps += 1
+        rate = (state.steps + self.delay) ** -self.kappa if state.steps + self.delay > 0 else 1.0
+        state.steps += 1
         lam = (1 - rate) * post.lam + rate * (post.lam0 + scaled.word_counts)
         rho, omega = optimize_sticks(post.rho, post.omega, scaled.num_docs, scaled.sum_log_pi, post.alpha,
                                      post.gamma)

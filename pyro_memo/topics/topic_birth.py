@@ -13,7 +13,7 @@ candidate's sticks are optimised and the birth is kept only if the exact bound r
 import numpy as np
 import torch
 
-from .candidate_memo import accept_if_better
+from .candidate_memo import accept_if_better, tried_topics
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
 from .hdp_sticks import expected_beta, rho_from_weights
@@ -33,17 +33,16 @@ class TopicBirthMove:
         if int(num_new) < 2:
             raise ValueError(f"num_new must be at least 2; got {num_new}")
         self.num_new, self.min_tokens = int(num_new), float(min_tokens)
-        self.target, self.new_lam, self.batches, self.tried, self.tried_K = None, None, {}, set(), None
+        self.target, self.new_lam, self.batches = None, None, {}
 
     def start_lap(self, state):
         self.target, self.new_lam, self.batches = None, None, {}
         total = state.cache.total
         if total is None or len(state.cache) == 0:
             return
-        if total.K != self.tried_K:  # topics were renumbered: every topic may be tried again
-            self.tried, self.tried_K = set(), total.K
+        tried = tried_topics(state, self.name, total.K)
         for k in torch.argsort(total.topic_counts, descending=True).tolist():
-            if k not in self.tried:
+            if k not in tried:
                 self.target = k
                 break
         self.num_topics = total.K
@@ -88,7 +87,7 @@ class TopicBirthMove:
         if self.new_lam is None:
             self.new_lam = self._new_topics(batch, resp, post, seed=state.laps_done)
             if self.new_lam is None:
-                self.tried.add(self.target)
+                tried_topics(state, self.name, post.K).append(self.target)
                 self.target = None
                 return
         doc, word, count, num_docs = batch
@@ -108,8 +107,8 @@ class TopicBirthMove:
         log["proposed"] = 1
         if accept_if_better(state, self.candidate, self.batches, self.name):
             log["accepted"] = 1
-            self.tried, self.tried_K = set(), state.posterior.K
+            tried_topics(state, self.name, state.posterior.K, reset=True)
         else:
-            self.tried.add(self.target)
+            tried_topics(state, self.name, state.posterior.K).append(self.target)
         self.target, self.new_lam, self.batches = None, None, {}
         return log

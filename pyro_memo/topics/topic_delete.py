@@ -10,7 +10,7 @@ compared with the current one; the delete is kept only if the bound rises.
 
 import torch
 
-from .candidate_memo import accept_if_better
+from .candidate_memo import accept_if_better, tried_topics
 from .hdp_posterior import HDPPosterior
 from .hdp_sticks import expected_beta, rho_from_weights
 
@@ -32,19 +32,18 @@ class TopicDeleteMove:
 
     def __init__(self, max_share=0.05):
         self.max_share = float(max_share)
-        self.target, self.candidate, self.batches, self.tried, self.tried_K = None, None, {}, set(), None
+        self.target, self.candidate, self.batches = None, None, {}
 
     def start_lap(self, state):
         self.target, self.candidate, self.batches = None, None, {}
         total = state.cache.total
         if total is None or total.K < 2 or len(state.cache) == 0:
             return
-        if total.K != self.tried_K:  # topics were renumbered: every topic may be tried again
-            self.tried, self.tried_K = set(), total.K
+        tried = tried_topics(state, self.name, total.K)
         sizes = total.topic_counts
         share = sizes / sizes.sum()
         for k in torch.argsort(sizes).tolist():
-            if k not in self.tried and float(share[k]) <= self.max_share:
+            if k not in tried and float(share[k]) <= self.max_share:
                 self.target = k
                 break
         if self.target is None:
@@ -84,8 +83,8 @@ class TopicDeleteMove:
         log["proposed"] = 1
         if accept_if_better(state, self.candidate, self.batches, self.name):
             log["accepted"] = 1
-            self.tried, self.tried_K = set(), state.posterior.K
+            tried_topics(state, self.name, state.posterior.K, reset=True)
         else:
-            self.tried.add(self.target)
+            tried_topics(state, self.name, state.posterior.K).append(self.target)
         self.target, self.batches = None, {}
         return log

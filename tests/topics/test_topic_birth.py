@@ -69,3 +69,19 @@ def test_births_from_two_topics_find_the_bars():
 def test_bad_birth_settings_raise():
     with pytest.raises(ValueError, match="num_new must be at least 2"):
         TopicBirthMove(num_new=1)
+
+
+def test_a_resumed_fit_with_moves_goes_on_alike(tmp_path):
+    from pyro_memo.topics.checkpoint import load_hdp_state, save_hdp_state
+
+    corpus, _, _ = bars_corpus(80, 60, alpha=0.2, seed=6)
+    moves = "birth,delete,merge"
+    direct = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves).fit(corpus, 2)
+    first = MemoizedHDP(K=2, laps=3, tol=0, seed=0, moves=moves).fit(corpus, 2)
+    save_hdp_state(tmp_path / "state.pt", first.state)
+    state = load_hdp_state(tmp_path / "state.pt")
+    assert state.tried_topics == first.state.tried_topics
+    resumed = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves).fit(corpus, 2, state=state)
+    assert any(g["move"] == "birth" for g in direct.state.move_gains)
+    np.testing.assert_allclose(resumed.elbo_trace, direct.elbo_trace, rtol=1e-10)
+    assert resumed.state.move_log == direct.state.move_log
