@@ -43,3 +43,30 @@ def tried_topics(state, name, K, reset=False):
     if reset or memory is None or memory["K"] != K:
         memory = state.tried_topics[name] = {"K": int(K), "topics": []}
     return memory["topics"]
+
+
+class CandidateMemoMove:
+    """Base of the topic moves that build a candidate memo beside the main fit through a lap
+    (births, deletes): a subclass picks ``target`` and records ``num_topics`` in
+    ``start_lap``, and fills ``batches`` (key -> ``(doc_topic_counts, summary)``) and
+    ``candidate`` (its globals) in ``visit_batch``; ``end_lap`` accepts the candidate only
+    when its exact bound is higher, and remembers rejected targets in the state."""
+
+    name = None
+
+    def __init__(self):
+        self.target, self.candidate, self.batches, self.num_topics = None, None, {}, None
+
+    def end_lap(self, state):
+        log = {"proposed": 0, "accepted": 0}
+        complete = self.target is not None and set(self.batches) == set(state.cache.batches) \
+            and state.cache.total.K == self.num_topics
+        if complete:
+            log["proposed"] = 1
+            if accept_if_better(state, self.candidate, self.batches, self.name):
+                log["accepted"] = 1
+                tried_topics(state, self.name, state.posterior.K, reset=True)
+            else:
+                tried_topics(state, self.name, state.posterior.K).append(self.target)
+        self.target, self.candidate, self.batches = None, None, {}
+        return log

@@ -13,14 +13,14 @@ candidate's sticks are optimised and the birth is kept only if the exact bound r
 import numpy as np
 import torch
 
-from .candidate_memo import accept_if_better, tried_topics
+from .candidate_memo import CandidateMemoMove, tried_topics
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
 from .hdp_sticks import expected_beta, rho_from_weights
 from .topic_init import kmeans_topics
 
 
-class TopicBirthMove:
+class TopicBirthMove(CandidateMemoMove):
     """Exact-bound births of HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
 
     :param int num_new: topics that replace the target (at least 2).
@@ -32,8 +32,9 @@ class TopicBirthMove:
     def __init__(self, num_new=3, min_tokens=50.0):
         if int(num_new) < 2:
             raise ValueError(f"num_new must be at least 2; got {num_new}")
+        super().__init__()
         self.num_new, self.min_tokens = int(num_new), float(min_tokens)
-        self.target, self.new_lam, self.batches = None, None, {}
+        self.new_lam = None
 
     def start_lap(self, state):
         self.target, self.new_lam, self.batches = None, None, {}
@@ -97,18 +98,3 @@ class TopicBirthMove:
         _, counts, summary, _ = self.candidate.local_step(doc, word, count, num_docs, max_iter=model.local_iters,
                                                           tol=model.local_tol)
         self.batches[key] = (counts, summary)
-
-    def end_lap(self, state):
-        log = {"proposed": 0, "accepted": 0}
-        if self.target is None or set(self.batches) != set(state.cache.batches) \
-                or state.cache.total.K != self.num_topics:
-            self.target, self.batches = None, {}
-            return log
-        log["proposed"] = 1
-        if accept_if_better(state, self.candidate, self.batches, self.name):
-            log["accepted"] = 1
-            tried_topics(state, self.name, state.posterior.K, reset=True)
-        else:
-            tried_topics(state, self.name, state.posterior.K).append(self.target)
-        self.target, self.new_lam, self.batches = None, None, {}
-        return log

@@ -10,7 +10,7 @@ compared with the current one; the delete is kept only if the bound rises.
 
 import torch
 
-from .candidate_memo import accept_if_better, tried_topics
+from .candidate_memo import CandidateMemoMove, tried_topics
 from .hdp_posterior import HDPPosterior
 from .hdp_sticks import expected_beta, rho_from_weights
 
@@ -22,7 +22,7 @@ def sticks_without(rho, omega, k):
     return rho_from_weights(torch.cat([weights[keep], weights.new_zeros(1)])), omega[keep]
 
 
-class TopicDeleteMove:
+class TopicDeleteMove(CandidateMemoMove):
     """Exact-bound deletion of small HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
 
     :param float max_share: only topics holding at most this share of the tokens are tried.
@@ -31,8 +31,8 @@ class TopicDeleteMove:
     name = "delete"
 
     def __init__(self, max_share=0.05):
+        super().__init__()
         self.max_share = float(max_share)
-        self.target, self.candidate, self.batches = None, None, {}
 
     def start_lap(self, state):
         self.target, self.candidate, self.batches = None, None, {}
@@ -73,18 +73,3 @@ class TopicDeleteMove:
         _, counts, summary, _ = self.candidate.local_step(doc, word, count, num_docs, init_counts=warm,
                                                           max_iter=model.local_iters, tol=model.local_tol)
         self.batches[key] = (counts, summary)
-
-    def end_lap(self, state):
-        log = {"proposed": 0, "accepted": 0}
-        if self.target is None or set(self.batches) != set(state.cache.batches) \
-                or state.cache.total.K != self.num_topics:
-            self.target, self.batches = None, {}
-            return log
-        log["proposed"] = 1
-        if accept_if_better(state, self.candidate, self.batches, self.name):
-            log["accepted"] = 1
-            tried_topics(state, self.name, state.posterior.K, reset=True)
-        else:
-            tried_topics(state, self.name, state.posterior.K).append(self.target)
-        self.target, self.batches = None, {}
-        return log
