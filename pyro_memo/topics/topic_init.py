@@ -4,7 +4,7 @@ Variational inference for topic models keeps much of the structure it starts fro
 seeded by single random documents stay document-like and the fit settles in a poor local
 optimum (on Wikipedia, K = 100: bound -8.34 and held-out -8.11 nats/token after 30 minutes,
 against -8.06 and -7.92 after one lap from the clustering below;
-``benchmarks/results/bench_hdp_wiki_init.txt``). bnpy's answer, which we follow, is to seed
+``benchmarks/results/bench_hdp_init.txt``). bnpy's answer, which we follow, is to seed
 the topics with a Bregman k-means of the documents (Banerjee et al., JMLR 2005): with the
 KL divergence as the distortion, k-means is hard-assignment EM for a mixture of unigrams,
 each cluster's topic the posterior mean of its pooled word counts.
