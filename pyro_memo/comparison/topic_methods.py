@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..topics import HDPPosterior, MemoizedHDP, StochasticHDP
+from ..topics import HDPPosterior, HDPState, MemoizedHDP, StochasticHDP
 from ..topics.hdp_sticks import rho_from_weights
 
 
@@ -67,22 +67,24 @@ def _effective(post):
 
 
 def _run_ours(model, corpus, budget, settings):
+    """Fit ``model`` until the budget is spent; its seconds are the initial topics' and the
+    fit's own lap times (``state.lap_seconds``: for the stochastic method the extra pass that
+    computes its bound is left out)."""
     run = TopicRun()
+    state = HDPState(rng=np.random.default_rng(model.seed))
     start = time.perf_counter()
-    paused = 0.0
+    state.posterior = model.initial_posterior(corpus)
+    setup = time.perf_counter() - start
 
     def callback(lap, elbo, posterior):
-        nonlocal paused
-        now = time.perf_counter()
         run.laps.append(lap + 1)
-        run.seconds.append(now - start - paused)
+        run.seconds.append(setup + float(sum(state.lap_seconds)))
         run.bound.append(elbo / corpus.num_tokens)
         run.K.append(_effective(posterior))
-        paused += time.perf_counter() - now
         return budget.spent(lap + 1, run.seconds[-1])
 
     model.laps = int(np.ceil(budget.passes))
-    run.posterior = model.fit(corpus, settings.batches, callback=callback).posterior
+    run.posterior = model.fit(corpus, settings.batches, state=state, callback=callback).posterior
     return run
 
 
@@ -94,8 +96,8 @@ def run_memo(corpus, budget, settings, seed, moves=()):
 
 
 def run_stochastic(corpus, budget, settings, seed, kappa=0.5, delay=10.0):
-    """:class:`~pyro_memo.topics.StochasticHDP`; its bound per lap costs one extra pass,
-    excluded from its seconds."""
+    """:class:`~pyro_memo.topics.StochasticHDP` (its bound per lap costs one extra pass,
+    excluded from its seconds)."""
     model = StochasticHDP(K=settings.K, kappa=kappa, delay=delay, alpha=settings.alpha, gamma=settings.gamma,
                           lam0=settings.lam0, seed=seed, dtype=settings.dtype)
     return _run_ours(model, corpus, budget, settings)

@@ -87,3 +87,4 @@ def test_bad_arguments_raise(bars):
     other, _, _ = bars_corpus(20, 10, side=4, seed=0)
     with pytest.raises(ValueError, match="vocabularies differ"):
         compare_topics(train, other, ["memo"])
+
