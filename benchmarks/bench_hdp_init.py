@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from pyro_memo.comparison import TopicSettings
-from pyro_memo.comparison.topic_methods import posterior_from_topics
+from pyro_memo.comparison.topic_methods import add_tomotopy_documents, posterior_from_topics, tomotopy_topics
 from pyro_memo.topics import MemoizedHDP, document_completion, load_wikipedia, split_documents
 
 VARIANTS = {
@@ -28,18 +28,12 @@ VARIANTS = {
 def tomotopy_lda(train, test, K, sweeps, seed=0):
     import tomotopy
 
-    vocab = train.vocab
     model = tomotopy.LDAModel(k=K, alpha=0.5 / K, eta=0.1, seed=seed)
-    for lo, hi in zip(train.doc_ptr[:-1], train.doc_ptr[1:], strict=True):
-        model.add_doc([vocab[w] for w, n in zip(train.word_ids[lo:hi], train.counts[lo:hi], strict=True)
-                       for _ in range(int(n))])
+    add_tomotopy_documents(model, train)
     start = time.perf_counter()
     model.train(sweeps, workers=1)
     seconds = time.perf_counter() - start
-    column = {w: i for i, w in enumerate(vocab)}
-    phi = np.full((K, train.vocab_size), 1e-12)
-    for k in range(K):
-        phi[k, [column[w] for w in model.used_vocabs]] = model.get_topic_word_dist(k)
+    phi = tomotopy_topics(model, train, range(K))
     post = posterior_from_topics(phi, np.asarray(model.get_count_by_topics(), float), TopicSettings(K=K),
                                  train.num_tokens)
     return document_completion(post, test), seconds

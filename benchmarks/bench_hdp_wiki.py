@@ -27,10 +27,10 @@ def run_gensim(train, test, seconds, seed=0):
     its topics and a fixed-topics local step (its own ``inference``)."""
     from gensim.models import HdpModel
 
+    from pyro_memo.comparison.topic_methods import bag_of_words
     from pyro_memo.topics.corpus import split_tokens
 
-    bow = [list(zip(train.word_ids[lo:hi].tolist(), train.counts[lo:hi].astype(int).tolist(), strict=True))
-           for lo, hi in zip(train.doc_ptr[:-1], train.doc_ptr[1:], strict=True)]
+    bow = bag_of_words(train)
     id2word = {i: w for i, w in enumerate(train.vocab)}
     start = time.perf_counter()
     model = HdpModel(bow, id2word, max_time=seconds, random_state=seed)

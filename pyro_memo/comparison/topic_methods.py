@@ -103,7 +103,8 @@ def run_stochastic(corpus, budget, settings, seed, kappa=0.5, delay=10.0):
     return _run_ours(model, corpus, budget, settings)
 
 
-def _bags(corpus):
+def bag_of_words(corpus):
+    """The documents as lists of ``(word id, integer count)`` pairs (gensim's format)."""
     return [list(zip(corpus.word_ids[lo:hi].tolist(), corpus.counts[lo:hi].astype(int).tolist(), strict=True))
             for lo, hi in zip(corpus.doc_ptr[:-1], corpus.doc_ptr[1:], strict=True)]
 
@@ -117,9 +118,9 @@ def run_gensim_hdp(corpus, budget, settings, seed):
         raise ImportError("method gensim-hdp needs gensim (pip install gensim)") from err
     run = TopicRun()
     start = time.perf_counter()
-    vocab = corpus.vocab or [str(v) for v in range(corpus.vocab_size)]
+    vocab = _words(corpus)
     limits = {"max_time": budget.seconds} if budget.seconds else {"max_chunks": None}
-    model = HdpModel(_bags(corpus), dict(enumerate(vocab)), T=settings.K, gamma=settings.gamma,
+    model = HdpModel(bag_of_words(corpus), dict(enumerate(vocab)), T=settings.K, gamma=settings.gamma,
                      alpha=settings.alpha, eta=settings.lam0, random_state=seed, **limits)
     seconds = time.perf_counter() - start
     alpha, beta = model.hdp_to_lda()
@@ -131,6 +132,29 @@ def run_gensim_hdp(corpus, budget, settings, seed):
     return run
 
 
+def _words(corpus):
+    return corpus.vocab or [str(v) for v in range(corpus.vocab_size)]
+
+
+def add_tomotopy_documents(model, corpus):
+    """Add ``corpus``'s documents to a tomotopy model, each as its list of word tokens."""
+    vocab = _words(corpus)
+    for lo, hi in zip(corpus.doc_ptr[:-1], corpus.doc_ptr[1:], strict=True):
+        model.add_doc([vocab[w] for w, n in zip(corpus.word_ids[lo:hi], corpus.counts[lo:hi], strict=True)
+                       for _ in range(int(n))])
+
+
+def tomotopy_topics(model, corpus, topics):
+    """``(len(topics), V)`` word distributions of a tomotopy model's ``topics`` in ``corpus``'s
+    word ids (words it never saw get 1e-12)."""
+    column = {w: i for i, w in enumerate(_words(corpus))}
+    phi = np.full((len(topics), corpus.vocab_size), 1e-12)
+    ids = [column[w] for w in model.used_vocabs]
+    for row, k in enumerate(topics):
+        phi[row, ids] = model.get_topic_word_dist(k)
+    return phi
+
+
 def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
     """tomotopy's collapsed Gibbs ``HDPModel`` (one thread), ``every`` sweeps per trace point,
     until the budget's seconds (or ``passes`` sweeps)."""
@@ -138,12 +162,9 @@ def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
         import tomotopy
     except ImportError as err:
         raise ImportError("method tomotopy-hdp needs tomotopy (pip install tomotopy)") from err
-    vocab = corpus.vocab or [str(v) for v in range(corpus.vocab_size)]
     model = tomotopy.HDPModel(initial_k=min(settings.K, 10), alpha=settings.alpha, eta=settings.lam0,
                               gamma=settings.gamma, seed=seed)
-    for lo, hi in zip(corpus.doc_ptr[:-1], corpus.doc_ptr[1:], strict=True):
-        model.add_doc([vocab[w] for w, n in zip(corpus.word_ids[lo:hi], corpus.counts[lo:hi], strict=True)
-                       for _ in range(int(n))])
+    add_tomotopy_documents(model, corpus)
     run = TopicRun()
     seconds = sweeps = 0
     while not budget.spent(sweeps, seconds):
@@ -155,11 +176,8 @@ def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
         run.seconds.append(seconds)
         run.bound.append(float("nan"))
         run.K.append(int(model.live_k))
-    column = {w: i for i, w in enumerate(vocab)}
     topics = [k for k in range(model.k) if model.is_live_topic(k)]
-    phi = np.full((len(topics), corpus.vocab_size), 1e-12)
-    for row, k in enumerate(topics):
-        phi[row, [column[w] for w in model.used_vocabs]] = model.get_topic_word_dist(k)
+    phi = tomotopy_topics(model, corpus, topics)
     sizes = np.asarray(model.get_count_by_topics(), dtype=float)[topics]
     run.posterior = posterior_from_topics(phi, sizes, settings, corpus.num_tokens)
     run.K[-1] = _effective(run.posterior)
