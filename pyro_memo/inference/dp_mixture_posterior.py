@@ -2,10 +2,13 @@
 
 import torch
 
+from ..allocation import DPSticks
+from ..families import get_family
+from ..posterior import VariationalPosterior
 from ..summaries import Summary
 
 
-class DPMixturePosterior:
+class DPMixturePosterior(VariationalPosterior):
     """Global variational factors :math:`q(v_k)\\,q(\\phi_k)`, ``k = 1..K``, of a DP mixture.
 
     Holds the family's posterior parameters (``component``, a dict of ``(K, ...)``
@@ -41,6 +44,14 @@ class DPMixturePosterior:
     @property
     def K(self):
         return self.eta1.shape[0]
+
+    @property
+    def dtype(self):
+        return self.family.dtype
+
+    def optimal_for(self, summary):
+        """A new posterior optimal for ``summary`` (paper 000 eq. 10); this one is unchanged."""
+        return DPMixturePosterior.from_summary(self.family, self.sticks, summary)
 
     # ---------------------------------------------------------------- updates
     def update_components(self, summary):
@@ -117,6 +128,31 @@ class DPMixturePosterior:
             e_v = torch.cat([e_v[:-1], torch.ones_like(e_v[-1:])])
         remaining = torch.cumprod(torch.cat([torch.ones_like(e_v[:1]), 1 - e_v[:-1]]), 0)
         return e_v * remaining
+
+    def state_dict(self):
+        """Family, prior, sticks and factors as plain tensors, numbers and strings (checkpoints)."""
+        return {
+            "family": self.family.name,
+            "prior": {k: v.cpu() for k, v in self.family.prior.items()},
+            "dtype": str(self.family.dtype).replace("torch.", ""),
+            "alpha": self.sticks.alpha,
+            "truncation": self.sticks.truncation,
+            "component": {k: v.cpu() for k, v in self.component.items()},
+            "eta1": self.eta1.cpu(),
+            "eta0": self.eta0.cpu(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, d, device=None):
+        """The inverse of :meth:`state_dict`."""
+        dtype = getattr(torch, d["dtype"])
+        family = get_family(d["family"])(d["prior"], dtype=dtype, device=device)
+
+        def move(t):
+            return t.to(dtype=dtype, device=device)
+
+        return cls(family, DPSticks(d["alpha"], d["truncation"]), {k: move(v) for k, v in d["component"].items()},
+                   move(d["eta1"]), move(d["eta0"]))
 
     def to(self, dtype=None, device=None):
         """A copy with every tensor (and the family) on ``dtype`` / ``device``."""

@@ -1,42 +1,12 @@
 """Full-dataset coordinate-ascent variational inference (paper 003 §3, paper 000 §2.2)."""
 
 import time
-from dataclasses import dataclass, field
 
 from ..allocation import DPSticks
+from ..engine import FitResult
 from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_responsibilities
-
-
-@dataclass
-class FitResult:
-    """What a fit returns.
-
-    :ivar posterior: the fitted :class:`DPMixturePosterior`.
-    :ivar summary: the whole-data :class:`~pyro_memo.summaries.Summary` it was fitted to.
-    :ivar list elbo_trace: exact ELBO (total nats) after each iteration.
-    :ivar list step_elbos: exact ELBO after every coordinate step (local, components, sticks).
-    :ivar bool converged: whether the relative ELBO change fell below ``tol``.
-    :ivar float seconds: wall time.
-    :ivar list lap_seconds: wall time of each iteration / lap.
-    :ivar list batch_elbos: exact ELBO after every memoized batch step (when recorded).
-    :ivar state: the resumable :class:`~pyro_memo.inference.MemoState` of a memoized fit.
-    """
-
-    posterior: DPMixturePosterior
-    summary: Summary
-    elbo_trace: list = field(default_factory=list)
-    step_elbos: list = field(default_factory=list)
-    converged: bool = False
-    seconds: float = 0.0
-    lap_seconds: list = field(default_factory=list)
-    batch_elbos: list = field(default_factory=list)
-    state: object = None
-
-    @property
-    def elbo(self):
-        return self.elbo_trace[-1]
 
 
 class FullBatchVB:

@@ -1,6 +1,7 @@
 """Birth, merge and delete moves for memoized inference (paper 000 §3.1-3.2)."""
 
-from .base import Move, optimal_elbo, sort_components
+from ...engine.moves import Move, optimal_elbo, sort_components
+from ...engine.moves import make_moves as _make_moves
 from .birth import BirthMove
 from .delete import DeleteMove
 from .greedy_merge import GreedyMergeMove
@@ -18,19 +19,9 @@ def make_moves(names, seed=0, **options):
     """
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = set(names) - set(MOVES)
-    if unknown:
-        raise ValueError(f"unknown moves {sorted(unknown)}; choose from {', '.join(MOVES)}")
     if "merge" in names and "greedy-merge" in names:
         raise ValueError("choose either merge (exact) or greedy-merge (the ablation), not both")
-    moves = []
-    for name in MOVES:
-        if name in names:
-            kwargs = dict(options.get(name, {}))
-            if name == "birth":
-                kwargs.setdefault("seed", seed)
-            moves.append(MOVES[name](**kwargs))
-    return moves
+    return _make_moves(names, MOVES, seed=seed, **options)
 
 
 __all__ = [

@@ -4,7 +4,6 @@ import numpy as np
 import torch
 
 from ...summaries import Summary
-from ..dp_mixture_posterior import DPMixturePosterior
 from ..full_batch_vb import FullBatchVB
 from .base import Move, optimal_elbo, rewrite_memo
 from .merge import merge_scores, pair_entropies
@@ -76,7 +75,7 @@ class BirthMove(Move):
                              {k: torch.cat([v, fresh.stats[k]]) for k, v in zeros.stats.items()},
                              torch.cat([zeros.entropy, torch.zeros_like(fresh.entropy)]), fresh.num_items)
             state.cache.replace(PSEUDO_BATCH, pseudo)
-            state.posterior = DPMixturePosterior.from_summary(post.family, post.sticks, state.cache.total)
+            state.posterior = post.optimal_for(state.cache.total)
             self.log(state, proposed=1)
         self.pending = None
         # collection target for this lap: components in decreasing size, one per lap, starting
@@ -170,14 +169,10 @@ class BirthMove(Move):
         return self.pending is None and self.failures >= 2 * state.posterior.K
 
     def state_dict(self):
-        from ..checkpoint import _summary_to_dict
-
-        return {"pending": None if self.pending is None else _summary_to_dict(self.pending.to(device="cpu")),
+        return {"pending": None if self.pending is None else self.pending.to(device="cpu").to_dict(),
                 "rng": self.rng.bit_generator.state, "failures": self.failures}
 
     def load_state_dict(self, d):
-        from ..checkpoint import _summary_from_dict
-
-        self.pending = None if d["pending"] is None else _summary_from_dict(d["pending"])
+        self.pending = None if d["pending"] is None else Summary.from_dict(d["pending"])
         self.rng.bit_generator.state = d["rng"]
         self.failures = int(d.get("failures", 0))

@@ -1,6 +1,5 @@
 """GreedyMerge, the ablation of paper 000 §4.1: merges judged on the current batch alone."""
 
-from ..dp_mixture_posterior import DPMixturePosterior
 from .base import Move, optimal_elbo, rewrite_memo
 from .merge import pair_entropies, select_pairs
 
@@ -40,7 +39,7 @@ class GreedyMergeMove(Move):
         that includes it)."""
         post = state.posterior
         if self.score == "current":
-            globals_ = DPMixturePosterior.from_summary(post.family, post.sticks, full)
+            globals_ = post.optimal_for(full)
             return float(globals_.elbo(batch))
         scale = state.num_items / batch.num_items if self.score == "scaled" else 1.0
         return optimal_elbo(post, batch.scaled(scale))[0]

@@ -1,0 +1,197 @@
+"""The memoized driver: the lap loop written once for every model (Hughes & Sudderth 2013, Alg. 1).
+
+A model plugs in through its :class:`~pyro_memo.posterior.VariationalPosterior` and summaries,
+and a driver subclass fills in four steps, as scikit-learn's ``BaseMixture`` has its models fill
+in the E- and M-steps: how data become batches (:meth:`MemoizedDriver.make_source`), how a
+batch is read (:meth:`~MemoizedDriver.read_batch`), the initial globals
+(:meth:`~MemoizedDriver.initial_posterior`) and, optionally, a local step that uses the batch's
+cached local parameters (:meth:`~MemoizedDriver.local_step`).
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..memo import MemoState
+from .moves import sort_components
+
+
+@dataclass
+class FitResult:
+    """What a fit returns, for every model and driver.
+
+    :ivar posterior: the fitted variational posterior.
+    :ivar summary: the whole-data summary it was fitted to.
+    :ivar list elbo_trace: exact objective (total nats) after each iteration / lap.
+    :ivar list step_elbos: exact objective after every coordinate step (full-batch VB).
+    :ivar bool converged: whether the relative change fell below ``tol``.
+    :ivar float seconds: wall time.
+    :ivar list lap_seconds: wall time of each iteration / lap.
+    :ivar list batch_elbos: exact objective after every memoized batch step (when recorded).
+    :ivar state: the resumable :class:`~pyro_memo.memo.MemoState` of a memoized fit.
+    """
+
+    posterior: object
+    summary: object = None
+    elbo_trace: list = field(default_factory=list)
+    step_elbos: list = field(default_factory=list)
+    converged: bool = False
+    seconds: float = 0.0
+    lap_seconds: list = field(default_factory=list)
+    batch_elbos: list = field(default_factory=list)
+    state: object = None
+
+    @property
+    def elbo(self):
+        return self.elbo_trace[-1] if self.elbo_trace else float("nan")
+
+
+class MemoizedDriver:
+    """Memoized coordinate ascent over fixed batches, for any model.
+
+    For each batch ``b`` in a random order each lap: the exact local step on ``b`` (eq. 9),
+    the memo update :math:`S \\leftarrow S - S^b_{old} + S^b_{new}` (eq. 11) and the global
+    update from the whole-data summary (eq. 10). From the end of the first lap the total is the
+    summary of the whole data, the objective (eq. 8) is exact and no batch step can lower it.
+
+    :param int laps: maximum number of passes through the data.
+    :param float tol: stop when the exact objective's relative change over a lap is below this.
+    :param int seed: seeds the initialisation and the batch order.
+    :param bool shuffle: visit batches in a new random order every lap (else in order).
+    :param bool record_batch_elbos: compute the exact objective after every batch step once the
+        memo is complete (for checks; one evaluation per batch).
+    :param moves: a list of :class:`~pyro_memo.engine.Move` objects (subclasses also take names).
+    :param bool hold_first_lap: during the first lap, run every batch's local step against the
+        initial globals and update them once, when the memo is complete.
+    :param bool sort_after_moves: after a lap with moves, reorder components by size when that
+        raises the objective.
+    """
+
+    def __init__(self, laps=50, tol=1e-8, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
+                 hold_first_lap=False, sort_after_moves=False):
+        if int(laps) < 1:
+            raise ValueError(f"laps must be a positive integer; got {laps}")
+        self.laps = int(laps)
+        self.tol = float(tol)
+        self.seed = seed
+        self.shuffle = shuffle
+        self.record_batch_elbos = record_batch_elbos
+        self.moves = list(moves)
+        self.hold_first_lap = bool(hold_first_lap)
+        self.sort_after_moves = bool(sort_after_moves)
+
+    # ------------------------------------------------------ model's steps
+    def make_source(self, data, num_batches):
+        """Fixed batches of ``data``: an object with ``num_batches``, ``num_items`` and ``batch(b)``.
+        The default takes such an object as it is."""
+        for attribute in ("num_batches", "num_items", "batch"):
+            if not hasattr(data, attribute):
+                raise TypeError(f"{type(self).__name__}.fit needs a batch source with num_batches, num_items and "
+                                f"batch(b); got {type(data).__name__}")
+        return data
+
+    def read_batch(self, source, b):
+        """Batch ``b`` of ``source``, ready for the local step."""
+        return source.batch(b)
+
+    def initial_posterior(self, source, order):
+        """The globals a fit starts from (``order``: the first lap's batch order)."""
+        raise TypeError(f"{type(self).__name__} has no initialisation: pass posterior= to fit")
+
+    def local_step(self, state, key, batch):
+        """The local step of batch ``key`` under the current globals: ``(local, summary)``."""
+        return state.posterior.local_step(batch)
+
+    def new_state(self):
+        """An empty :class:`~pyro_memo.memo.MemoState` seeded by ``seed``."""
+        return MemoState(rng=np.random.default_rng(self.seed))
+
+    def order(self, rng, num_batches):
+        """This lap's batch order."""
+        return rng.permutation(num_batches) if self.shuffle else np.arange(num_batches)
+
+    # ---------------------------------------------------------------- fit
+    def fit(self, data, num_batches=None, posterior=None, state=None, callback=None):
+        """Run memoized inference.
+
+        :param data: what :meth:`make_source` accepts.
+        :param int num_batches: ``B`` for data that are not yet batched.
+        :param posterior: optional starting posterior.
+        :param MemoState state: resume from a saved state (see :func:`~pyro_memo.memo.load_state`).
+        :param callback: optional ``callback(lap, elbo, posterior)`` after every lap; returning
+            ``True`` stops the fit (a budget).
+        :rtype: FitResult (with ``lap_seconds``, ``state`` and ``batch_elbos``)
+        """
+        source = self.make_source(data, num_batches)
+        if state is None:
+            state = self.new_state()
+        if state.posterior is None:
+            first_order = self.order(np.random.default_rng(self.seed), source.num_batches)
+            state.posterior = posterior if posterior is not None else self.initial_posterior(source, first_order)
+        for move in self.moves:
+            if move.name in state.move_states:
+                move.load_state_dict(state.move_states[move.name])
+        result = FitResult(state.posterior, state.cache.total, state=state)
+        start = time.perf_counter()
+        for _ in range(self.laps - state.laps_done):
+            lap_start = time.perf_counter()
+            self.lap(source, state, result.batch_elbos)
+            elbo = float(state.posterior.elbo(state.cache.total))
+            if elbo != elbo:
+                raise FloatingPointError(f"the objective became NaN in lap {state.laps_done}")
+            state.elbo_trace.append(elbo)
+            state.lap_seconds.append(time.perf_counter() - lap_start)
+            if callback is not None and callback(state.laps_done - 1, elbo, state.posterior) is True:
+                break
+            if self.converged(state):
+                result.converged = True
+                break
+        result.posterior, result.summary = state.posterior, state.cache.total
+        result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def converged(self, state):
+        """The objective changed by at most ``tol`` (relative) over the last lap, and no move was
+        accepted in it or has anything left to try."""
+        trace = state.elbo_trace
+        moved = self.moves and (any(c["accepted"] for c in state.move_log[-1].values())
+                                or not all(m.converged(state) for m in self.moves))
+        return len(trace) >= 2 and not moved and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2])
+
+    def lap(self, source, state, batch_elbos=None):
+        """One pass over all batches; updates ``state`` in place.
+
+        Moves join through their hooks: ``start_lap`` before the first batch, ``visit_batch``
+        after each local step, ``end_lap`` after the last batch (see :mod:`pyro_memo.engine.moves`).
+        """
+        order = self.order(state.rng, source.num_batches)
+        state.num_items = source.num_items
+        state.lap_moves = {m.name: {"proposed": 0, "accepted": 0} for m in self.moves}
+        hold = self.hold_first_lap and state.laps_done == 0
+        for move in self.moves:
+            move.start_lap(state, self)
+        cache = state.cache
+        for b in order:
+            key = int(b)
+            batch = self.read_batch(source, key)
+            local, summary = self.local_step(state, key, batch)
+            for move in self.moves:
+                summary = move.visit_batch(state, key, batch, local, summary)
+            cache.replace(key, summary)
+            complete = len(cache) == source.num_batches
+            if hold and not complete:
+                continue
+            state.posterior = state.posterior.update(cache.total)
+            if batch_elbos is not None and self.record_batch_elbos and complete \
+                    and cache.num_items == source.num_items:
+                batch_elbos.append(float(state.posterior.elbo(cache.total)))
+        for move in self.moves:
+            move.end_lap(state, self)
+        if self.moves:
+            if self.sort_after_moves:
+                sort_components(state)
+            state.move_states = {m.name: m.state_dict() for m in self.moves}
+        state.move_log.append(state.lap_moves)
+        state.laps_done += 1

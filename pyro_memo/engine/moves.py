@@ -1,0 +1,115 @@
+"""The one move base: birth, merge and delete moves of every model go through it.
+
+A move takes part in each lap of :class:`~pyro_memo.engine.MemoizedDriver` in two parts
+(Hughes & Sudderth 2013 §3.1-3.2; bnpy carries the batch-side terms in its summaries):
+
+- **batch side**, :meth:`Move.visit_batch`: after a batch's local step, terms that only that
+  batch can supply (merged-pair entropies, a candidate's local step) are computed from the
+  batch and its local factors; the summary returned enters the memo;
+- **driver side**, :meth:`Move.start_lap` chooses what to propose from the memo before the
+  first batch, and :meth:`Move.end_lap` evaluates each proposal on the complete memo and
+  accepts it only when the exact objective rises (:func:`optimal_elbo`), rewriting every
+  cached batch summary so the memo stays the exact summary of one variational distribution.
+"""
+
+import inspect
+
+import torch
+
+
+def optimal_elbo(posterior, summary):
+    """Exact objective of ``summary`` with the globals optimal for it (``posterior.optimal_for``)."""
+    best = posterior.optimal_for(summary)
+    return float(best.elbo(summary)), best
+
+
+def rewrite_memo(state, rewrite):
+    """Replace every cached batch summary ``s`` by ``rewrite(key, s)``, re-add the total from
+    scratch and refit the globals to it (nothing to rewrite while the memo is still empty)."""
+    cache = state.cache
+    if not cache.batches:
+        return
+    cache.batches = {key: rewrite(key, s) for key, s in cache.batches.items()}
+    cache.total = cache.recomputed_total()
+    state.posterior = state.posterior.optimal_for(cache.total)
+
+
+class Move:
+    """Base class of every move.
+
+    :ivar str name: the move's name in logs (``"birth"``, ``"merge"``, ...).
+    """
+
+    name = None
+
+    def start_lap(self, state, driver):
+        """Driver side, before the lap's first batch: choose the proposals."""
+
+    def visit_batch(self, state, key, batch, local, summary):
+        """Batch side, after batch ``key``'s local step (``local``: its local factors);
+        returns the summary to memoize."""
+        return summary
+
+    def end_lap(self, state, driver):
+        """Driver side, after the lap's last batch: accept proposals on an exact increase."""
+
+    def converged(self, state):
+        """Whether this move has nothing left to try (a fit with moves stops only then)."""
+        return True
+
+    def log(self, state, proposed=0, accepted=0):
+        """Count proposals and acceptances in this lap's ``state.lap_moves``."""
+        counts = state.lap_moves.setdefault(self.name, {"proposed": 0, "accepted": 0})
+        counts["proposed"] += proposed
+        counts["accepted"] += accepted
+
+    def record_gain(self, state, before, after):
+        """Keep the exact objective before and after an accepted move (checked by the tests)."""
+        state.move_gains.append({"move": self.name, "lap": state.laps_done, "before": before, "after": after})
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def make_moves(names, registry, seed=0, **options):
+    """Move objects for ``names`` (an iterable or comma-separated string of keys of ``registry``,
+    or move objects): named moves in ``registry`` order (the order their lap-end evaluations
+    run), then the given objects in their order.
+
+    ``options`` maps a move name to its keyword arguments; moves whose constructor takes a
+    ``seed`` get ``seed``.
+    """
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    names = list(names)
+    objects = [m for m in names if not isinstance(m, str)]
+    names = [m for m in names if isinstance(m, str)]
+    unknown = set(names) - set(registry)
+    if unknown:
+        raise ValueError(f"unknown moves {sorted(unknown)}; choose from {', '.join(registry)}")
+    moves = []
+    for name, cls in registry.items():
+        if name in names:
+            kwargs = dict(options.get(name, {}))
+            if "seed" in inspect.signature(cls).parameters:
+                kwargs.setdefault("seed", seed)
+            moves.append(cls(**kwargs))
+    return moves + objects
+
+
+def sort_components(state):
+    """Reorder components by decreasing size when that raises the exact objective
+    (stick-breaking favours big components first; used after births and merges)."""
+    total = state.cache.total
+    order = torch.argsort(total.sizes, descending=True)
+    if bool((order == torch.arange(len(order), device=order.device)).all()):
+        return False
+    before, _ = optimal_elbo(state.posterior, total)
+    after, _ = optimal_elbo(state.posterior, total.select(order))
+    if after <= before:
+        return False
+    rewrite_memo(state, lambda key, s: s.select(order))
+    return True

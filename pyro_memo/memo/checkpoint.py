@@ -1,0 +1,133 @@
+"""One checkpoint format for every model: save and load a :class:`~pyro_memo.memo.MemoState`.
+
+A checkpoint is a dict of tensors, numbers and strings (``torch.load(weights_only=True)``
+reads it). The posterior and summary classes are named by import path and rebuilt from their
+own ``state_dict`` / ``to_dict``, so a new model needs no change here. Files are written to a
+temporary file in the same folder and renamed over the target, so an interrupted save never
+corrupts the last good file. Format 2 is current; the format-1 files of pyro-memo 0.1 (one
+for DP mixtures, one for HDP topic models) are read and converted.
+"""
+
+import ast
+import importlib
+import pickle
+
+import numpy as np
+import torch
+
+from ..posterior import VariationalPosterior
+from ..summaries import AdditiveSummary
+from .atomic import write_atomically
+from .cache import SummaryCache
+from .state import MemoState
+
+FORMAT_VERSION = 2
+
+_DP_POSTERIOR = "pyro_memo.inference.dp_mixture_posterior:DPMixturePosterior"
+_HDP_POSTERIOR = "pyro_memo.topics.hdp_posterior:HDPPosterior"
+_DP_SUMMARY = "pyro_memo.summaries.mixture:Summary"
+_HDP_SUMMARY = "pyro_memo.summaries.topic:TopicSummary"
+
+
+def class_path(obj):
+    """``"module:QualName"`` of ``obj``'s class."""
+    cls = type(obj)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def resolve_class(path, base):
+    """The class named ``"module:QualName"``; it must subclass ``base``."""
+    module, _, name = str(path).partition(":")
+    try:
+        cls = importlib.import_module(module)
+        for part in name.split("."):
+            cls = getattr(cls, part)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"checkpoint names {path!r}, which cannot be imported ({err})") from err
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"checkpoint names {path!r}, which is not a {base.__name__}")
+    return cls
+
+
+def _key(k):
+    return int(k) if str(k).lstrip("-").isdigit() else k
+
+
+def state_to_dict(state):
+    """A serialisable dict of a :class:`MemoState` (format 2)."""
+    cache = state.cache
+    parts = list(cache.batches.values()) + ([cache.total] if cache.total is not None else [])
+    return {
+        "format_version": FORMAT_VERSION,
+        "posterior_class": class_path(state.posterior),
+        "posterior": state.posterior.state_dict(),
+        "summary_class": class_path(parts[0]) if parts else None,
+        "cache": {str(k): v.to(device="cpu").to_dict() for k, v in cache.batches.items()},
+        "cache_total": None if cache.total is None else cache.total.to(device="cpu").to_dict(),
+        "rng": str(state.rng.bit_generator.state),
+        "laps_done": int(state.laps_done),
+        "elbo_trace": list(state.elbo_trace),
+        "lap_seconds": list(state.lap_seconds),
+        "move_log": list(state.move_log),
+        "move_gains": list(state.move_gains),
+        "move_states": dict(state.move_states),
+        "warm_starts": {str(k): v.cpu() for k, v in state.warm_starts.items()},
+        "tried": {k: dict(v) for k, v in state.tried.items()},
+        "steps": int(state.steps),
+    }
+
+
+def _upgrade(d):
+    """A format-1 checkpoint (pyro-memo 0.1) in format 2."""
+    if d.get("kind") == "hdp":
+        posterior = {k: d[k] for k in ("lam", "rho", "omega", "alpha", "gamma", "lam0")}
+        tried = {name: {"K": v["K"], "components": list(v["topics"])} for name, v in d.get("tried_topics", {}).items()}
+        return {**d, "posterior_class": _HDP_POSTERIOR, "posterior": posterior, "summary_class": _HDP_SUMMARY,
+                "cache_total": None, "warm_starts": d.get("doc_topic_counts", {}), "tried": tried}
+    posterior = {k: d[k] for k in ("family", "prior", "dtype", "alpha", "truncation", "component", "eta1", "eta0")}
+    return {**d, "posterior_class": _DP_POSTERIOR, "posterior": posterior, "summary_class": _DP_SUMMARY,
+            "rng": str(d["rng"]), "warm_starts": {}, "tried": {}}
+
+
+def state_from_dict(d, device=None):
+    """Rebuild a :class:`MemoState` from :func:`state_to_dict` output (or a format-1 dict)."""
+    version = d.get("format_version")
+    if version == 1:
+        d = _upgrade(d)
+    elif version != FORMAT_VERSION:
+        raise ValueError(f"unsupported checkpoint format {version}; this version of pyro-memo reads formats 1 "
+                         f"and {FORMAT_VERSION}")
+    post = resolve_class(d["posterior_class"], VariationalPosterior).from_state_dict(d["posterior"], device)
+    dtype = post.dtype
+    cache = SummaryCache()
+    if d["cache"]:
+        summary = resolve_class(d["summary_class"], AdditiveSummary)
+        cache.batches = {_key(k): summary.from_dict(v).to(dtype, device) for k, v in d["cache"].items()}
+        total = d.get("cache_total")
+        cache.total = summary.from_dict(total).to(dtype, device) if total is not None else cache.recomputed_total()
+    rng = np.random.default_rng()
+    rng.bit_generator.state = ast.literal_eval(d["rng"])
+    return MemoState(post, cache, rng, int(d["laps_done"]), list(d["elbo_trace"]), list(d["lap_seconds"]),
+                     list(d.get("move_log", [])), list(d.get("move_gains", [])), dict(d.get("move_states", {})),
+                     warm_starts={_key(k): v.to(device=device) for k, v in d["warm_starts"].items()},
+                     tried={k: dict(v) for k, v in d.get("tried", {}).items()}, steps=int(d.get("steps", 0)))
+
+
+def save_state(path, state):
+    """Write ``state`` to ``path`` atomically (temporary file + rename)."""
+    payload = state_to_dict(state)
+    write_atomically(str(path), lambda tmp: torch.save(payload, tmp))
+
+
+def load_state(path, device=None):
+    """Read a :class:`MemoState` saved by :func:`save_state` (any model).
+
+    :raises ValueError: if the file is not a pyro-memo checkpoint, or one of an unknown format.
+    """
+    try:
+        d = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
+        raise ValueError(f"{path}: cannot read checkpoint ({err})") from err
+    if not isinstance(d, dict) or "format_version" not in d:
+        raise ValueError(f"{path}: not a pyro-memo checkpoint")
+    return state_from_dict(d, device)

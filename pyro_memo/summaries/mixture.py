@@ -1,0 +1,64 @@
+"""The summary of a mixture's items: counts, family statistics and assignment entropy.
+
+A :class:`Summary` holds everything the exact ELBO (Hughes & Sudderth 2013, eq. 8) needs from
+the data once the local assignments :math:`\\hat r_{nk}` are fixed: the counts
+:math:`\\hat N_k`, the family's sufficient statistics :math:`s_k(x)` and the assignment entropy
+per component. Summaries of disjoint batches add.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .base import AdditiveSummary
+
+
+def entropy_per_component(resp):
+    """:math:`-\\sum_n \\hat r_{nk} \\log \\hat r_{nk}` for each ``k`` (``0 log 0 = 0``)."""
+    return -torch.special.xlogy(resp, resp).sum(0)
+
+
+@dataclass
+class Summary(AdditiveSummary):
+    """Responsibility-weighted statistics of a set of items for ``K`` components.
+
+    :param torch.Tensor counts: ``(K,)`` expected counts :math:`\\hat N_k`.
+    :param dict stats: family statistics, each ``(K, ...)``.
+    :param torch.Tensor entropy: ``(K,)`` assignment entropy :math:`-\\sum_n r_{nk}\\log r_{nk}`.
+    :param int num_items: number of data items summarised.
+    """
+
+    counts: torch.Tensor
+    stats: dict
+    entropy: torch.Tensor
+    num_items: int = field(default=0)
+
+    component_fields = ("counts", "stats", "entropy")
+
+    @classmethod
+    def from_responsibilities(cls, family, x, resp):
+        """Summarise items ``x`` with responsibilities ``resp`` under ``family``."""
+        return cls(resp.sum(0), family.stats(x, resp), entropy_per_component(resp), x.shape[0])
+
+    @classmethod
+    def zeros(cls, family, K):
+        """The summary of no data for ``K`` components."""
+        dummy = torch.zeros((1, family.dim), dtype=family.dtype, device=family.device)
+        zero = torch.zeros((1, K), dtype=family.dtype, device=family.device)
+        return cls(zero.sum(0), family.stats(dummy, zero), zero.sum(0), 0)
+
+    @property
+    def K(self):
+        return self.counts.shape[0]
+
+    @property
+    def sizes(self):
+        """``(K,)`` expected number of items per component."""
+        return self.counts
+
+    def merge(self, a, b, entropy_ab):
+        """The summary after component ``b`` is merged into ``a`` (Hughes & Sudderth 2013 §3.2):
+        :math:`\\hat r_{na} \\leftarrow \\hat r_{na} + \\hat r_{nb}`. Counts and statistics add; the
+        merged entropy :math:`-\\sum_n (r_{na} + r_{nb}) \\log(r_{na} + r_{nb})` is not a function of
+        the two entropies and must be given (``entropy_ab``). Components after ``b`` shift down."""
+        return self.merged(a, b, entropy=entropy_ab)
