@@ -1,6 +1,15 @@
 """The engine: one memoized driver and one move base for every model."""
 
 from .driver import FitResult, MemoizedDriver
-from .moves import Move, make_moves, optimal_elbo, rewrite_memo, sort_components
+from .moves import Move, candidate_pairs, make_moves, optimal_elbo, rewrite_memo, sort_components
 
-__all__ = ["FitResult", "MemoizedDriver", "Move", "make_moves", "optimal_elbo", "rewrite_memo", "sort_components"]
+__all__ = [
+    "FitResult",
+    "MemoizedDriver",
+    "Move",
+    "candidate_pairs",
+    "make_moves",
+    "optimal_elbo",
+    "rewrite_memo",
+    "sort_components",
+]

@@ -5,7 +5,7 @@ and a driver subclass fills in four steps, as scikit-learn's ``BaseMixture`` has
 in the E- and M-steps: how data become batches (:meth:`MemoizedDriver.make_source`), how a
 batch is read (:meth:`~MemoizedDriver.read_batch`), the initial globals
 (:meth:`~MemoizedDriver.initial_posterior`) and, optionally, a local step that uses the batch's
-cached local parameters (:meth:`~MemoizedDriver.local_step`).
+cached local parameters (:meth:`~MemoizedDriver.local_step`, :meth:`~MemoizedDriver.memoize`).
 """
 
 import time
@@ -103,6 +103,11 @@ class MemoizedDriver:
         """The local step of batch ``key`` under the current globals: ``(local, summary)``."""
         return state.posterior.local_step(batch)
 
+    def memoize(self, state, key, local, summary):
+        """Swap batch ``key``'s summary into the memo (eq. 11); models that keep local
+        parameters between visits (warm starts) store them here too."""
+        state.cache.replace(key, summary)
+
     def new_state(self):
         """An empty :class:`~pyro_memo.memo.MemoState` seeded by ``seed``."""
         return MemoState(rng=np.random.default_rng(self.seed))
@@ -179,7 +184,7 @@ class MemoizedDriver:
             local, summary = self.local_step(state, key, batch)
             for move in self.moves:
                 summary = move.visit_batch(state, key, batch, local, summary)
-            cache.replace(key, summary)
+            self.memoize(state, key, local, summary)
             complete = len(cache) == source.num_batches
             if hold and not complete:
                 continue

@@ -74,6 +74,20 @@ class Move:
         pass
 
 
+def candidate_pairs(pairs, scores, K, per_component, max_pairs=None):
+    """Merge candidates: each of ``K`` components with its ``per_component`` best partners by
+    ``scores`` (one per row of ``pairs``), ordered by decreasing score, at most ``max_pairs``."""
+    if len(pairs) == 0:
+        return pairs
+    chosen = set()
+    for k in range(K):
+        involved = ((pairs[:, 0] == k) | (pairs[:, 1] == k)).nonzero().flatten()
+        best = involved[torch.argsort(scores[involved], descending=True)[:per_component]]
+        chosen.update(best.tolist())
+    order = sorted(chosen, key=lambda p: -float(scores[p]))[:max_pairs]
+    return pairs[torch.tensor(order, dtype=torch.long, device=pairs.device)]
+
+
 def make_moves(names, registry, seed=0, **options):
     """Move objects for ``names`` (an iterable or comma-separated string of keys of ``registry``,
     or move objects): named moves in ``registry`` order (the order their lap-end evaluations

@@ -1,19 +1,20 @@
 """A candidate memo built beside the main fit during a lap, kept only when the exact bound
 rises: the acceptance step shared by topic births and deletes."""
 
+from ..engine import Move
 from .hdp_posterior import HDPPosterior
 from .hdp_sticks import optimize_sticks
 
 
-def accept_if_better(state, candidate, batches, name):
+def accept_if_better(state, candidate, batches):
     """Compare the exact bound of a complete candidate memo with the current one.
 
-    :param state: the fit's :class:`~pyro_memo.topics.HDPState` (memo complete).
+    :param state: the fit's :class:`~pyro_memo.memo.MemoState` (memo complete).
     :param HDPPosterior candidate: globals the candidate's sticks start from.
     :param dict batches: batch key -> ``(doc_topic_counts, TopicSummary)``, one per memo batch,
         from local steps run under the candidate's topics.
-    :param str name: the move's name, for ``state.move_gains``.
-    :returns: whether the candidate replaced the memo, the globals and the warm starts.
+    :returns: ``(before, after)`` exact bounds when the candidate replaced the memo, the globals
+        and the warm starts; ``None`` when it was not better.
     """
     current = float(state.posterior.elbo(state.cache.total))
     total = None
@@ -25,27 +26,23 @@ def accept_if_better(state, candidate, batches, name):
                        candidate.lam0)
     value = float(new.elbo(total))
     if not value > current:
-        return False
+        return None
     for key, (counts, summary) in batches.items():
         state.doc_topic_counts[key] = counts
         state.cache.batches[key] = summary
     state.cache.total = total
     state.posterior = new
-    state.move_gains.append({"move": name, "lap": state.laps_done, "before": current, "after": value})
-    return True
+    return current, value
 
 
 def tried_topics(state, name, K, reset=False):
     """The topics move ``name`` tried without success since the topics were last renumbered
-    (a list to append to), kept in ``state.tried_topics`` so that a resumed fit goes on alike;
-    emptied when ``K`` changed or ``reset``."""
-    memory = state.tried_topics.get(name)
-    if reset or memory is None or memory["K"] != K:
-        memory = state.tried_topics[name] = {"K": int(K), "topics": []}
-    return memory["topics"]
+    (a list to append to), kept in the state so that a resumed fit goes on alike; emptied when
+    ``K`` changed or ``reset`` (see :meth:`~pyro_memo.memo.MemoState.tried_components`)."""
+    return state.tried_components(name, K, reset)
 
 
-class CandidateMemoMove:
+class CandidateMemoMove(Move):
     """Base of the topic moves that build a candidate memo beside the main fit through a lap
     (births, deletes): a subclass picks ``target`` and records ``num_topics`` in
     ``start_lap``, and fills ``batches`` (key -> ``(doc_topic_counts, summary)``) and
@@ -57,16 +54,15 @@ class CandidateMemoMove:
     def __init__(self):
         self.target, self.candidate, self.batches, self.num_topics = None, None, {}, None
 
-    def end_lap(self, state):
-        log = {"proposed": 0, "accepted": 0}
+    def end_lap(self, state, driver):
         complete = self.target is not None and set(self.batches) == set(state.cache.batches) \
             and state.cache.total.K == self.num_topics
         if complete:
-            log["proposed"] = 1
-            if accept_if_better(state, self.candidate, self.batches, self.name):
-                log["accepted"] = 1
+            gain = accept_if_better(state, self.candidate, self.batches)
+            self.log(state, proposed=1, accepted=int(gain is not None))
+            if gain is not None:
+                self.record_gain(state, *gain)
                 tried_topics(state, self.name, state.posterior.K, reset=True)
             else:
                 tried_topics(state, self.name, state.posterior.K).append(self.target)
         self.target, self.candidate, self.batches = None, None, {}
-        return log

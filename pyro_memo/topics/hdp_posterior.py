@@ -4,8 +4,10 @@ its bound (Hughes, Kim & Sudderth, AISTATS 2015; Sudderth's talk, paper 001, sli
 
 import torch
 
+from ..families import Multinomial
+from ..posterior import VariationalPosterior
+from ..summaries import TopicSummary
 from .hdp_sticks import expected_beta, optimize_sticks, prior_sticks, top_level_objective
-from .topic_summary import TopicSummary
 
 
 def log_dirichlet_norm(conc):
@@ -18,7 +20,13 @@ def expected_log_dirichlet(conc):
     return torch.digamma(conc) - torch.digamma(conc.sum(-1, keepdim=True))
 
 
-class HDPPosterior:
+def topic_family(lam0, V, dtype=torch.float64, device=None):
+    """The topics' observation family: :class:`~pyro_memo.families.Multinomial` with a symmetric
+    ``Dir(lam0)`` prior over ``V`` words, each token one Categorical draw."""
+    return Multinomial({"lam": torch.full((V,), float(lam0))}, dtype=dtype, device=device)
+
+
+class HDPPosterior(VariationalPosterior):
     """``q(phi_k) = Dir(lam_k)`` for ``K`` topics and ``q(u_k) = Beta(rho_k omega_k,
     (1 - rho_k) omega_k)`` for the top-level sticks.
 
@@ -49,6 +57,10 @@ class HDPPosterior:
         return self.lam.shape[1]
 
     @property
+    def dtype(self):
+        return self.lam.dtype
+
+    @property
     def e_log_phi(self):
         if self._e_log_phi is None:
             self._e_log_phi = expected_log_dirichlet(self.lam)
@@ -74,6 +86,14 @@ class HDPPosterior:
         rho, omega = optimize_sticks(rho, omega, summary.num_docs, summary.sum_log_pi, self.alpha, self.gamma,
                                      max_iter=stick_iters)
         return HDPPosterior(lam, rho, omega, self.alpha, self.gamma, self.lam0)
+
+    def update(self, summary):
+        """The engine's global step: :meth:`updated` (a new posterior; this one is unchanged)."""
+        return self.updated(summary)
+
+    def optimal_for(self, summary):
+        """Globals optimal for ``summary``, the sticks' optimisation started from these."""
+        return self.updated(summary)
 
     # -------------------------------------------------------------- local step
     def local_step(self, doc, word, count, num_docs, init_counts=None, max_iter=100, tol=1e-3):
@@ -164,6 +184,16 @@ class HDPPosterior:
         """The bound :math:`\\mathcal{L}` of the whole corpus ``summary`` summarises (exact, with
         the surrogate of :mod:`pyro_memo.topics.hdp_sticks` for the documents' normalisers)."""
         return sum(self.elbo_terms(summary).values())
+
+    def state_dict(self):
+        """Topics, sticks and hyperparameters as plain tensors and numbers (checkpoints)."""
+        return {"lam": self.lam.cpu(), "rho": self.rho.cpu(), "omega": self.omega.cpu(), "alpha": self.alpha,
+                "gamma": self.gamma, "lam0": self.lam0}
+
+    @classmethod
+    def from_state_dict(cls, d, device=None):
+        """The inverse of :meth:`state_dict`."""
+        return cls(d["lam"].to(device), d["rho"].to(device), d["omega"].to(device), d["alpha"], d["gamma"], d["lam0"])
 
     def to(self, dtype=None, device=None):
         def move(t):

@@ -1,13 +1,13 @@
 """Memoized online variational inference for the HDP topic model (paper 001; Hughes, Kim &
 Sudderth, AISTATS 2015)."""
 
-import time
-from dataclasses import dataclass, field
+from collections import namedtuple
 
 import numpy as np
 import torch
 
-from ..inference.summary_cache import SummaryCache
+from ..engine import FitResult, MemoizedDriver, make_moves
+from ..memo import MemoState
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
 from .topic_birth import TopicBirthMove
@@ -17,6 +17,14 @@ from .topic_merge import TopicMergeMove
 
 #: topic moves by name, in the order their lap-end evaluations run
 TOPIC_MOVES = {"birth": TopicBirthMove, "delete": TopicDeleteMove, "merge": TopicMergeMove}
+
+#: the one state of every model (kept under its HDP name)
+HDPState = MemoState
+#: the one fit result of every model (kept under its HDP name)
+HDPFitResult = FitResult
+
+#: a batch's local parameters: token responsibilities ``(T, K)`` and document-topic counts ``(D_b, K)``
+DocumentLocal = namedtuple("DocumentLocal", ["resp", "counts"])
 
 
 def make_topic_move(move):
@@ -28,51 +36,28 @@ def make_topic_move(move):
     return move
 
 
-@dataclass
-class HDPState:
-    """Everything a memoized HDP fit needs to resume.
+class CorpusBatches:
+    """A corpus split into fixed batches of documents, each held as token arrays
+    ``(doc, word, count, num_docs)`` (the batch source of :class:`MemoizedHDP`)."""
 
-    :ivar posterior: current :class:`HDPPosterior`.
-    :ivar cache: the memo, one :class:`~pyro_memo.topics.TopicSummary` per document batch.
-    :ivar doc_topic_counts: batch -> ``(D_b, K)`` topic counts of the last visit, the warm
-        start of the next one (``O(D K)`` numbers in all).
-    :ivar tried_topics: per move, the topics it tried without success since the topics were
-        last renumbered.
-    :ivar steps: stochastic steps taken (:class:`~pyro_memo.topics.StochasticHDP`).
-    """
-
-    posterior: HDPPosterior = None
-    cache: SummaryCache = field(default_factory=SummaryCache)
-    doc_topic_counts: dict = field(default_factory=dict)
-    rng: np.random.Generator = None
-    laps_done: int = 0
-    elbo_trace: list = field(default_factory=list)
-    lap_seconds: list = field(default_factory=list)
-    local_iterations: list = field(default_factory=list)
-    move_log: list = field(default_factory=list)
-    move_gains: list = field(default_factory=list)
-    tried_topics: dict = field(default_factory=dict)
-    steps: int = 0
-
-
-@dataclass
-class HDPFitResult:
-    """Outcome of :meth:`MemoizedHDP.fit`: the posterior, the bound per lap (nats, whole
-    corpus), seconds per lap, and the resumable state."""
-
-    posterior: HDPPosterior
-    elbo_trace: list
-    lap_seconds: list
-    state: HDPState
-    converged: bool = False
-    batch_elbos: list = field(default_factory=list)
+    def __init__(self, corpus, parts, dtype, device):
+        self.corpus = corpus
+        self.parts = parts
+        self.tokens = [(*corpus.tokens(b, dtype=dtype, device=device), len(b)) for b in parts]
 
     @property
-    def elbo(self):
-        return self.elbo_trace[-1] if self.elbo_trace else float("nan")
+    def num_batches(self):
+        return len(self.tokens)
+
+    @property
+    def num_items(self):
+        return self.corpus.num_docs
+
+    def batch(self, b):
+        return self.tokens[b]
 
 
-class MemoizedHDP:
+class MemoizedHDP(MemoizedDriver):
     """Memoized coordinate ascent for the HDP topic model over fixed batches of documents.
 
     Each batch visit runs the document-level local step (restarted, or warm-started from the
@@ -123,28 +108,19 @@ class MemoizedHDP:
         for name, value in (("alpha", alpha), ("gamma", gamma), ("lam0", lam0)):
             if not float(value) > 0:
                 raise ValueError(f"{name} must be positive; got {value}")
-        self.K, self.laps, self.local_iters = int(K), int(laps), int(local_iters)
-        self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
-        self.tol, self.local_tol, self.local_restart = float(tol), float(local_tol), bool(local_restart)
-        self.seed, self.dtype, self.device = seed, dtype, device
-        self.record_batch_elbos = record_batch_elbos
         if init not in INITS:
             raise ValueError(f"init must be one of {', '.join(INITS)}; got {init!r}")
+        order = list(TOPIC_MOVES)
+        moves = sorted(make_moves(moves, TOPIC_MOVES, seed=seed),
+                       key=lambda m: order.index(m.name) if m.name in order else len(order))
+        super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
+                         hold_first_lap=not incremental_first_lap)
+        self.K, self.local_iters = int(K), int(local_iters)
+        self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
+        self.local_tol, self.local_restart = float(local_tol), bool(local_restart)
+        self.dtype, self.device = dtype, device
         self.init = init
         self.incremental_first_lap = bool(incremental_first_lap)
-        if isinstance(moves, str):
-            moves = [m.strip() for m in moves.split(",") if m.strip()]
-        order = list(TOPIC_MOVES)
-        self.moves = sorted((make_topic_move(m) for m in moves),
-                            key=lambda m: order.index(m.name) if m.name in order else len(order))
-
-    def initial_posterior(self, corpus):
-        """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``),
-        sticks at the prior."""
-        post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
-                                  self.device)
-        post.lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
-        return post
 
     @staticmethod
     def batches(corpus, num_batches, seed=0):
@@ -155,77 +131,45 @@ class MemoizedHDP:
         order = np.random.default_rng(seed).permutation(corpus.num_docs)
         return [np.sort(part) for part in np.array_split(order, int(num_batches))]
 
-    def fit(self, corpus, num_batches=1, state=None, callback=None):
-        """Run memoized inference on ``corpus``.
-
-        :param Corpus corpus: the documents.
-        :param int num_batches: ``B``.
-        :param HDPState state: resume from a previous fit's state.
-        :param callback: optional ``callback(lap, elbo, posterior)``; returning ``True`` stops.
-        :rtype: HDPFitResult
-        """
+    # ---------------------------------------------------------- the HDP's steps
+    def make_source(self, corpus, num_batches):
+        """The corpus in ``num_batches`` fixed batches of documents (see :meth:`batches`)."""
         if not isinstance(corpus, Corpus):
             raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(corpus).__name__}")
-        batches = self.batches(corpus, num_batches, self.seed)
-        tokens = [(*corpus.tokens(b, dtype=self.dtype, device=self.device), len(b)) for b in batches]
-        if state is None:
-            state = HDPState(rng=np.random.default_rng(self.seed))
-        if state.posterior is None:
-            state.posterior = self.initial_posterior(corpus)
-        result = HDPFitResult(state.posterior, [], [], state)
-        for _ in range(self.laps - state.laps_done):
-            start = time.perf_counter()
-            self.lap(tokens, state, result.batch_elbos)
-            elbo = float(state.posterior.elbo(state.cache.total))
-            if elbo != elbo:
-                raise FloatingPointError(f"the bound became NaN in lap {state.laps_done}")
-            state.elbo_trace.append(elbo)
-            state.lap_seconds.append(time.perf_counter() - start)
-            if callback is not None and callback(state.laps_done - 1, elbo, state.posterior) is True:
-                break
-            trace = state.elbo_trace
-            moved = any(c["accepted"] for c in state.move_log[-1].values()) if self.moves else False
-            if len(trace) >= 2 and not moved and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2]):
-                result.converged = True
-                break
-        result.posterior = state.posterior
-        result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
-        return result
+        return CorpusBatches(corpus, self.batches(corpus, num_batches or 1, self.seed), self.dtype, self.device)
 
-    def lap(self, tokens, state, batch_elbos=None):
-        """One pass over the batches in a random order; updates ``state`` in place."""
-        cache = state.cache
-        hold_globals = state.laps_done == 0 and not self.incremental_first_lap
-        for move in self.moves:
-            move.start_lap(state)
-        for b in state.rng.permutation(len(tokens)):
-            b = int(b)
-            doc, word, count, num_docs = tokens[b]
-            warm = state.doc_topic_counts.get(b)
-            if warm is not None and warm.shape[1] != state.posterior.K:
-                warm = None
-            post = state.posterior
-            start = None if self.local_restart else warm
-            resp, counts, summary, iters = post.local_step(doc, word, count, num_docs, init_counts=start,
-                                                           max_iter=self.local_iters, tol=self.local_tol)
-            old = cache.batches.get(b)
-            if start is None and warm is not None and old is not None and old.K == post.K \
-                    and float(post.elbo(summary)) < float(post.elbo(old)):
-                # the restart is worse for this batch than its cached local parameters under the
-                # current globals: continue from those instead, which cannot lower the bound
-                resp, counts, summary, more = post.local_step(doc, word, count, num_docs, init_counts=warm,
-                                                              max_iter=self.local_iters, tol=self.local_tol)
-                iters += more
-            for move in self.moves:
-                move.visit_batch(state, b, tokens[b], resp, self)
-            state.local_iterations.append(iters)
-            state.doc_topic_counts[b] = counts
-            cache.replace(b, summary)
-            if hold_globals and len(cache) < len(tokens):
-                continue
-            state.posterior = state.posterior.updated(cache.total)
-            if batch_elbos is not None and self.record_batch_elbos and len(cache) == len(tokens):
-                batch_elbos.append(float(state.posterior.elbo(cache.total)))
-        state.move_log.append({move.name: move.end_lap(state) for move in self.moves})
-        state.laps_done += 1
+    def initial_posterior(self, source, order=None):
+        """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``),
+        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus)."""
+        corpus = source.corpus if isinstance(source, CorpusBatches) else source
+        post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
+                                  self.device)
+        post.lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
+        return post
 
+    def local_step(self, state, key, batch):
+        """The document-level local step of batch ``key``: restarted (or warm-started from the
+        batch's last visit when ``local_restart`` is off); a restart that is worse for the batch
+        than its cached local parameters under the current globals continues from those
+        instead, so no visit lowers the bound. Returns ``(DocumentLocal, summary)``."""
+        doc, word, count, num_docs = batch
+        warm = state.warm_starts.get(key)
+        post = state.posterior
+        if warm is not None and warm.shape[1] != post.K:
+            warm = None
+        start = None if self.local_restart else warm
+        resp, counts, summary, iters = post.local_step(doc, word, count, num_docs, init_counts=start,
+                                                       max_iter=self.local_iters, tol=self.local_tol)
+        old = state.cache.batches.get(key)
+        if start is None and warm is not None and old is not None and old.K == post.K \
+                and float(post.elbo(summary)) < float(post.elbo(old)):
+            resp, counts, summary, more = post.local_step(doc, word, count, num_docs, init_counts=warm,
+                                                          max_iter=self.local_iters, tol=self.local_tol)
+            iters += more
+        state.local_iterations.append(iters)
+        return DocumentLocal(resp, counts), summary
+
+    def memoize(self, state, key, local, summary):
+        """Keep the batch's document-topic counts as the next visit's warm start, then memoize."""
+        state.warm_starts[key] = local.counts
+        super().memoize(state, key, local, summary)

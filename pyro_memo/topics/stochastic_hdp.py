@@ -13,13 +13,10 @@ non-conjugate sticks). The scaled-batch optimum is exact when the batch is the c
 
 import time
 
-import numpy as np
-
-from .corpus import Corpus
+from ..engine import FitResult
 from .hdp_posterior import HDPPosterior
 from .hdp_sticks import optimize_sticks
-from .memoized_hdp import HDPFitResult, HDPState, MemoizedHDP
-from .topic_summary import TopicSummary
+from .memoized_hdp import MemoizedHDP
 
 
 class StochasticHDP(MemoizedHDP):
@@ -45,14 +42,12 @@ class StochasticHDP(MemoizedHDP):
         self.kappa, self.delay = float(kappa), float(delay)
 
     def fit(self, corpus, num_batches=1, state=None, callback=None):
-        if not isinstance(corpus, Corpus):
-            raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(corpus).__name__}")
-        batches = self.batches(corpus, num_batches, self.seed)
-        tokens = [(*corpus.tokens(b, dtype=self.dtype, device=self.device), len(b)) for b in batches]
-        state = state or HDPState(rng=np.random.default_rng(self.seed))
+        source = self.make_source(corpus, num_batches)
+        tokens = source.tokens
+        state = state or self.new_state()
         if state.posterior is None:
-            state.posterior = self.initial_posterior(corpus)
-        result = HDPFitResult(state.posterior, [], [], state)
+            state.posterior = self.initial_posterior(source)
+        result = FitResult(state.posterior, state=state)
         for _ in range(self.laps - state.laps_done):
             start = time.perf_counter()
             for b in state.rng.permutation(len(tokens)):
@@ -75,8 +70,7 @@ class StochasticHDP(MemoizedHDP):
                                                tol=self.local_tol)
         state.local_iterations.append(iters)
         scale = num_docs_total / max(num_docs, 1)
-        scaled = TopicSummary(summary.word_counts * scale, summary.sum_log_pi * scale, summary.doc_term * scale,
-                              summary.entropy * scale, num_docs_total)
+        scaled = summary.scaled(scale, num_docs_total)
         rate = (state.steps + self.delay) ** -self.kappa if state.steps + self.delay > 0 else 1.0
         state.steps += 1
         lam = (1 - rate) * post.lam + rate * (post.lam0 + scaled.word_counts)

@@ -36,8 +36,8 @@ class TopicBirthMove(CandidateMemoMove):
         self.num_new, self.min_tokens = int(num_new), float(min_tokens)
         self.new_lam = None
 
-    def start_lap(self, state):
-        self.target, self.new_lam, self.batches = None, None, {}
+    def start_lap(self, state, driver):
+        self.target, self.new_lam, self.batches, self.driver = None, None, {}, driver
         total = state.cache.total
         if total is None or len(state.cache) == 0:
             return
@@ -81,20 +81,21 @@ class TopicBirthMove(CandidateMemoMove):
         omega = torch.cat([post.omega[keep], post.omega[self.target].expand(self.num_new)])
         return HDPPosterior(torch.cat([post.lam[keep], self.new_lam]), rho, omega, post.alpha, post.gamma, post.lam0)
 
-    def visit_batch(self, state, key, batch, resp, model):
+    def visit_batch(self, state, key, batch, local, summary):
         post = state.posterior
         if self.target is None or post.K != self.num_topics:
-            return
+            return summary
         if self.new_lam is None:
-            self.new_lam = self._new_topics(batch, resp, post, seed=state.laps_done)
+            self.new_lam = self._new_topics(batch, local.resp, post, seed=state.laps_done)
             if self.new_lam is None:
                 tried_topics(state, self.name, post.K).append(self.target)
                 self.target = None
-                return
+                return summary
         doc, word, count, num_docs = batch
         # the candidate's batch step runs under the current globals with the split, so it
         # keeps pace with the main fit's updates during the lap
         self.candidate = self._candidate(post)
-        _, counts, summary, _ = self.candidate.local_step(doc, word, count, num_docs, max_iter=model.local_iters,
-                                                          tol=model.local_tol)
-        self.batches[key] = (counts, summary)
+        _, counts, candidate, _ = self.candidate.local_step(doc, word, count, num_docs,
+                                                            max_iter=self.driver.local_iters, tol=self.driver.local_tol)
+        self.batches[key] = (counts, candidate)
+        return summary

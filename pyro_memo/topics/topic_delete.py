@@ -34,8 +34,8 @@ class TopicDeleteMove(CandidateMemoMove):
         super().__init__()
         self.max_share = float(max_share)
 
-    def start_lap(self, state):
-        self.target, self.candidate, self.batches = None, None, {}
+    def start_lap(self, state, driver):
+        self.target, self.candidate, self.batches, self.driver = None, None, {}, driver
         total = state.cache.total
         if total is None or total.K < 2 or len(state.cache) == 0:
             return
@@ -56,9 +56,9 @@ class TopicDeleteMove(CandidateMemoMove):
         rho, omega = sticks_without(post.rho, post.omega, self.target)
         return HDPPosterior(post.lam[self.keep], rho, omega, post.alpha, post.gamma, post.lam0)
 
-    def visit_batch(self, state, key, batch, resp, model):
+    def visit_batch(self, state, key, batch, local, summary):
         if self.target is None or state.posterior.K != self.num_topics:
-            return
+            return summary
         doc, word, count, num_docs = batch
         # the candidate's batch step runs under the current globals less the target, so it
         # keeps pace with the main fit's updates during the lap
@@ -70,6 +70,8 @@ class TopicDeleteMove(CandidateMemoMove):
             rest = warm[:, self.keep]
             # the target's counts spread over the others in proportion (a start, then iterated)
             warm = rest + share * (rest + 1e-12) / (rest + 1e-12).sum(1, keepdim=True)
-        _, counts, summary, _ = self.candidate.local_step(doc, word, count, num_docs, init_counts=warm,
-                                                          max_iter=model.local_iters, tol=model.local_tol)
-        self.batches[key] = (counts, summary)
+        _, counts, candidate, _ = self.candidate.local_step(doc, word, count, num_docs, init_counts=warm,
+                                                            max_iter=self.driver.local_iters,
+                                                            tol=self.driver.local_tol)
+        self.batches[key] = (counts, candidate)
+        return summary

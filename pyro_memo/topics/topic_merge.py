@@ -12,26 +12,22 @@ bound rises.
 
 import torch
 
-from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm
+from ..engine import Move, candidate_pairs
+from ..inference.moves.merge import merge_scores as mixture_merge_scores
+from ..summaries import Summary, TopicSummary
+from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm, topic_family
 from .hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
-from .topic_summary import TopicSummary
 
 
 def merge_scores(summary, lam0):
-    """For every pair ``a < b``: :math:`\\log M(S_a + S_b) - \\log M(S_a) - \\log M(S_b)` with
-    :math:`\\log M(S) = c(\\lambda_0) - c(\\lambda_0 + S)`; returns ``(pairs (P, 2), scores (P,))``."""
-    K = summary.K
-    pairs = torch.combinations(torch.arange(K, device=summary.word_counts.device), 2)
-    if len(pairs) == 0:
-        return pairs, summary.word_counts.new_zeros(0)
-    prior = torch.full_like(summary.word_counts[:1], lam0)
-    single = log_dirichlet_norm(prior) - log_dirichlet_norm(prior + summary.word_counts)
-    scores = []
-    for lo in range(0, len(pairs), 256):
-        a, b = pairs[lo:lo + 256, 0], pairs[lo:lo + 256, 1]
-        merged = log_dirichlet_norm(prior) - log_dirichlet_norm(prior + summary.word_counts[a] + summary.word_counts[b])
-        scores.append(merged - single[a] - single[b])
-    return pairs, torch.cat(scores)
+    """For every pair ``a < b``: :math:`\\log M(S_a + S_b) - \\log M(S_a) - \\log M(S_b)`, the
+    Dirichlet-multinomial marginal-likelihood ratio of their word counts (Hughes & Sudderth 2013,
+    eq. 12, with the topics' :class:`~pyro_memo.families.Multinomial` family); returns
+    ``(pairs (P, 2), scores (P,))``."""
+    family = topic_family(lam0, summary.word_counts.shape[1], summary.word_counts.dtype, summary.word_counts.device)
+    words = Summary(summary.topic_counts, {"x": summary.word_counts, "logc": summary.entropy.new_zeros(summary.K)},
+                    summary.entropy, summary.num_docs)
+    return mixture_merge_scores(family, words)
 
 
 def merged_sticks(rho, omega, a, b):
@@ -54,7 +50,7 @@ def batch_summary_from_counts(summary, counts, alpha, weights, entropy):
     return TopicSummary(summary.word_counts, e_log_pi.sum(0), doc_term, entropy, summary.num_docs)
 
 
-class TopicMergeMove:
+class TopicMergeMove(Move):
     """Exact-bound merges of HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
 
     :param int pairs_per_topic: candidate partners per topic (by the marginal-likelihood ratio).
@@ -67,51 +63,47 @@ class TopicMergeMove:
         self.pairs_per_topic, self.max_pairs = int(pairs_per_topic), int(max_pairs)
         self.pairs, self.pair_entropy, self.num_topics = None, {}, None
 
-    def start_lap(self, state):
+    def start_lap(self, state, driver):
         total = state.cache.total
         self.pairs, self.pair_entropy = None, {}
         if total is None or total.K < 2 or len(state.cache) == 0:
             return
         self.num_topics = total.K
         pairs, scores = merge_scores(total, state.posterior.lam0)
-        chosen = set()
-        for k in range(total.K):
-            involved = ((pairs[:, 0] == k) | (pairs[:, 1] == k)).nonzero().flatten()
-            chosen.update(involved[torch.argsort(scores[involved], descending=True)[:self.pairs_per_topic]].tolist())
-        order = sorted(chosen, key=lambda p: -float(scores[p]))[:self.max_pairs]
-        self.pairs = pairs[torch.tensor(order, dtype=torch.long)]
+        self.pairs = candidate_pairs(pairs, scores, total.K, self.pairs_per_topic, self.max_pairs)
 
-    def visit_batch(self, state, key, batch, resp, model):
+    def visit_batch(self, state, key, batch, local, summary):
         count = batch[2]
         if self.pairs is not None:
-            merged = resp[:, self.pairs[:, 0]] + resp[:, self.pairs[:, 1]]
+            merged = local.resp[:, self.pairs[:, 0]] + local.resp[:, self.pairs[:, 1]]
             self.pair_entropy[key] = -(count[:, None] * torch.special.xlogy(merged, merged)).sum(0)
+        return summary
 
-    def end_lap(self, state):
+    def end_lap(self, state, driver):
         """Try the candidates in order (each topic in at most one accepted merge per lap)."""
-        log = {"proposed": 0, "accepted": 0}
         cache = state.cache
         if self.pairs is None or set(self.pair_entropy) != set(cache.batches) or cache.total.K != self.num_topics:
-            return log
+            return
         current = float(state.posterior.elbo(cache.total))
         position = list(range(self.num_topics))
         used = set()
+        proposed = accepted = 0
         for p, (a0, b0) in enumerate(self.pairs.tolist()):
             if a0 in used or b0 in used:
                 continue
             a, b = position[a0], position[b0]
-            log["proposed"] += 1
+            proposed += 1
             value, candidate = self.evaluate(state, a, b, p)
             if value > current:
                 self.apply(state, candidate, a, b, p)
-                state.move_gains.append({"move": "merge", "lap": state.laps_done, "before": current, "after": value})
+                self.record_gain(state, current, value)
                 current = value
-                log["accepted"] += 1
+                accepted += 1
                 used.update((a0, b0))
                 position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
                             for i, q in enumerate(position)]
+        self.log(state, proposed, accepted)
         self.pairs, self.pair_entropy = None, {}
-        return log
 
     def _merged_batches(self, state, a, b, p, rho):
         post = state.posterior

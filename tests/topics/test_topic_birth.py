@@ -28,7 +28,7 @@ def test_candidate_replaces_the_target_and_keeps_the_other_weights():
     model = MemoizedHDP(K=4, laps=2, seed=0)
     fit = model.fit(corpus, 2)
     move = TopicBirthMove(num_new=3, min_tokens=1)
-    move.start_lap(fit.state)
+    move.start_lap(fit.state, model)
     target = move.target
     assert target == int(torch.argmax(fit.state.cache.total.topic_counts))
     doc, word, count = corpus.tokens()

@@ -8,6 +8,7 @@ import torch
 from pyro_memo.topics import HDPPosterior, MemoizedHDP, TopicMergeMove
 from pyro_memo.topics.hdp_posterior import expected_log_dirichlet
 from pyro_memo.topics.hdp_sticks import expected_beta
+from pyro_memo.topics.memoized_hdp import DocumentLocal
 from pyro_memo.topics.topic_merge import merged_sticks
 from tests.topics.test_memoized_hdp import random_corpus
 
@@ -44,12 +45,12 @@ def test_candidate_summary_equals_the_merged_local_parameters_summary(seed):
     state = model.fit(corpus, 1).state
     move = TopicMergeMove(pairs_per_topic=1)
     doc, word, count = corpus.tokens()
-    move.start_lap(state)
+    move.start_lap(state, model)
     resp, counts, summary, _ = state.posterior.local_step(doc, word, count, corpus.num_docs,
                                                           init_counts=state.doc_topic_counts[0])
     state.doc_topic_counts[0] = counts
     state.cache.replace(0, summary)
-    move.visit_batch(state, 0, (doc, word, count, corpus.num_docs), resp, model)
+    move.visit_batch(state, 0, (doc, word, count, corpus.num_docs), DocumentLocal(resp, counts), summary)
     a, b = move.pairs[0].tolist()
     _, (batches, total, _) = move.evaluate(state, a, b, 0)
     # direct: merge the responsibilities, refit the documents' Dirichlets with the merged sticks

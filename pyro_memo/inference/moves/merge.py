@@ -2,6 +2,7 @@
 
 import torch
 
+from ...engine.moves import candidate_pairs
 from .base import Move, optimal_elbo, rewrite_memo
 
 
@@ -27,15 +28,7 @@ def select_pairs(family, summary, per_component):
     """Candidate pairs: each component with its ``per_component`` best partners by eq. 12,
     ordered by decreasing score."""
     pairs, scores = merge_scores(family, summary)
-    if len(pairs) == 0:
-        return pairs
-    chosen = set()
-    for k in range(summary.K):
-        involved = ((pairs[:, 0] == k) | (pairs[:, 1] == k)).nonzero().flatten()
-        best = involved[torch.argsort(scores[involved], descending=True)[:per_component]]
-        chosen.update(best.tolist())
-    chosen = torch.tensor(sorted(chosen, key=lambda p: -float(scores[p])), dtype=torch.long)
-    return pairs[chosen]
+    return candidate_pairs(pairs, scores, summary.K, per_component)
 
 
 def pair_entropies(resp, pairs):
