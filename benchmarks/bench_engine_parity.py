@@ -1,0 +1,94 @@
+"""The one engine against an older checkout, side by side in one session: same exact objective,
+same held-out score, same speed.
+
+Runs each fit in a fresh subprocess whose ``PYTHONPATH`` points at a checkout, alternating
+old and new (``--reps`` times each for the toy fit), one thread each:
+
+* toy data (Hughes & Sudderth 2013 §4.1: N = 100,000 5x5 patches, D = 25), zero-mean Gaussian
+  DP mixture, K = 25, 100 batches, seed 0, float64, ``--toy-laps`` laps: final exact ELBO and
+  seconds per lap;
+* Wikipedia (the bnpy 0.1.7 corpus, 80/20 document split), memoized HDP at the README's
+  settings (K = 100, 20 batches, float32, k-means start), ``--wiki-laps`` laps: held-out
+  log-likelihood per token by document completion and seconds per lap.
+
+    git worktree add /tmp/old <older commit>
+    python benchmarks/bench_engine_parity.py --old /tmp/old [--new .] [--reps 2] [--toy-laps 10] [--wiki-laps 3]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+TOY = """
+import json, torch
+import pyro_memo as pm
+from pyro_memo.synthetic import toy_patches
+torch.set_num_threads(1)
+x = torch.as_tensor(toy_patches(100_000, seed=0)[0], dtype=torch.float64)
+family = pm.ZeroMeanGaussian.from_data(x)
+fit = pm.MemoizedVB(family, K=25, laps={laps}, tol=0, seed=0).fit(x, num_batches=100)
+print(json.dumps({{"elbo": fit.elbo, "trace": fit.elbo_trace, "lap_seconds": fit.lap_seconds}}))
+"""
+
+WIKI = """
+import json, torch
+from pyro_memo.topics import MemoizedHDP, document_completion, load_wikipedia, split_documents
+torch.set_num_threads(1)
+train, test = split_documents(load_wikipedia(), 0.2, seed=0)
+fit = MemoizedHDP(K=100, laps={laps}, tol=0, seed=0, dtype=torch.float32).fit(train, 20)
+print(json.dumps({{"heldout": document_completion(fit.posterior, test), "bound_per_token":
+                   fit.elbo / train.num_tokens, "lap_seconds": fit.lap_seconds}}))
+"""
+
+
+def run(checkout, code):
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"{checkout}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def mean(values):
+    return sum(values) / len(values)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--old", required=True, help="checkout of the older commit")
+    parser.add_argument("--new", default=".", help="checkout of the newer commit (default: this one)")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--toy-laps", type=int, default=10)
+    parser.add_argument("--wiki-laps", type=int, default=3)
+    parser.add_argument("--skip-wiki", action="store_true")
+    args = parser.parse_args()
+    checkouts = {"old": args.old, "new": args.new}
+
+    toy = {"old": [], "new": []}
+    for rep in range(args.reps):
+        for name in ("old", "new") if rep % 2 == 0 else ("new", "old"):
+            toy[name].append(run(checkouts[name], TOY.format(laps=args.toy_laps)))
+            r = toy[name][-1]
+            print(f"toy {name} rep {rep}: ELBO {r['elbo']!r}, {mean(r['lap_seconds']):.3f} s/lap", flush=True)
+    old, new = toy["old"][0]["elbo"], toy["new"][0]["elbo"]
+    old_lap = mean([mean(r["lap_seconds"]) for r in toy["old"]])
+    new_lap = mean([mean(r["lap_seconds"]) for r in toy["new"]])
+    print(f"toy: relative ELBO difference {abs(new - old) / abs(old):.2e}; largest over the trace "
+          f"{max(abs(a - b) / abs(a) for a, b in zip(toy['old'][0]['trace'], toy['new'][0]['trace'], strict=True)):.2e}"
+          f"; s/lap old {old_lap:.3f}, new {new_lap:.3f}, new/old {new_lap / old_lap:.3f}", flush=True)
+    if args.skip_wiki:
+        return
+    wiki = {}
+    for name in ("old", "new"):
+        wiki[name] = run(checkouts[name], WIKI.format(laps=args.wiki_laps))
+        r = wiki[name]
+        print(f"wiki {name}: held-out {r['heldout']:.5f} nats/token after {args.wiki_laps} laps, bound "
+              f"{r['bound_per_token']:.5f}/token, {mean(r['lap_seconds']):.1f} s/lap", flush=True)
+    print(f"wiki: held-out new - old {wiki['new']['heldout'] - wiki['old']['heldout']:+.5f} nats/token; s/lap "
+          f"new/old {mean(wiki['new']['lap_seconds']) / mean(wiki['old']['lap_seconds']):.3f}")
+
+
+if __name__ == "__main__":
+    main()
