@@ -1,12 +1,13 @@
 """The engine: one memoized driver and one move base for every model."""
 
 from .driver import FitResult, MemoizedDriver
-from .moves import Move, candidate_pairs, make_moves, optimal_elbo, rewrite_memo, sort_components
+from .moves import Move, PairMergeMove, candidate_pairs, make_moves, optimal_elbo, rewrite_memo, sort_components
 
 __all__ = [
     "FitResult",
     "MemoizedDriver",
     "Move",
+    "PairMergeMove",
     "candidate_pairs",
     "make_moves",
     "optimal_elbo",

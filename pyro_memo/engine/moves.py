@@ -127,3 +127,96 @@ def sort_components(state):
         return False
     rewrite_memo(state, lambda key, s: s.select(order))
     return True
+
+
+class PairMergeMove(Move):
+    """Merges of pairs of components, accepted only when the exact objective rises
+    (Hughes & Sudderth 2013 §3.2), for any model.
+
+    Driver side: at the start of a lap the candidate pairs are the ``per_component`` best
+    partners of each component by :meth:`pair_scores` (the marginal-likelihood ratio, eq. 12);
+    after the lap the candidates are tried in order, each component in at most one accepted
+    merge per lap. Batch side: every batch computes the merged-assignment entropy of each
+    candidate (:meth:`batch_pair_entropy`), the one term of the objective that is not a
+    function of the summaries. A model fills in :meth:`pair_scores`,
+    :meth:`batch_pair_entropy`, :meth:`current`, :meth:`evaluate` and :meth:`apply`.
+
+    :param int per_component: candidate partners per component.
+    :param int max_pairs: at most this many candidates per lap (``None``: no limit).
+    """
+
+    name = "merge"
+
+    def __init__(self, per_component=3, max_pairs=None):
+        self.per_component = int(per_component)
+        self.max_pairs = None if max_pairs is None else int(max_pairs)
+        self.pairs, self.pair_entropy, self.num_components = None, {}, None
+
+    # ------------------------------------------------------ the model's part
+    def pair_scores(self, state, total):
+        """``(pairs (P, 2), scores (P,))`` for every pair of components of ``total``."""
+        raise NotImplementedError
+
+    def batch_pair_entropy(self, batch, local, pairs):
+        """``(P,)`` merged-assignment entropy of each pair in ``batch`` with local factors ``local``."""
+        raise NotImplementedError
+
+    def current(self, state):
+        """The exact objective the candidates must beat."""
+        return float(state.posterior.elbo(state.cache.total))
+
+    def evaluate(self, state, a, b, p):
+        """``(exact objective, candidate)`` after merging ``b`` into ``a`` (candidate pair ``p``)."""
+        raise NotImplementedError
+
+    def apply(self, state, candidate, a, b, p):
+        """Make ``candidate`` the memo and the globals."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- the hooks
+    def start_lap(self, state, driver):
+        total = state.cache.total
+        self.pairs, self.pair_entropy = None, {}
+        self.num_components = None if total is None else total.K
+        if total is None or total.K < 2 or not state.cache.batches:
+            return
+        pairs, scores = self.pair_scores(state, total)
+        self.pairs = candidate_pairs(pairs, scores, total.K, self.per_component, self.max_pairs)
+
+    def visit_batch(self, state, key, batch, local, summary):
+        if self.pairs is not None and len(self.pairs):
+            self.pair_entropy[key] = self.batch_pair_entropy(batch, local, self.pairs)
+        return summary
+
+    def ready(self, state):
+        """Every batch supplied its pair entropies and the components are those they were computed for
+        (an accepted birth or delete earlier in the lap renumbers them)."""
+        total = state.cache.total
+        return self.pairs is not None and len(self.pairs) > 0 and set(self.pair_entropy) == set(state.cache.batches) \
+            and total.K == self.num_components == state.posterior.K
+
+    def end_lap(self, state, driver):
+        if not self.ready(state):
+            self.pairs, self.pair_entropy = None, {}
+            return
+        self.total_entropy = sum(self.pair_entropy.values())
+        current = self.current(state)
+        position = list(range(self.num_components))  # original index -> current index (None once merged)
+        used = set()
+        proposed = accepted = 0
+        for p, (a0, b0) in enumerate(self.pairs.tolist()):
+            if a0 in used or b0 in used:
+                continue
+            a, b = position[a0], position[b0]
+            proposed += 1
+            value, candidate = self.evaluate(state, a, b, p)
+            if value > current:
+                self.apply(state, candidate, a, b, p)
+                self.record_gain(state, current, value)
+                current = value
+                accepted += 1
+                used.update((a0, b0))
+                position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
+                            for i, q in enumerate(position)]
+        self.log(state, proposed, accepted)
+        self.pairs, self.pair_entropy = None, {}

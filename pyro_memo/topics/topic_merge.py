@@ -12,7 +12,7 @@ bound rises.
 
 import torch
 
-from ..engine import Move, candidate_pairs
+from ..engine import PairMergeMove
 from ..inference.moves.merge import merge_scores as mixture_merge_scores
 from ..summaries import Summary, TopicSummary
 from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm, topic_family
@@ -50,7 +50,7 @@ def batch_summary_from_counts(summary, counts, alpha, weights, entropy):
     return TopicSummary(summary.word_counts, e_log_pi.sum(0), doc_term, entropy, summary.num_docs)
 
 
-class TopicMergeMove(Move):
+class TopicMergeMove(PairMergeMove):
     """Exact-bound merges of HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
 
     :param int pairs_per_topic: candidate partners per topic (by the marginal-likelihood ratio).
@@ -60,50 +60,16 @@ class TopicMergeMove(Move):
     name = "merge"
 
     def __init__(self, pairs_per_topic=2, max_pairs=50):
-        self.pairs_per_topic, self.max_pairs = int(pairs_per_topic), int(max_pairs)
-        self.pairs, self.pair_entropy, self.num_topics = None, {}, None
+        super().__init__(per_component=pairs_per_topic, max_pairs=max_pairs)
+        self.pairs_per_topic = self.per_component
 
-    def start_lap(self, state, driver):
-        total = state.cache.total
-        self.pairs, self.pair_entropy = None, {}
-        if total is None or total.K < 2 or len(state.cache) == 0:
-            return
-        self.num_topics = total.K
-        pairs, scores = merge_scores(total, state.posterior.lam0)
-        self.pairs = candidate_pairs(pairs, scores, total.K, self.pairs_per_topic, self.max_pairs)
+    def pair_scores(self, state, total):
+        return merge_scores(total, state.posterior.lam0)
 
-    def visit_batch(self, state, key, batch, local, summary):
+    def batch_pair_entropy(self, batch, local, pairs):
         count = batch[2]
-        if self.pairs is not None:
-            merged = local.resp[:, self.pairs[:, 0]] + local.resp[:, self.pairs[:, 1]]
-            self.pair_entropy[key] = -(count[:, None] * torch.special.xlogy(merged, merged)).sum(0)
-        return summary
-
-    def end_lap(self, state, driver):
-        """Try the candidates in order (each topic in at most one accepted merge per lap)."""
-        cache = state.cache
-        if self.pairs is None or set(self.pair_entropy) != set(cache.batches) or cache.total.K != self.num_topics:
-            return
-        current = float(state.posterior.elbo(cache.total))
-        position = list(range(self.num_topics))
-        used = set()
-        proposed = accepted = 0
-        for p, (a0, b0) in enumerate(self.pairs.tolist()):
-            if a0 in used or b0 in used:
-                continue
-            a, b = position[a0], position[b0]
-            proposed += 1
-            value, candidate = self.evaluate(state, a, b, p)
-            if value > current:
-                self.apply(state, candidate, a, b, p)
-                self.record_gain(state, current, value)
-                current = value
-                accepted += 1
-                used.update((a0, b0))
-                position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
-                            for i, q in enumerate(position)]
-        self.log(state, proposed, accepted)
-        self.pairs, self.pair_entropy = None, {}
+        merged = local.resp[:, pairs[:, 0]] + local.resp[:, pairs[:, 1]]
+        return -(count[:, None] * torch.special.xlogy(merged, merged)).sum(0)
 
     def _merged_batches(self, state, a, b, p, rho):
         post = state.posterior

@@ -2,8 +2,8 @@
 
 import torch
 
-from ...engine.moves import candidate_pairs
-from .base import Move, optimal_elbo, rewrite_memo
+from ...engine.moves import PairMergeMove, candidate_pairs
+from .base import optimal_elbo, rewrite_memo
 
 
 def merge_scores(family, summary):
@@ -37,64 +37,35 @@ def pair_entropies(resp, pairs):
     return -torch.special.xlogy(merged, merged).sum(0)
 
 
-class MergeMove(Move):
+class MergeMove(PairMergeMove):
     """Merge pairs of components when the exact full-data ELBO rises.
 
     At the start of a lap the candidate pairs are chosen by the marginal-likelihood ratio
     (paper 000 eq. 12); during the lap every batch caches the merged-assignment entropy of
     each candidate pair; after the lap each candidate is evaluated exactly (eq. 8 is linear
     in the summaries, the pair entropies supply the one non-linear term) and accepted only
-    if the ELBO increases. A component takes part in at most one merge per lap.
+    if the ELBO increases. A component takes part in at most one merge per lap (the loop is
+    :class:`~pyro_memo.engine.PairMergeMove`'s).
 
     :param int pairs_per_component: partners considered for each component.
     """
 
-    name = "merge"
-
     def __init__(self, pairs_per_component=3):
-        self.pairs_per_component = int(pairs_per_component)
-        self.pairs = None
-        self.pair_entropy = {}
-        self.num_components = None
+        super().__init__(per_component=pairs_per_component)
+        self.pairs_per_component = self.per_component
 
-    def start_lap(self, state, driver):
-        total = state.cache.total
-        self.pair_entropy = {}
-        self.pairs = None
-        self.num_components = None if total is None else total.K
-        if total is not None and total.K > 1:
-            self.pairs = select_pairs(state.posterior.family, total, self.pairs_per_component)
+    def pair_scores(self, state, total):
+        return merge_scores(state.posterior.family, total)
 
-    def visit_batch(self, state, key, x, resp, summary):
-        if self.pairs is not None and len(self.pairs):
-            self.pair_entropy[key] = pair_entropies(resp, self.pairs)
-        return summary
+    def batch_pair_entropy(self, batch, local, pairs):
+        return pair_entropies(local, pairs)
 
-    def end_lap(self, state, driver):
-        cache = state.cache
-        if self.pairs is None or not len(self.pairs) or set(self.pair_entropy) != set(cache.batches) \
-                or cache.total.K != state.posterior.K or int(self.pairs.max()) >= cache.total.K \
-                or self.num_components != cache.total.K:
-            return  # an accepted delete changed the components: these pair entropies no longer apply
-        total_h = sum(self.pair_entropy.values())
-        current, _ = optimal_elbo(state.posterior, cache.total)
-        position = list(range(cache.total.K))  # original index -> current index (None once merged)
-        used = set()
-        proposed = accepted = 0
-        for p, (a0, b0) in enumerate(self.pairs.tolist()):
-            if a0 in used or b0 in used:
-                continue
-            a, b = position[a0], position[b0]
-            proposed += 1
-            candidate = cache.total.merge(a, b, total_h[p])
-            value, _ = optimal_elbo(state.posterior, candidate)
-            if value > current:
-                rewrite_memo(state, lambda key, s, a=a, b=b, p=p: s.merge(a, b, self.pair_entropy[key][p]))
-                self.record_gain(state, current, value)
-                current = value
-                accepted += 1
-                used.update((a0, b0))
-                position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
-                            for i, q in enumerate(position)]
-        self.log(state, proposed, accepted)
-        self.pairs, self.pair_entropy = None, {}
+    def current(self, state):
+        return optimal_elbo(state.posterior, state.cache.total)[0]
+
+    def evaluate(self, state, a, b, p):
+        candidate = state.cache.total.merge(a, b, self.total_entropy[p])
+        return optimal_elbo(state.posterior, candidate)[0], None
+
+    def apply(self, state, candidate, a, b, p):
+        rewrite_memo(state, lambda key, s: s.merge(a, b, self.pair_entropy[key][p]))
