@@ -1,20 +1,20 @@
-"""Full-dataset coordinate-ascent variational inference (paper 003 §3, paper 000 §2.2)."""
+"""Full-dataset coordinate-ascent variational inference (Blei & Jordan 2006 §3; Hughes &
+Sudderth 2013 §2.2): the memoized driver with one batch holding all the data."""
 
-import time
-
-from ..allocation import DPSticks
-from ..engine import FitResult
 from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_responsibilities
+from .memoized_vb import FitResult, MemoizedVB  # noqa: F401  (FitResult re-exported)
 
 
-class FullBatchVB:
+class FullBatchVB(MemoizedVB):
     """Coordinate ascent on the exact ELBO over all data at once.
 
     Each iteration runs three exact coordinate steps, none of which can lower the
     ELBO: local assignments (paper 000 eq. 9), component posteriors and stick
-    posteriors (eq. 10).
+    posteriors (eq. 10). It is :class:`~pyro_memo.inference.MemoizedVB` with a single batch
+    (the one driver, :class:`~pyro_memo.engine.MemoizedDriver`), started from responsibilities
+    of all the data.
 
     :param family: a :class:`~pyro_memo.families.ConjugateFamily` (its prior included).
     :param int K: truncation level.
@@ -29,22 +29,30 @@ class FullBatchVB:
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
                  init="kmeans++", seed=0, record_steps=False):
-        if int(K) < 1:
-            raise ValueError(f"K must be a positive integer; got {K}")
-        self.family = family
-        self.sticks = DPSticks(alpha, truncation)
-        self.K = int(K)
-        self.max_iter = int(max_iter)
-        self.tol = float(tol)
-        self.init = init
-        self.seed = seed
+        super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, seed=seed, shuffle=False)
+        self.max_iter = self.laps
         self.record_steps = record_steps
+        self._step_elbos = []
 
-    def initial_posterior(self, x):
-        """Globals fitted to initial responsibilities (see :mod:`.initialization`)."""
+    def initial_posterior(self, x, order=None):
+        """Globals fitted to initial responsibilities of all of ``x`` (see :mod:`.initialization`)."""
+        x = x if order is None else self.read_batch(x, 0)
         resp = initial_responsibilities(x, self.K, self.init, self.seed)
         summary = Summary.from_responsibilities(self.family, x, resp)
         return DPMixturePosterior.from_summary(self.family, self.sticks, summary)
+
+    def local_step(self, state, key, batch):
+        """The local step; with ``record_steps`` also the two global blocks one at a time, keeping
+        the ELBO after each of the three coordinate steps."""
+        resp, summary = state.posterior.local_step(batch)
+        if self.record_steps:
+            post = state.posterior
+            self._step_elbos.append(float(post.elbo(summary)))
+            post.update_components(summary)
+            self._step_elbos.append(float(post.elbo(summary)))
+            post.update_sticks(summary)
+            self._step_elbos.append(float(post.elbo(summary)))
+        return resp, summary
 
     def fit(self, x, posterior=None, callback=None):
         """Run coordinate ascent on data ``x``.
@@ -54,33 +62,9 @@ class FullBatchVB:
         :param callback: optional ``callback(iteration, elbo, posterior)``; returning ``True`` stops the fit.
         :rtype: FitResult
         """
-        start = time.perf_counter()
         x = self.family.check_data(x)
-        post = posterior if posterior is not None else self.initial_posterior(x)
-        result = FitResult(post, None)
-        previous = None
-        for it in range(self.max_iter):
-            lap_start = time.perf_counter()
-            _, summary = post.local_step(x)
-            if self.record_steps:
-                result.step_elbos.append(float(post.elbo(summary)))
-            post.update_components(summary)
-            if self.record_steps:
-                result.step_elbos.append(float(post.elbo(summary)))
-            post.update_sticks(summary)
-            elbo = float(post.elbo(summary))
-            if self.record_steps:
-                result.step_elbos.append(elbo)
-            if elbo != elbo:
-                raise FloatingPointError(f"the ELBO became NaN at iteration {it}")
-            result.elbo_trace.append(elbo)
-            result.lap_seconds.append(time.perf_counter() - lap_start)
-            result.summary = summary
-            if callback is not None and callback(it, elbo, post) is True:
-                break
-            if previous is not None and abs(elbo - previous) <= self.tol * abs(previous):
-                result.converged = True
-                break
-            previous = elbo
-        result.seconds = time.perf_counter() - start
+        self._step_elbos = []
+        result = super().fit(x, 1, posterior=posterior if posterior is not None else self.initial_posterior(x),
+                             callback=callback)
+        result.step_elbos = self._step_elbos
         return result

@@ -27,7 +27,7 @@ class SummaryCache:
     def replace(self, key, summary):
         """Swap batch ``key``'s summary for ``summary`` and update the total."""
         old = self.batches.get(key)
-        if self.total is None:
+        if self.total is None or (old is not None and len(self.batches) == 1):
             self.total = summary
         elif old is None:
             self.total = self.total + summary

@@ -3,8 +3,10 @@
 import numpy as np
 import torch
 
+from ...data_sources import make_batches
+from ...engine import MemoizedDriver
 from ...summaries import Summary
-from ..full_batch_vb import FullBatchVB
+from ..initialization import initial_responsibilities
 from .base import Move, optimal_elbo, rewrite_memo
 from .merge import merge_scores, pair_entropies
 
@@ -143,9 +145,12 @@ class BirthMove(Move):
         five best pairs by paper 000 eq. 12 tried each round) while the subsample's exact ELBO
         rises (a single cluster then yields a single component,
         and no birth). Returns the subsample's summary under the fresh model."""
-        vb = FullBatchVB(posterior.family, self.fresh_K, posterior.sticks.alpha, max_iter=self.fresh_iters,
-                         tol=1e-6, seed=int(self.rng.integers(2**31)))
-        fit = vb.fit(sub)
+        seed = int(self.rng.integers(2**31))
+        resp = initial_responsibilities(sub, self.fresh_K, "kmeans++", seed)
+        start = posterior.optimal_for(Summary.from_responsibilities(posterior.family, sub, resp))
+        # full-batch coordinate ascent: the one driver with the subsample as its only batch
+        fit = MemoizedDriver(laps=self.fresh_iters, tol=1e-6, seed=seed, shuffle=False).fit(
+            make_batches(sub, 1), posterior=start)
         post = fit.posterior
         while post.K > 1:
             resp, summary = post.local_step(sub)
