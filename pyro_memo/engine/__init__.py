@@ -2,12 +2,14 @@
 
 from .driver import FitResult, MemoizedDriver
 from .moves import Move, PairMergeMove, candidate_pairs, make_moves, optimal_elbo, rewrite_memo, sort_components
+from .stochastic import StochasticDriver
 
 __all__ = [
     "FitResult",
     "MemoizedDriver",
     "Move",
     "PairMergeMove",
+    "StochasticDriver",
     "candidate_pairs",
     "make_moves",
     "optimal_elbo",

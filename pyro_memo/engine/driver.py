@@ -1,11 +1,12 @@
 """The memoized driver: the lap loop written once for every model (Hughes & Sudderth 2013, Alg. 1).
 
 A model plugs in through its :class:`~pyro_memo.posterior.VariationalPosterior` and summaries,
-and a driver subclass fills in four steps, as scikit-learn's ``BaseMixture`` has its models fill
-in the E- and M-steps: how data become batches (:meth:`MemoizedDriver.make_source`), how a
-batch is read (:meth:`~MemoizedDriver.read_batch`), the initial globals
-(:meth:`~MemoizedDriver.initial_posterior`) and, optionally, a local step that uses the batch's
-cached local parameters (:meth:`~MemoizedDriver.local_step`, :meth:`~MemoizedDriver.memoize`).
+and a model's subclass (or a mixin shared with the stochastic driver) fills in the steps every
+:class:`Driver` has, as scikit-learn's ``BaseMixture`` has its models fill in the E- and M-steps:
+how data become batches (:meth:`Driver.make_source`), how a batch is read
+(:meth:`Driver.read_batch`), the initial globals (:meth:`Driver.initial_posterior`) and,
+optionally, a local step that uses the batch's cached local parameters
+(:meth:`Driver.local_step`, :meth:`MemoizedDriver.memoize`).
 """
 
 import time
@@ -47,7 +48,53 @@ class FitResult:
         return self.elbo_trace[-1] if self.elbo_trace else float("nan")
 
 
-class MemoizedDriver:
+class Driver:
+    """What every driver shares: the model's steps, filled in by a model's subclass or mixin
+    (how data become batches, how a batch is read, the initial globals, the local step).
+
+    :param int laps: maximum number of passes through the data.
+    :param int seed: seeds the initialisation and the batch order.
+    :param bool shuffle: visit batches in a new random order every lap (else in order).
+    """
+
+    def __init__(self, laps=50, seed=0, shuffle=True):
+        if int(laps) < 1:
+            raise ValueError(f"laps must be a positive integer; got {laps}")
+        self.laps = int(laps)
+        self.seed = seed
+        self.shuffle = shuffle
+
+    def make_source(self, data, num_batches):
+        """Fixed batches of ``data``: an object with ``num_batches``, ``num_items`` and ``batch(b)``.
+        The default takes such an object as it is."""
+        for attribute in ("num_batches", "num_items", "batch"):
+            if not hasattr(data, attribute):
+                raise TypeError(f"{type(self).__name__}.fit needs a batch source with num_batches, num_items and "
+                                f"batch(b); got {type(data).__name__}")
+        return data
+
+    def read_batch(self, source, b):
+        """Batch ``b`` of ``source``, ready for the local step."""
+        return source.batch(b)
+
+    def initial_posterior(self, source, order):
+        """The globals a fit starts from (``order``: the first lap's batch order)."""
+        raise TypeError(f"{type(self).__name__} has no initialisation: pass posterior= to fit")
+
+    def local_step(self, state, key, batch):
+        """The local step of batch ``key`` under the current globals: ``(local, summary)``."""
+        return state.posterior.local_step(batch)
+
+    def new_state(self):
+        """An empty :class:`~pyro_memo.memo.MemoState` seeded by ``seed``."""
+        return MemoState(rng=np.random.default_rng(self.seed))
+
+    def order(self, rng, num_batches):
+        """This lap's batch order."""
+        return rng.permutation(num_batches) if self.shuffle else np.arange(num_batches)
+
+
+class MemoizedDriver(Driver):
     """Memoized coordinate ascent over fixed batches, for any model.
 
     For each batch ``b`` in a random order each lap: the exact local step on ``b`` (eq. 9),
@@ -70,51 +117,17 @@ class MemoizedDriver:
 
     def __init__(self, laps=50, tol=1e-8, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
                  hold_first_lap=False, sort_after_moves=False):
-        if int(laps) < 1:
-            raise ValueError(f"laps must be a positive integer; got {laps}")
-        self.laps = int(laps)
+        super().__init__(laps=laps, seed=seed, shuffle=shuffle)
         self.tol = float(tol)
-        self.seed = seed
-        self.shuffle = shuffle
         self.record_batch_elbos = record_batch_elbos
         self.moves = list(moves)
         self.hold_first_lap = bool(hold_first_lap)
         self.sort_after_moves = bool(sort_after_moves)
 
-    # ------------------------------------------------------ model's steps
-    def make_source(self, data, num_batches):
-        """Fixed batches of ``data``: an object with ``num_batches``, ``num_items`` and ``batch(b)``.
-        The default takes such an object as it is."""
-        for attribute in ("num_batches", "num_items", "batch"):
-            if not hasattr(data, attribute):
-                raise TypeError(f"{type(self).__name__}.fit needs a batch source with num_batches, num_items and "
-                                f"batch(b); got {type(data).__name__}")
-        return data
-
-    def read_batch(self, source, b):
-        """Batch ``b`` of ``source``, ready for the local step."""
-        return source.batch(b)
-
-    def initial_posterior(self, source, order):
-        """The globals a fit starts from (``order``: the first lap's batch order)."""
-        raise TypeError(f"{type(self).__name__} has no initialisation: pass posterior= to fit")
-
-    def local_step(self, state, key, batch):
-        """The local step of batch ``key`` under the current globals: ``(local, summary)``."""
-        return state.posterior.local_step(batch)
-
     def memoize(self, state, key, local, summary):
         """Swap batch ``key``'s summary into the memo (eq. 11); models that keep local
         parameters between visits (warm starts) store them here too."""
         state.cache.replace(key, summary)
-
-    def new_state(self):
-        """An empty :class:`~pyro_memo.memo.MemoState` seeded by ``seed``."""
-        return MemoState(rng=np.random.default_rng(self.seed))
-
-    def order(self, rng, num_batches):
-        """This lap's batch order."""
-        return rng.permutation(num_batches) if self.shuffle else np.arange(num_batches)
 
     # ---------------------------------------------------------------- fit
     def fit(self, data, num_batches=None, posterior=None, state=None, callback=None):

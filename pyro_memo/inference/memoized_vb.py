@@ -1,19 +1,13 @@
 """Memoized online variational inference for DP mixtures (Hughes & Sudderth 2013 §3, Alg. 1):
 the engine's :class:`~pyro_memo.engine.MemoizedDriver` with the DP mixture's steps filled in."""
 
-import numpy as np
-import torch
-
-from ..allocation import DPSticks
-from ..data_sources import make_batches
 from ..engine import FitResult, MemoizedDriver  # noqa: F401  (FitResult re-exported)
 from ..memo import MemoState  # noqa: F401  (re-exported: the one state of every model)
-from .dp_mixture_posterior import DPMixturePosterior
-from .initialization import initial_summary
+from .dp_steps import DPMixtureSteps
 from .moves import make_moves
 
 
-class MemoizedVB(MemoizedDriver):
+class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     """Memoized coordinate ascent over fixed data batches.
 
     For each batch ``b`` in a random order each lap: the exact local step on ``b``
@@ -44,31 +38,10 @@ class MemoizedVB(MemoizedDriver):
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
                  init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=()):
-        if int(K) < 1:
-            raise ValueError(f"K must be a positive integer; got {K}")
+        self.set_model(family, K, alpha, truncation, init, init_items)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,
                          moves=moves, sort_after_moves=True)
-        self.family = family
-        self.sticks = DPSticks(alpha, truncation)
-        self.K = int(K)
-        self.init = init
-        self.init_items = int(init_items)
         if self.moves and truncation != "nested":
             raise ValueError("birth / merge / delete moves need the nested truncation")
-
-    # ---------------------------------------------------------- the DP's steps
-    def make_source(self, data, num_batches):
-        """Fixed batches of anything :func:`~pyro_memo.data_sources.make_batches` accepts."""
-        return make_batches(data, num_batches or 1)
-
-    def read_batch(self, source, b):
-        """Batch ``b``, validated by the family."""
-        x = source.batch(b)
-        return self.family.check_data(x if torch.is_tensor(x) else np.asarray(x))
-
-    def initial_posterior(self, source, order):
-        """Globals fitted to initial responsibilities on the first batches of ``order``."""
-        summary, _ = initial_summary(self.family, source, order, self.K, self.init, self.init_items, self.seed)
-        return DPMixturePosterior.from_summary(self.family, self.sticks, summary)

@@ -28,6 +28,7 @@ class MemoState:
     :ivar list local_iterations: local-step iterations per batch visit (models with an
         iterative local step).
     :ivar int steps: stochastic steps taken (the stochastic driver's learning-rate clock).
+    :ivar running: the stochastic driver's running summary, for models that step on one (DP mixtures).
     """
 
     posterior: object = None
@@ -43,6 +44,7 @@ class MemoState:
     tried: dict = field(default_factory=dict)
     local_iterations: list = field(default_factory=list)
     steps: int = 0
+    running: object = None
     num_items: int = 0
     lap_moves: dict = field(default_factory=dict)
 

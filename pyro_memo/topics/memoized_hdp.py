@@ -57,7 +57,60 @@ class CorpusBatches:
         return self.tokens[b]
 
 
-class MemoizedHDP(MemoizedDriver):
+class HDPSteps:
+    """Mixin of a driver (:class:`~pyro_memo.engine.MemoizedDriver`,
+    :class:`~pyro_memo.engine.StochasticDriver`) for the HDP topic model: corpus batches, the
+    initial topics and the document-level local step."""
+
+    def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init):
+        """Validate and keep the model's settings (see :class:`MemoizedHDP`)."""
+        for name, value in (("K", K), ("local_iters", local_iters)):
+            if int(value) < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value}")
+        for name, value in (("alpha", alpha), ("gamma", gamma), ("lam0", lam0)):
+            if not float(value) > 0:
+                raise ValueError(f"{name} must be positive; got {value}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(INITS)}; got {init!r}")
+        self.K, self.local_iters = int(K), int(local_iters)
+        self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
+        self.local_tol = float(local_tol)
+        self.dtype, self.device = dtype, device
+        self.init = init
+
+    @staticmethod
+    def batches(corpus, num_batches, seed=0):
+        """A fixed random partition of the documents into ``num_batches`` index arrays."""
+        if not 1 <= int(num_batches) <= corpus.num_docs:
+            raise ValueError(f"num_batches must lie in [1, {corpus.num_docs}] (the number of documents); "
+                             f"got {num_batches}")
+        order = np.random.default_rng(seed).permutation(corpus.num_docs)
+        return [np.sort(part) for part in np.array_split(order, int(num_batches))]
+
+    def make_source(self, corpus, num_batches):
+        """The corpus in ``num_batches`` fixed batches of documents (see :meth:`batches`)."""
+        if not isinstance(corpus, Corpus):
+            raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(corpus).__name__}")
+        return CorpusBatches(corpus, self.batches(corpus, num_batches or 1, self.seed), self.dtype, self.device)
+
+    def initial_posterior(self, source, order=None):
+        """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``),
+        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus)."""
+        corpus = source.corpus if isinstance(source, CorpusBatches) else source
+        post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
+                                  self.device)
+        post.lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
+        return post
+
+    def document_step(self, posterior, batch, init_counts=None):
+        """``(DocumentLocal, summary, iterations)``: the document-level local step of ``batch``."""
+        doc, word, count, num_docs = batch
+        resp, counts, summary, iters = posterior.local_step(doc, word, count, num_docs, init_counts=init_counts,
+                                                            max_iter=self.local_iters, tol=self.local_tol)
+        return DocumentLocal(resp, counts), summary, iters
+
+
+class MemoizedHDP(HDPSteps, MemoizedDriver):
     """Memoized coordinate ascent for the HDP topic model over fixed batches of documents.
 
     Each batch visit runs the document-level local step (restarted, or warm-started from the
@@ -102,72 +155,34 @@ class MemoizedHDP(MemoizedDriver):
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False):
-        for name, value in (("K", K), ("laps", laps), ("local_iters", local_iters)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value}")
-        for name, value in (("alpha", alpha), ("gamma", gamma), ("lam0", lam0)):
-            if not float(value) > 0:
-                raise ValueError(f"{name} must be positive; got {value}")
-        if init not in INITS:
-            raise ValueError(f"init must be one of {', '.join(INITS)}; got {init!r}")
+        self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init)
         order = list(TOPIC_MOVES)
         moves = sorted(make_moves(moves, TOPIC_MOVES, seed=seed),
                        key=lambda m: order.index(m.name) if m.name in order else len(order))
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
                          hold_first_lap=not incremental_first_lap)
-        self.K, self.local_iters = int(K), int(local_iters)
-        self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
-        self.local_tol, self.local_restart = float(local_tol), bool(local_restart)
-        self.dtype, self.device = dtype, device
-        self.init = init
+        self.local_restart = bool(local_restart)
         self.incremental_first_lap = bool(incremental_first_lap)
 
-    @staticmethod
-    def batches(corpus, num_batches, seed=0):
-        """A fixed random partition of the documents into ``num_batches`` index arrays."""
-        if not 1 <= int(num_batches) <= corpus.num_docs:
-            raise ValueError(f"num_batches must lie in [1, {corpus.num_docs}] (the number of documents); "
-                             f"got {num_batches}")
-        order = np.random.default_rng(seed).permutation(corpus.num_docs)
-        return [np.sort(part) for part in np.array_split(order, int(num_batches))]
-
     # ---------------------------------------------------------- the HDP's steps
-    def make_source(self, corpus, num_batches):
-        """The corpus in ``num_batches`` fixed batches of documents (see :meth:`batches`)."""
-        if not isinstance(corpus, Corpus):
-            raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(corpus).__name__}")
-        return CorpusBatches(corpus, self.batches(corpus, num_batches or 1, self.seed), self.dtype, self.device)
-
-    def initial_posterior(self, source, order=None):
-        """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``),
-        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus)."""
-        corpus = source.corpus if isinstance(source, CorpusBatches) else source
-        post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
-                                  self.device)
-        post.lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
-        return post
-
     def local_step(self, state, key, batch):
         """The document-level local step of batch ``key``: restarted (or warm-started from the
         batch's last visit when ``local_restart`` is off); a restart that is worse for the batch
         than its cached local parameters under the current globals continues from those
         instead, so no visit lowers the bound. Returns ``(DocumentLocal, summary)``."""
-        doc, word, count, num_docs = batch
         warm = state.warm_starts.get(key)
         post = state.posterior
         if warm is not None and warm.shape[1] != post.K:
             warm = None
         start = None if self.local_restart else warm
-        resp, counts, summary, iters = post.local_step(doc, word, count, num_docs, init_counts=start,
-                                                       max_iter=self.local_iters, tol=self.local_tol)
+        local, summary, iters = self.document_step(post, batch, start)
         old = state.cache.batches.get(key)
         if start is None and warm is not None and old is not None and old.K == post.K \
                 and float(post.elbo(summary)) < float(post.elbo(old)):
-            resp, counts, summary, more = post.local_step(doc, word, count, num_docs, init_counts=warm,
-                                                          max_iter=self.local_iters, tol=self.local_tol)
+            local, summary, more = self.document_step(post, batch, warm)
             iters += more
         state.local_iterations.append(iters)
-        return DocumentLocal(resp, counts), summary
+        return local, summary
 
     def memoize(self, state, key, local, summary):
         """Keep the batch's document-topic counts as the next visit's warm start, then memoize."""

@@ -11,79 +11,48 @@ toward those optimal for the scaled batch summary (the convex step bnpy takes fo
 non-conjugate sticks). The scaled-batch optimum is exact when the batch is the corpus.
 """
 
-import time
+import torch
 
-from ..engine import FitResult
+from ..engine import StochasticDriver
 from .hdp_posterior import HDPPosterior
 from .hdp_sticks import optimize_sticks
-from .memoized_hdp import MemoizedHDP
+from .memoized_hdp import HDPSteps
 
 
-class StochasticHDP(MemoizedHDP):
+class StochasticHDP(HDPSteps, StochasticDriver):
     """Stochastic online VI for the HDP topic model over fixed document batches visited in a
-    random order each pass.
+    random order each pass (the engine's :class:`~pyro_memo.engine.StochasticDriver`).
 
-    :param float kappa: learning-rate decay, in (0.5, 1].
-    :param float delay: learning-rate delay ``d >= 0``.
+    :param int K: truncation (number of topics).
+    :param float kappa: learning-rate decay, in [0.5, 1].
+    :param float delay: learning-rate delay ``d >= 0``; step ``t = 1, 2, ...`` has rate
+        :math:`(t + d)^{-\\kappa}`.
 
-    The other parameters are those of :class:`~pyro_memo.topics.MemoizedHDP` (no moves).
-    The bound reported after each pass is the exact bound of the current globals with every
-    document's local step recomputed (one extra pass, not counted as a step).
+    The other parameters are those of :class:`~pyro_memo.topics.MemoizedHDP` (no moves, no
+    memo). The bound reported after each pass is the exact bound of the current globals with
+    every document's local step recomputed (one extra pass, not counted as a step).
     """
 
-    def __init__(self, K=100, kappa=0.5, delay=10.0, **kwargs):
-        if kwargs.get("moves"):
+    def __init__(self, K=100, kappa=0.5, delay=10.0, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, local_iters=100,
+                 local_tol=1e-3, seed=0, dtype=torch.float64, device=None, init="kmeans", moves=()):
+        if moves:
             raise ValueError("StochasticHDP takes no moves")
-        super().__init__(K=K, **kwargs)
-        if not 0.5 <= float(kappa) <= 1.0:
-            raise ValueError(f"kappa must lie in [0.5, 1]; got {kappa}")
-        if not float(delay) >= 0:
-            raise ValueError(f"delay must be non-negative; got {delay}")
-        self.kappa, self.delay = float(kappa), float(delay)
+        self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init)
+        super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed)
 
-    def fit(self, corpus, num_batches=1, state=None, callback=None):
-        source = self.make_source(corpus, num_batches)
-        tokens = source.tokens
-        state = state or self.new_state()
-        if state.posterior is None:
-            state.posterior = self.initial_posterior(source)
-        result = FitResult(state.posterior, state=state)
-        for _ in range(self.laps - state.laps_done):
-            start = time.perf_counter()
-            for b in state.rng.permutation(len(tokens)):
-                self.step(tokens[int(b)], corpus.num_docs, state)
-            state.laps_done += 1
-            state.lap_seconds.append(time.perf_counter() - start)
-            elbo = self.full_bound(state.posterior, tokens)
-            state.elbo_trace.append(elbo)
-            if callback is not None and callback(state.laps_done - 1, elbo, state.posterior) is True:
-                break
-        result.posterior = state.posterior
-        result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
-        return result
+    def fresh_local_step(self, posterior, batch):
+        local, summary, _ = self.document_step(posterior, batch)
+        return local, summary
 
-    def step(self, batch, num_docs_total, state):
-        """One stochastic step on ``batch`` (tokens and its number of documents)."""
-        doc, word, count, num_docs = batch
+    def step(self, state, summary, scale, rate):
+        """:math:`\\lambda \\leftarrow (1 - \\rho_t)\\lambda + \\rho_t(\\lambda_0 + \\frac{D}{|B|} S_B)` (the
+        natural-gradient step of the conjugate topics) and the sticks' ``(rho, omega)`` the same
+        step toward those optimal for the scaled batch summary (the convex step bnpy takes for
+        the non-conjugate sticks)."""
         post = state.posterior
-        _, _, summary, iters = post.local_step(doc, word, count, num_docs, max_iter=self.local_iters,
-                                               tol=self.local_tol)
-        state.local_iterations.append(iters)
-        scale = num_docs_total / max(num_docs, 1)
-        scaled = summary.scaled(scale, num_docs_total)
-        rate = (state.steps + self.delay) ** -self.kappa if state.steps + self.delay > 0 else 1.0
-        state.steps += 1
+        scaled = summary.scaled(scale, round(summary.num_docs * scale))
         lam = (1 - rate) * post.lam + rate * (post.lam0 + scaled.word_counts)
         rho, omega = optimize_sticks(post.rho, post.omega, scaled.num_docs, scaled.sum_log_pi, post.alpha,
                                      post.gamma)
         state.posterior = HDPPosterior(lam, (1 - rate) * post.rho + rate * rho,
                                        (1 - rate) * post.omega + rate * omega, post.alpha, post.gamma, post.lam0)
-
-    def full_bound(self, posterior, tokens):
-        """The exact bound of ``posterior``'s globals with fresh local steps on every batch."""
-        total = None
-        for doc, word, count, num_docs in tokens:
-            _, _, summary, _ = posterior.local_step(doc, word, count, num_docs, max_iter=self.local_iters,
-                                                    tol=self.local_tol)
-            total = summary if total is None else total + summary
-        return float(posterior.elbo(total))

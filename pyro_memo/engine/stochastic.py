@@ -1,0 +1,105 @@
+"""The stochastic driver: stochastic online variational inference written once for every model
+(Hoffman, Blei, Wang & Paisley 2013; Hughes & Sudderth 2013 §2.3), the baseline memoized
+inference is measured against.
+
+Each step draws a batch (every batch once per lap, in a random order), runs its local step
+afresh (nothing is memoized) and moves the globals a step :math:`\\rho_t = (t + d)^{-\\kappa}`,
+``t = 1, 2, ...``, toward the optimum for the batch's summary scaled to the whole data. A
+model fills in the step (:meth:`StochasticDriver.step`) and its batches and start, as for the
+memoized driver.
+"""
+
+import time
+
+import numpy as np
+
+from .driver import Driver, FitResult
+
+
+class StochasticDriver(Driver):
+    """Stochastic online VI over fixed batches visited in a new random order each lap.
+
+    The objective reported after each lap (when ``score``) is exact: the current globals with
+    every batch's local step recomputed, one extra pass whose time is kept out of
+    ``lap_seconds`` and ``seconds``.
+
+    :param int laps: passes through the data.
+    :param float kappa: forgetting rate :math:`\\kappa \\in [0.5, 1]`.
+    :param float delay: delay :math:`d \\ge 0`.
+    :param int seed: seeds the initialisation and the batch order.
+    :param bool score: compute the exact objective after every lap.
+    """
+
+    def __init__(self, laps=50, kappa=0.5, delay=10.0, seed=0, score=True):
+        super().__init__(laps=laps, seed=seed)
+        if not 0.5 <= float(kappa) <= 1.0:
+            raise ValueError(f"kappa must lie in [0.5, 1]; got {kappa}")
+        if not float(delay) >= 0:
+            raise ValueError(f"delay must be non-negative; got {delay}")
+        self.kappa, self.delay, self.score = float(kappa), float(delay), bool(score)
+
+    def rate(self, t):
+        """Learning rate of step ``t`` (counted from 1): :math:`(t + d)^{-\\kappa}`."""
+        return (t + self.delay) ** -self.kappa
+
+    def fresh_local_step(self, posterior, batch):
+        """A batch's local step from scratch under ``posterior``: ``(local, summary)``."""
+        return posterior.local_step(batch)
+
+    def start(self, state, source):
+        """Set ``state.posterior`` to the initial globals (as the memoized driver starts)."""
+        state.posterior = self.initial_posterior(source, self.order(np.random.default_rng(self.seed),
+                                                                    source.num_batches))
+
+    def step(self, state, summary, scale, rate):
+        """Move ``state.posterior`` a step ``rate`` toward the optimum for ``summary`` scaled by
+        ``scale`` (the batch blown up to the data)."""
+        raise NotImplementedError
+
+    def exact_objective(self, posterior, source):
+        """``(objective, summary)``: the exact objective of ``posterior``'s globals with every
+        batch's local step recomputed."""
+        total = None
+        for b in range(source.num_batches):
+            _, part = self.fresh_local_step(posterior, self.read_batch(source, b))
+            total = part if total is None else total + part
+        return float(posterior.elbo(total)), total
+
+    def fit(self, data, num_batches=None, state=None, callback=None):
+        """Run stochastic VI.
+
+        :param data: what :meth:`make_source` accepts.
+        :param int num_batches: ``B`` for data that are not yet batched.
+        :param state: resume from a previous fit's :class:`~pyro_memo.memo.MemoState`.
+        :param callback: optional ``callback(lap, objective, posterior)`` after every lap
+            (``objective`` is ``None`` when not scoring); returning ``True`` stops the fit.
+        :rtype: FitResult (``elbo_trace``: the exact objective after each lap when ``score``)
+        """
+        source = self.make_source(data, num_batches)
+        state = state or self.new_state()
+        if state.posterior is None:
+            self.start(state, source)
+        result = FitResult(state.posterior, state=state)
+        start, scoring = time.perf_counter(), 0.0
+        for _ in range(self.laps - state.laps_done):
+            lap_start = time.perf_counter()
+            for b in state.rng.permutation(source.num_batches):
+                _, summary = self.fresh_local_step(state.posterior, self.read_batch(source, int(b)))
+                state.steps += 1
+                self.step(state, summary, source.num_items / max(summary.item_count, 1), self.rate(state.steps))
+            state.laps_done += 1
+            state.lap_seconds.append(time.perf_counter() - lap_start)
+            elbo = None
+            if self.score:
+                score_start = time.perf_counter()
+                elbo, result.summary = self.exact_objective(state.posterior, source)
+                if elbo != elbo:
+                    raise FloatingPointError(f"the objective became NaN in lap {state.laps_done - 1}")
+                state.elbo_trace.append(elbo)
+                scoring += time.perf_counter() - score_start
+            if callback is not None and callback(state.laps_done - 1, elbo, state.posterior) is True:
+                break
+        result.posterior = state.posterior
+        result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
+        result.seconds = time.perf_counter() - start - scoring
+        return result

@@ -1,0 +1,43 @@
+"""The DP mixture's steps for the engine's drivers: batches, batch reading and the initial globals,
+shared by memoized, full-batch and stochastic inference."""
+
+import numpy as np
+import torch
+
+from ..allocation import DPSticks
+from ..data_sources import make_batches
+from .dp_mixture_posterior import DPMixturePosterior
+from .initialization import initial_summary
+
+
+class DPMixtureSteps:
+    """Mixin of a driver (:class:`~pyro_memo.engine.MemoizedDriver`,
+    :class:`~pyro_memo.engine.StochasticDriver`) for a DP mixture of ``family`` components."""
+
+    def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000):
+        """Keep the model and the initialisation settings (see the drivers' parameters)."""
+        if int(K) < 1:
+            raise ValueError(f"K must be a positive integer; got {K}")
+        self.family = family
+        self.sticks = DPSticks(alpha, truncation)
+        self.K = int(K)
+        self.init = init
+        self.init_items = int(init_items)
+
+    def make_source(self, data, num_batches):
+        """Fixed batches of anything :func:`~pyro_memo.data_sources.make_batches` accepts."""
+        return make_batches(data, num_batches or 1)
+
+    def read_batch(self, source, b):
+        """Batch ``b``, validated by the family."""
+        x = source.batch(b)
+        return self.family.check_data(x if torch.is_tensor(x) else np.asarray(x))
+
+    def initial_summary(self, source, order):
+        """``(summary, items)``: initial responsibilities' summary on the first batches of ``order``
+        holding at least ``init_items`` items."""
+        return initial_summary(self.family, source, order, self.K, self.init, self.init_items, self.seed)
+
+    def initial_posterior(self, source, order):
+        """Globals fitted to initial responsibilities on the first batches of ``order``."""
+        return DPMixturePosterior.from_summary(self.family, self.sticks, self.initial_summary(source, order)[0])
