@@ -7,7 +7,7 @@ from torch.distributions import constraints, transform_to
 
 from ..allocation import DPSticks
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
-from .recognition import recognize_model
+from .recognition import ModelStructureError, recognize_model
 
 _CONSTRAINTS = {"m": constraints.real, "B": constraints.positive_definite}
 
@@ -46,16 +46,23 @@ class DPMixtureGuide:
     def setup(self, *args, **kwargs):
         """Recognise the model and initialise the variational parameters (idempotent)."""
         if self.spec is None:
-            self.spec = recognize_model(self.model, *args, dtype=self.dtype, **kwargs)
-            T = self.spec.T
-            K = max(T - 1, 1) if self.K is None else int(self.K)
-            if not 1 <= K <= T:
-                raise ValueError(f"K = {K} must be between 1 and the model's T = {T}")
-            self.K = K
+            self.adopt(recognize_model(self.model, *args, dtype=self.dtype, **kwargs))
         if self._missing_params():
             x = self.spec.data(args, kwargs)
             self.set_posterior(self.vb().initial_posterior(x))
             self.memo = SummaryCache()
+        return self
+
+    def adopt(self, spec):
+        """Take ``spec`` (from :func:`recognize_model`) as this guide's model description and fix ``K``."""
+        if spec.kind != "dp":
+            raise ModelStructureError(f"DPMixtureGuide needs a DP-mixture model; this model is recognised as "
+                                      f"'{spec.kind}': use pyro_memo.HDPGuide")
+        T = spec.T
+        K = max(T - 1, 1) if self.K is None else int(self.K)
+        if not 1 <= K <= T:
+            raise ValueError(f"K = {K} must be between 1 and the model's T = {T}")
+        self.spec, self.K = spec, K
         return self
 
     @property

@@ -88,6 +88,8 @@ class ModelSpec:
     one_hot: bool = False
     extra: dict = field(default_factory=dict)
 
+    kind = "dp"
+
     @property
     def sites(self):
         return sites_for(self.family, self.param_sites)
@@ -239,9 +241,13 @@ def _sample_sites(trace):
 
 
 def recognize_model(model, *args, dtype=torch.float64, **kwargs):
-    """Trace ``model(*args, **kwargs)`` and return its :class:`ModelSpec`.
+    """Trace ``model(*args, **kwargs)`` and return its spec: a :class:`ModelSpec` (``kind == "dp"``)
+    for a DP mixture, an :class:`~pyro_memo.bridge.hdp_recognition.HDPSpec` (``kind == "hdp"``)
+    for an HDP topic model (dispatched on the model's structure: global sites in three plates, one
+    of them a Dirichlet over the assignment's categories).
 
-    :param model: a Pyro model following the conventions in this module's docstring.
+    :param model: a Pyro model following the conventions in this module's docstring, or those
+        of :mod:`~pyro_memo.bridge.hdp_recognition`.
     :param torch.dtype dtype: dtype of pyro-memo's variational math (float64 default).
     :raises ModelStructureError: naming the offending site and what was expected.
     """
@@ -272,6 +278,10 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     z_site = assignment[0]
     T = _base(z_site["fn"]).probs.shape[-1]
     global_sites = [s for s in latent if s is not z_site]
+    from .hdp_recognition import is_hdp, recognize_hdp
+
+    if is_hdp(global_sites, T):
+        return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
     stick_site, alpha = _find_sticks(global_sites, T)
     comp = {s["name"]: s for s in global_sites if s is not stick_site}
     component_plate = _component_plate(comp, T)
