@@ -9,7 +9,9 @@ from ..allocation import DPSticks
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .recognition import ModelStructureError, recognize_model
 
-_CONSTRAINTS = {"m": constraints.real, "B": constraints.positive_definite}
+#: constraint names a family may declare in ``pyro_constraints`` (others: positive)
+CONSTRAINTS = {"real": constraints.real, "positive_definite": constraints.positive_definite,
+               "positive": constraints.positive}
 
 
 class DPMixtureGuide:
@@ -97,6 +99,10 @@ class DPMixtureGuide:
         component = {k: values[k] for k in self.spec.family.prior_names}
         return DPMixturePosterior(self.spec.family, self.sticks, component, values["eta1"], values["eta0"])
 
+    def _constraint(self, key):
+        """The param-store constraint of ``key``, as the family declares it (sticks: positive)."""
+        return CONSTRAINTS[self.spec.family.pyro_constraints.get(key, "positive")]
+
     def set_posterior(self, posterior):
         """Write ``posterior``'s parameters into the param store (replacing old values)."""
         store = pyro.get_param_store()
@@ -105,7 +111,7 @@ class DPMixtureGuide:
         for key, name in names.items():
             if name in store:
                 del store[name]
-            pyro.param(name, values[key].detach().clone(), constraint=_CONSTRAINTS.get(key, constraints.positive))
+            pyro.param(name, values[key].detach().clone(), constraint=self._constraint(key))
 
     def set_update_direction(self, target):
         """Write ``current - target`` (unconstrained) into each parameter's ``.grad``.
@@ -116,7 +122,7 @@ class DPMixtureGuide:
         values = dict(target.component, eta1=target.eta1, eta0=target.eta0)
         for key, name in self._names().items():
             unconstrained = pyro.param(name).unconstrained()
-            constraint = _CONSTRAINTS.get(key, constraints.positive)
+            constraint = self._constraint(key)
             goal = transform_to(constraint).inv(values[key].to(unconstrained))
             unconstrained.grad = unconstrained.detach() - goal
 
