@@ -199,6 +199,18 @@ def _read_lam0(topic, T):
     return float(conc[0]), conc.shape[-1]
 
 
+def _read_alpha(model, args, kwargs, stick, doc_site):
+    """``alpha`` from the document site's first concentration with every stick at 1/2, where the
+    weights are powers of two (``beta_1 = 1/2``), so the value read is exact and does not depend
+    on random draws."""
+    half = torch.full_like(stick["value"], 0.5)
+    with torch.no_grad(), poutine.block():
+        trace = poutine.trace(poutine.condition(model, data={stick["name"]: half})).get_trace(*args, **kwargs)
+    site = trace.nodes[doc_site["name"]]
+    conc = _base(site["fn"]).concentration.expand(site["value"].shape)
+    return 2.0 * float(_constant_over_components(conc, 1, doc_site["name"], "concentration")[0])
+
+
 def _document_plate(doc_site, plates):
     plate = _single_plate(doc_site, "document-weight")
     size, _, subsample = plates.get(plate.name, (plate.size, None, None))
@@ -268,8 +280,7 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
     topic, doc_site = _topics_and_documents([s for s in global_sites if s is not stick], T)
     lam0, V = _read_lam0(topic, T)
     doc_plate, num_docs, subsample = _document_plate(doc_site, plates)
-    conc = _base(doc_site["fn"]).concentration.expand(doc_site["value"].shape)
-    alpha = float(_constant_over_components(conc, 1, doc_site["name"], "concentration").sum())
+    alpha = _read_alpha(model, args, kwargs, stick, doc_site)
     names = {"obs": obs["name"], "z": z_site["name"], "doc": doc_site["name"]}
     doc_arg, word_arg, num_tokens, batch_size = _find_token_args(args, kwargs, trace, names, num_docs, subsample)
     token_plate = next(iter(_plates(obs)))
