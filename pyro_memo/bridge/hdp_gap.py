@@ -62,8 +62,9 @@ def _terms_needed(alpha, tol=1e-17, limit=1000):
 def one_minus_beta_moments(rho, omega, M):
     """:math:`E_q[(1 - \\beta_k)^m]` for ``k = 1..K+1`` and ``m = 0..M``: ``(K + 1, M + 1)``.
 
-    :param rho: ``(K,)`` stick means; :param omega: ``(K,)`` stick concentrations
-        (``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``).
+    :param rho: ``(K,)`` stick means.
+    :param omega: ``(K,)`` stick concentrations (``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``).
+    :param int M: highest moment.
     """
     C = _binomials(M)
     m = torch.arange(M + 1)
@@ -90,8 +91,11 @@ def one_minus_beta_moments(rho, omega, M):
 def normaliser_gap(rho, omega, alpha, num_docs):
     """``ELBO_true - bound`` of ``num_docs`` documents (see the module docstring), in closed form.
 
-    :param rho: ``(K,)`` stick means. :param omega: ``(K,)`` stick concentrations.
-    :param float alpha: the documents' concentration. :param int num_docs: ``D``.
+    :param rho: ``(K,)`` stick means.
+    :param omega: ``(K,)`` stick concentrations.
+    :param float alpha: the documents' concentration (at most 20: the series' terms shrink like
+        :math:`(\alpha / (1 + \alpha))^m`).
+    :param int num_docs: ``D``.
     :returns: a Python float, non-negative.
     """
     alpha = float(alpha)
