@@ -1,8 +1,11 @@
 """The Pyro bridge: recognise a user's model, the guide, the memoized ELBO and optimizer."""
 
 from .closed_form_optimizer import ClosedFormOptimizer
-from .fit import fit_memoized, fit_vb
+from .fit import TopicFitResult, fit_memoized, fit_vb
 from .guide import DPMixtureGuide
+from .hdp_gap import normaliser_gap
+from .hdp_guide import HDPGuide
+from .hdp_recognition import HDPSpec, batch_tokens
 from .memoized_elbo import MemoizedELBO
 from .pyro_svi import PyroSVI
 from .recognition import ModelSpec, ModelStructureError, recognize_model
@@ -10,11 +13,16 @@ from .recognition import ModelSpec, ModelStructureError, recognize_model
 __all__ = [
     "ClosedFormOptimizer",
     "DPMixtureGuide",
+    "HDPGuide",
+    "HDPSpec",
     "MemoizedELBO",
     "ModelSpec",
     "ModelStructureError",
     "PyroSVI",
+    "TopicFitResult",
+    "batch_tokens",
     "fit_memoized",
     "fit_vb",
+    "normaliser_gap",
     "recognize_model",
 ]

@@ -1,6 +1,79 @@
-"""Fit a recognised Pyro DP-mixture model with full-batch coordinate-ascent VB."""
+"""Fit a recognised Pyro model (DP mixture or HDP topic model) with memoized or full-batch VB."""
+
+from dataclasses import dataclass, field
+
+import torch
 
 from .guide import DPMixtureGuide
+from .recognition import recognize_model
+
+
+@dataclass
+class TopicFitResult:
+    """Outcome of fitting a recognised Pyro HDP topic model.
+
+    :ivar posterior: the fitted :class:`~pyro_memo.topics.HDPPosterior` (as stored in the param store).
+    :ivar float elbo: the exact HDP bound of :attr:`guide`: the final globals with every
+        document's local parameters re-optimised under them (at least as high as the memo's
+        bound, ``elbo_trace[-1]``, up to the document-level local optima).
+    :ivar list elbo_trace: the memoized driver's bound after every lap.
+    :ivar guide: the fitted :class:`~pyro_memo.bridge.HDPGuide`.
+    :ivar float normaliser_gap: the model's ELBO minus :attr:`elbo`, in closed form
+        (:func:`~pyro_memo.bridge.hdp_gap.normaliser_gap`): ``elbo + normaliser_gap`` is what
+        Pyro's ``Trace_ELBO`` of :attr:`guide` estimates.
+    """
+
+    posterior: object
+    elbo: float
+    elbo_trace: list
+    guide: object
+    normaliser_gap: float
+    lap_seconds: list = field(default_factory=list)
+    converged: bool = False
+    fit: object = None
+
+
+def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, callback):
+    """Fit a recognised HDP topic model with :class:`~pyro_memo.topics.MemoizedHDP` over groups of documents."""
+    import scipy.sparse as sp
+
+    from ..inference import SummaryCache
+    from ..topics import MemoizedHDP, from_counts
+    from .hdp_gap import normaliser_gap
+    from .hdp_guide import HDPGuide
+
+    guide = guide or HDPGuide(model, seed=seed)
+    if not isinstance(guide, HDPGuide):
+        raise TypeError(f"an HDP topic model needs a pyro_memo.HDPGuide; got {type(guide).__name__}")
+    if guide.spec is None:
+        guide.spec = spec
+    doc, word = spec.tokens(args, kwargs)
+    ones = torch.ones(len(doc)).numpy()
+    matrix = sp.coo_matrix((ones, (doc.cpu().numpy(), word.cpu().numpy())), shape=(spec.num_docs, spec.V))
+    driver = MemoizedHDP(K=spec.K, alpha=spec.alpha, gamma=spec.gamma, lam0=spec.lam0, laps=laps, tol=tol, seed=seed)
+    fit = driver.fit(from_counts(matrix), num_batches, callback=callback)
+    guide.set_posterior(fit.posterior)
+    posterior = guide.posterior  # as the guide reads it back from the param store
+    every = spec.batch(args, kwargs, docs=torch.arange(spec.num_docs))
+    guide.doc_topic_counts, guide.memo = None, SummaryCache()
+    guide.local_step(posterior, every)
+    _, _, summary = guide.local_params(posterior, every)
+    return TopicFitResult(posterior, float(posterior.elbo(summary)), list(fit.elbo_trace), guide,
+                          normaliser_gap(posterior.rho, posterior.omega, spec.alpha, spec.num_docs),
+                          list(fit.lap_seconds), bool(fit.converged), fit)
+
+
+def _hdp_options(spec, K, batches, shuffle=True, init=None):
+    """Refuse options an HDP fit cannot honour (none is silently ignored)."""
+    if K is not None and int(K) != spec.K:
+        raise ValueError(f"an HDP topic model's truncation is its own: K = {spec.K} (its stick plate); got K = {K}")
+    if batches is not None:
+        raise ValueError("an HDP fit takes num_batches (a seeded partition of the documents), not batches")
+    if not shuffle:
+        raise ValueError("an HDP fit visits its batches in a fresh random order every lap; shuffle=False is "
+                         "not available")
+    if init is not None and init != "kmeans++":
+        raise ValueError("an HDP fit starts from a k-means of the documents; init is not available")
 
 
 def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmeans++", seed=0, **kwargs):
@@ -14,9 +87,15 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :param float tol: relative ELBO tolerance.
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult` whose ``guide`` attribute holds
-        the fitted guide (its parameters are in Pyro's param store).
+        the fitted guide (its parameters are in Pyro's param store); for an HDP topic model a
+        :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps).
     """
-    guide = guide or DPMixtureGuide(model, K=K, init=init, seed=seed)
+    spec = recognize_model(model, *args, **kwargs) if guide is None else None
+    if spec is not None and spec.kind == "hdp":
+        _hdp_options(spec, K, None, init=init)
+        return _fit_hdp(spec, model, args, kwargs, 1, max_iter, tol, seed, None, None)
+    if guide is None:
+        guide = DPMixtureGuide(model, K=K, init=init, seed=seed).adopt(spec)
     guide.setup(*args, **kwargs)
     x = guide.spec.data(args, kwargs)
     result = guide.vb(max_iter=max_iter, tol=tol).fit(x, posterior=guide.posterior)
@@ -44,7 +123,20 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult`; ``result.guide`` holds the fitted
         guide, whose memo holds the per-batch summaries.
+
+    An HDP topic model (see :mod:`~pyro_memo.bridge.hdp_recognition`) is fitted by
+    :class:`~pyro_memo.topics.MemoizedHDP` over ``num_batches`` groups of documents; ``K`` is
+    the model's own truncation, ``batches`` and ``shuffle=False`` are refused, and the result is
+    a :class:`TopicFitResult` whose guide is an :class:`~pyro_memo.bridge.HDPGuide`.
     """
+    from .hdp_guide import HDPGuide
+
+    spec = guide.spec if guide is not None and guide.spec is not None else recognize_model(model, *args, **kwargs)
+    if spec.kind == "hdp" or isinstance(guide, HDPGuide):
+        _hdp_options(spec, K, batches, shuffle)
+        return _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, callback)
+    if guide is None:
+        guide = DPMixtureGuide(model, K=K, seed=seed).adopt(spec)
     from ..data_sources import ArrayBatches, IndexBatches
     from ..inference import MemoizedVB, SummaryCache
     from .memoized_elbo import batch_key

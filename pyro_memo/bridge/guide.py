@@ -7,9 +7,11 @@ from torch.distributions import constraints, transform_to
 
 from ..allocation import DPSticks
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
-from .recognition import recognize_model
+from .recognition import ModelStructureError, recognize_model
 
-_CONSTRAINTS = {"m": constraints.real, "B": constraints.positive_definite}
+#: constraint names a family may declare in ``pyro_constraints`` (others: positive)
+CONSTRAINTS = {"real": constraints.real, "positive_definite": constraints.positive_definite,
+               "positive": constraints.positive}
 
 
 class DPMixtureGuide:
@@ -46,16 +48,23 @@ class DPMixtureGuide:
     def setup(self, *args, **kwargs):
         """Recognise the model and initialise the variational parameters (idempotent)."""
         if self.spec is None:
-            self.spec = recognize_model(self.model, *args, dtype=self.dtype, **kwargs)
-            T = self.spec.T
-            K = max(T - 1, 1) if self.K is None else int(self.K)
-            if not 1 <= K <= T:
-                raise ValueError(f"K = {K} must be between 1 and the model's T = {T}")
-            self.K = K
+            self.adopt(recognize_model(self.model, *args, dtype=self.dtype, **kwargs))
         if self._missing_params():
             x = self.spec.data(args, kwargs)
             self.set_posterior(self.vb().initial_posterior(x))
             self.memo = SummaryCache()
+        return self
+
+    def adopt(self, spec):
+        """Take ``spec`` (from :func:`recognize_model`) as this guide's model description and fix ``K``."""
+        if spec.kind != "dp":
+            raise ModelStructureError(f"DPMixtureGuide needs a DP-mixture model; this model is recognised as "
+                                      f"'{spec.kind}': use pyro_memo.HDPGuide")
+        T = spec.T
+        K = max(T - 1, 1) if self.K is None else int(self.K)
+        if not 1 <= K <= T:
+            raise ValueError(f"K = {K} must be between 1 and the model's T = {T}")
+        self.spec, self.K = spec, K
         return self
 
     @property
@@ -90,6 +99,10 @@ class DPMixtureGuide:
         component = {k: values[k] for k in self.spec.family.prior_names}
         return DPMixturePosterior(self.spec.family, self.sticks, component, values["eta1"], values["eta0"])
 
+    def _constraint(self, key):
+        """The param-store constraint of ``key``, as the family declares it (sticks: positive)."""
+        return CONSTRAINTS[self.spec.family.pyro_constraints.get(key, "positive")]
+
     def set_posterior(self, posterior):
         """Write ``posterior``'s parameters into the param store (replacing old values)."""
         store = pyro.get_param_store()
@@ -98,7 +111,7 @@ class DPMixtureGuide:
         for key, name in names.items():
             if name in store:
                 del store[name]
-            pyro.param(name, values[key].detach().clone(), constraint=_CONSTRAINTS.get(key, constraints.positive))
+            pyro.param(name, values[key].detach().clone(), constraint=self._constraint(key))
 
     def set_update_direction(self, target):
         """Write ``current - target`` (unconstrained) into each parameter's ``.grad``.
@@ -109,7 +122,7 @@ class DPMixtureGuide:
         values = dict(target.component, eta1=target.eta1, eta0=target.eta0)
         for key, name in self._names().items():
             unconstrained = pyro.param(name).unconstrained()
-            constraint = _CONSTRAINTS.get(key, constraints.positive)
+            constraint = self._constraint(key)
             goal = transform_to(constraint).inv(values[key].to(unconstrained))
             unconstrained.grad = unconstrained.detach() - goal
 

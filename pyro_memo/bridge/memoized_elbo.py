@@ -6,6 +6,7 @@ from pyro.infer import ELBO
 
 from ..inference import DPMixturePosterior
 from .guide import DPMixtureGuide
+from .hdp_guide import HDPGuide
 
 
 def batch_key(indices):
@@ -28,6 +29,11 @@ class MemoizedELBO(ELBO):
 
     Until every batch has been visited once the memo covers only the batches seen so
     far, so the loss is exact for the whole data from the end of the first lap on.
+
+    With an :class:`HDPGuide` the batch is the document plate's subsample (groups of
+    documents), the local step is the HDP's document-level coordinate ascent warm-started from
+    the documents' last visit, and the loss is minus the HDP bound (Hughes, Kim & Sudderth
+    2015), which never rises after lap 1.
     """
 
     def __init__(self):
@@ -37,12 +43,27 @@ class MemoizedELBO(ELBO):
         raise NotImplementedError("MemoizedELBO evaluates the ELBO in closed form; it draws no traces")
 
     @staticmethod
-    def _prepare(model, guide, args, kwargs):
-        if not isinstance(guide, DPMixtureGuide):
-            raise TypeError(f"MemoizedELBO needs a pyro_memo.DPMixtureGuide; got {type(guide).__name__}")
+    def _check(model, guide, args, kwargs):
+        if not isinstance(guide, (DPMixtureGuide, HDPGuide)):
+            raise TypeError(f"MemoizedELBO needs a pyro_memo.DPMixtureGuide or HDPGuide; got {type(guide).__name__}")
         if guide.model is not model:
-            raise ValueError("the DPMixtureGuide was built for a different model than the one passed to SVI")
+            raise ValueError(f"the {type(guide).__name__} was built for a different model than the one passed to SVI")
         guide.setup(*args, **kwargs)
+
+    @staticmethod
+    def _hdp_step(guide, args, kwargs, store):
+        """The HDP batch's key and summary from its local step (counts stored only if ``store``)."""
+        spec, posterior = guide.spec, guide.posterior
+        batch = spec.batch(args, kwargs)
+        saved = None if store or guide.doc_topic_counts is None else guide.doc_topic_counts.clone()
+        _, summary = guide.local_step(posterior, batch)
+        if not store:
+            guide.doc_topic_counts = saved
+        return posterior, batch_key(spec.batch_indices(args, kwargs)), summary
+
+    @classmethod
+    def _prepare(cls, model, guide, args, kwargs):
+        cls._check(model, guide, args, kwargs)
         spec = guide.spec
         indices = spec.batch_indices(args, kwargs)
         if indices is None and spec.subsample_size != spec.num_data:
@@ -56,12 +77,23 @@ class MemoizedELBO(ELBO):
 
     def loss(self, model, guide, *args, **kwargs):
         """Negative exact memoized ELBO with the current batch's summary refreshed (the memo is unchanged)."""
+        if isinstance(guide, HDPGuide):
+            self._check(model, guide, args, kwargs)
+            posterior, key, summary = self._hdp_step(guide, args, kwargs, store=False)
+            return -float(posterior.elbo(guide.memo.total_with(key, summary)))
         guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
         return -float(posterior.elbo(guide.memo.total_with(key, summary)))
 
     def loss_and_grads(self, model, guide, *args, **kwargs):
         """As :meth:`loss`, then store the batch's summary in the memo and set the gradients
         that move the globals to their closed-form optimum given the new memo."""
+        if isinstance(guide, HDPGuide):
+            self._check(model, guide, args, kwargs)
+            posterior, key, summary = self._hdp_step(guide, args, kwargs, store=True)
+            guide.memo.replace(key, summary)
+            total = guide.memo.total
+            guide.set_update_direction(posterior.updated(total))
+            return -float(posterior.elbo(total))
         guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
         guide.memo.replace(key, summary)
         total = guide.memo.total

@@ -6,7 +6,7 @@ and Pyro's DP-mixture tutorial follow):
 1. Sticks: one latent ``Beta(1, alpha)`` site in a plate of size ``T - 1``; the
    weights are :math:`w_k = v_k \\prod_{\\ell<k}(1 - v_\\ell)` with :math:`v_T = 1`.
 2. Component parameters: latent sites in a plate of size ``T`` with a supported
-   conjugate prior (see :data:`SUPPORTED`), the same prior for every component.
+   conjugate prior (see :func:`supported_forms`), the same prior for every component.
 3. Assignment: one latent ``Categorical(w)`` site inside the data plate.
 4. Observation: one observed site inside the data plate whose distribution indexes the
    component parameters by the assignment. The full data tensor is an argument of the
@@ -24,17 +24,8 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 
-from ..families import Bernoulli, DiagGaussian, Gaussian, Multinomial, Poisson, ZeroMeanGaussian
+from ..families import FAMILIES
 from ..models.component_sites import sites_for
-
-#: observation distribution -> what pyro-memo fits it with
-SUPPORTED = {
-    "MultivariateNormal": "Gaussian (Wishart precision [+ MultivariateNormal mean]) -> gauss / zm-gauss",
-    "Normal": "diagonal Gaussian (Gamma precisions + Normal means) -> diag-gauss",
-    "Multinomial / Categorical": "Dirichlet probabilities -> mult",
-    "Bernoulli": "Beta probabilities -> bern",
-    "Poisson": "Gamma rates -> poisson",
-}
 
 
 class ModelStructureError(ValueError):
@@ -87,6 +78,8 @@ class ModelSpec:
     subsample_arg: tuple = None
     one_hot: bool = False
     extra: dict = field(default_factory=dict)
+
+    kind = "dp"
 
     @property
     def sites(self):
@@ -145,82 +138,66 @@ def _find_subsample_arg(args, kwargs, subsample):
     return None
 
 
+def _component_types(family_cls):
+    return sorted(t for t, _ in family_cls.pyro_components.values())
+
+
+def supported_forms():
+    """observation distribution -> the registered families that fit it, with their component sites."""
+    forms = {}
+    for fam in FAMILIES.values():
+        for obs in fam.pyro_observation:
+            forms.setdefault(obs, []).append(f"{' + '.join(_component_types(fam))} components -> {fam.name}")
+    return {k: " or ".join(v) for k, v in forms.items()}
+
+
+#: observation distribution -> what pyro-memo fits it with (the built-in families; see :func:`supported_forms`)
+SUPPORTED = supported_forms()
+
+
+class _Reader:
+    """What a family's recognition rule (``prior_from_pyro``) reads hyperparameters with."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def constant(self, t, event_dim, role, what):
+        return _constant_over_components(t, event_dim, self.names[role], what)
+
+    @staticmethod
+    def first(t, event_dim):
+        return _first(t, event_dim)
+
+
 def _recognise_components(obs_fn, obs_name, comp_sites):
-    """Map the observation and component sites to a family; return (family class, hyper, names)."""
+    """Map the observation and component sites to a registered family (each family declares its
+    Pyro form and recognition rule in its own file); return (family class, hyper, names)."""
     by_type = {}
     for name, site in comp_sites.items():
         by_type.setdefault(type(_base(site["fn"])).__name__, []).append(name)
-
-    def need(types, family_name):
-        if sorted(by_type) != sorted(types) or any(len(v) != 1 for v in by_type.values()):
-            found = {n: type(_base(s["fn"])).__name__ for n, s in comp_sites.items()}
-            raise ModelStructureError(
-                f"observed site '{obs_name}' is {type(obs_fn).__name__}, so the {family_name} family "
-                f"needs component sites of types {sorted(types)}; found {found}"
-            )
-        return {t: by_type[t][0] for t in types}
-
     kind = type(obs_fn).__name__
-    if kind == "MultivariateNormal":
-        if "MultivariateNormal" in by_type:
-            names = need(["Wishart", "MultivariateNormal"], "gauss")
-            wish = _base(comp_sites[names["Wishart"]]["fn"])
-            lam = comp_sites[names["Wishart"]]["value"]
-            mvn = _base(comp_sites[names["MultivariateNormal"]]["fn"])
-            ratio = _first(mvn.precision_matrix, 2) / _first(lam, 2)
-            hyper = {
-                "m": _constant_over_components(mvn.loc, 1, names["MultivariateNormal"], "mean"),
-                "kappa": ratio[0, 0],
-                "nu": _constant_over_components(wish.df, 0, names["Wishart"], "df"),
-                "B": _constant_over_components(wish.precision_matrix, 2, names["Wishart"], "scale"),
-            }
-            return Gaussian, hyper, {"Lambda": names["Wishart"], "mu": names["MultivariateNormal"]}
-        names = need(["Wishart"], "zm-gauss")
-        wish = _base(comp_sites[names["Wishart"]]["fn"])
-        hyper = {
-            "nu": _constant_over_components(wish.df, 0, names["Wishart"], "df"),
-            "B": _constant_over_components(wish.precision_matrix, 2, names["Wishart"], "scale"),
-        }
-        return ZeroMeanGaussian, hyper, {"Lambda": names["Wishart"]}
-    if kind == "Normal":
-        names = need(["Gamma", "Normal"], "diag-gauss")
-        gam = _base(comp_sites[names["Gamma"]]["fn"])
-        lam = comp_sites[names["Gamma"]]["value"]
-        nor = _base(comp_sites[names["Normal"]]["fn"])
-        kappa = 1.0 / (_first(nor.scale.expand_as(lam), 1) ** 2 * _first(lam, 1))
-        hyper = {
-            "m": _constant_over_components(nor.loc.expand_as(lam), 1, names["Normal"], "mean"),
-            "kappa": kappa,
-            "a": _constant_over_components(gam.concentration.expand_as(lam), 1, names["Gamma"], "shape"),
-            "b": _constant_over_components(gam.rate.expand_as(lam), 1, names["Gamma"], "rate"),
-        }
-        return DiagGaussian, hyper, {"lambda": names["Gamma"], "mu": names["Normal"]}
-    if kind in ("Multinomial", "Categorical"):
-        names = need(["Dirichlet"], "mult")
-        dirichlet = _base(comp_sites[names["Dirichlet"]]["fn"])
-        hyper = {"lam": _constant_over_components(dirichlet.concentration, 1, names["Dirichlet"], "concentration")}
-        return Multinomial, hyper, {"phi": names["Dirichlet"]}
-    if kind == "Bernoulli":
-        names = need(["Beta"], "bern")
-        beta = _base(comp_sites[names["Beta"]]["fn"])
-        phi = comp_sites[names["Beta"]]["value"]
-        hyper = {
-            "a": _constant_over_components(beta.concentration1.expand_as(phi), 1, names["Beta"], "a"),
-            "b": _constant_over_components(beta.concentration0.expand_as(phi), 1, names["Beta"], "b"),
-        }
-        return Bernoulli, hyper, {"phi": names["Beta"]}
-    if kind == "Poisson":
-        names = need(["Gamma"], "poisson")
-        gam = _base(comp_sites[names["Gamma"]]["fn"])
-        lam = comp_sites[names["Gamma"]]["value"]
-        hyper = {
-            "a": _constant_over_components(gam.concentration.expand_as(lam), 1, names["Gamma"], "shape"),
-            "b": _constant_over_components(gam.rate.expand_as(lam), 1, names["Gamma"], "rate"),
-        }
-        return Poisson, hyper, {"lambda": names["Gamma"]}
+    candidates = [f for f in FAMILIES.values() if kind in f.pyro_observation]
+    if not candidates:
+        raise ModelStructureError(
+            f"observed site '{obs_name}' has an unsupported likelihood {kind}; supported: "
+            + "; ".join(f"{k} ({v})" for k, v in supported_forms().items())
+        )
+    single = all(len(v) == 1 for v in by_type.values())
+    for fam in candidates:
+        if single and sorted(by_type) == _component_types(fam):
+            names = {role: by_type[t][0] for role, (t, _) in fam.pyro_components.items()}
+            sites = {role: (_base(comp_sites[n]["fn"]), comp_sites[n]["value"]) for role, n in names.items()}
+            return fam, fam.prior_from_pyro(sites, _Reader(names)), names
+    found = set(by_type)
+
+    def overlap(fam):
+        needed = set(_component_types(fam))
+        return len(found & needed) - len(found ^ needed)
+
+    nearest = max(candidates, key=overlap)
     raise ModelStructureError(
-        f"observed site '{obs_name}' has an unsupported likelihood {kind}; supported: "
-        + "; ".join(f"{k} ({v})" for k, v in SUPPORTED.items())
+        f"observed site '{obs_name}' is {kind}, so the {nearest.name} family needs component sites of types "
+        f"{_component_types(nearest)}; found {{{', '.join(f'{n!r}: {t!r}' for t, ns in by_type.items() for n in ns)}}}"
     )
 
 
@@ -239,9 +216,13 @@ def _sample_sites(trace):
 
 
 def recognize_model(model, *args, dtype=torch.float64, **kwargs):
-    """Trace ``model(*args, **kwargs)`` and return its :class:`ModelSpec`.
+    """Trace ``model(*args, **kwargs)`` and return its spec: a :class:`ModelSpec` (``kind == "dp"``)
+    for a DP mixture, an :class:`~pyro_memo.bridge.hdp_recognition.HDPSpec` (``kind == "hdp"``)
+    for an HDP topic model (dispatched on the model's structure: global sites in three plates, one
+    of them a Dirichlet over the assignment's categories).
 
-    :param model: a Pyro model following the conventions in this module's docstring.
+    :param model: a Pyro model following the conventions in this module's docstring, or those
+        of :mod:`~pyro_memo.bridge.hdp_recognition`.
     :param torch.dtype dtype: dtype of pyro-memo's variational math (float64 default).
     :raises ModelStructureError: naming the offending site and what was expected.
     """
@@ -272,6 +253,10 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     z_site = assignment[0]
     T = _base(z_site["fn"]).probs.shape[-1]
     global_sites = [s for s in latent if s is not z_site]
+    from .hdp_recognition import is_hdp, recognize_hdp
+
+    if is_hdp(global_sites, T):
+        return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
     stick_site, alpha = _find_sticks(global_sites, T)
     comp = {s["name"]: s for s in global_sites if s is not stick_site}
     component_plate = _component_plate(comp, T)
@@ -307,7 +292,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
         subsample_size=int(subsample_size),
         data_arg=_find_data_arg(args, kwargs, obs["value"], subsample),
         subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
-        one_hot=isinstance(obs_fn, dist.Categorical),
+        one_hot=type(obs_fn).__name__ in family_cls.pyro_one_hot,
     )
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device)
     verify_wiring(model, args, kwargs, spec, trace)

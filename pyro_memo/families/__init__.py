@@ -1,6 +1,16 @@
-"""Conjugate exponential families: pure torch math, no Pyro (see :mod:`.base`)."""
+"""Conjugate exponential families: pure torch math, no Pyro (see :mod:`.base`).
 
-from .base import ConjugateFamily
+Every family lives in one file of this package and registers itself (by its ``name``) when
+the file is imported; every public module here is imported below, so adding a family means
+adding its file. Besides its math, a family declares its Pyro form (observation and
+component sites, the guide's parameter constraints and its recognition rule) as data and
+Pyro-free functions: see :class:`~pyro_memo.families.base.ConjugateFamily`.
+"""
+
+import importlib
+import pkgutil
+
+from .base import REGISTRY, ConjugateFamily
 from .bernoulli import Bernoulli
 from .diag_gaussian import DiagGaussian
 from .gaussian import Gaussian
@@ -8,10 +18,12 @@ from .multinomial import Multinomial
 from .poisson import Poisson
 from .zero_mean_gaussian import ZeroMeanGaussian
 
-#: CLI / config name -> family class
-FAMILIES = {
-    cls.name: cls for cls in (Gaussian, ZeroMeanGaussian, DiagGaussian, Multinomial, Bernoulli, Poisson)
-}
+for _module in pkgutil.iter_modules(__path__):
+    if not _module.name.startswith("_") and _module.name != "base":
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+#: CLI / config name -> family class (the registry itself: every registered family)
+FAMILIES = REGISTRY
 
 
 def get_family(name):

@@ -21,6 +21,10 @@ from abc import ABC, abstractmethod
 
 import torch
 
+#: family name -> class: every subclass that sets its own ``name`` registers itself here
+#: (``pyro_memo.families.FAMILIES`` is this dict)
+REGISTRY = {}
+
 
 class ConjugateFamily(ABC):
     """Base class of conjugate exponential families.
@@ -36,6 +40,52 @@ class ConjugateFamily(ABC):
     prior_names = ()
     #: keys of the sufficient statistics dict
     stat_names = ()
+
+    # ------------------------------------------------------------- Pyro form
+    # How the family is written as Pyro sites, declared as data and as functions that are
+    # handed ``pyro.distributions`` (families import no Pyro). The Pyro bridge reads these:
+    # the model/guide site writer (pyro_memo.models.component_sites), recognition
+    # (pyro_memo.bridge.recognition) and the guide's param-store constraints.
+
+    #: distribution class names the observed site may have, e.g. ``("Poisson",)``
+    pyro_observation = ()
+    #: of those, the ones whose values are integer ids, one-hot encoded into the family's rows
+    pyro_one_hot = ()
+    #: role -> (distribution class name of the component site, event dims of its value), in
+    #: sampling order; the role is also the site's default name and the key of ``params``
+    pyro_components = {}
+    #: prior / posterior key -> constraint name (``"real"``, ``"positive_definite"``); others ``"positive"``
+    pyro_constraints = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            REGISTRY[cls.name] = cls
+
+    @staticmethod
+    def pyro_prior(dist, hyper, sample):
+        """Sample the component parameters: ``sample(role, fn)`` is ``pyro.sample`` under the
+        role's site name, ``dist`` is ``pyro.distributions``, ``hyper`` the prior (or posterior)
+        dict with a leading component dimension. Returns ``{role: value}``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def pyro_likelihood(dist, theta, x=None):
+        """The observation distribution given per-item parameters ``theta`` (``{role: value}``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def prior_from_pyro(sites, read):
+        """Recognition rule: the prior hyperparameters read off traced component sites.
+
+        :param dict sites: role -> ``(fn, value)``, ``fn`` the site's distribution stripped of
+            Independent / Expanded wrappers.
+        :param read: ``read.constant(t, event_dim, role, what)`` returns the common value of ``t``
+            over the components (raising a named error if they differ); ``read.first(t, event_dim)``
+            the first component's.
+        :returns: the prior dict (keys :attr:`prior_names`).
+        """
+        raise NotImplementedError
 
     def __init__(self, prior, dtype=torch.float64, device=None):
         missing = set(self.prior_names) - set(prior)
@@ -162,6 +212,12 @@ class ConjugateFamily(ABC):
         :meth:`log_density` (``(K, ...)`` tensors). Uses torch's global random generator
         (seed it, or wrap the caller in ``torch.random.fork_rng``)."""
         raise NotImplementedError(f"{type(self).__name__} has no posterior sampler")
+
+    @staticmethod
+    def example_data(labels, clusters, D, generator):
+        """``(len(labels), D)`` items in ``clusters`` well-separated groups in the likelihood's
+        support, item ``n`` in group ``labels[n]`` (test fixtures and demos)."""
+        raise NotImplementedError
 
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim}, dtype={self.dtype})"

@@ -88,3 +88,28 @@ class Bernoulli(ConjugateFamily):
     def point_estimates(self, post):
         """Posterior mean success probabilities."""
         return {"probabilities": post["a"] / (post["a"] + post["b"])}
+
+    # ------------------------------------------------------------- Pyro form
+    pyro_observation = ("Bernoulli",)
+    pyro_components = {"phi": ("Beta", 1)}
+
+    @staticmethod
+    def pyro_prior(dist, hyper, sample):
+        """``phi ~ Beta(a, b)`` per dimension."""
+        return {"phi": sample("phi", dist.Beta(hyper["a"], hyper["b"]).to_event(1))}
+
+    @staticmethod
+    def pyro_likelihood(dist, theta, x=None):
+        return dist.Bernoulli(theta["phi"]).to_event(1)
+
+    @staticmethod
+    def prior_from_pyro(sites, read):
+        beta, phi = sites["phi"]
+        return {"a": read.constant(beta.concentration1.expand_as(phi), 1, "phi", "a"),
+                "b": read.constant(beta.concentration0.expand_as(phi), 1, "phi", "b")}
+
+    @staticmethod
+    def example_data(labels, clusters, D, generator):
+        """Binary groups with success probabilities in [0.1, 0.9]."""
+        probs = torch.rand(clusters, D, generator=generator, dtype=torch.float64) * 0.8 + 0.1
+        return torch.bernoulli(probs[labels], generator=generator)

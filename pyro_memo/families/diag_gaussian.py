@@ -136,3 +136,33 @@ class DiagGaussian(ConjugateFamily):
     def point_estimates(self, post):
         """Posterior means and diagonal covariances :math:`E[\\lambda_d]^{-1} = b / a`."""
         return {"means": post["m"], "covariances": torch.diag_embed(post["b"] / post["a"])}
+
+    # ------------------------------------------------------------- Pyro form
+    pyro_observation = ("Normal",)
+    pyro_components = {"lambda": ("Gamma", 1), "mu": ("Normal", 1)}
+    pyro_constraints = {"m": "real"}
+
+    @staticmethod
+    def pyro_prior(dist, hyper, sample):
+        """``lambda ~ Gamma(a, b)``, ``mu ~ Normal(m, (kappa lambda)^-1/2)`` per dimension."""
+        lam = sample("lambda", dist.Gamma(hyper["a"], hyper["b"]).to_event(1))
+        scale = (hyper["kappa"] * lam).rsqrt()
+        return {"lambda": lam, "mu": sample("mu", dist.Normal(hyper["m"], scale).to_event(1))}
+
+    @staticmethod
+    def pyro_likelihood(dist, theta, x=None):
+        return dist.Normal(theta["mu"], theta["lambda"].rsqrt()).to_event(1)
+
+    @staticmethod
+    def prior_from_pyro(sites, read):
+        (gam, lam), (nor, _) = sites["lambda"], sites["mu"]
+        return {"m": read.constant(nor.loc.expand_as(lam), 1, "mu", "mean"),
+                "kappa": 1.0 / (read.first(nor.scale.expand_as(lam), 1) ** 2 * read.first(lam, 1)),
+                "a": read.constant(gam.concentration.expand_as(lam), 1, "lambda", "shape"),
+                "b": read.constant(gam.rate.expand_as(lam), 1, "lambda", "rate")}
+
+    @staticmethod
+    def example_data(labels, clusters, D, generator):
+        """Unit-variance groups around means drawn with scale 6."""
+        centers = 6.0 * torch.randn(clusters, D, generator=generator, dtype=torch.float64)
+        return centers[labels] + torch.randn(len(labels), D, generator=generator, dtype=torch.float64)

@@ -141,3 +141,33 @@ class Gaussian(ConjugateFamily):
     def point_estimates(self, post):
         """Posterior means of the mean and :math:`E[\\Lambda]^{-1} = B / \\nu`."""
         return {"means": post["m"], "covariances": post["B"] / post["nu"][:, None, None]}
+
+    # ------------------------------------------------------------- Pyro form
+    pyro_observation = ("MultivariateNormal",)
+    pyro_components = {"Lambda": ("Wishart", 2), "mu": ("MultivariateNormal", 1)}
+    pyro_constraints = {"m": "real", "B": "positive_definite"}
+
+    @staticmethod
+    def pyro_prior(dist, hyper, sample):
+        """``Lambda ~ Wishart(nu, B^-1)``, ``mu ~ MultivariateNormal(m, (kappa Lambda)^-1)``."""
+        lam = sample("Lambda", dist.Wishart(df=hyper["nu"], precision_matrix=hyper["B"]))
+        prec = hyper["kappa"][..., None, None] * lam
+        return {"Lambda": lam, "mu": sample("mu", dist.MultivariateNormal(hyper["m"], precision_matrix=prec))}
+
+    @staticmethod
+    def pyro_likelihood(dist, theta, x=None):
+        return dist.MultivariateNormal(theta["mu"], precision_matrix=theta["Lambda"])
+
+    @staticmethod
+    def prior_from_pyro(sites, read):
+        (wish, lam), (mvn, _) = sites["Lambda"], sites["mu"]
+        ratio = read.first(mvn.precision_matrix, 2) / read.first(lam, 2)
+        return {"m": read.constant(mvn.loc, 1, "mu", "mean"), "kappa": ratio[0, 0],
+                "nu": read.constant(wish.df, 0, "Lambda", "df"),
+                "B": read.constant(wish.precision_matrix, 2, "Lambda", "scale")}
+
+    @staticmethod
+    def example_data(labels, clusters, D, generator):
+        """Unit-variance groups around means drawn with scale 6."""
+        centers = 6.0 * torch.randn(clusters, D, generator=generator, dtype=torch.float64)
+        return centers[labels] + torch.randn(len(labels), D, generator=generator, dtype=torch.float64)

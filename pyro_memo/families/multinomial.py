@@ -101,3 +101,33 @@ class Multinomial(ConjugateFamily):
     def point_estimates(self, post):
         """Posterior mean category probabilities."""
         return {"probabilities": post["lam"] / post["lam"].sum(-1, keepdim=True)}
+
+    # ------------------------------------------------------------- Pyro form
+    pyro_observation = ("Multinomial", "Categorical")
+    pyro_one_hot = ("Categorical",)
+    pyro_components = {"phi": ("Dirichlet", 1)}
+
+    @staticmethod
+    def pyro_prior(dist, hyper, sample):
+        """``phi ~ Dirichlet(lam)``."""
+        return {"phi": sample("phi", dist.Dirichlet(hyper["lam"]))}
+
+    @staticmethod
+    def pyro_likelihood(dist, theta, x=None):
+        # torch's Multinomial.log_prob uses each row's own total; total_count only bounds the support
+        total = 1 if x is None else max(int(x.sum(-1).max()), 1)
+        return dist.Multinomial(total_count=total, probs=theta["phi"])
+
+    @staticmethod
+    def prior_from_pyro(sites, read):
+        dirichlet, _ = sites["phi"]
+        return {"lam": read.constant(dirichlet.concentration, 1, "phi", "concentration")}
+
+    @staticmethod
+    def example_data(labels, clusters, D, generator):
+        """Count rows of 5-24 draws from per-group Dirichlet(1) probabilities (drawn with torch's global
+        generator)."""
+        probs = torch.distributions.Dirichlet(torch.ones(D, dtype=torch.float64)).sample((clusters,))
+        counts = 5 + torch.randint(20, (len(labels),), generator=generator)
+        return torch.stack([torch.multinomial(probs[k], int(c), replacement=True, generator=generator).bincount(
+            minlength=D).double() for k, c in zip(labels, counts, strict=True)])

@@ -96,3 +96,28 @@ class Poisson(ConjugateFamily):
     def point_estimates(self, post):
         """Posterior mean rates."""
         return {"rates": post["a"] / post["b"]}
+
+    # ------------------------------------------------------------- Pyro form
+    pyro_observation = ("Poisson",)
+    pyro_components = {"lambda": ("Gamma", 1)}
+
+    @staticmethod
+    def pyro_prior(dist, hyper, sample):
+        """``lambda ~ Gamma(a, b)`` per dimension."""
+        return {"lambda": sample("lambda", dist.Gamma(hyper["a"], hyper["b"]).to_event(1))}
+
+    @staticmethod
+    def pyro_likelihood(dist, theta, x=None):
+        return dist.Poisson(theta["lambda"]).to_event(1)
+
+    @staticmethod
+    def prior_from_pyro(sites, read):
+        gam, lam = sites["lambda"]
+        return {"a": read.constant(gam.concentration.expand_as(lam), 1, "lambda", "shape"),
+                "b": read.constant(gam.rate.expand_as(lam), 1, "lambda", "rate")}
+
+    @staticmethod
+    def example_data(labels, clusters, D, generator):
+        """Count groups with rates in [1, e^2]."""
+        rates = torch.exp(2.0 * torch.rand(clusters, D, generator=generator, dtype=torch.float64))
+        return torch.poisson(rates[labels], generator=generator)

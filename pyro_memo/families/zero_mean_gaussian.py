@@ -93,3 +93,30 @@ class ZeroMeanGaussian(ConjugateFamily):
         """Zero means and :math:`E[\\Lambda]^{-1} = B / \\nu`."""
         cov = post["B"] / post["nu"][:, None, None]
         return {"means": cov.new_zeros(cov.shape[:-1]), "covariances": cov}
+
+    # ------------------------------------------------------------- Pyro form
+    pyro_observation = ("MultivariateNormal",)
+    pyro_components = {"Lambda": ("Wishart", 2)}
+    pyro_constraints = {"B": "positive_definite"}
+
+    @staticmethod
+    def pyro_prior(dist, hyper, sample):
+        """``Lambda ~ Wishart(nu, B^-1)``."""
+        return {"Lambda": sample("Lambda", dist.Wishart(df=hyper["nu"], precision_matrix=hyper["B"]))}
+
+    @staticmethod
+    def pyro_likelihood(dist, theta, x=None):
+        lam = theta["Lambda"]
+        return dist.MultivariateNormal(lam.new_zeros(lam.shape[:-1]), precision_matrix=lam)
+
+    @staticmethod
+    def prior_from_pyro(sites, read):
+        wish, _ = sites["Lambda"]
+        return {"nu": read.constant(wish.df, 0, "Lambda", "df"),
+                "B": read.constant(wish.precision_matrix, 2, "Lambda", "scale")}
+
+    @staticmethod
+    def example_data(labels, clusters, D, generator):
+        """Zero-mean groups with log-normal per-dimension scales."""
+        scales = torch.exp(2.0 * torch.randn(clusters, D, generator=generator, dtype=torch.float64))
+        return scales[labels] * torch.randn(len(labels), D, generator=generator, dtype=torch.float64)

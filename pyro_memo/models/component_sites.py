@@ -2,14 +2,17 @@
 
 The model and the guide share this code: the model calls :meth:`ComponentSites.sample`
 with the prior hyperparameters, the guide with the posterior ones (the conjugate
-posterior has the prior's form), so their sample sites match by construction.
+posterior has the prior's form), so their sample sites match by construction. What the
+sites are is declared by each family in its own file (``pyro_components``, ``pyro_prior``,
+``pyro_likelihood``; see :class:`~pyro_memo.families.base.ConjugateFamily`); this module
+only hands them ``pyro.sample`` and ``pyro.distributions``.
 """
 
 import pyro
 import pyro.distributions as dist
 import torch
 
-from ..families import Bernoulli, DiagGaussian, Gaussian, Multinomial, Poisson, ZeroMeanGaussian
+from ..families import FAMILIES, Bernoulli, DiagGaussian, Gaussian, Multinomial, Poisson, ZeroMeanGaussian
 
 
 def index_components(value, z, event_dim):
@@ -30,23 +33,34 @@ def index_components(value, z, event_dim):
 
 
 class ComponentSites:
-    """Pyro sample statements of one family; ``names`` maps roles to site names."""
+    """Pyro sample statements of one family; ``names`` maps roles to site names.
 
-    #: role -> number of event dims of the parameter value
-    roles = {}
-    #: default site name of each role in the built-in models
-    default_names = {}
+    :cvar family: the :class:`~pyro_memo.families.ConjugateFamily` subclass whose Pyro form
+        this writes.
+    """
+
+    family = None
 
     def __init__(self, names=None):
         self.names = dict(self.default_names if names is None else names)
 
+    @property
+    def roles(self):
+        """role -> number of event dims of the parameter value."""
+        return {role: event_dim for role, (_, event_dim) in self.family.pyro_components.items()}
+
+    @property
+    def default_names(self):
+        """Default site name of each role in the built-in models (the role itself)."""
+        return {role: role for role in self.family.pyro_components}
+
     def sample(self, hyper):
         """Sample every component parameter inside the caller's component plate."""
-        raise NotImplementedError
+        return self.family.pyro_prior(dist, hyper, lambda role, fn: pyro.sample(self.names[role], fn))
 
     def likelihood(self, theta, x=None):
         """The observation distribution given per-item parameters ``theta``."""
-        raise NotImplementedError
+        return self.family.pyro_likelihood(dist, theta, x)
 
     def likelihood_for(self, theta, z, x=None):
         """The observation distribution of items assigned to components ``z``."""
@@ -54,93 +68,28 @@ class ComponentSites:
         return self.likelihood(per_item, x)
 
 
-class GaussianSites(ComponentSites):
-    roles = {"Lambda": 2, "mu": 1}
-    default_names = {"Lambda": "Lambda", "mu": "mu"}
-
-    def sample(self, hyper):
-        lam = pyro.sample(self.names["Lambda"], dist.Wishart(df=hyper["nu"], precision_matrix=hyper["B"]))
-        prec = hyper["kappa"][..., None, None] * lam
-        mu = pyro.sample(self.names["mu"], dist.MultivariateNormal(hyper["m"], precision_matrix=prec))
-        return {"Lambda": lam, "mu": mu}
-
-    def likelihood(self, theta, x=None):
-        return dist.MultivariateNormal(theta["mu"], precision_matrix=theta["Lambda"])
+def _sites_class(family_cls):
+    return type(f"{family_cls.__name__}Sites", (ComponentSites,), {"family": family_cls,
+                                                                   "__module__": __name__})
 
 
-class ZeroMeanGaussianSites(ComponentSites):
-    roles = {"Lambda": 2}
-    default_names = {"Lambda": "Lambda"}
+GaussianSites = _sites_class(Gaussian)
+ZeroMeanGaussianSites = _sites_class(ZeroMeanGaussian)
+DiagGaussianSites = _sites_class(DiagGaussian)
+MultinomialSites = _sites_class(Multinomial)
+BernoulliSites = _sites_class(Bernoulli)
+PoissonSites = _sites_class(Poisson)
 
-    def sample(self, hyper):
-        lam = pyro.sample(self.names["Lambda"], dist.Wishart(df=hyper["nu"], precision_matrix=hyper["B"]))
-        return {"Lambda": lam}
-
-    def likelihood(self, theta, x=None):
-        lam = theta["Lambda"]
-        return dist.MultivariateNormal(lam.new_zeros(lam.shape[:-1]), precision_matrix=lam)
-
-
-class DiagGaussianSites(ComponentSites):
-    roles = {"lambda": 1, "mu": 1}
-    default_names = {"lambda": "lambda", "mu": "mu"}
-
-    def sample(self, hyper):
-        lam = pyro.sample(self.names["lambda"], dist.Gamma(hyper["a"], hyper["b"]).to_event(1))
-        scale = (hyper["kappa"] * lam).rsqrt()
-        mu = pyro.sample(self.names["mu"], dist.Normal(hyper["m"], scale).to_event(1))
-        return {"lambda": lam, "mu": mu}
-
-    def likelihood(self, theta, x=None):
-        return dist.Normal(theta["mu"], theta["lambda"].rsqrt()).to_event(1)
-
-
-class MultinomialSites(ComponentSites):
-    roles = {"phi": 1}
-    default_names = {"phi": "phi"}
-
-    def sample(self, hyper):
-        return {"phi": pyro.sample(self.names["phi"], dist.Dirichlet(hyper["lam"]))}
-
-    def likelihood(self, theta, x=None):
-        # torch's Multinomial.log_prob uses each row's own total; total_count only bounds the support
-        total = 1 if x is None else max(int(x.sum(-1).max()), 1)
-        return dist.Multinomial(total_count=total, probs=theta["phi"])
-
-
-class BernoulliSites(ComponentSites):
-    roles = {"phi": 1}
-    default_names = {"phi": "phi"}
-
-    def sample(self, hyper):
-        return {"phi": pyro.sample(self.names["phi"], dist.Beta(hyper["a"], hyper["b"]).to_event(1))}
-
-    def likelihood(self, theta, x=None):
-        return dist.Bernoulli(theta["phi"]).to_event(1)
-
-
-class PoissonSites(ComponentSites):
-    roles = {"lambda": 1}
-    default_names = {"lambda": "lambda"}
-
-    def sample(self, hyper):
-        return {"lambda": pyro.sample(self.names["lambda"], dist.Gamma(hyper["a"], hyper["b"]).to_event(1))}
-
-    def likelihood(self, theta, x=None):
-        return dist.Poisson(theta["lambda"]).to_event(1)
-
-
-#: family class -> its Pyro site writer
-SITES = {
-    Gaussian: GaussianSites,
-    ZeroMeanGaussian: ZeroMeanGaussianSites,
-    DiagGaussian: DiagGaussianSites,
-    Multinomial: MultinomialSites,
-    Bernoulli: BernoulliSites,
-    Poisson: PoissonSites,
-}
+#: family class -> its Pyro site writer (built-in families; any registered family works with :func:`sites_for`)
+SITES = {cls.family: cls for cls in (GaussianSites, ZeroMeanGaussianSites, DiagGaussianSites, MultinomialSites,
+                                     BernoulliSites, PoissonSites)}
 
 
 def sites_for(family, names=None):
-    """The :class:`ComponentSites` of ``family`` with site ``names`` (role -> name)."""
-    return SITES[type(family)](names)
+    """The :class:`ComponentSites` of ``family`` (an instance or a registered class) with site ``names``."""
+    cls = family if isinstance(family, type) else type(family)
+    if cls not in SITES:
+        if cls.name not in FAMILIES or not cls.pyro_components:
+            raise ValueError(f"family {cls.__name__} declares no Pyro form (pyro_components)")
+        SITES[cls] = _sites_class(cls)
+    return SITES[cls](names)

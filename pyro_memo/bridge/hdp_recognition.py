@@ -1,0 +1,339 @@
+"""Recognise a user's Pyro HDP topic model by tracing it, and verify the wiring numerically.
+
+Conventions (the shape of :class:`~pyro_memo.models.HDPTopicModel`; any site and plate names):
+
+1. Top-level sticks: one latent ``Beta(1, gamma)`` site in a plate of size ``K``; the global
+   weights are :math:`\\beta_k = u_k \\prod_{\\ell<k}(1 - u_\\ell)` over ``K + 1`` entries (the
+   last the tail beyond the truncation).
+2. Topics: one latent ``Dirichlet(lam0 * ones(V))`` site in a plate of size ``K + 1``.
+3. Document weights: one latent ``Dirichlet(alpha * beta)`` site in a document plate of size
+   ``D``, which may be subsampled with ``subsample=batch`` (the batch's document ids).
+4. Tokens: in one token plate, a latent ``Categorical(pi[doc])`` assignment and an observed
+   ``Categorical(phi[z])`` word. The token-to-document ids ``doc`` and the word ids are
+   arguments of the model; under a document batch the plate holds the batch's tokens in their
+   order (see :func:`batch_tokens`), either as ``plate(N, subsample=tokens)`` or as a plate of
+   their number.
+
+The checks run at random values: the document Dirichlet's concentration is ``alpha`` times
+the stick-breaking weights, the assignment's probabilities are the document weights indexed
+by each token's document, and the word's ``log_prob`` is ``log phi[z, word]``. Anything else
+raises :class:`~pyro_memo.bridge.recognition.ModelStructureError`.
+"""
+
+from dataclasses import dataclass, field
+
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+
+from ..allocation import stick_breaking_weights
+from .recognition import ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
+
+#: the supported HDP form, quoted in error messages
+HDP_FORM = ("u ~ Beta(1, gamma) in a plate of size K; phi ~ Dirichlet(lam0 * ones(V)) in a plate of size K + 1; "
+            "pi ~ Dirichlet(alpha * beta(u)) in a document plate; z ~ Categorical(pi[doc]) and "
+            "x ~ Categorical(phi[z]) (observed) in a token plate")
+
+
+def batch_tokens(doc, batch, num_docs):
+    """The tokens of the documents ``batch``: ``(token_indices, local_doc)``.
+
+    ``token_indices`` are the positions (in their original order) of the tokens whose document
+    is in ``batch``; ``local_doc`` is each of them's position in ``batch``, the row of the
+    document plate's subsampled sites. A model subsampling its document plate uses them as::
+
+        with pyro.plate("docs", num_docs, subsample=batch):
+            pi = pyro.sample("pi", dist.Dirichlet(alpha * beta))
+        tok, local = pyro_memo.batch_tokens(doc, batch, num_docs)
+        with pyro.plate("tokens", len(doc), subsample=tok):
+            z = pyro.sample("z", dist.Categorical(pi[local]))
+            pyro.sample("w", dist.Categorical(phi[z]), obs=word[tok])
+    """
+    doc = torch.as_tensor(doc, dtype=torch.long)
+    batch = torch.as_tensor(batch, dtype=torch.long, device=doc.device)
+    position = torch.full((int(num_docs),), -1, dtype=torch.long, device=doc.device)
+    position[batch] = torch.arange(len(batch), device=doc.device)
+    local = position[doc]
+    tokens = torch.nonzero(local >= 0).squeeze(-1)
+    return tokens, local[tokens]
+
+
+@dataclass
+class TokenBatch:
+    """The tokens of a batch of documents, and their distinct (document, word) pairs.
+
+    :ivar docs: ``(B,)`` document ids of the batch (the document plate's rows).
+    :ivar tokens: ``(n,)`` positions of the batch's tokens in the model's token arrays.
+    :ivar local_doc: ``(n,)`` each token's row in ``docs``.
+    :ivar pair_doc, pair_word, pair_count: the distinct (row, word) pairs and their counts,
+        the input of :meth:`~pyro_memo.topics.HDPPosterior.local_step`.
+    :ivar token_pair: ``(n,)`` each token's pair.
+    """
+
+    docs: torch.Tensor
+    tokens: torch.Tensor
+    local_doc: torch.Tensor
+    pair_doc: torch.Tensor
+    pair_word: torch.Tensor
+    pair_count: torch.Tensor
+    token_pair: torch.Tensor
+
+    @property
+    def num_docs(self):
+        return len(self.docs)
+
+
+@dataclass
+class HDPSpec:
+    """What recognition learnt about an HDP topic model: hyperparameters, site and plate names."""
+
+    K: int
+    V: int
+    alpha: float
+    gamma: float
+    lam0: float
+    stick_site: str
+    stick_plate: str
+    topic_site: str
+    topic_plate: str
+    doc_site: str
+    doc_plate: str
+    assignment_site: str
+    obs_site: str
+    token_plate: str
+    num_docs: int
+    num_tokens: int
+    doc_arg: tuple
+    word_arg: tuple
+    subsample_arg: tuple = None
+    token_subsampled: bool = False
+    extra: dict = field(default_factory=dict)
+
+    kind = "hdp"
+
+    @staticmethod
+    def _get(where, args, kwargs):
+        kind, key = where
+        return args[key] if kind == "arg" else kwargs[key]
+
+    def batch_indices(self, args, kwargs):
+        """The document plate's subsample indices (the batch's documents), else ``None``."""
+        if self.subsample_arg is None:
+            return None
+        return torch.as_tensor(self._get(self.subsample_arg, args, kwargs), dtype=torch.long)
+
+    def tokens(self, args, kwargs):
+        """The model's ``(doc, word)`` token arrays (all documents), validated."""
+        doc = torch.as_tensor(self._get(self.doc_arg, args, kwargs)).long()
+        word = torch.as_tensor(self._get(self.word_arg, args, kwargs)).long()
+        if doc.shape != word.shape or doc.dim() != 1:
+            raise ValueError(f"document ids {tuple(doc.shape)} and word ids {tuple(word.shape)} must be equal-length "
+                             "1-D arrays")
+        if len(doc) and (int(doc.min()) < 0 or int(doc.max()) >= self.num_docs):
+            raise ValueError(f"document ids must lie in [0, {self.num_docs})")
+        if len(word) and (int(word.min()) < 0 or int(word.max()) >= self.V):
+            raise ValueError(f"word ids must lie in [0, {self.V}) (the topics' vocabulary)")
+        return doc, word
+
+    def batch(self, args, kwargs, docs=None):
+        """The :class:`TokenBatch` of documents ``docs`` (default: the model's batch, else all)."""
+        doc, word = self.tokens(args, kwargs)
+        if docs is None:
+            docs = self.batch_indices(args, kwargs)
+        if docs is None:
+            docs = torch.arange(self.num_docs, device=doc.device)
+        docs = torch.as_tensor(docs, dtype=torch.long, device=doc.device)
+        tokens, local = batch_tokens(doc, docs, self.num_docs)
+        key = local * self.V + word[tokens]
+        pairs, token_pair, count = torch.unique(key, return_inverse=True, return_counts=True)
+        return TokenBatch(docs, tokens, local, pairs // self.V, pairs % self.V, count.to(torch.float64), token_pair)
+
+
+def is_hdp(global_sites, T):
+    """Whether the model's global latent sites look like an HDP: three plates, one of them
+    holding a Dirichlet over the assignment's ``T`` categories outside the components' plate."""
+    plates = {next(iter(_plates(s)), None) for s in global_sites}
+    doc_like = [s for s in global_sites if isinstance(_base(s["fn"]), dist.Dirichlet)
+                and s["fn"].event_shape[-1:] == (T,)]
+    return len(plates) >= 3 and bool(doc_like)
+
+
+def _single_plate(site, what):
+    stack = site["cond_indep_stack"]
+    if len(stack) != 1:
+        raise ModelStructureError(f"{what} site '{site['name']}' must sit in exactly one plate; found "
+                                  f"{[f.name for f in stack]}. Supported HDP form: {HDP_FORM}")
+    return stack[0]
+
+
+def _topics_and_documents(sites, T):
+    """Split the two non-stick global sites into the topic site and the document site."""
+    kinds = {s["name"]: type(_base(s["fn"])).__name__ for s in sites}
+    if len(sites) != 2 or any(k != "Dirichlet" for k in kinds.values()):
+        raise ModelStructureError(f"an HDP topic model needs two Dirichlet sites besides the sticks (topics and "
+                                  f"document weights); found {kinds}. Supported HDP form: {HDP_FORM}")
+    docs = [s for s in sites if s["fn"].event_shape[-1] == T]
+    if len(docs) == 2:  # V == T: the topics' prior is symmetric, the documents' is alpha * beta
+        docs = [s for s in sites if not _symmetric(_base(s["fn"]).concentration)]
+    if len(docs) != 1:
+        raise ModelStructureError(f"expected one document-weight site Dirichlet(alpha * beta) over the "
+                                  f"assignment's {T} categories among {sorted(kinds)}. Supported HDP form: {HDP_FORM}")
+    topic = next(s for s in sites if s is not docs[0])
+    return topic, docs[0]
+
+
+def _symmetric(conc):
+    return bool(torch.all(conc == conc[..., :1]))
+
+
+def _read_lam0(topic, T):
+    plate = _single_plate(topic, "topic")
+    if plate.size != T:
+        raise ModelStructureError(f"topic site '{topic['name']}' must be in a plate of size K + 1 = {T} (the "
+                                  f"assignment's categories); its plate '{plate.name}' has size {plate.size}")
+    conc = _base(topic["fn"]).concentration.expand(topic["value"].shape)
+    conc = _constant_over_components(conc, 1, topic["name"], "concentration")
+    if not _symmetric(conc):
+        raise ModelStructureError(f"topic site '{topic['name']}' must have a symmetric Dirichlet(lam0 * ones(V)) "
+                                  "prior; its concentration differs across words")
+    return float(conc[0]), conc.shape[-1]
+
+
+def _read_alpha(model, args, kwargs, stick, doc_site):
+    """``alpha`` from the document site's first concentration with every stick at 1/2, where the
+    weights are powers of two (``beta_1 = 1/2``), so the value read is exact and does not depend
+    on random draws."""
+    half = torch.full_like(stick["value"], 0.5)
+    with torch.no_grad(), poutine.block():
+        trace = poutine.trace(poutine.condition(model, data={stick["name"]: half})).get_trace(*args, **kwargs)
+    site = trace.nodes[doc_site["name"]]
+    conc = _base(site["fn"]).concentration.expand(site["value"].shape)
+    return 2.0 * float(_constant_over_components(conc, 1, doc_site["name"], "concentration")[0])
+
+
+def _document_plate(doc_site, plates):
+    plate = _single_plate(doc_site, "document-weight")
+    size, _, subsample = plates.get(plate.name, (plate.size, None, None))
+    if subsample is not None and len(subsample) == size and bool(torch.equal(subsample, torch.arange(size))):
+        subsample = None
+    return plate.name, int(size), subsample
+
+
+def _candidates(args, kwargs):
+    return [("arg", i, a) for i, a in enumerate(args)] + [("kwarg", k, a) for k, a in kwargs.items()]
+
+
+def _find_subsample_arg(args, kwargs, subsample):
+    for kind, key, value in _candidates(args, kwargs):
+        if value is subsample or (torch.is_tensor(value) and value.dim() == 1 and not value.is_floating_point()
+                                  and value.shape == subsample.shape and bool(torch.equal(value.long(), subsample))):
+            return kind, key
+    raise ModelStructureError("the document plate's subsample indices must be passed to the model as an argument "
+                              "(pyro.plate(..., subsample=batch) with batch an argument)")
+
+
+def _int_vectors(args, kwargs):
+    return [(kind, key, v) for kind, key, v in _candidates(args, kwargs)
+            if torch.is_tensor(v) and v.dim() == 1 and not v.is_floating_point() and not v.dtype == torch.bool]
+
+
+def _find_token_args(args, kwargs, trace, names, num_docs, subsample):
+    """The arguments holding each token's document id and word id; verifies ``z ~ Cat(pi[doc])``."""
+    obs = trace.nodes[names["obs"]]["value"]
+    probs = _base(trace.nodes[names["z"]]["fn"]).probs.double()
+    pi = trace.nodes[names["doc"]]["value"].double()
+    docs = torch.arange(num_docs) if subsample is None else subsample
+    for d_kind, d_key, doc in _int_vectors(args, kwargs):
+        if len(doc) == 0 or int(doc.min()) < 0 or int(doc.max()) >= num_docs:
+            continue
+        tokens, local = batch_tokens(doc, docs, num_docs)
+        if len(tokens) != probs.reshape(-1, probs.shape[-1]).shape[0]:
+            continue
+        if not bool(torch.allclose(probs.reshape(len(tokens), -1), pi[local], rtol=1e-6, atol=1e-9)):
+            continue
+        for w_kind, w_key, word in _int_vectors(args, kwargs):
+            if word.shape == doc.shape and (w_kind, w_key) != (d_kind, d_key) \
+                    and bool(torch.equal(word[tokens].to(obs.device), obs.long().reshape(-1))):
+                return (d_kind, d_key), (w_kind, w_key), len(doc), len(tokens)
+        raise ModelStructureError(f"observed site '{names['obs']}': the word ids must be passed to the model as an "
+                                  "argument, an integer array as long as the document ids")
+    raise ModelStructureError(
+        f"assignment site '{names['z']}': its probabilities must be the document weights pi[doc] of site "
+        f"'{names['doc']}', with doc the tokens' document ids passed to the model as an integer argument "
+        f"(under a document batch, the rows of the batch: see pyro_memo.batch_tokens). Supported HDP form: {HDP_FORM}")
+
+
+def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites):
+    """The :class:`HDPSpec` of a traced HDP topic model (see the module docstring).
+
+    :raises ModelStructureError: naming the offending site and the supported form.
+    """
+    obs_fn, z_fn = _base(obs["fn"]), _base(z_site["fn"])
+    if not isinstance(obs_fn, dist.Categorical):
+        raise ModelStructureError(f"observed site '{obs['name']}' is {type(obs_fn).__name__}; an HDP topic model "
+                                  f"observes word ids with Categorical(phi[z]). Supported HDP form: {HDP_FORM}")
+    T = z_fn.probs.shape[-1]
+    stick, gamma = _find_sticks(global_sites, T)
+    if stick is None:
+        raise ModelStructureError(f"an HDP topic model needs a Beta(1, gamma) stick site in a plate of size K; "
+                                  f"the assignment '{z_site['name']}' has one category. Supported HDP form: {HDP_FORM}")
+    topic, doc_site = _topics_and_documents([s for s in global_sites if s is not stick], T)
+    lam0, V = _read_lam0(topic, T)
+    doc_plate, num_docs, subsample = _document_plate(doc_site, plates)
+    alpha = _read_alpha(model, args, kwargs, stick, doc_site)
+    names = {"obs": obs["name"], "z": z_site["name"], "doc": doc_site["name"]}
+    doc_arg, word_arg, num_tokens, batch_size = _find_token_args(args, kwargs, trace, names, num_docs, subsample)
+    token_plate = next(iter(_plates(obs)))
+    size, sub_size, _ = plates.get(token_plate, (obs["value"].shape[0], None, None))
+    if subsample is None and sub_size is not None and sub_size != size:
+        raise ModelStructureError(f"token plate '{token_plate}' is subsampled at random; memoized inference needs "
+                                  "fixed batches of documents: subsample the document plate with subsample=batch")
+    first = topic["value"]
+    spec = HDPSpec(
+        K=T - 1, V=V, alpha=alpha, gamma=gamma, lam0=lam0,
+        stick_site=stick["name"], stick_plate=next(iter(_plates(stick))),
+        topic_site=topic["name"], topic_plate=next(iter(_plates(topic))),
+        doc_site=doc_site["name"], doc_plate=doc_plate, assignment_site=z_site["name"], obs_site=obs["name"],
+        token_plate=token_plate, num_docs=num_docs, num_tokens=num_tokens, doc_arg=doc_arg, word_arg=word_arg,
+        subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
+        token_subsampled=int(size) == num_tokens and batch_size != num_tokens,
+    )
+    spec.extra.update(model_dtype=first.dtype, model_device=first.device)
+    verify_hdp_wiring(model, args, kwargs, spec)
+    return spec
+
+
+def _close(a, b, dtype):
+    rtol = 1e-7 if dtype == torch.float64 else 1e-4
+    return bool(torch.allclose(a, b, rtol=rtol, atol=rtol * (1 + b.abs().max())))
+
+
+def verify_hdp_wiring(model, args, kwargs, spec):
+    """Check, at random stick, topic and assignment values, that the document prior is
+    ``Dirichlet(alpha * beta(u))`` and the word's log_prob is ``log phi[z, word]``.
+
+    :raises ModelStructureError: naming the site whose numbers disagree.
+    """
+    g = torch.Generator().manual_seed(0)
+    like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
+    u = (0.05 + 0.9 * torch.rand(spec.K, generator=g, dtype=torch.float64)).to(**like)
+    phi = torch.softmax(torch.randn(spec.K + 1, spec.V, generator=g, dtype=torch.float64), -1).to(**like)
+    tb = spec.batch(args, kwargs)
+    z = torch.randint(spec.K + 1, (len(tb.tokens),), generator=g).to(like["device"])
+    data = {spec.stick_site: u, spec.topic_site: phi, spec.assignment_site: z}
+    with torch.no_grad(), poutine.block():
+        trace = poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
+    conc = _base(trace.nodes[spec.doc_site]["fn"]).concentration.double()
+    expected = spec.alpha * stick_breaking_weights(u.double())
+    if not _close(conc.reshape(-1, spec.K + 1), expected.expand(conc.reshape(-1, spec.K + 1).shape), like["dtype"]):
+        raise ModelStructureError(
+            f"document-weight site '{spec.doc_site}': its concentration is not alpha * beta with beta_k = u_k "
+            f"prod_(l<k) (1 - u_l) the stick-breaking weights of site '{spec.stick_site}' (alpha = {spec.alpha:.6g})")
+    obs = trace.nodes[spec.obs_site]
+    word = obs["value"].long().reshape(-1)
+    ours = torch.log(phi.double()[z, word])
+    theirs = obs["fn"].log_prob(obs["value"]).double().reshape(-1)
+    if not _close(theirs, ours, like["dtype"]):
+        raise ModelStructureError(
+            f"observed site '{spec.obs_site}': its log_prob is not log phi[z, word] with phi the topic site "
+            f"'{spec.topic_site}' indexed by the assignment '{spec.assignment_site}'")
