@@ -45,7 +45,7 @@ def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     (tmp_path / "c.ldac").write_text("\n".join(lines) + "\n")
     (tmp_path / "vocab.txt").write_text("\n".join(corpus.vocab) + "\n")
     assert main(["fit", str(tmp_path / "c.ldac"), "--model", "hdp", "--K", "5", "--laps", "2", "--quiet",
-                 "--init", "random", "--json", str(tmp_path / "o.json")]) == 0
+                 "--init", "documents", "--json", str(tmp_path / "o.json")]) == 0
     out = json.loads((tmp_path / "o.json").read_text())
     assert out["V"] == 25 and out["init"] == "documents"
 
