@@ -8,7 +8,18 @@ import argparse
 import sys
 
 from . import common  # noqa: F401  (registers the shared options)
-from .registry import COMMANDS, MODELS, CliModel, Option, Use, load_models, register_model, register_option, resolve
+from .registry import (
+    COMMANDS,
+    MODELS,
+    CliModel,
+    Option,
+    Use,
+    add_command,
+    load_models,
+    register_model,
+    register_option,
+    resolve,
+)
 
 __all__ = ["CliModel", "Option", "Use", "build_parser", "main", "register_model", "register_option"]
 
@@ -20,8 +31,6 @@ def build_parser():
                                      description="Memoized variational inference for Bayesian nonparametric models "
                                                  f"(pyro-memo). Models: {', '.join(MODELS)}.")
     sub = parser.add_subparsers(dest="command", required=True)
-    from .registry import add_command
-
     for command in COMMANDS:
         add_command(sub, command)
     return parser

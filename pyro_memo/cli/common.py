@@ -93,6 +93,25 @@ def parse_list(text, option, kind=str):
     return values
 
 
+def parse_methods(text, methods, model):
+    """The names of a ``--methods`` list; raises for one not registered in ``methods``."""
+    names = parse_list(text, "--methods")
+    unknown = [m for m in names if m not in methods]
+    if unknown:
+        raise ValueError(f"--methods: unknown {unknown} for --model {model}; choose from {', '.join(methods)}")
+    return names
+
+
+def report(text, out, json_path):
+    """Print a fit's summary ``text`` and write its results ``out`` to ``json_path`` (if given)."""
+    print(text)
+    if json_path:
+        from ..reporting import write_json
+
+        write_json(json_path, out)
+    return 0
+
+
 def compare_progress(args):
     """The ``progress`` callback of a comparison: messages to stderr unless ``--quiet``."""
     return None if args.quiet else (lambda message: print(message, file=sys.stderr))

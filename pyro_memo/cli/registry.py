@@ -110,7 +110,7 @@ def register_option(command, option):
 
 def register_model(model):
     """Add ``model`` (a :class:`CliModel` instance) to the ``--model`` choices."""
-    names = {n for m in MODELS.values() if m.name != model.name for n in (m.name, *m.aliases)}
+    names = {n for m in MODELS.values() for n in (m.name, *m.aliases)}
     clash = names & {model.name, *model.aliases}
     if clash:
         raise ValueError(f"--model {', '.join(sorted(clash))} is already registered")

@@ -14,8 +14,8 @@ from ...datasets import BUNDLED, load_dataset
 from ...families import FAMILIES, get_family
 from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
 from ...inference.moves import make_moves
-from ...reporting import effective_k, summary_text, write_json, write_posterior_npz, write_trace_plot
-from ..common import check_device, check_positive, compare_progress, parse_list, print_comparison
+from ...reporting import effective_k, summary_text, write_posterior_npz, write_trace_plot
+from ..common import check_device, check_positive, compare_progress, parse_list, parse_methods, print_comparison, report
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 #: default priors of out-of-core data come from at most this many leading items
@@ -185,18 +185,12 @@ class DPMixture(CliModel):
             write_trace_plot(os.path.join(args.save, "trace.png"), result.elbo_trace,
                              progress.k_trace or [out["K"]] * len(result.elbo_trace), description)
             out["saved"] = args.save
-        print(summary_text(out, description))
-        if args.json:
-            write_json(args.json, out)
-        return 0
+        return report(summary_text(out, description), out, args.json)
 
     def compare(self, args):
         from ...comparison import COLUMNS, METHODS, Budget, Settings, compare, load_array_split
 
-        methods = parse_list(args.methods, "--methods")
-        unknown = [m for m in methods if m not in METHODS]
-        if unknown:
-            raise ValueError(f"--methods: unknown {unknown} for --model {self.name}; choose from {', '.join(METHODS)}")
+        methods = parse_methods(args.methods, METHODS, self.name)
         seeds = parse_list(args.seeds, "--seeds", int)
         x_np, labels, description = load_dataset(args.data)
         x, y, heldout = load_array_split(x_np, labels, args.heldout, seed=0)

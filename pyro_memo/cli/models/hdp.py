@@ -9,10 +9,19 @@ import time
 import numpy as np
 import torch
 
-from ...reporting import write_atomically, write_json, write_trace_plot
+from ...reporting import write_atomically, write_trace_plot
 from ...topics import HDPState, MemoizedHDP, from_counts, load_wikipedia, read_ldac, split_documents, top_words
 from ...topics.checkpoint import load_hdp_state, save_hdp_state
-from ..common import check_device, check_positive, compare_progress, parse_list, parse_moves, print_comparison
+from ..common import (
+    check_device,
+    check_positive,
+    compare_progress,
+    parse_list,
+    parse_methods,
+    parse_moves,
+    print_comparison,
+    report,
+)
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 #: corpora pyro-memo can load by name
@@ -189,19 +198,12 @@ class HDPTopics(CliModel):
             write_trace_plot(os.path.join(args.save, "trace.png"), fit.elbo_trace, k_trace or [out["K"]],
                              description)
             out["saved"] = args.save
-        print(_summary(args, out, description, fit, topics, corpus.num_tokens))
-        if args.json:
-            write_json(args.json, out)
-        return 0
+        return report(_summary(args, out, description, fit, topics, corpus.num_tokens), out, args.json)
 
     def compare(self, args):
         from ...comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics
 
-        methods = parse_list(args.methods, "--methods")
-        unknown = [m for m in methods if m not in TOPIC_METHODS]
-        if unknown:
-            raise ValueError(f"--methods: unknown {unknown} for --model {self.name}; choose from "
-                             f"{', '.join(TOPIC_METHODS)}")
+        methods = parse_methods(args.methods, TOPIC_METHODS, self.name)
         seeds = parse_list(args.seeds, "--seeds", int)
         corpus, description = load_corpus(args.data, args.vocab)
         train, test = split_documents(corpus, args.heldout, seed=0)
