@@ -10,9 +10,7 @@ import argparse
 
 import torch
 
-from pyro_memo.comparison import TOPIC_METHODS, Budget, TopicSettings, compare_topics
-from pyro_memo.comparison.harness import summarize
-from pyro_memo.comparison.topic_harness import TOPIC_COLUMNS
+from pyro_memo.comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics, summarize
 from pyro_memo.synthetic import bars_corpus
 from pyro_memo.topics import load_wikipedia, split_documents
 

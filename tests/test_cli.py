@@ -115,3 +115,102 @@ def test_moves_are_reported_in_json(blobs, capsys):
     assert set(result["moves"][0]) == {"birth", "merge", "delete"}
     assert sum(lap["birth"]["accepted"] for lap in result["moves"]) >= 1
     assert "moves" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["fit", "bars", "--model", "hdp", "--family", "gauss"], "--family does not apply to --model hdp"),
+        (["fit", "--gamma", "3"], "--gamma does not apply to --model dp"),
+        (["fit", "--lam0", "0.5"], "--lam0 does not apply to --model dp"),
+        (["fit", "--vocab", "vocab.txt"], "--vocab does not apply to --model dp"),
+        (["fit", "bars", "--model", "hdp", "--init", "kmeans++"],
+         "--init kmeans++ is not available for --model hdp; choose from kmeans, documents"),
+        (["fit", "--init", "documents"], "--init documents is not available for --model dp"),
+        (["fit", "bars", "--model", "hdp", "--algo", "vb"], "--algo vb is not available for --model hdp"),
+        (["fit", "--batches", "4"], "--batches needs --algo memo (--model dp)"),
+        (["fit", "bars", "--model", "hdp", "--moves", "greedy-merge"], "greedy-merge is not available for --model hdp"),
+        (["compare", "bars", "--model", "hdp", "--family", "mult"], "--family does not apply to --model hdp"),
+        (["compare", "--gamma", "2"], "--gamma does not apply to --model dp"),
+        (["compare", "bars", "--model", "hdp", "--methods", "memo,sga"], "unknown ['sga'] for --model hdp"),
+        (["compare", "bars", "--model", "hdp", "--heldout", "0"], "--heldout must lie in (0, 1)"),
+        (["compare", "--methods", "memo", "--seeds", "0,x"], "--seeds must be comma-separated int"),
+    ],
+)
+def test_an_option_the_model_does_not_take_is_one_error_naming_both(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pyro-memo: error:") and message in err[0], err
+
+
+def test_help_names_the_models_of_every_option():
+    for command in ("fit", "compare"):
+        parser = build_parser()._subparsers._group_actions[0].choices[command]
+        for action in parser._actions:
+            if action.dest in ("help", "model"):
+                continue
+            takers = action.help.split("]")[0]
+            assert takers in ("[dp, hdp", "[dp", "[hdp"), (command, action.dest, action.help)
+    fit = build_parser()._subparsers._group_actions[0].choices["fit"]
+    helps = {action.dest: action.help for action in fit._actions}
+    assert helps["family"].startswith("[dp]") and helps["gamma"].startswith("[hdp]")
+    assert "default kmeans++" in helps["init"] and "default kmeans." in helps["init"]
+    assert "dp: " in helps["batches"] and "needs --algo memo" in helps["batches"]
+
+
+def test_the_old_model_name_still_fits_a_dp_mixture(blobs):
+    assert main(["fit", str(blobs / "blobs.npz"), "--model", "dp-mixture", "--K", "4", "--laps", "3", "--quiet",
+                 "--json", str(blobs / "a.json")]) == 0
+    out = json.loads((blobs / "a.json").read_text())
+    assert out["model"] == "dp" and out["algo"] == "vb" and out["batches"] == 1 and len(out["weights"]) == 4
+
+
+@pytest.fixture
+def third_model():
+    """Register a model with its own option, as a new model's module would; removed afterwards."""
+    from pyro_memo.cli import registry
+
+    registry.load_models()
+
+    class Constant(registry.CliModel):
+        name = "constant"
+        summary = "one component: the data's mean"
+        why_not = {"family": "it has no observation family"}
+        uses = {"fit": {"data": registry.Use("an .npy file"), "shift": registry.Use("added to the mean", default=0.0),
+                        "json": registry.Use(), "seed": registry.Use(default=0)}}
+
+        def fit(self, args):
+            if args.data is None:
+                raise ValueError("--model constant needs DATA")
+            mean = np.load(args.data).mean(0) + args.shift
+            print(f"mean {mean}")
+            if args.json:
+                with open(args.json, "w") as fh:
+                    json.dump({"mean": mean.tolist()}, fh)
+            return 0
+
+    registry.register_option("fit", registry.Option("--shift", "a shift.", {"type": float}))
+    registry.register_model(Constant())
+    yield Constant
+    del registry.MODELS["constant"]
+    del registry.OPTIONS["fit"]["shift"]
+
+
+def test_a_third_model_registers_itself_without_editing_the_cli(third_model, blobs, capsys):
+    assert main(["fit", str(blobs / "blobs.npy"), "--model", "constant", "--shift", "1",
+                 "--json", str(blobs / "c.json")]) == 0
+    expected = np.load(blobs / "blobs.npy").mean(0) + 1
+    np.testing.assert_allclose(json.loads((blobs / "c.json").read_text())["mean"], expected)
+    assert main(["fit", str(blobs / "blobs.npy"), "--model", "constant", "--family", "gauss"]) == 2
+    assert ("--family does not apply to --model constant: it has no observation family (it applies to --model dp)"
+            in capsys.readouterr().err)
+    assert main(["fit", "--shift", "1"]) == 2
+    assert "--shift does not apply to --model dp (it applies to --model constant)" in capsys.readouterr().err
+    fit = build_parser()._subparsers._group_actions[0].choices["fit"]
+    assert {a.dest: a.help for a in fit._actions}["shift"].startswith("[constant] a shift.")
+    with pytest.raises(SystemExit):  # the model registered no compare options: not a compare choice
+        main(["compare", "--model", "constant"])
+    with pytest.raises(ValueError, match="already registered"):
+        from pyro_memo.cli import registry
+
+        registry.register_model(third_model())

@@ -1,10 +1,27 @@
-"""One harness for memoized VB and its baselines: same model, data, seeds and objective."""
+"""One harness for every model: a task (data + scorer + columns) runs its registered methods x
+seeds under one budget, scored alike, written as the same tables and plots.
 
-from .harness import COLUMNS, compare, load_array_split, markdown_tables, merge_outputs, read_outputs, summarize
-from .methods import METHODS, Budget, Run, Settings
-from .topic_harness import TOPIC_COLUMNS, compare_topics
+Tasks: :class:`MixtureTask` (DP mixtures, :func:`compare`) and :class:`TopicTask` (HDP topic
+models, :func:`compare_topics`); the loop is :func:`run_comparison`.
+"""
+
+from .harness import (
+    Budget,
+    Table,
+    Task,
+    markdown_tables,
+    merge_outputs,
+    read_outputs,
+    run_comparison,
+    summarize,
+    write_outputs,
+)
+from .methods import METHODS, Run, Settings
+from .mixture_task import COLUMNS, MIXTURE_TABLE, MixtureTask, compare, load_array_split
 from .topic_methods import TOPIC_METHODS, TopicRun, TopicSettings
+from .topic_task import TOPIC_COLUMNS, TOPIC_TABLE, TopicTask, compare_topics
 
-__all__ = ["COLUMNS", "METHODS", "TOPIC_COLUMNS", "TOPIC_METHODS", "Budget", "Run", "Settings", "TopicRun",
-           "TopicSettings", "compare", "compare_topics", "load_array_split", "markdown_tables", "merge_outputs",
-           "read_outputs", "summarize"]
+__all__ = ["COLUMNS", "METHODS", "MIXTURE_TABLE", "TOPIC_COLUMNS", "TOPIC_METHODS", "TOPIC_TABLE", "Budget",
+           "MixtureTask", "Run", "Settings", "Table", "Task", "TopicRun", "TopicSettings", "TopicTask", "compare",
+           "compare_topics", "load_array_split", "markdown_tables", "merge_outputs", "read_outputs",
+           "run_comparison", "summarize", "write_outputs"]

@@ -1,80 +1,131 @@
-"""Run methods x seeds on one dataset and one objective; write tables and plots."""
+"""One comparison loop for every model.
+
+A *task* is data + scorer + columns: it runs the methods registered for it (by name, one
+signature per task) and scores every run alike. :func:`run_comparison` runs methods x seeds
+of any task under one :class:`Budget` and writes the same CSV, Markdown and plot files for
+all of them. The tasks are :class:`~pyro_memo.comparison.mixture_task.MixtureTask` (DP
+mixtures: exact ELBO, held-out log predictive, NMI, accuracy, effective K) and
+:class:`~pyro_memo.comparison.topic_task.TopicTask` (HDP topic models: document completion,
+bound per token, topics > 1%).
+"""
 
 import csv
 import math
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from ..families import get_family
-from ..metrics import effective_k, hungarian_accuracy, nmi
 from ..reporting import write_atomically
-from .methods import METHODS, Budget, Settings
-
-#: columns of the per-run table
-COLUMNS = ("method", "seed", "passes", "seconds", "elbo_per_item", "heldout_per_item", "nmi", "accuracy",
-           "effective_k")
 
 
-def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=None, budget=None, settings=None,
-            out_dir=None, progress=None):
-    """Run every method with every seed on ``x`` and score them alike.
+@dataclass
+class Budget:
+    """Stop a method after ``passes`` passes through the data (laps, sweeps) or ``seconds``
+    of its own wall time, whichever comes first (``seconds=None``: no time limit)."""
 
-    :param x: ``(N, D)`` training data (tensor or array).
-    :param methods: names from :data:`~pyro_memo.comparison.methods.METHODS`.
-    :param seeds: seeds; each method runs once per seed.
-    :param family: scoring family: a name (default priors from ``x``) or a
-        :class:`~pyro_memo.families.ConjugateFamily`.
-    :param labels: optional ``(N,)`` true labels for NMI and accuracy.
-    :param heldout: optional ``(M, D)`` held-out items for the log predictive density.
-    :param Budget budget: passes / seconds per run (default 20 passes).
-    :param Settings settings: K, batches per pass, alpha shared by all methods.
-    :param str out_dir: if given, write ``runs.csv``, ``runs.md``, ``summary.md``,
-        ``traces.csv`` there after every run, and the plots at the end.
-    :param progress: optional ``progress(message)`` called as runs finish.
-    :returns: ``(rows, runs)``: one dict per run (:data:`COLUMNS`) and the
-        :class:`~pyro_memo.comparison.methods.Run` objects keyed by ``(method, seed)``.
+    passes: float = 20
+    seconds: float = None
+
+    def spent(self, passes, seconds):
+        return passes >= self.passes - 1e-9 or (self.seconds is not None and seconds >= self.seconds)
+
+
+@dataclass(frozen=True)
+class Table:
+    """The files a task writes: the per-run ``columns`` (``method``, ``seed``, then scores;
+    ``integers`` among them read back as ints), the ``trace`` as ``(traces.csv column, run
+    attribute)`` pairs, the run class ``run_type`` those attributes belong to, and what the
+    plots show: the trace's ``progress`` column against which the ``objective`` trace
+    column is drawn, and the row column ``final`` of the strip plot."""
+
+    columns: tuple
+    integers: tuple
+    trace: tuple
+    run_type: type
+    progress: str
+    objective: str
+    objective_label: str
+    final: str
+    final_label: str
+    k_label: str
+
+    @property
+    def trace_columns(self):
+        return tuple(column for column, _ in self.trace)
+
+
+class Task:
+    """Data, a scorer and columns: what one comparison runs and how it scores a run.
+
+    A subclass sets :attr:`table` (a :class:`Table`), :attr:`methods` (the registry of
+    runners by name) and :attr:`noun` (how errors call the methods), and implements
+    :meth:`run`, :meth:`score` and :meth:`describe`. ``trace_scale`` maps a run attribute to
+    the factor its trace values are written with (e.g. ``1 / N`` for per-item ELBOs).
     """
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise ValueError(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
-    budget = budget or Budget()
-    settings = settings or Settings()
-    if isinstance(family, str):
-        family = get_family(family).from_data(x)
-    x = family.check_data(x)
-    heldout = family.check_data(heldout) if heldout is not None else None
-    if labels is not None and len(labels) != x.shape[0]:
-        raise ValueError(f"labels must have one entry per item ({x.shape[0]}); got {len(labels)}")
-    n = x.shape[0]
+
+    table: Table = None
+    methods: dict = None
+    noun = "methods"
+    trace_scale = {}
+
+    @classmethod
+    def check_methods(cls, methods):
+        """Raise a :class:`ValueError` naming the methods not registered for this task."""
+        unknown = [m for m in methods if m not in cls.methods]
+        if unknown or not methods:
+            raise ValueError(f"unknown {cls.noun} {unknown}; choose from {', '.join(cls.methods)}")
+
+    def run(self, method, seed):
+        """Run registered ``method`` with ``seed`` on the task's data; returns its run."""
+        raise NotImplementedError
+
+    def score(self, run):
+        """The run's row: a dict of the table's columns after ``method`` and ``seed``."""
+        raise NotImplementedError
+
+    def describe(self, row):
+        """A short progress line of a scored row."""
+        raise NotImplementedError
+
+
+def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
+    """Run every method with every seed on ``task`` and score them alike.
+
+    :param Task task: the data, method registry and scorer.
+    :param methods: names registered for the task.
+    :param seeds: seeds; each method runs once per seed.
+    :param str out_dir: if given, ``runs.csv``, ``runs.md``, ``summary.md`` and
+        ``traces.csv`` are (re)written there after every run (a later failure loses nothing
+        finished), and the plots at the end.
+    :param progress: optional ``progress(message)`` called as runs finish.
+    :returns: ``(rows, runs)``: one dict per run (the table's columns) and the runs keyed
+        by ``(method, seed)``.
+    """
+    task.check_methods(methods)
     rows, runs = [], {}
     for method in methods:
         for seed in seeds:
             start = time.perf_counter()
-            run = METHODS[method](x, family, budget, settings, int(seed))
+            run = task.run(method, int(seed))
             runs[(method, seed)] = run
-            row = {"method": method, "seed": int(seed), "passes": run.passes[-1], "seconds": run.seconds[-1],
-                   "elbo_per_item": run.elbo[-1] / n, "effective_k": effective_k(run.labels)}
-            row["heldout_per_item"] = (float(run.log_predictive(heldout).mean()) if heldout is not None
-                                       else float("nan"))
-            row["nmi"] = nmi(labels, run.labels) if labels is not None else float("nan")
-            row["accuracy"] = hungarian_accuracy(labels, run.labels) if labels is not None else float("nan")
-            rows.append(row)
+            rows.append({"method": method, "seed": int(seed), **task.score(run)})
             if progress is not None:
-                progress(f"{method} seed {seed}: ELBO/item {row['elbo_per_item']:.4f}, K {row['effective_k']}, "
-                         f"{row['seconds']:.1f} s ({time.perf_counter() - start:.1f} s with scoring)")
-            if out_dir is not None:  # after every run: a later failure loses nothing finished
-                write_outputs(out_dir, rows, runs, n, plots=False)
+                progress(f"{method} seed {seed}: {task.describe(rows[-1])}, {rows[-1]['seconds']:.1f} s "
+                         f"({time.perf_counter() - start:.1f} s with scoring)")
+            if out_dir is not None:
+                write_outputs(out_dir, task.table, rows, runs, task.trace_scale, plots=False)
     if out_dir is not None:
-        write_outputs(out_dir, rows, runs, n)
+        write_outputs(out_dir, task.table, rows, runs, task.trace_scale)
     return rows, runs
 
 
-def summarize(rows, columns=COLUMNS):
+def summarize(rows, columns=None):
     """Mean and standard deviation over seeds per method: ``{method: {column: (mean, sd)}}``
-    for ``columns`` after the first two (method, seed)."""
+    for ``columns`` after the first two (method, seed); default: every column of the rows."""
+    if columns is None:
+        columns = tuple(rows[0]) if rows else ()
     out = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
@@ -88,9 +139,11 @@ def _fmt(value, digits=4):
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def markdown_tables(rows, columns=COLUMNS):
+def markdown_tables(rows, columns=None):
     """``(per-run table, per-method summary table)`` in Markdown (integer and text cells as
-    they are, floats to four decimals)."""
+    they are, floats to four decimals); ``columns`` default to the rows' own."""
+    if columns is None:
+        columns = tuple(rows[0]) if rows else ("method", "seed")
     head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
     body = "".join("| " + " | ".join(_fmt(r[c]) if isinstance(r[c], float) else str(r[c])
                                      for c in columns) + " |\n" for r in rows)
@@ -123,64 +176,61 @@ def write_text(path, text):
     write_atomically(path, dump)
 
 
-def write_outputs(out_dir, rows, runs, n, plots=True):
-    """Tables (CSV, Markdown), every trace as CSV, and (``plots=True``) the plots, each
-    written atomically."""
+def trace_lines(table, runs, scale=None):
+    """``[method, seed, *trace point]`` per trace point of every run, each value of run
+    attribute ``a`` multiplied by ``scale[a]`` (default 1)."""
+    scale = scale or {}
+    lines = []
+    for (method, seed), run in runs.items():
+        series = [[v * scale[a] for v in getattr(run, a)] if a in scale else getattr(run, a) for _, a in table.trace]
+        lines += [[method, seed, *point] for point in zip(*series, strict=True)]
+    return lines
+
+
+def write_outputs(out_dir, table, rows, runs, scale=None, plots=True):
+    """Per-run tables (``runs.csv``, ``runs.md``), ``summary.md``, every trace point
+    (``traces.csv``) and, with ``plots=True``, the plots; each file written atomically."""
     os.makedirs(out_dir, exist_ok=True)
-    write_csv(os.path.join(out_dir, "runs.csv"), COLUMNS, [[r[c] for c in COLUMNS] for r in rows])
-    trace_lines = [[m, s, p, t, e / n, k] for (m, s), run in runs.items()
-                   for p, t, e, k in zip(run.passes, run.seconds, run.elbo, run.K, strict=True)]
-    write_csv(os.path.join(out_dir, "traces.csv"), ("method", "seed", "passes", "seconds", "elbo_per_item", "K"),
-              trace_lines)
-    per_run, summary = markdown_tables(rows)
+    write_csv(os.path.join(out_dir, "runs.csv"), table.columns, [[r[c] for c in table.columns] for r in rows])
+    traces = trace_lines(table, runs, scale)
+    write_csv(os.path.join(out_dir, "traces.csv"), ("method", "seed", *table.trace_columns), traces)
+    per_run, summary = markdown_tables(rows, table.columns)
     write_text(os.path.join(out_dir, "runs.md"), per_run)
     write_text(os.path.join(out_dir, "summary.md"), summary)
     if plots:
         from .plots import write_plots
 
-        write_plots(out_dir, rows, runs, n)
+        write_plots(out_dir, table, rows, traces)
 
 
-def read_outputs(out_dir):
+def read_outputs(out_dir, table=None):
     """``(rows, runs)`` read back from a comparison folder's ``runs.csv`` and ``traces.csv``
-    (run ELBOs per item, i.e. ``n = 1`` for :func:`write_outputs`)."""
-    from .methods import Run
-
+    (trace values as written: per item or per token). ``table`` defaults to the mixture
+    task's."""
+    if table is None:
+        from .mixture_task import MIXTURE_TABLE as table
     with open(os.path.join(out_dir, "runs.csv"), newline="") as f:
-        rows = [{c: (v if c == "method" else int(v) if c in ("seed", "effective_k") else float(v))
-                 for c, v in r.items()} for r in csv.DictReader(f)]
+        rows = [{c: (v if c == "method" else int(v) if c in table.integers else float(v)) for c, v in r.items()}
+                for r in csv.DictReader(f)]
     runs = {}
     with open(os.path.join(out_dir, "traces.csv"), newline="") as f:
         for r in csv.DictReader(f):
-            run = runs.setdefault((r["method"], int(r["seed"])), Run())
-            run.passes.append(float(r["passes"]))
-            run.seconds.append(float(r["seconds"]))
-            run.elbo.append(float(r["elbo_per_item"]))
-            run.K.append(int(r["K"]))
+            run = runs.setdefault((r["method"], int(r["seed"])), table.run_type())
+            for column, attribute in table.trace:
+                getattr(run, attribute).append(int(r[column]) if column == "K" else float(r[column]))
     return rows, runs
 
 
-def merge_outputs(out_dir, in_dirs):
-    """Combine comparison folders run separately (same data and settings) into ``out_dir``:
-    one table, one set of traces and plots. Runs of a method and seed found twice keep the
-    later folder's."""
+def merge_outputs(out_dir, in_dirs, table=None):
+    """Combine comparison folders of one task run separately (same data and settings) into
+    ``out_dir``: one table, one set of traces and plots. Runs of a method and seed found
+    twice keep the later folder's. ``table`` defaults to the mixture task's."""
+    if table is None:
+        from .mixture_task import MIXTURE_TABLE as table
     rows, runs = {}, {}
     for folder in in_dirs:
-        part_rows, part_runs = read_outputs(folder)
+        part_rows, part_runs = read_outputs(folder, table)
         rows.update({(r["method"], r["seed"]): r for r in part_rows})
         runs.update(part_runs)
-    write_outputs(out_dir, list(rows.values()), runs, 1)
+    write_outputs(out_dir, table, list(rows.values()), runs)
     return list(rows.values()), runs
-
-
-def load_array_split(x, labels=None, heldout_fraction=0.0, seed=0):
-    """Split ``x`` (and ``labels``) into training and held-out parts by a seeded permutation."""
-    x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)
-    n = x.shape[0]
-    if not 0 <= heldout_fraction < 1:
-        raise ValueError(f"the held-out fraction must lie in [0, 1); got {heldout_fraction}")
-    perm = torch.as_tensor(np.random.default_rng(seed).permutation(n))
-    cut = n - int(round(heldout_fraction * n))
-    train, test = perm[:cut], perm[cut:]
-    y = None if labels is None else np.asarray(labels)[train.numpy()]
-    return x[train], y, (x[test] if len(test) else None)

@@ -24,18 +24,9 @@ from ..inference.predictive import vb_log_predictive
 from ..inference.scoring import full_data_elbo, labels_elbo, labels_posterior
 from ..inference.sga import SGA
 from ..metrics import effective_k
+from .harness import Budget
 
-
-@dataclass
-class Budget:
-    """Stop a method after ``passes`` passes through the data or ``seconds`` of its own
-    wall time, whichever comes first (``seconds=None``: no time limit)."""
-
-    passes: float = 20
-    seconds: float = None
-
-    def spent(self, passes, seconds):
-        return passes >= self.passes - 1e-9 or (self.seconds is not None and seconds >= self.seconds)
+__all__ = ["METHODS", "Budget", "Run", "Settings", "labels_elbo"]
 
 
 @dataclass

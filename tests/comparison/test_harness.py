@@ -148,3 +148,56 @@ def test_finished_runs_are_written_before_a_later_run_fails(tmp_path, monkeypatc
                 settings=Settings(K=4, batches=3), out_dir=str(tmp_path))
     rows, _ = read_outputs(str(tmp_path))
     assert [(r["method"], r["seed"]) for r in rows] == [("vb", 0), ("vb", 1)]
+
+
+def test_one_loop_runs_any_task(tmp_path):
+    """A task defined only here (data + scorer + columns) runs through the same loop and writers."""
+    from dataclasses import dataclass, field
+
+    from pyro_memo.comparison import Table, Task, run_comparison
+
+    @dataclass
+    class Guess:
+        steps: list = field(default_factory=list)
+        seconds: list = field(default_factory=list)
+        error: list = field(default_factory=list)
+        K: list = field(default_factory=list)
+
+    def halving(data, budget, seed):
+        run, guess = Guess(), float(seed)
+        for step in range(int(budget.passes)):
+            guess = (guess + data.mean()) / 2
+            run.steps.append(step + 1)
+            run.seconds.append(0.001 * (step + 1))
+            run.error.append(abs(guess - data.mean()))
+            run.K.append(1)
+        return run
+
+    class MeanTask(Task):
+        table = Table(columns=("method", "seed", "steps", "seconds", "error", "k"), integers=("seed", "k"),
+                      trace=(("steps", "steps"), ("seconds", "seconds"), ("error", "error"), ("K", "K")),
+                      run_type=Guess, progress="steps", objective="error", objective_label="error",
+                      final="error", final_label="final error", k_label="K")
+        methods = {"halving": halving}
+        noun = "mean methods"
+
+        def __init__(self, data):
+            self.data = data
+
+        def run(self, method, seed):
+            return self.methods[method](self.data, Budget(passes=4), seed)
+
+        def score(self, run):
+            return {"steps": run.steps[-1], "seconds": run.seconds[-1], "error": run.error[-1], "k": run.K[-1]}
+
+        def describe(self, row):
+            return f"error {row['error']:.3g}"
+
+    data = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="unknown mean methods"):
+        run_comparison(MeanTask(data), ["bisection"])
+    rows, runs = run_comparison(MeanTask(data), ["halving"], seeds=(0, 6), out_dir=str(tmp_path))
+    assert [r["error"] for r in rows] == pytest.approx([2 / 16, 4 / 16])
+    back, back_runs = read_outputs(str(tmp_path), MeanTask.table)
+    assert back == rows and back_runs[("halving", 6)].error == pytest.approx(runs[("halving", 6)].error)
+    assert (tmp_path / "error_vs_steps.png").exists() and (tmp_path / "final_error.png").exists()

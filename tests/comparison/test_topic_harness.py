@@ -88,3 +88,34 @@ def test_bad_arguments_raise(bars):
     with pytest.raises(ValueError, match="vocabularies differ"):
         compare_topics(train, other, ["memo"])
 
+
+
+def test_topic_outputs_have_the_mixture_tables_plots_and_read_back(bars, tmp_path):
+    from pyro_memo.comparison import TOPIC_TABLE, merge_outputs, read_outputs
+
+    train, test, _ = bars
+    rows, runs = compare_topics(train, test, ["memo"], seeds=(0, 1), budget=Budget(passes=2),
+                                settings=TopicSettings(K=6, batches=2), out_dir=str(tmp_path / "a"))
+    for name in ("bound_vs_laps.png", "bound_vs_seconds.png", "k_vs_laps.png", "final_heldout.png"):
+        assert (tmp_path / "a" / name).read_bytes()[:4] == b"\x89PNG", name
+    back, back_runs = read_outputs(str(tmp_path / "a"), TOPIC_TABLE)
+    assert [(r["method"], r["seed"], r["effective_topics"]) for r in back] == \
+        [(r["method"], r["seed"], r["effective_topics"]) for r in rows]
+    assert back[1]["heldout_per_token"] == pytest.approx(rows[1]["heldout_per_token"], rel=1e-12)
+    assert back_runs[("memo", 1)].bound == pytest.approx(runs[("memo", 1)].bound, rel=1e-12)
+    merged, _ = merge_outputs(str(tmp_path / "m"), [str(tmp_path / "a")], TOPIC_TABLE)
+    assert len(merged) == 2 and (tmp_path / "m" / "final_heldout.png").exists()
+
+
+def test_cli_compare_runs_the_hdp_task(tmp_path, capsys):
+    from pyro_memo.cli import main
+
+    out = tmp_path / "out"
+    assert main(["compare", "bars", "--model", "hdp", "--methods", "memo,svi-k0.5-d10", "--seeds", "0", "--passes",
+                 "2", "--K", "6", "--batches", "2", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "| memo | 1 |" in printed and "| svi-k0.5-d10 | 1 |" in printed and "heldout_per_token" in printed
+    with open(out / "runs.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert tuple(table[0]) == TOPIC_COLUMNS and [r["laps"] for r in table] == ["2", "2"]
+    assert all(np.isfinite(float(r["heldout_per_token"])) for r in table)

@@ -36,7 +36,10 @@ def test_hdp_fit_writes_json_topics_and_resumes(tmp_path, capsys):
 def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     corpus, _, _ = bars_corpus(60, 30, seed=1)
     sp.save_npz(tmp_path / "c.npz", sp.csr_matrix(corpus.to_dense()))
-    assert main(["fit", str(tmp_path / "c.npz"), "--model", "hdp", "--K", "5", "--laps", "2", "--quiet"]) == 0
+    assert main(["fit", str(tmp_path / "c.npz"), "--model", "hdp", "--K", "5", "--laps", "2", "--quiet",
+                 "--json", str(tmp_path / "n.json")]) == 0
+    defaults = json.loads((tmp_path / "n.json").read_text())
+    assert defaults["algo"] == "memo" and defaults["batches"] == 10 and defaults["init"] == "kmeans"
     lines = []
     for d in range(corpus.num_docs):
         lo, hi = corpus.doc_ptr[d], corpus.doc_ptr[d + 1]
@@ -45,7 +48,7 @@ def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     (tmp_path / "c.ldac").write_text("\n".join(lines) + "\n")
     (tmp_path / "vocab.txt").write_text("\n".join(corpus.vocab) + "\n")
     assert main(["fit", str(tmp_path / "c.ldac"), "--model", "hdp", "--K", "5", "--laps", "2", "--quiet",
-                 "--init", "random", "--json", str(tmp_path / "o.json")]) == 0
+                 "--init", "documents", "--json", str(tmp_path / "o.json")]) == 0
     out = json.loads((tmp_path / "o.json").read_text())
     assert out["V"] == 25 and out["init"] == "documents"
 

@@ -1,0 +1,7 @@
+"""``python -m pyro_memo.cli``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,125 @@
+"""Options shared by the models of ``pyro-memo`` and the checks and output they share."""
+
+import sys
+
+import torch
+
+from .registry import Option, register_option
+
+
+def _register_shared():
+    """The options more than one model takes (a model registers its own in its module)."""
+    for option in (
+        Option("data", "the data to fit.", {"nargs": "?", "metavar": "DATA"}),
+        Option("--algo", "inference algorithm."),
+        Option("--K", "truncation level: the number of components (topics for hdp).", {"type": int}),
+        Option("--batches", "number of fixed batches of memoized inference.", {"type": int}),
+        Option("--laps", "maximum passes through the data.", {"type": int}),
+        Option("--tol", "stop when the exact ELBO's relative change over a lap is below this.", {"type": float}),
+        Option("--alpha", "concentration.", {"type": float, "metavar": "ALPHA"}),
+        Option("--init", "initialisation."),
+        Option("--seed", "seed of initialisation and batch order.", {"type": int}),
+        Option("--device", "torch device: cpu, cuda, cuda:1, ...", {"metavar": "DEV"}),
+        Option("--dtype", "floating type of the variational math."),
+        Option("--moves", "comma-separated moves, each accepted only on an exact full-data ELBO increase.",
+               {"metavar": "LIST"}),
+        Option("--json", "write the results as JSON to PATH.", {"metavar": "PATH"}),
+        Option("--save", "write the fitted model's files to DIR.", {"metavar": "DIR"}),
+        Option("--resume", "continue a memoized fit from DIR/state.pt (same DATA; --laps counts all laps).",
+               {"metavar": "DIR"}),
+        Option("--quiet", "no progress output.", {"action": "store_true"}),
+    ):
+        register_option("fit", option)
+    for option in (
+        Option("data", "the data to compare methods on.", {"nargs": "?", "metavar": "DATA"}),
+        Option("--methods", "comma-separated methods.", {"metavar": "LIST"}),
+        Option("--seeds", "comma-separated seeds; each method runs once per seed.", {"metavar": "LIST"}),
+        Option("--passes", "passes through the data (laps, sweeps) per run.", {"type": float}),
+        Option("--seconds", "also stop a run after this many seconds of its own time.", {"type": float}),
+        Option("--K", "truncation level shared by the methods.", {"type": int}),
+        Option("--batches", "batches per pass for the online methods.", {"type": int}),
+        Option("--alpha", "concentration.", {"type": float, "metavar": "ALPHA"}),
+        Option("--heldout", "fraction held out for the held-out score.", {"type": float}),
+        Option("--out", "output folder.", {"metavar": "DIR"}),
+        Option("--quiet", "print only the summary table.", {"action": "store_true"}),
+    ):
+        register_option("compare", option)
+
+
+_register_shared()
+
+
+def check_positive(args, integers=(), reals=()):
+    """Raise a :class:`ValueError` for the first of ``integers`` below 1 or of ``reals`` not
+    above 0 (options left unset, ``None``, pass)."""
+    for name in integers:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name} must be a positive integer; got {value}")
+    for name in reals:
+        value = getattr(args, name, None)
+        if value is not None and not value > 0:
+            raise ValueError(f"--{name} must be positive; got {value}")
+
+
+def check_device(name):
+    """Raise a :class:`ValueError` for a device torch does not know or cannot reach."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"--device: {err}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: CUDA is not available on this machine")
+
+
+def parse_moves(text, allowed, model):
+    """The move names of a ``--moves`` list; raises for a name ``model`` does not offer."""
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = sorted(set(names) - set(allowed))
+    if unknown:
+        raise ValueError(f"--moves {','.join(unknown)} is not available for --model {model} "
+                         f"({', '.join(allowed)})")
+    return names
+
+
+def parse_list(text, option, kind=str):
+    """A comma-separated list of ``kind`` values; raises for an empty or malformed one."""
+    try:
+        values = [kind(s.strip()) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"{option} must be comma-separated {kind.__name__} values; got '{text}'") from None
+    if not values:
+        raise ValueError(f"{option}: give at least one value")
+    return values
+
+
+def parse_methods(text, methods, model):
+    """The names of a ``--methods`` list; raises for one not registered in ``methods``."""
+    names = parse_list(text, "--methods")
+    unknown = [m for m in names if m not in methods]
+    if unknown:
+        raise ValueError(f"--methods: unknown {unknown} for --model {model}; choose from {', '.join(methods)}")
+    return names
+
+
+def report(text, out, json_path):
+    """Print a fit's summary ``text`` and write its results ``out`` to ``json_path`` (if given)."""
+    print(text)
+    if json_path:
+        from ..reporting import write_json
+
+        write_json(json_path, out)
+    return 0
+
+
+def compare_progress(args):
+    """The ``progress`` callback of a comparison: messages to stderr unless ``--quiet``."""
+    return None if args.quiet else (lambda message: print(message, file=sys.stderr))
+
+
+def print_comparison(rows, columns, out):
+    """Print the per-method summary table and where the files went."""
+    from ..comparison import markdown_tables
+
+    print(markdown_tables(rows, columns)[1], end="")
+    print(f"tables, traces and plots written to {out}/")

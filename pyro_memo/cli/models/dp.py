@@ -1,0 +1,208 @@
+"""``--model dp``: the DP mixture of conjugate components over an ``(N, D)`` array
+(Hughes & Sudderth 2013), fitted by full-batch or memoized VB and compared with its
+baselines."""
+
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from ...data_sources import ArrayBatches, FileBatches
+from ...datasets import BUNDLED, load_dataset
+from ...families import FAMILIES, get_family
+from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
+from ...inference.moves import make_moves
+from ...reporting import effective_k, summary_text, write_posterior_npz, write_trace_plot
+from ..common import check_device, check_positive, compare_progress, parse_list, parse_methods, print_comparison, report
+from ..registry import CliModel, Option, Use, register_model, register_option
+
+#: default priors of out-of-core data come from at most this many leading items
+PRIOR_SAMPLE = 100_000
+MEMO = (("algo", ("memo",)),)
+FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior), zm-gauss (zero mean, Wishart), "
+               "diag-gauss (Normal-Gamma), mult (Dirichlet), bern (Beta), poisson (Gamma); default priors are "
+               "scaled to the data.")
+
+register_option("fit", Option("--family", FAMILY_HELP))
+register_option("compare", Option("--family", "scoring family (default priors from the training data)."))
+
+_DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(BUNDLED)}")
+_FIT_USES = {
+    "data": Use(_DATA + "; a .npy file is read from disk batch by batch with --algo memo", default="digits"),
+    "family": Use(default="gauss", choices=tuple(sorted(FAMILIES))),
+    "algo": Use("vb: full-batch coordinate ascent; memo: memoized online VB over --batches fixed batches",
+                default="vb", choices=("vb", "memo")),
+    "K": Use(default=20),
+    "batches": Use(default=10, needs=MEMO),
+    "laps": Use(default=100),
+    "tol": Use(default=1e-7),
+    "alpha": Use("DP concentration", default=1.0),
+    "init": Use("initial responsibilities", default="kmeans++", choices=("kmeans++", "random")),
+    "seed": Use(default=0),
+    "device": Use(default="cpu"),
+    "dtype": Use(default="float64", choices=("float64", "float32")),
+    "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
+                 "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
+                 default="", needs=MEMO),
+    "json": Use("keys: elbo (total nats), elbo_trace (per lap), K, weights, lap_seconds, seconds, k_trace, N, D, "
+                "moves (--algo memo), nmi (labelled data), ..."),
+    "save": Use("DIR/posterior.npz (weights, labels; means and covariances for Gaussian families), DIR/trace.png "
+                "(ELBO and K per lap) and, for --algo memo, DIR/state.pt (after every lap; resumable)"),
+    "resume": Use(needs=MEMO),
+    "quiet": Use(default=False),
+}
+
+
+class Progress:
+    """A progress bar of lap, exact ELBO and K; also records K per lap."""
+
+    def __init__(self, total, enabled):
+        self.k_trace = []
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="lap", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def __call__(self, lap, elbo, posterior, moves=None):
+        k = effective_k(posterior.expected_weights().cpu().numpy())
+        self.k_trace.append(k)
+        if self.bar is not None:
+            accepted = "".join(f"  {name} {c['accepted']}/{c['proposed']}" for name, c in (moves or {}).items())
+            self.bar.set_postfix_str(f"ELBO {elbo:.6g}  K {k}{accepted}")
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _load(args, dtype):
+    """Data (in memory, or a file source), labels, description, and the family."""
+    if args.algo == "memo" and args.data.endswith(".npy") and args.data not in BUNDLED and os.path.exists(args.data):
+        source = FileBatches.from_npy(args.data, args.batches)
+        parts, count, b = [], 0, 0
+        while count < min(PRIOR_SAMPLE, source.num_items) and b < source.num_batches:
+            parts.append(np.asarray(source.batch(b)))
+            count, b = count + len(parts[-1]), b + 1
+        family = get_family(args.family).from_data(np.concatenate(parts), dtype=dtype, device=args.device)
+        return source, None, f"{args.data}: {source.shape[0]} x {source.shape[1]} array read batch by batch", family
+    x_np, labels, description = load_dataset(args.data)
+    family = get_family(args.family).from_data(x_np, dtype=dtype, device=args.device)
+    return family.check_data(x_np), labels, description, family
+
+
+def _labels(posterior, data, family):
+    if torch.is_tensor(data):
+        return posterior.responsibilities(data).argmax(-1).cpu().numpy()
+    return np.concatenate([posterior.responsibilities(family.check_data(np.asarray(b))).argmax(-1).cpu().numpy()
+                           for b in data])
+
+
+def _run(args, data, family, state, progress):
+    """Fit by the chosen algorithm (``state``: a memoized fit's, possibly resumed); returns the result."""
+    if args.algo == "vb":
+        vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed)
+        return vb.fit(data, callback=progress)
+    source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
+    memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
+                      moves=args.moves)
+
+    def callback(lap, elbo, posterior):
+        progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None)
+        if args.save:
+            save_state(os.path.join(args.save, "state.pt"), state)
+
+    return memo.fit(source, state=state, callback=callback)
+
+
+class DPMixture(CliModel):
+    """``--model dp``."""
+
+    name = "dp"
+    aliases = ("dp-mixture",)
+    summary = "a DP mixture of --family components over an (N, D) array"
+    why_not = {}
+    uses = {
+        "fit": _FIT_USES,
+        "compare": {
+            "data": Use(_DATA, default="digits"),
+            "methods": Use("DP-mixture methods: memo, memo-moves, vb, svi-*, pyro-svi*, sga*, gibbs-*, sklearn-bgm",
+                           default="memo,vb,svi-k0.5-d10,sga+f,sklearn-bgm"),
+            "seeds": Use(default="0,1,2"),
+            "passes": Use(default=20.0),
+            "seconds": Use(),
+            "family": Use(default="gauss", choices=tuple(sorted(FAMILIES))),
+            "K": Use(default=25),
+            "batches": Use(default=20),
+            "alpha": Use("DP concentration", default=1.0),
+            "heldout": Use("fraction of items held out for the predictive density (0: none)", default=0.2),
+            "out": Use(default="compare-out"),
+            "quiet": Use(default=False),
+        },
+    }
+
+    def check(self, command, args):
+        check_positive(args, integers=("K", "laps", "batches"), reals=("alpha", "passes", "seconds"))
+        if command == "fit":
+            make_moves(args.moves)  # validates the names
+            check_device(args.device)
+
+    def fit(self, args):
+        data, labels, description, family = _load(args, getattr(torch, args.dtype))
+        num_items = data.shape[0] if torch.is_tensor(data) else data.num_items
+        state = MemoState(rng=np.random.default_rng(args.seed))
+        if args.resume:
+            state = load_state(os.path.join(args.resume, "state.pt"), device=args.device)
+            family = state.posterior.family
+        progress = Progress(args.laps - state.laps_done, not args.quiet)
+        start = time.perf_counter()
+        result = _run(args, data, family, state, progress)
+        progress.close()
+        post = result.posterior
+        weights = post.expected_weights().cpu().numpy()
+        pred = _labels(post, data, family)
+        out = {
+            "data": args.data, "model": self.name, "family": args.family, "algo": args.algo, "N": int(num_items),
+            "D": int(family.dim), "truncation": args.K, "batches": args.batches if args.algo == "memo" else 1,
+            "elbo": result.elbo, "elbo_trace": result.elbo_trace, "K": effective_k(weights),
+            "k_trace": progress.k_trace, "weights": weights.tolist(),
+            "counts": result.summary.counts.cpu().numpy().tolist(), "laps": len(result.elbo_trace),
+            "converged": result.converged, "lap_seconds": result.lap_seconds,
+            "seconds": time.perf_counter() - start,
+        }
+        if args.algo == "memo":
+            out["moves"] = result.state.move_log
+        if labels is not None and len(labels) == len(pred):
+            from sklearn.metrics import normalized_mutual_info_score
+
+            out["nmi"] = float(normalized_mutual_info_score(labels, pred))
+        if args.save:
+            write_posterior_npz(os.path.join(args.save, "posterior.npz"), weights, pred,
+                                family.point_estimates(post.component))
+            write_trace_plot(os.path.join(args.save, "trace.png"), result.elbo_trace,
+                             progress.k_trace or [out["K"]] * len(result.elbo_trace), description)
+            out["saved"] = args.save
+        return report(summary_text(out, description), out, args.json)
+
+    def compare(self, args):
+        from ...comparison import COLUMNS, METHODS, Budget, Settings, compare, load_array_split
+
+        methods = parse_methods(args.methods, METHODS, self.name)
+        seeds = parse_list(args.seeds, "--seeds", int)
+        x_np, labels, description = load_dataset(args.data)
+        x, y, heldout = load_array_split(x_np, labels, args.heldout, seed=0)
+        family = get_family(args.family).from_data(x)
+        if not args.quiet:
+            print(f"{description}; {len(x)} training items, {0 if heldout is None else len(heldout)} held out",
+                  file=sys.stderr)
+        rows, _ = compare(x, methods, seeds, family=family, labels=y, heldout=heldout,
+                          budget=Budget(args.passes, args.seconds), settings=Settings(args.K, args.batches, args.alpha),
+                          out_dir=args.out, progress=compare_progress(args))
+        print_comparison(rows, COLUMNS, args.out)
+        return 0
+
+
+register_model(DPMixture())

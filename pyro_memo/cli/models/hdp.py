@@ -1,0 +1,221 @@
+"""``--model hdp``: the HDP topic model (Teh et al. 2006) over a bag-of-words corpus, fitted by
+memoized inference (Hughes, Kim & Sudderth 2015) and compared with its baselines by
+document completion."""
+
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from ...reporting import write_atomically, write_trace_plot
+from ...topics import HDPState, MemoizedHDP, from_counts, load_wikipedia, read_ldac, split_documents, top_words
+from ...topics.checkpoint import load_hdp_state, save_hdp_state
+from ..common import (
+    check_device,
+    check_positive,
+    compare_progress,
+    parse_list,
+    parse_methods,
+    parse_moves,
+    print_comparison,
+    report,
+)
+from ..registry import CliModel, Option, Use, register_model, register_option
+
+#: corpora pyro-memo can load by name
+BUNDLED_CORPORA = {
+    "wiki": "the 7,961-document Wikipedia corpus of the bnpy 0.1.7 sdist (V = 6,130; fetched once from PyPI)",
+    "bars": "500 synthetic 'bars' documents over a 5x5 pixel vocabulary (10 true topics)",
+}
+#: the topic moves the fit command offers
+TOPIC_MOVES = ("birth", "merge", "delete")
+
+for _command in ("fit", "compare"):
+    register_option(_command, Option("--gamma", "top-level concentration of the HDP.", {"type": float}))
+    register_option(_command, Option("--lam0", "symmetric Dirichlet prior on the topic-word distributions.",
+                                     {"type": float}))
+    register_option(_command, Option("--vocab", "vocabulary file of an LDA-C corpus, one word per line.",
+                                     {"metavar": "PATH"}))
+
+_DATA = ("a corpus: an LDA-C file (.ldac, with --vocab or a vocab.txt beside it), a scipy sparse count matrix "
+         f"(.npz), or a bundled corpus: {', '.join(BUNDLED_CORPORA)}; no default")
+_WHY_NOT = {"family": "its topics are always multinomial over the vocabulary, with a Dirichlet(--lam0) prior"}
+_COMMON = {"data": Use(_DATA), "alpha": Use("document-level concentration", default=0.5),
+           "gamma": Use(default=10.0), "lam0": Use(default=0.1), "vocab": Use(), "quiet": Use(default=False)}
+
+
+def load_corpus(source, vocab=None):
+    """A corpus and its description from a name in :data:`BUNDLED_CORPORA`, an LDA-C file
+    (vocabulary from ``vocab`` or a ``vocab.txt`` beside it) or a ``.npz`` sparse count matrix
+    (``scipy.sparse.save_npz``)."""
+    if source is None:
+        raise ValueError(f"--model hdp needs a corpus DATA: an .ldac or .npz file, or {' / '.join(BUNDLED_CORPORA)}")
+    if source == "wiki":
+        return load_wikipedia(), BUNDLED_CORPORA["wiki"]
+    if source == "bars":
+        from ...synthetic import bars_corpus
+
+        return bars_corpus()[0], BUNDLED_CORPORA["bars"]
+    if not os.path.exists(source):
+        raise ValueError(f"{source}: no such file, and not a bundled corpus ({', '.join(BUNDLED_CORPORA)})")
+    if source.endswith(".npz"):
+        import scipy.sparse as sp
+
+        corpus = from_counts(sp.load_npz(source))
+    elif source.endswith((".ldac", ".dat", ".txt")):
+        beside = os.path.join(os.path.dirname(source), "vocab.txt")
+        vocab = vocab or (beside if os.path.exists(beside) else None)
+        corpus = read_ldac(source, vocab)
+    else:
+        raise ValueError(f"{source}: --model hdp reads an LDA-C file (.ldac) or a sparse count matrix (.npz)")
+    return corpus, f"{source}: {corpus}"
+
+
+def _effective_topics(posterior):
+    return int((posterior.expected_beta()[:-1] > 0.01).sum())
+
+
+def _write_topics(folder, topics, post, weights):
+    """``topics.txt`` (topic, weight, top words) and ``topics.npz`` in ``folder``, atomically."""
+    def write_text(tmp):
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for k, w, words in topics:
+                fh.write(f"{k}\t{w:.4f}\t{' '.join(words)}\n")
+
+    def write_npz(tmp):
+        with open(tmp, "wb") as fh:  # a handle: np.savez would append ".npz" to the temporary name
+            np.savez(fh, topic_word=post.topic_means().cpu().numpy(), weights=weights)
+
+    write_atomically(os.path.join(folder, "topics.txt"), write_text)
+    write_atomically(os.path.join(folder, "topics.npz"), write_npz)
+
+
+def _summary(args, out, description, fit, topics, num_tokens):
+    """The printed summary of a fit."""
+    lines = [f"data      {description}",
+             f"model     HDP topic model, truncation K = {args.K}, alpha {args.alpha}, gamma {args.gamma}, "
+             f"lam0 {args.lam0}",
+             f"inference memoized, {args.batches} batches: {out['laps']} laps in {out['seconds']:.1f} s"
+             + ("" if fit.converged else " (not converged: raise --laps)"),
+             f"bound     {fit.elbo:.6g} nats ({fit.elbo / num_tokens:.4f} per token)",
+             f"K         {out['K']} topics with weight > 0.01"]
+    if fit.state.move_log and fit.state.move_log[0]:
+        totals = {name: [sum(lap[name][key] for lap in fit.state.move_log) for key in ("accepted", "proposed")]
+                  for name in fit.state.move_log[0]}
+        lines.append("moves     " + ", ".join(f"{n} {a} accepted / {p} proposed" for n, (a, p) in totals.items()))
+    lines += [f"topic {k:<4d}{w:.3f}  {' '.join(words)}" for k, w, words in topics[:10]]
+    if args.save:
+        lines.append(f"saved     {args.save}")
+    return "\n".join(lines)
+
+
+class HDPTopics(CliModel):
+    """``--model hdp``."""
+
+    name = "hdp"
+    summary = ("the HDP topic model over a corpus DATA (an .ldac or .npz file, or a bundled corpus: "
+               f"{', '.join(BUNDLED_CORPORA)})")
+    why_not = _WHY_NOT
+    uses = {
+        "fit": {
+            **_COMMON,
+            "algo": Use("memo: memoized inference over --batches fixed batches of documents", default="memo",
+                        choices=("memo",),
+                        hints={"vb": "--algo memo --batches 1 is full-batch coordinate ascent"}),
+            "K": Use(default=20), "batches": Use(default=10), "laps": Use(default=100), "tol": Use(default=1e-7),
+            "init": Use("initial topics: kmeans (a KL k-means of the documents) or documents (random documents)",
+                        default="kmeans", choices=("kmeans", "documents")),
+            "seed": Use(default=0), "device": Use(default="cpu"),
+            "dtype": Use(default="float64", choices=("float64", "float32")),
+            "moves": Use("birth, merge, delete", default=""),
+            "json": Use("keys: elbo, elbo_trace, K (topics > 1%), weights, top_words, lap_seconds, seconds, moves, "
+                        "documents, tokens, V, ..."),
+            "save": Use("DIR/topics.txt (top words per topic), DIR/topics.npz (topic_word, weights), DIR/trace.png "
+                        "and DIR/state.pt (after every lap; resumable)"),
+            "resume": Use(),
+        },
+        "compare": {
+            **_COMMON,
+            "methods": Use("HDP methods: memo, memo-moves, svi-k0.5-d10, svi-k0.9-d10, gensim-hdp, tomotopy-hdp",
+                           default="memo,memo-moves,svi-k0.5-d10"),
+            "seeds": Use(default="0"),
+            "passes": Use(default=20.0),
+            "seconds": Use(),
+            "K": Use(default=100),
+            "batches": Use(default=20),
+            "heldout": Use("fraction of documents held out and scored by document completion (in (0, 1))",
+                           default=0.2),
+            "out": Use(default="compare-out"),
+        },
+    }
+
+    def check(self, command, args):
+        check_positive(args, integers=("K", "laps", "batches"),
+                       reals=("alpha", "gamma", "lam0", "passes", "seconds"))
+        if command == "fit":
+            parse_moves(args.moves, TOPIC_MOVES, self.name)
+            check_device(args.device)
+        elif not 0 < args.heldout < 1:
+            raise ValueError(f"--heldout must lie in (0, 1) for --model hdp; got {args.heldout}")
+
+    def fit(self, args):
+        corpus, description = load_corpus(args.data, args.vocab)
+        if args.batches > corpus.num_docs:
+            raise ValueError(f"--batches {args.batches} exceeds the number of documents ({corpus.num_docs})")
+        model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps,
+                            tol=args.tol, seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
+                            moves=args.moves, init=args.init)
+        state = load_hdp_state(os.path.join(args.resume, "state.pt"), args.device) if args.resume else \
+            HDPState(rng=np.random.default_rng(args.seed))
+        k_trace = []
+
+        def callback(lap, elbo, posterior):
+            k_trace.append(_effective_topics(posterior))
+            if not args.quiet:
+                print(f"lap {lap + 1}: bound {elbo / corpus.num_tokens:.4f} per token, {k_trace[-1]} topics > 1%",
+                      flush=True)
+            if args.save:
+                save_hdp_state(os.path.join(args.save, "state.pt"), state)
+
+        start = time.perf_counter()
+        fit = model.fit(corpus, args.batches, state=state, callback=callback)
+        post = fit.posterior
+        weights = post.expected_beta()[:-1].cpu().numpy()
+        topics = top_words(post, corpus.vocab, 10)
+        out = {
+            "data": args.data, "model": self.name, "algo": args.algo, "documents": corpus.num_docs,
+            "tokens": corpus.num_tokens, "V": corpus.vocab_size, "truncation": args.K, "batches": args.batches,
+            "init": args.init, "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()),
+            "k_trace": k_trace, "weights": weights.tolist(), "laps": len(fit.elbo_trace),
+            "converged": fit.converged, "lap_seconds": fit.lap_seconds, "seconds": time.perf_counter() - start,
+            "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],
+            "moves": fit.state.move_log,
+        }
+        if args.save:
+            _write_topics(args.save, topics, post, weights)
+            write_trace_plot(os.path.join(args.save, "trace.png"), fit.elbo_trace, k_trace or [out["K"]],
+                             description)
+            out["saved"] = args.save
+        return report(_summary(args, out, description, fit, topics, corpus.num_tokens), out, args.json)
+
+    def compare(self, args):
+        from ...comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics
+
+        methods = parse_methods(args.methods, TOPIC_METHODS, self.name)
+        seeds = parse_list(args.seeds, "--seeds", int)
+        corpus, description = load_corpus(args.data, args.vocab)
+        train, test = split_documents(corpus, args.heldout, seed=0)
+        if args.batches > train.num_docs:
+            raise ValueError(f"--batches {args.batches} exceeds the number of training documents ({train.num_docs})")
+        if not args.quiet:
+            print(f"{description}; {train.num_docs} training documents, {test.num_docs} held out", file=sys.stderr)
+        settings = TopicSettings(K=args.K, batches=args.batches, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0)
+        rows, _ = compare_topics(train, test, methods, seeds, budget=Budget(args.passes, args.seconds),
+                                 settings=settings, out_dir=args.out, progress=compare_progress(args))
+        print_comparison(rows, TOPIC_COLUMNS, args.out)
+        return 0
+
+
+register_model(HDPTopics())
