@@ -1,5 +1,6 @@
-"""How items choose components: DP sticks (HDP allocations come later)."""
+"""How items choose components: DP stick-breaking, and the HDP's top-level sticks."""
 
+from . import hdp_sticks
 from .dp_sticks import TRUNCATIONS, DPSticks, log_stick_weights, stick_breaking_weights
 
-__all__ = ["TRUNCATIONS", "DPSticks", "log_stick_weights", "stick_breaking_weights"]
+__all__ = ["TRUNCATIONS", "DPSticks", "hdp_sticks", "log_stick_weights", "stick_breaking_weights"]

@@ -1,6 +1,6 @@
 """The gap between the memoized HDP bound and the model's true ELBO, in closed form.
 
-The HDP bound (Hughes, Kim & Sudderth 2015, eq. 11; :mod:`pyro_memo.topics.hdp_sticks`)
+The HDP bound (Hughes, Kim & Sudderth 2015, eq. 11; :mod:`pyro_memo.allocation.hdp_sticks`)
 replaces each document's expected Dirichlet log-normaliser
 :math:`E_q[\\log\\Gamma(\\alpha) - \\sum_{k=1}^{K+1}\\log\\Gamma(\\alpha\\beta_k)]` by the lower
 bound :math:`K\\log\\alpha + \\sum_{k=1}^{K+1} E_q\\log\\beta_k`. Every other term is exact, so

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..allocation.hdp_sticks import rho_from_weights
 from ..topics import HDPPosterior, HDPState, MemoizedHDP, StochasticHDP
-from ..topics.hdp_sticks import rho_from_weights
 
 
 @dataclass

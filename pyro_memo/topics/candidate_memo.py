@@ -1,9 +1,9 @@
 """A candidate memo built beside the main fit during a lap, kept only when the exact bound
 rises: the acceptance step shared by topic births and deletes."""
 
+from ..allocation.hdp_sticks import optimize_sticks
 from ..engine import Move
 from .hdp_posterior import HDPPosterior
-from .hdp_sticks import optimize_sticks
 
 
 def accept_if_better(state, candidate, batches):

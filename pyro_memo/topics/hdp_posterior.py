@@ -4,20 +4,12 @@ its bound (Hughes, Kim & Sudderth, AISTATS 2015; Sudderth's talk, paper 001, sli
 
 import torch
 
+from ..allocation.hdp_sticks import expected_beta, prior_sticks  # noqa: F401  (expected_beta re-exported)
 from ..families import Multinomial
-from ..posterior import VariationalPosterior
+from ..posterior.hdp import GroupedHDPPosterior, expected_log_dirichlet, group_terms, log_dirichlet_norm
 from ..summaries import TopicSummary
-from .hdp_sticks import expected_beta, optimize_sticks, prior_sticks, top_level_objective
 
-
-def log_dirichlet_norm(conc):
-    """:math:`c(\\lambda) = \\log\\Gamma(\\sum_v\\lambda_v) - \\sum_v\\log\\Gamma(\\lambda_v)` over the last axis."""
-    return torch.lgamma(conc.sum(-1)) - torch.lgamma(conc).sum(-1)
-
-
-def expected_log_dirichlet(conc):
-    """:math:`E[\\log\\phi_v] = \\psi(\\lambda_v) - \\psi(\\sum\\lambda)` over the last axis."""
-    return torch.digamma(conc) - torch.digamma(conc.sum(-1, keepdim=True))
+__all__ = ["HDPPosterior", "expected_log_dirichlet", "log_dirichlet_norm", "topic_family"]
 
 
 def topic_family(lam0, V, dtype=torch.float64, device=None):
@@ -26,7 +18,7 @@ def topic_family(lam0, V, dtype=torch.float64, device=None):
     return Multinomial({"lam": torch.full((V,), float(lam0))}, dtype=dtype, device=device)
 
 
-class HDPPosterior(VariationalPosterior):
+class HDPPosterior(GroupedHDPPosterior):
     """``q(phi_k) = Dir(lam_k)`` for ``K`` topics and ``q(u_k) = Beta(rho_k omega_k,
     (1 - rho_k) omega_k)`` for the top-level sticks.
 
@@ -39,8 +31,8 @@ class HDPPosterior(VariationalPosterior):
     """
 
     def __init__(self, lam, rho, omega, alpha, gamma, lam0):
-        self.lam, self.rho, self.omega = lam, rho, omega
-        self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
+        super().__init__(rho, omega, alpha, gamma)
+        self.lam, self.lam0 = lam, float(lam0)
         self._e_log_phi = None
 
     @classmethod
@@ -49,16 +41,8 @@ class HDPPosterior(VariationalPosterior):
         return cls(torch.full((K, V), lam0, dtype=dtype, device=device), rho, omega, alpha, gamma, lam0)
 
     @property
-    def K(self):
-        return self.lam.shape[0]
-
-    @property
     def V(self):
         return self.lam.shape[1]
-
-    @property
-    def dtype(self):
-        return self.lam.dtype
 
     @property
     def e_log_phi(self):
@@ -66,124 +50,40 @@ class HDPPosterior(VariationalPosterior):
             self._e_log_phi = expected_log_dirichlet(self.lam)
         return self._e_log_phi
 
-    def expected_beta(self):
-        """:math:`E[\\beta]` over the ``K`` topics and the tail: ``(K + 1,)``."""
-        return expected_beta(self.rho)
-
     def topic_means(self):
         """``(K, V)`` :math:`E[\\phi_k]`."""
         return self.lam / self.lam.sum(1, keepdim=True)
 
-    # ------------------------------------------------------------- global step
-    def updated(self, summary, stick_iters=100):
-        """The globals optimal for ``summary``: topics in closed form
-        (:math:`\\lambda_k = \\lambda_0 + S_k`), sticks by :func:`optimize_sticks` started
-        from the current ones (never lowering the bound)."""
-        lam = self.lam0 + summary.word_counts
-        rho, omega = self.rho, self.omega
-        if rho.shape[0] != summary.K:
-            rho, omega = prior_sticks(summary.K, self.gamma, lam.dtype, lam.device)
-        rho, omega = optimize_sticks(rho, omega, summary.num_docs, summary.sum_log_pi, self.alpha, self.gamma,
-                                     max_iter=stick_iters)
-        return HDPPosterior(lam, rho, omega, self.alpha, self.gamma, self.lam0)
-
-    def update(self, summary):
-        """The engine's global step: :meth:`updated` (a new posterior; this one is unchanged)."""
-        return self.updated(summary)
-
-    def optimal_for(self, summary):
-        """Globals optimal for ``summary``, the sticks' optimisation started from these."""
-        return self.updated(summary)
-
-    # -------------------------------------------------------------- local step
-    def local_step(self, doc, word, count, num_docs, init_counts=None, max_iter=100, tol=1e-3):
-        """Document-level coordinate ascent: alternate token responsibilities
-        :math:`r_{dnk} \\propto \\exp(E\\log\\pi_{dk} + E\\log\\phi_{k x_{dn}})` and document
-        Dirichlets :math:`\\theta_d = \\alpha E[\\beta] + N_d` until every document's topic
-        counts move by less than ``tol`` per topic on average.
-
-        Started from ``init_counts`` (``(num_docs, K)`` topic counts of the last visit),
-        the first step re-fits ``theta`` to them, so the result's bound is at least that of
-        the cached local parameters under the current globals (each step is an exact
-        coordinate update). Without it, the first responsibilities are
-        :math:`r_{dnk} \\propto E[\\beta_k]\\exp(E\\log\\phi_{k x_{dn}})`.
-
-        :returns: ``(resp (T, K), doc_topic_counts (num_docs, K), summary, iterations)``.
-        """
-        K = self.K
-        prior = self.alpha * self.expected_beta()
-        # r_dnk = Phi_nk P_dk / z_n with Phi = exp(E log phi) and P = exp(E log pi), each
-        # shifted by its maximum (per word, per document) so nothing overflows
+    # ------------------------------------------------------ the components
+    def item_likelihoods(self, word):
+        """``(T, K)`` :math:`\\exp(E\\log\\phi_{k x_n})` per token, shifted by the word's maximum over topics."""
         e_log_phi = self.e_log_phi
-        phi = torch.exp(e_log_phi - e_log_phi.max(0, keepdim=True).values).T[word]  # (T, K)
-        tiny = torch.finfo(phi.dtype).tiny
+        return torch.exp(e_log_phi - e_log_phi.max(0, keepdim=True).values).T[word]
 
-        def topic_sums(phi_, doc_, count_, weights, n):
-            """sum_n count_n Phi_nk / z_n per document, z_n = sum_k Phi_nk weights_{d(n) k}."""
-            z = (phi_ * weights[doc_]).sum(1).clamp_min(tiny)
-            return phi_.new_zeros(n, K).index_add_(0, doc_, phi_ * (count_ / z)[:, None])
+    def updated_components(self, summary):
+        """:math:`\\lambda_k = \\lambda_0 + S_k` (closed form)."""
+        return {"lam": self.lam0 + summary.word_counts}
 
-        def doc_weights(counts_):
-            e = torch.digamma(counts_ + prior[:K])
-            return torch.exp(e - e.max(1, keepdim=True).values)
-
-        if init_counts is None:  # start from the global weights: r ∝ E[beta_k] exp(E log phi)
-            start = (prior[:K] / prior[:K].max()).expand(num_docs, K)
-            counts = start * topic_sums(phi, doc, count, start, num_docs)
-        else:
-            counts = init_counts.clone()
-        # iterate on the documents that have not converged, compacting them as they finish
-        ids = torch.arange(num_docs, device=phi.device)
-        a_phi, a_doc, a_count = phi, doc, count
-        iterations = 0
-        while iterations < max_iter:
-            iterations += 1
-            weights = doc_weights(counts[ids])
-            new = weights * topic_sums(a_phi, a_doc, a_count, weights, len(ids))
-            moving = (new - counts[ids]).abs().mean(1) > tol
-            counts[ids] = new
-            if not bool(moving.any()):
-                break
-            if int(moving.sum()) < 0.7 * len(ids):
-                keep = moving[a_doc]
-                remap = torch.cumsum(moving.long(), 0) - 1
-                a_phi, a_doc, a_count = a_phi[keep], remap[a_doc[keep]], a_count[keep]
-                ids = ids[moving]
-        # a final exact sweep over every document: responsibilities, then theta
-        weights = doc_weights(counts)
-        z = (phi * weights[doc]).sum(1, keepdim=True).clamp_min(tiny)
-        resp = phi * weights[doc] / z
-        counts = phi.new_zeros(num_docs, K).index_add_(0, doc, resp * count[:, None])
-        theta = torch.cat([counts + prior[:K], prior[K:].expand(num_docs, 1)], 1)
-        e_log_pi = expected_log_dirichlet(theta)
-        summary = self.summarize(doc, word, count, resp, theta, e_log_pi, counts)
-        return resp, counts, summary, iterations
+    def with_globals(self, rho, omega, lam):
+        return HDPPosterior(lam, rho, omega, self.alpha, self.gamma, self.lam0)
 
     def summarize(self, doc, word, count, resp, theta, e_log_pi, counts):
         """The :class:`TopicSummary` of local parameters ``resp`` and ``theta``."""
         K, V = self.K, self.V
         weighted = resp * count[:, None]
         word_counts = resp.new_zeros(V, K).index_add_(0, word, weighted).T.contiguous()
-        full_counts = torch.cat([counts, counts.new_zeros(counts.shape[0], 1)], 1)
-        doc_term = ((full_counts - theta) * e_log_pi).sum() - log_dirichlet_norm(theta).sum()
+        doc_term = group_terms(counts, theta, e_log_pi)
         entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
         return TopicSummary(word_counts, e_log_pi.sum(0), doc_term, entropy, int(counts.shape[0]))
 
     # ------------------------------------------------------------------ bound
-    def elbo_terms(self, summary):
-        """The HDP bound's terms (scalar tensors) for the documents ``summary`` describes."""
+    def component_terms(self, summary):
+        """The topics' terms of the bound: :math:`\\sum_k [c(\\lambda_0) - c(\\lambda_k) +
+        (\\lambda_0 + S_k - \\lambda_k) E\\log\\phi_k]`."""
         lam0 = torch.full_like(self.lam[:1], self.lam0)
         topics = (log_dirichlet_norm(lam0) - log_dirichlet_norm(self.lam)).sum() + \
             ((self.lam0 + summary.word_counts - self.lam) * self.e_log_phi).sum()
-        sticks = top_level_objective(self.rho, self.omega, summary.num_docs, summary.sum_log_pi, self.alpha,
-                                     self.gamma)
-        return {"topics": topics, "sticks": sticks, "documents": summary.doc_term,
-                "entropy": summary.entropy.sum()}
-
-    def elbo(self, summary):
-        """The bound :math:`\\mathcal{L}` of the whole corpus ``summary`` summarises (exact, with
-        the surrogate of :mod:`pyro_memo.topics.hdp_sticks` for the documents' normalisers)."""
-        return sum(self.elbo_terms(summary).values())
+        return {"topics": topics}
 
     def state_dict(self):
         """Topics, sticks and hyperparameters as plain tensors and numbers (checkpoints)."""

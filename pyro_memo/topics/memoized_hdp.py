@@ -7,7 +7,10 @@ import numpy as np
 import torch
 
 from ..engine import FitResult, MemoizedDriver, make_moves
+from ..inference.initialization import initial_responsibilities
 from ..memo import MemoState
+from ..posterior.hdp import HDPMixturePosterior
+from ..summaries import Summary
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
 from .topic_birth import TopicBirthMove
@@ -57,13 +60,67 @@ class CorpusBatches:
         return self.tokens[b]
 
 
+class GroupBatches:
+    """Groups of feature rows (images as groups of pixel features, ...) split into fixed batches
+    of groups, each held as ``(group, x, count, num_groups)`` with unit counts (the batch source
+    of :class:`MemoizedHDP` with a ``family``)."""
+
+    def __init__(self, groups, parts, family):
+        self.groups = groups
+        self.parts = parts
+        self.batches_ = []
+        for part in parts:
+            rows = [groups[g] for g in part]
+            x = family.check_data(torch.cat(rows))
+            doc = torch.repeat_interleave(torch.arange(len(rows), device=x.device),
+                                          torch.tensor([len(r) for r in rows], device=x.device))
+            self.batches_.append((doc, x, torch.ones(len(x), dtype=x.dtype, device=x.device), len(rows)))
+
+    @property
+    def num_docs(self):
+        return len(self.groups)
+
+    @property
+    def num_batches(self):
+        return len(self.batches_)
+
+    @property
+    def num_items(self):
+        return len(self.groups)
+
+    def batch(self, b):
+        return self.batches_[b]
+
+
+def as_groups(data, family):
+    """A list of ``(n_g, D)`` tensors in the family's dtype and device, or a clear error."""
+    if not isinstance(data, (list, tuple)) or not data:
+        raise TypeError(f"an HDP over a {family.name} family fits a non-empty list of groups, each an (n_g, D) "
+                        f"array of items; got {type(data).__name__}")
+    groups = [torch.as_tensor(np.asarray(g) if not torch.is_tensor(g) else g, dtype=family.dtype,
+                              device=family.device) for g in data]
+    for i, g in enumerate(groups):
+        if g.dim() != 2 or g.shape[1] != family.dim or len(g) == 0:
+            raise ValueError(f"group {i} has shape {tuple(g.shape)}; every group must be a non-empty "
+                             f"(n_g, {family.dim}) array")
+    return groups
+
+
+class _Count:
+    """What :meth:`HDPSteps.batches` needs of a data set: its number of groups."""
+
+    def __init__(self, num_docs):
+        self.num_docs = num_docs
+
+
 class HDPSteps:
     """Mixin of a driver (:class:`~pyro_memo.engine.MemoizedDriver`,
     :class:`~pyro_memo.engine.StochasticDriver`) for the HDP topic model: corpus batches, the
     initial topics and the document-level local step."""
 
-    def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init):
+    def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family=None):
         """Validate and keep the model's settings (see :class:`MemoizedHDP`)."""
+        self.family = family
         for name, value in (("K", K), ("local_iters", local_iters)):
             if int(value) < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value}")
@@ -87,20 +144,37 @@ class HDPSteps:
         order = np.random.default_rng(seed).permutation(corpus.num_docs)
         return [np.sort(part) for part in np.array_split(order, int(num_batches))]
 
-    def make_source(self, corpus, num_batches):
-        """The corpus in ``num_batches`` fixed batches of documents (see :meth:`batches`)."""
-        if not isinstance(corpus, Corpus):
-            raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(corpus).__name__}")
-        return CorpusBatches(corpus, self.batches(corpus, num_batches or 1, self.seed), self.dtype, self.device)
+    def make_source(self, data, num_batches):
+        """The corpus (or, with a ``family``, the list of groups) in ``num_batches`` fixed batches of
+        documents (see :meth:`batches`)."""
+        if self.family is not None:
+            groups = as_groups(data, self.family)
+            return GroupBatches(groups, self.batches(_Count(len(groups)), num_batches or 1, self.seed), self.family)
+        if not isinstance(data, Corpus):
+            raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(data).__name__}")
+        return CorpusBatches(data, self.batches(data, num_batches or 1, self.seed), self.dtype, self.device)
 
     def initial_posterior(self, source, order=None):
         """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``),
-        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus)."""
+        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus); with a ``family``,
+        components fitted to k-means++ responsibilities of the items."""
+        if self.family is not None:
+            return self.initial_mixture(source)
         corpus = source.corpus if isinstance(source, CorpusBatches) else source
         post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
                                   self.device)
         post.lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
         return post
+
+    def initial_mixture(self, source, max_items=10_000):
+        """Components fitted to k-means++ (``init="kmeans"``) or random (``"documents"``)
+        responsibilities of up to ``max_items`` items drawn at random, sticks at the prior."""
+        x = torch.cat(source.groups)
+        pick = torch.as_tensor(np.random.default_rng(self.seed).permutation(len(x))[:max_items], device=x.device)
+        x = x[pick]
+        resp = initial_responsibilities(x, self.K, "kmeans++" if self.init == "kmeans" else "random", self.seed)
+        summary = Summary.from_responsibilities(self.family, x, resp)
+        return HDPMixturePosterior.from_summary(self.family, self.alpha, self.gamma, summary)
 
     def document_step(self, posterior, batch, init_counts=None):
         """``(DocumentLocal, summary, iterations)``: the document-level local step of ``batch``."""
@@ -144,6 +218,10 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         step against the initial topics and updates the globals once, when the memo is
         complete, so the initial topics are not refit to the first batch alone (on
         Wikipedia with 20 batches that refit costs about 0.1 nats/token held out).
+    :param family: ``None`` for the topic model (a :class:`~pyro_memo.topics.Corpus` of
+        documents); or any :class:`~pyro_memo.families.ConjugateFamily`, to fit an HDP mixture
+        to a list of groups of items (each an ``(n_g, D)`` array; e.g. images as groups of
+        pixel features) with :class:`~pyro_memo.posterior.hdp.HDPMixturePosterior` (no moves yet).
     :param moves: ``"birth"``, ``"merge"``, ``"delete"`` (comma-separated) or move objects
         (:class:`~pyro_memo.topics.TopicBirthMove`, :class:`~pyro_memo.topics.TopicMergeMove`,
         :class:`~pyro_memo.topics.TopicDeleteMove`): topic births / merges / deletes accepted
@@ -154,8 +232,11 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
-                 record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False):
-        self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init)
+                 record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None):
+        self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family)
+        if family is not None and moves:
+            raise ValueError("birth / merge / delete moves are implemented for the topic model only; fit an HDP "
+                             "over a family without moves")
         order = list(TOPIC_MOVES)
         moves = sorted(make_moves(moves, TOPIC_MOVES, seed=seed),
                        key=lambda m: order.index(m.name) if m.name in order else len(order))

@@ -13,9 +13,9 @@ non-conjugate sticks). The scaled-batch optimum is exact when the batch is the c
 
 import torch
 
+from ..allocation.hdp_sticks import optimize_sticks
 from ..engine import StochasticDriver
 from .hdp_posterior import HDPPosterior
-from .hdp_sticks import optimize_sticks
 from .memoized_hdp import HDPSteps
 
 

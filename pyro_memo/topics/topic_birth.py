@@ -13,10 +13,10 @@ candidate's sticks are optimised and the birth is kept only if the exact bound r
 import numpy as np
 import torch
 
+from ..allocation.hdp_sticks import expected_beta, rho_from_weights
 from .candidate_memo import CandidateMemoMove, tried_topics
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
-from .hdp_sticks import expected_beta, rho_from_weights
 from .topic_init import kmeans_topics
 
 

@@ -10,9 +10,9 @@ compared with the current one; the delete is kept only if the bound rises.
 
 import torch
 
+from ..allocation.hdp_sticks import expected_beta, rho_from_weights
 from .candidate_memo import CandidateMemoMove, tried_topics
 from .hdp_posterior import HDPPosterior
-from .hdp_sticks import expected_beta, rho_from_weights
 
 
 def sticks_without(rho, omega, k):

@@ -12,11 +12,11 @@ bound rises.
 
 import torch
 
+from ..allocation.hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
 from ..engine import PairMergeMove
 from ..inference.moves.merge import merge_scores as mixture_merge_scores
 from ..summaries import Summary, TopicSummary
 from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm, topic_family
-from .hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
 
 
 def merge_scores(summary, lam0):

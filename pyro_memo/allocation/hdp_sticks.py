@@ -1,0 +1,114 @@
+"""Top-level HDP sticks: :math:`u_k \\sim \\mathrm{Beta}(1, \\gamma)`, global topic weights
+:math:`\\beta_k = u_k \\prod_{\\ell<k}(1 - u_\\ell)`, ``q(u_k) = Beta(rho_k omega_k,
+(1 - rho_k) omega_k)``.
+
+The documents' Dirichlet priors :math:`\\pi_d \\sim \\mathrm{Dir}(\\alpha\\beta_1, \\dots,
+\\alpha\\beta_K, \\alpha\\beta_{>K})` make the top level non-conjugate: the expected log
+normaliser :math:`E_q[\\log\\Gamma(\\alpha) - \\sum_k \\log\\Gamma(\\alpha\\beta_k)]` has no
+closed form. We bound it below by :math:`K\\log\\alpha + \\sum_{k=1}^{K+1} \\log\\beta_k`
+(Hughes, Kim & Sudderth, AISTATS 2015, eq. 11). Proof: with :math:`g(x) = \\log\\Gamma(1+x)`,
+the difference is :math:`g(\\alpha) - \\sum_k g(\\alpha\\beta_k)`, non-negative because ``g`` is
+convex with ``g(0) = 0``, hence superadditive. The objective below is that bound, evaluated
+exactly; sticks are optimised on it numerically (L-BFGS on ``logit rho``, ``log omega``).
+"""
+
+import torch
+
+
+def _log_beta(a, b):
+    return torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
+
+
+def expected_log_u(rho, omega):
+    """:math:`(E[\\log u_k], E[\\log(1 - u_k)])` under ``Beta(rho omega, (1 - rho) omega)``."""
+    dig = torch.digamma(omega)
+    return torch.digamma(rho * omega) - dig, torch.digamma((1 - rho) * omega) - dig
+
+
+def expected_log_beta(rho, omega):
+    """:math:`E[\\log\\beta_k]` for ``k = 1..K`` and the tail ``K+1``: ``(K + 1,)``."""
+    e_log_u, e_log_1mu = expected_log_u(rho, omega)
+    before = torch.cumsum(e_log_1mu, 0)
+    return torch.cat([e_log_u + before - e_log_1mu, before[-1:]])
+
+
+def expected_beta(rho):
+    """:math:`E[\\beta_k] = \\rho_k \\prod_{\\ell<k}(1 - \\rho_\\ell)` and the tail: ``(K + 1,)``."""
+    remaining = torch.cumprod(1 - rho, 0)
+    before = torch.cat([remaining.new_ones(1), remaining[:-1]])
+    return torch.cat([rho * before, remaining[-1:]])
+
+
+def rho_from_weights(weights):
+    """Stick means whose expected weights :math:`E[\\beta_k] = \\rho_k\\prod_{l<k}(1-\\rho_l)`
+    are ``weights[:-1]`` (``weights`` ``(K + 1,)``, the last entry the tail's)."""
+    kept = weights[:-1]
+    remaining = 1 - torch.cat([kept.new_zeros(1), torch.cumsum(kept[:-1], 0)])
+    return (kept / remaining).clamp(1e-8, 1 - 1e-8)
+
+
+def top_level_objective(rho, omega, num_docs, sum_log_pi, alpha, gamma):
+    """The terms of the HDP bound that depend on ``q(u)``.
+
+    :math:`D(K\\log\\alpha + \\sum_{k\\le K+1} E\\log\\beta_k) + \\alpha\\sum_{k\\le K+1}
+    E[\\beta_k] \\sum_d E\\log\\pi_{dk} + E\\log p(u) - E\\log q(u)`.
+
+    :param rho: ``(K,)`` stick means in (0, 1).
+    :param omega: ``(K,)`` stick concentrations > 0.
+    :param num_docs: number of documents ``D`` summarised.
+    :param sum_log_pi: ``(K + 1,)`` :math:`\\sum_d E_q[\\log \\pi_{dk}]` (the memoized summary).
+    """
+    K = rho.shape[0]
+    e_log_u, e_log_1mu = expected_log_u(rho, omega)
+    a, b = rho * omega, (1 - rho) * omega
+    prior = -_log_beta(torch.ones_like(rho), gamma * torch.ones_like(rho)) + (gamma - 1) * e_log_1mu
+    entropy_part = _log_beta(a, b) - (a - 1) * e_log_u - (b - 1) * e_log_1mu
+    docs = num_docs * (K * torch.log(torch.as_tensor(alpha, dtype=rho.dtype, device=rho.device))
+                       + expected_log_beta(rho, omega).sum())
+    return docs + alpha * (expected_beta(rho) * sum_log_pi).sum() + (prior + entropy_part).sum()
+
+
+def prior_sticks(K, gamma, dtype=torch.float64, device=None):
+    """``(rho, omega)`` of the prior ``Beta(1, gamma)``."""
+    rho = torch.full((K,), 1.0 / (1.0 + gamma), dtype=dtype, device=device)
+    return rho, torch.full((K,), 1.0 + gamma, dtype=dtype, device=device)
+
+
+def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100):
+    """Maximise :func:`top_level_objective` over ``(rho, omega)`` from the given start.
+
+    Runs L-BFGS (strong Wolfe line search) on unconstrained ``(logit rho, log omega)`` and
+    returns the optimum, or the start itself if the optimiser did not improve on it, so an
+    update never lowers the objective. The ``2K`` parameters are optimised in float64 whatever
+    the inputs' dtype (float32 cannot hold sticks within 1e-8 of 1) and returned in it.
+    """
+    dtype = rho.dtype
+    rho, omega, sum_log_pi = rho.double(), omega.double(), sum_log_pi.double()
+
+    def value(r, w):
+        return top_level_objective(r, w, num_docs, sum_log_pi, alpha, gamma)
+
+    K = rho.shape[0]
+    if K == 0:
+        return rho.to(dtype), omega.to(dtype)
+    rho = rho.clamp(1e-8, 1 - 1e-8)
+    with torch.no_grad():
+        start = float(value(rho, omega))
+    params = torch.cat([torch.logit(rho), torch.log(omega)]).detach().clone().requires_grad_(True)
+    optimizer = torch.optim.LBFGS([params], max_iter=max_iter, tolerance_grad=1e-10, tolerance_change=1e-12,
+                                  history_size=20, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        r, w = torch.sigmoid(params[:K]).clamp(1e-12, 1 - 1e-12), torch.exp(params[K:])
+        loss = -value(r, w)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        r, w = torch.sigmoid(params[:K]).clamp(1e-12, 1 - 1e-12), torch.exp(params[K:])
+        if torch.isfinite(r).all() and torch.isfinite(w).all() and float(value(r, w)) >= start:
+            rho, omega = r.detach(), w.detach()
+    eps = torch.finfo(dtype).eps
+    return rho.to(dtype).clamp(eps, 1 - eps), omega.to(dtype)

@@ -1,0 +1,240 @@
+"""The HDP over groups of items, for any observation family (Hughes, Kim & Sudderth 2015;
+Sudderth's talk, paper 001): top-level sticks ``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``
+(:mod:`pyro_memo.allocation.hdp_sticks`), group-level Dirichlets ``q(pi_d) = Dir(theta_d)``,
+item responsibilities, and one conjugate factor per component.
+
+:class:`GroupedHDPPosterior` holds what every HDP shares (the group-level local step, the
+sticks, the group terms of the bound); a subclass supplies the components: the topic model's
+Dirichlet topics over word tokens (:class:`~pyro_memo.topics.HDPPosterior`) or any
+:class:`~pyro_memo.families.ConjugateFamily` (:class:`HDPMixturePosterior`, e.g. images as
+groups of Gaussian pixel features, the setting of Gomes, Welling & Perona 2008).
+"""
+
+import torch
+
+from ..allocation.hdp_sticks import expected_beta, optimize_sticks, prior_sticks, top_level_objective
+from ..families import get_family
+from ..summaries import GroupSummary
+from .base import VariationalPosterior
+
+
+def log_dirichlet_norm(conc):
+    """:math:`c(\\lambda) = \\log\\Gamma(\\sum_v\\lambda_v) - \\sum_v\\log\\Gamma(\\lambda_v)` over the last axis."""
+    return torch.lgamma(conc.sum(-1)) - torch.lgamma(conc).sum(-1)
+
+
+def expected_log_dirichlet(conc):
+    """:math:`E[\\log\\phi_v] = \\psi(\\lambda_v) - \\psi(\\sum\\lambda)` over the last axis."""
+    return torch.digamma(conc) - torch.digamma(conc.sum(-1, keepdim=True))
+
+
+def group_terms(counts, theta, e_log_pi):
+    """The group-level terms of the bound that do not depend on the globals:
+    :math:`\\sum_d [\\sum_k (N_{dk} - \\theta_{dk}) E\\log\\pi_{dk} - c(\\theta_d)]` (the tail has no items)."""
+    full_counts = torch.cat([counts, counts.new_zeros(counts.shape[0], 1)], 1)
+    return ((full_counts - theta) * e_log_pi).sum() - log_dirichlet_norm(theta).sum()
+
+
+class GroupedHDPPosterior(VariationalPosterior):
+    """Sticks and the group-level machinery of an HDP; subclasses add the components through
+    :meth:`item_likelihoods`, :meth:`summarize`, :meth:`updated_components` and
+    :meth:`component_terms`.
+
+    :param rho: ``(K,)`` stick means.
+    :param omega: ``(K,)`` stick concentrations.
+    :param float alpha: group-level concentration.
+    :param float gamma: top-level concentration.
+    """
+
+    def __init__(self, rho, omega, alpha, gamma):
+        self.rho, self.omega = rho, omega
+        self.alpha, self.gamma = float(alpha), float(gamma)
+
+    @property
+    def K(self):
+        return self.rho.shape[0]
+
+    @property
+    def dtype(self):
+        return self.rho.dtype
+
+    def expected_beta(self):
+        """:math:`E[\\beta]` over the ``K`` components and the tail: ``(K + 1,)``."""
+        return expected_beta(self.rho)
+
+    # ------------------------------------------------------ the components
+    def item_likelihoods(self, items):
+        """``(T, K)`` :math:`\\exp(E\\log p(x_n\\mid\\phi_k) - m_n)`, each row shifted by a constant
+        :math:`m_n` so nothing overflows."""
+        raise NotImplementedError
+
+    def summarize(self, doc, items, count, resp, theta, e_log_pi, counts):
+        """The summary of local parameters ``resp`` and ``theta``."""
+        raise NotImplementedError
+
+    def updated_components(self, summary):
+        """The components' factors optimal for ``summary`` (closed form), as keyword arguments of
+        :meth:`with_globals`."""
+        raise NotImplementedError
+
+    def component_terms(self, summary):
+        """The components' terms of the bound: ``{name: scalar tensor}``."""
+        raise NotImplementedError
+
+    def with_globals(self, rho, omega, **components):
+        """A posterior of the same kind with these sticks and components."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ global step
+    def updated(self, summary, stick_iters=100):
+        """The globals optimal for ``summary``: components in closed form, sticks by
+        :func:`~pyro_memo.allocation.hdp_sticks.optimize_sticks` started from the current ones
+        (never lowering the bound)."""
+        components = self.updated_components(summary)
+        rho, omega = self.rho, self.omega
+        if rho.shape[0] != summary.K:
+            rho, omega = prior_sticks(summary.K, self.gamma, rho.dtype, rho.device)
+        rho, omega = optimize_sticks(rho, omega, summary.num_docs, summary.sum_log_pi, self.alpha, self.gamma,
+                                     max_iter=stick_iters)
+        return self.with_globals(rho, omega, **components)
+
+    def update(self, summary):
+        """The engine's global step: :meth:`updated` (a new posterior; this one is unchanged)."""
+        return self.updated(summary)
+
+    def optimal_for(self, summary):
+        """Globals optimal for ``summary``, the sticks' optimisation started from these."""
+        return self.updated(summary)
+
+    # ------------------------------------------------------------- local step
+    def local_step(self, doc, items, count, num_docs, init_counts=None, max_iter=100, tol=1e-3):
+        """Group-level coordinate ascent: alternate item responsibilities
+        :math:`r_{dnk} \\propto \\exp(E\\log\\pi_{dk} + E\\log p(x_{dn}\\mid\\phi_k))` and group
+        Dirichlets :math:`\\theta_d = \\alpha E[\\beta] + N_d` until every group's component
+        counts move by less than ``tol`` per component on average.
+
+        Started from ``init_counts`` (``(num_docs, K)`` counts of the last visit), the first
+        step re-fits ``theta`` to them, so the result's bound is at least that of the cached
+        local parameters under the current globals (each step is an exact coordinate update).
+        Without it, the first responsibilities are :math:`r_{dnk} \\propto E[\\beta_k]\\exp(E\\log
+        p(x_{dn}\\mid\\phi_k))`.
+
+        :param doc: ``(T,)`` group of each item (``0 .. num_docs - 1``).
+        :param items: the items, as :meth:`item_likelihoods` takes them (word ids, feature rows).
+        :param count: ``(T,)`` multiplicity of each item (token counts; ones for feature rows).
+        :returns: ``(resp (T, K), counts (num_docs, K), summary, iterations)``.
+        """
+        K = self.K
+        prior = self.alpha * self.expected_beta()
+        phi = self.item_likelihoods(items)  # (T, K); r_dnk = Phi_nk P_dk / z_n, P = exp(E log pi) shifted
+        tiny = torch.finfo(phi.dtype).tiny
+
+        def component_sums(phi_, doc_, count_, weights, n):
+            """sum_n count_n Phi_nk / z_n per group, z_n = sum_k Phi_nk weights_{d(n) k}."""
+            z = (phi_ * weights[doc_]).sum(1).clamp_min(tiny)
+            return phi_.new_zeros(n, K).index_add_(0, doc_, phi_ * (count_ / z)[:, None])
+
+        def group_weights(counts_):
+            e = torch.digamma(counts_ + prior[:K])
+            return torch.exp(e - e.max(1, keepdim=True).values)
+
+        if init_counts is None:  # start from the global weights: r ∝ E[beta_k] exp(E log p)
+            start = (prior[:K] / prior[:K].max()).expand(num_docs, K)
+            counts = start * component_sums(phi, doc, count, start, num_docs)
+        else:
+            counts = init_counts.clone()
+        # iterate on the groups that have not converged, compacting them as they finish
+        ids = torch.arange(num_docs, device=phi.device)
+        a_phi, a_doc, a_count = phi, doc, count
+        iterations = 0
+        while iterations < max_iter:
+            iterations += 1
+            weights = group_weights(counts[ids])
+            new = weights * component_sums(a_phi, a_doc, a_count, weights, len(ids))
+            moving = (new - counts[ids]).abs().mean(1) > tol
+            counts[ids] = new
+            if not bool(moving.any()):
+                break
+            if int(moving.sum()) < 0.7 * len(ids):
+                keep = moving[a_doc]
+                remap = torch.cumsum(moving.long(), 0) - 1
+                a_phi, a_doc, a_count = a_phi[keep], remap[a_doc[keep]], a_count[keep]
+                ids = ids[moving]
+        # a final exact sweep over every group: responsibilities, then theta
+        weights = group_weights(counts)
+        z = (phi * weights[doc]).sum(1, keepdim=True).clamp_min(tiny)
+        resp = phi * weights[doc] / z
+        counts = phi.new_zeros(num_docs, K).index_add_(0, doc, resp * count[:, None])
+        theta = torch.cat([counts + prior[:K], prior[K:].expand(num_docs, 1)], 1)
+        e_log_pi = expected_log_dirichlet(theta)
+        summary = self.summarize(doc, items, count, resp, theta, e_log_pi, counts)
+        return resp, counts, summary, iterations
+
+    # ------------------------------------------------------------------ bound
+    def elbo_terms(self, summary):
+        """The HDP bound's terms (scalar tensors) for the groups ``summary`` describes."""
+        sticks = top_level_objective(self.rho, self.omega, summary.num_docs, summary.sum_log_pi, self.alpha,
+                                     self.gamma)
+        return {**self.component_terms(summary), "sticks": sticks, "documents": summary.doc_term,
+                "entropy": summary.entropy.sum()}
+
+    def elbo(self, summary):
+        """The bound :math:`\\mathcal{L}` of the groups ``summary`` summarises (exact, with the
+        surrogate of :mod:`pyro_memo.allocation.hdp_sticks` for the groups' normalisers)."""
+        return sum(self.elbo_terms(summary).values())
+
+
+class HDPMixturePosterior(GroupedHDPPosterior):
+    """An HDP mixture over groups of items with any conjugate family: one factor
+    :math:`q(\\phi_k)` of the prior's form per component.
+
+    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param dict component: the factors' parameters, each ``(K, ...)``.
+    """
+
+    def __init__(self, family, component, rho, omega, alpha, gamma):
+        super().__init__(rho, omega, alpha, gamma)
+        self.family, self.component = family, component
+
+    @classmethod
+    def from_summary(cls, family, alpha, gamma, summary):
+        """Components optimal for ``summary`` (counts and statistics), sticks at the prior."""
+        rho, omega = prior_sticks(summary.K, gamma, family.dtype, family.device)
+        return cls(family, family.posterior(summary.counts, summary.stats), rho, omega, alpha, gamma)
+
+    def item_likelihoods(self, x):
+        log_lik = self.family.expected_log_lik(x, self.component)
+        return torch.exp(log_lik - log_lik.max(1, keepdim=True).values)
+
+    def summarize(self, doc, x, count, resp, theta, e_log_pi, counts):
+        weighted = resp * count[:, None]
+        entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
+        return GroupSummary(weighted.sum(0), self.family.stats(x, weighted), e_log_pi.sum(0),
+                            group_terms(counts, theta, e_log_pi), entropy, int(counts.shape[0]))
+
+    def updated_components(self, summary):
+        return {"component": self.family.posterior(summary.counts, summary.stats)}
+
+    def component_terms(self, summary):
+        data = self.family.expected_log_lik_from_stats(summary.counts, summary.stats, self.component).sum()
+        return {"data": data, "kl_components": -self.family.kl_to_prior(self.component).sum()}
+
+    def with_globals(self, rho, omega, component):
+        return HDPMixturePosterior(self.family, component, rho, omega, self.alpha, self.gamma)
+
+    def state_dict(self):
+        return {"family": self.family.name, "prior": {k: v.cpu() for k, v in self.family.prior.items()},
+                "dtype": str(self.family.dtype).replace("torch.", ""),
+                "component": {k: v.cpu() for k, v in self.component.items()}, "rho": self.rho.cpu(),
+                "omega": self.omega.cpu(), "alpha": self.alpha, "gamma": self.gamma}
+
+    @classmethod
+    def from_state_dict(cls, d, device=None):
+        dtype = getattr(torch, d["dtype"])
+        family = get_family(d["family"])(d["prior"], dtype=dtype, device=device)
+
+        def move(t):
+            return t.to(dtype=dtype, device=device)
+
+        return cls(family, {k: move(v) for k, v in d["component"].items()}, move(d["rho"]), move(d["omega"]),
+                   d["alpha"], d["gamma"])
