@@ -11,7 +11,7 @@ from .bridge import (
     fit_vb,
     recognize_model,
 )
-from .data_sources import make_batches
+from .data import make_batches
 from .families import (
     FAMILIES,
     Bernoulli,

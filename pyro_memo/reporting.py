@@ -2,9 +2,10 @@
 
 import json
 import math
-import os
 
 import numpy as np
+
+from .data.files import write_atomically
 
 #: a component counts towards K when its expected weight exceeds this
 ACTIVE_WEIGHT = 1e-3
@@ -13,19 +14,6 @@ ACTIVE_WEIGHT = 1e-3
 def effective_k(weights):
     """Number of components whose expected weight exceeds :data:`ACTIVE_WEIGHT`."""
     return int((np.asarray(weights) > ACTIVE_WEIGHT).sum())
-
-
-def write_atomically(path, write):
-    """Call ``write(tmp_path)``, then rename over ``path``: a crash leaves the old file intact."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def write_json(path, payload):

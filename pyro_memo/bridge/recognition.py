@@ -26,6 +26,8 @@ from pyro import poutine
 
 from ..families import Bernoulli, DiagGaussian, Gaussian, Multinomial, Poisson, ZeroMeanGaussian
 from ..models.component_sites import sites_for
+from .structure import ModelStructureError, _base
+from .wiring_check import verify_wiring
 
 #: observation distribution -> what pyro-memo fits it with
 SUPPORTED = {
@@ -35,21 +37,6 @@ SUPPORTED = {
     "Bernoulli": "Beta probabilities -> bern",
     "Poisson": "Gamma rates -> poisson",
 }
-
-
-class ModelStructureError(ValueError):
-    """A Pyro model does not follow the conventions pyro-memo recognises."""
-
-
-def _base(fn):
-    """Strip Independent / Expanded / masked wrappers off a distribution."""
-    while True:
-        if isinstance(fn, dist.Independent):
-            fn = fn.base_dist
-        elif isinstance(fn, (dist.ExpandedDistribution, dist.MaskedDistribution)):
-            fn = fn.base_dist
-        else:
-            return fn
 
 
 def _first(t, event_dim):
@@ -245,8 +232,6 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     :param torch.dtype dtype: dtype of pyro-memo's variational math (float64 default).
     :raises ModelStructureError: naming the offending site and what was expected.
     """
-    from .wiring_check import verify_wiring
-
     with torch.no_grad(), poutine.block():  # invisible to any handler the caller runs under
         trace = poutine.trace(model).get_trace(*args, **kwargs)
     plates, sites = _sample_sites(trace)

@@ -13,20 +13,16 @@ import torch
 
 from ..allocation import DPSticks
 from ..families import get_family
-from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .memoized_vb import MemoState
 from .summary_cache import SummaryCache
+from .summary_io import summary_from_dict, summary_to_dict
 
 FORMAT_VERSION = 1
 
 
-def _summary_to_dict(s):
-    return {"counts": s.counts, "stats": dict(s.stats), "entropy": s.entropy, "num_items": s.num_items}
-
-
-def _summary_from_dict(d):
-    return Summary(d["counts"], dict(d["stats"]), d["entropy"], int(d["num_items"]))
+#: old private names, kept for callers that imported them from here
+_summary_to_dict, _summary_from_dict = summary_to_dict, summary_from_dict
 
 
 def state_to_dict(state):

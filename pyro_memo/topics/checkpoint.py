@@ -3,8 +3,8 @@
 import numpy as np
 import torch
 
+from ..data.files import write_atomically
 from ..inference.summary_cache import SummaryCache
-from ..reporting import write_atomically
 from .hdp_posterior import HDPPosterior
 from .memoized_hdp import HDPState
 from .topic_summary import TopicSummary

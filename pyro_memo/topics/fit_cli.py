@@ -6,9 +6,9 @@ import time
 import numpy as np
 import torch
 
+from ..data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
 from ..reporting import write_atomically, write_json, write_trace_plot
 from .checkpoint import load_hdp_state, save_hdp_state
-from .corpus import from_counts, load_wikipedia, read_ldac
 from .heldout import top_words
 from .memoized_hdp import HDPState, MemoizedHDP
 
@@ -22,12 +22,11 @@ BUNDLED_CORPORA = {
 def load_corpus(source, vocab=None):
     """A corpus from a name in :data:`BUNDLED_CORPORA`, an LDA-C file (vocabulary from
     ``vocab`` or a ``vocab.txt`` beside it) or a ``.npz`` sparse count matrix
-    (``scipy.sparse.save_npz``)."""
+    (``scipy.sparse.save_npz``). ``wiki`` is fetched with :func:`~pyro_memo.data.fetch_wikipedia`
+    (downloaded on first use into the data folder, read from there afterwards)."""
     if source == "wiki":
-        return load_wikipedia(), BUNDLED_CORPORA["wiki"]
+        return fetch_wikipedia(), BUNDLED_CORPORA["wiki"]
     if source == "bars":
-        from ..synthetic import bars_corpus
-
         return bars_corpus()[0], BUNDLED_CORPORA["bars"]
     if not os.path.exists(source):
         raise ValueError(f"{source}: no such file, and not a bundled corpus ({', '.join(BUNDLED_CORPORA)})")

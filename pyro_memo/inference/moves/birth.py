@@ -6,6 +6,7 @@ import torch
 from ...summaries import Summary
 from ..dp_mixture_posterior import DPMixturePosterior
 from ..full_batch_vb import FullBatchVB
+from ..summary_io import summary_from_dict, summary_to_dict
 from .base import Move, optimal_elbo, rewrite_memo
 from .merge import merge_scores, pair_entropies
 
@@ -170,14 +171,10 @@ class BirthMove(Move):
         return self.pending is None and self.failures >= 2 * state.posterior.K
 
     def state_dict(self):
-        from ..checkpoint import _summary_to_dict
-
-        return {"pending": None if self.pending is None else _summary_to_dict(self.pending.to(device="cpu")),
+        return {"pending": None if self.pending is None else summary_to_dict(self.pending.to(device="cpu")),
                 "rng": self.rng.bit_generator.state, "failures": self.failures}
 
     def load_state_dict(self, d):
-        from ..checkpoint import _summary_from_dict
-
-        self.pending = None if d["pending"] is None else _summary_from_dict(d["pending"])
+        self.pending = None if d["pending"] is None else summary_from_dict(d["pending"])
         self.rng.bit_generator.state = d["rng"]
         self.failures = int(d.get("failures", 0))
