@@ -94,9 +94,11 @@ def test_fetch_without_download_if_missing_fails_clearly(tmp_path, no_download):
     assert str(tmp_path / "wiki") in str(err.value) and FETCH_COMMAND in str(err.value)
 
 
-def test_fetch_offline_fails_clearly_and_leaves_no_partial_files(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failure", [subprocess.CalledProcessError(1, ["pip", "download"]),
+                                     subprocess.TimeoutExpired(["pip", "download"], 600)], ids=["offline", "hangs"])
+def test_fetch_offline_fails_clearly_and_leaves_no_partial_files(tmp_path, monkeypatch, failure):
     def offline(folder):
-        raise subprocess.CalledProcessError(1, ["pip", "download"])
+        raise failure
 
     monkeypatch.setattr(wikipedia, "_download_sdist", offline)
     with pytest.raises(DataUnavailableError, match="could not download") as err:

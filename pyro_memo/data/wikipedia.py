@@ -20,6 +20,9 @@ SDIST = "bnpy==0.1.7"
 MEMBERS = {"train.ldac": "bnpy-0.1.7/bnpy/datasets/wiki/train.ldac",
            "vocab.txt": "bnpy-0.1.7/bnpy/datasets/wiki/vocab.txt"}
 
+#: seconds the download may take before it counts as failed (a blocked network can hang pip)
+DOWNLOAD_TIMEOUT = 600
+
 #: the shell command that fills the cache
 FETCH_COMMAND = 'python -c "from pyro_memo.data import fetch_wikipedia; fetch_wikipedia()"'
 
@@ -38,10 +41,11 @@ def _cached_files(folder):
 def _download_sdist(folder):
     """Download the bnpy sdist into ``folder`` with pip (the transport); return the archive's path.
 
-    :raises subprocess.CalledProcessError: when pip fails (offline, index unreachable).
+    :raises subprocess.SubprocessError: when pip fails (offline, index unreachable) or runs past
+        :data:`DOWNLOAD_TIMEOUT`.
     """
     subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", SDIST,
-                    "-d", folder, "-q"], check=True)
+                    "-d", folder, "-q"], check=True, timeout=DOWNLOAD_TIMEOUT)
     return os.path.join(folder, "bnpy-0.1.7.tar.gz")
 
 
@@ -76,7 +80,7 @@ def fetch_wikipedia(data_home=None, download_if_missing=True):
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 sdist = _download_sdist(tmp)
-            except (OSError, subprocess.CalledProcessError) as err:
+            except (OSError, subprocess.SubprocessError) as err:
                 raise DataUnavailableError(
                     f"could not download the Wikipedia corpus into {folder} ('pip download {SDIST}' failed: {err}); "
                     f"when online, run: {FETCH_COMMAND}") from err
