@@ -12,14 +12,13 @@ Datasets: ``toy`` (paper 000 §4.1: 100,000 zero-mean 5x5 patches, zm-gauss fami
     python benchmarks/bench_compare.py --merge OUT DIR1 DIR2 ...   # one table from separate runs
 """
 
-import argparse
 import os
 
 import numpy as np
+from _common import make_parser
 
 from pyro_memo.comparison import Budget, Settings, compare, load_array_split, markdown_tables, merge_outputs
-from pyro_memo.datasets import load_fashion_mnist
-from pyro_memo.synthetic import toy_patches
+from pyro_memo.data import load_fashion_mnist, toy_patches
 
 DEFAULT_METHODS = {
     "toy": "memo,memo-moves,vb,svi-k0.5-d10,svi-k0.5-d100,svi-k0.9-d10,pyro-svi,sga+f,gibbs-blocked,sklearn-bgm",
@@ -47,7 +46,7 @@ def load(name):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--data", choices=sorted(DEFAULT_METHODS), default="toy")
     parser.add_argument("--methods", default=None)
     parser.add_argument("--family", default=None, help="scoring family (default: zm-gauss for toy, else gauss)")

@@ -6,21 +6,20 @@ memoized runs with k-means++ initialisation, and against scikit-learn's Bayesian
     python benchmarks/bench_fashion.py [--fixed-runs 10] [--laps 40]
 """
 
-import argparse
 import time
-import warnings
 
 import numpy as np
 import torch
+from _common import bgm_iterations, make_parser, sklearn_bgm
 from sklearn.decomposition import PCA
 from sklearn.metrics import normalized_mutual_info_score
 
 import pyro_memo as pm
-from pyro_memo.datasets import load_fashion_mnist
+from pyro_memo.data import load_fashion_mnist
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--fixed-runs", type=int, default=10)
     parser.add_argument("--K", type=int, default=100)
     parser.add_argument("--laps", type=int, default=40)
@@ -58,20 +57,9 @@ def main():
         print(f"fixed K={args.K} seed {seed}: ELBO {fixed[-1][0]:.4f}/item, K {fixed[-1][1]}, NMI {fixed[-1][2]:.3f}, "
               f"{fixed[-1][3]:.0f} s", flush=True)
 
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.mixture import BayesianGaussianMixture
-
-    bgm = BayesianGaussianMixture(n_components=args.K, weight_concentration_prior_type="dirichlet_process",
-                                  covariance_type="full", max_iter=1, warm_start=True, init_params="k-means++",
-                                  random_state=0)
-    spent, iters = 0.0, 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        while spent < t_moves:
-            start = time.perf_counter()
-            bgm.fit(x_np)
-            spent += time.perf_counter() - start
-            iters += 1
+    bgm = sklearn_bgm(args.K, seed=0)
+    seconds = bgm_iterations(bgm, x_np, lambda done: sum(done) >= t_moves)
+    spent, iters = sum(seconds), len(seconds)
     nmi_sk = normalized_mutual_info_score(labels, bgm.predict(x_np))
     print(f"sklearn BGM (DP, K={args.K}): {iters} EM iterations in {spent:.0f} s, NMI {nmi_sk:.3f}")
 

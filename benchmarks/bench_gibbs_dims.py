@@ -12,19 +12,19 @@ writes a plot next to the table.
     python benchmarks/bench_gibbs_dims.py [--dims 5,10,20,30,40,50] [--reps 5] [--sweeps 200]
 """
 
-import argparse
 import os
 import time
 
 import numpy as np
 import torch
+from _common import make_parser
 
 import pyro_memo as pm
-from pyro_memo.synthetic import dp_gaussian_mixture
+from pyro_memo.data import dp_gaussian_mixture
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--dims", default="5,10,20,30,40,50")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--sweeps", type=int, default=200)

@@ -19,16 +19,17 @@ refit to it), the reading whose outcome depends on the prior.
         [--greedy-score batch]
 """
 
-import argparse
 import time
 
 import numpy as np
 import torch
+from _common import make_parser
 
 import pyro_memo as pm
-from pyro_memo.inference.moves import BirthMove, GreedyMergeMove
-from pyro_memo.inference.moves.greedy_merge import SCORES
-from pyro_memo.synthetic import toy_patches
+from pyro_memo import BirthMove, GreedyMergeMove
+from pyro_memo.data import toy_patches
+
+SCORES = GreedyMergeMove.SCORES
 
 
 def make_moves(moves, seed, score):
@@ -42,7 +43,7 @@ def big_components(result, threshold=0.01):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--laps", type=int, default=50)

@@ -6,17 +6,17 @@ is scored by the same document completion on the same held-out documents.
     python benchmarks/bench_hdp_compare.py [--data wiki|bars] [--seconds 300] [--methods memo,...] [--out DIR]
 """
 
-import argparse
 
 import torch
+from _common import make_parser
 
 from pyro_memo.comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics, summarize
-from pyro_memo.synthetic import bars_corpus
-from pyro_memo.topics import load_wikipedia, split_documents
+from pyro_memo.data import bars_corpus, fetch_wikipedia
+from pyro_memo.topics import split_documents
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--data", choices=("wiki", "bars"), default="wiki")
     parser.add_argument("--methods", default=",".join(TOPIC_METHODS))
     parser.add_argument("--seconds", type=float, default=300.0, help="wall-time budget per run")
@@ -28,7 +28,7 @@ def main():
     parser.add_argument("--out", default=None, help="write the harness's tables here")
     args = parser.parse_args()
 
-    corpus = load_wikipedia() if args.data == "wiki" else bars_corpus(2000, 100, alpha=0.2, seed=0)[0]
+    corpus = fetch_wikipedia() if args.data == "wiki" else bars_corpus(2000, 100, alpha=0.2, seed=0)[0]
     train, test = split_documents(corpus, 0.2, seed=0)
     methods = [m for m in args.methods.split(",") if m]
     print(f"{corpus}; train {train.num_docs} docs, test {test.num_docs} docs; K = {args.K}, {args.batches} "

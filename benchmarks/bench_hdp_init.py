@@ -8,14 +8,14 @@ as a reference when tomotopy is installed.
     python benchmarks/bench_hdp_init.py [--laps 12]
 """
 
-import argparse
 import time
 
 import numpy as np
+from _common import make_parser
 
-from pyro_memo.comparison import TopicSettings
-from pyro_memo.comparison.topic_methods import add_tomotopy_documents, posterior_from_topics, tomotopy_topics
-from pyro_memo.topics import MemoizedHDP, document_completion, load_wikipedia, split_documents
+from pyro_memo.comparison import TopicSettings, add_tomotopy_documents, posterior_from_topics, tomotopy_topics
+from pyro_memo.data import fetch_wikipedia
+from pyro_memo.topics import MemoizedHDP, document_completion, split_documents
 
 VARIANTS = {
     "documents, incremental first lap": dict(init="documents", incremental_first_lap=True),
@@ -40,11 +40,11 @@ def tomotopy_lda(train, test, K, sweeps, seed=0):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--laps", type=int, default=12)
     parser.add_argument("--K", type=int, default=50)
     args = parser.parse_args()
-    corpus = load_wikipedia()
+    corpus = fetch_wikipedia()
     train, test = split_documents(corpus, 0.2, seed=0)
     rng = np.random.default_rng(1)
     train = train.subset(np.sort(rng.choice(train.num_docs, 1500, replace=False)))

@@ -13,22 +13,20 @@ document's word *types* (never seen in the observed part); both are printed at t
     python benchmarks/bench_hdp_wiki.py --gensim-only 900
 """
 
-import argparse
 import time
 
 import numpy as np
 import torch
+from _common import make_parser
 
-from pyro_memo.topics import MemoizedHDP, document_completion, load_wikipedia, split_documents, top_words
+from pyro_memo.comparison import bag_of_words
+from pyro_memo.topics import MemoizedHDP, document_completion, fetch_wikipedia, split_documents, split_tokens, top_words
 
 
 def run_gensim(train, test, seconds, seed=0):
     """gensim's online HDP for ``seconds``; scored by the same document completion through
     its topics and a fixed-topics local step (its own ``inference``)."""
     from gensim.models import HdpModel
-
-    from pyro_memo.comparison.topic_methods import bag_of_words
-    from pyro_memo.topics.corpus import split_tokens
 
     bow = bag_of_words(train)
     id2word = {i: w for i, w in enumerate(train.vocab)}
@@ -53,7 +51,7 @@ def run_gensim(train, test, seconds, seed=0):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--K", type=int, default=100)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--minutes", type=float, default=25.0)
@@ -71,7 +69,7 @@ def main():
     parser.add_argument("--save", metavar="PATH", help="torch.save the fitted globals here")
     args = parser.parse_args()
 
-    corpus = load_wikipedia()
+    corpus = fetch_wikipedia()
     train, test = split_documents(corpus, 0.2, seed=0)
     print(f"{corpus}; train {train.num_docs} docs / {train.num_tokens:.0f} tokens, test {test.num_docs} docs; "
           f"K = {args.K}, {args.batches} batches, budget {args.minutes:g} min, "

@@ -17,9 +17,10 @@ import tempfile
 import time
 
 import numpy as np
+from _common import make_parser
 
 import pyro_memo as pm
-from pyro_memo.synthetic import toy_patches
+from pyro_memo.data import toy_patches
 
 
 def write_npy(path, n, chunk=500_000, seed=0):
@@ -60,7 +61,7 @@ def run_lap(path, num_batches, K):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--n", type=int, default=10_000_000)
     parser.add_argument("--K", type=int, default=25)
     parser.add_argument("--batches", type=int, default=1000)

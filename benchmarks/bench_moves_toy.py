@@ -14,17 +14,18 @@ one-to-one and no other component holds more than 1% of the data.
         [--greedy-scores current,batch,scaled]
 """
 
-import argparse
 import time
 
 import numpy as np
 import torch
+from _common import make_parser
 from scipy.optimize import linear_sum_assignment
 
 import pyro_memo as pm
-from pyro_memo.inference.moves import BirthMove, GreedyMergeMove
-from pyro_memo.inference.moves.greedy_merge import SCORES
-from pyro_memo.synthetic import toy_patches
+from pyro_memo import BirthMove, GreedyMergeMove
+from pyro_memo.data import toy_patches
+
+SCORES = GreedyMergeMove.SCORES
 
 
 def recovered(posterior, true_covs, threshold):
@@ -44,7 +45,7 @@ def run(x, family, K, moves, seed, laps):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--laps", type=int, default=50)

@@ -16,26 +16,12 @@ of its responsibilities with the optimal globals for them.
     python benchmarks/bench_toy.py [--laps 30] [--svi-epochs 15] [--sklearn-iters 60]
 """
 
-import argparse
-import time
-import warnings
-
 import numpy as np
-import pyro
 import torch
-from pyro.infer import SVI, TraceEnum_ELBO, config_enumerate
+from _common import bgm_iterations, make_parser, pyro_svi_trace, sklearn_bgm
 
 import pyro_memo as pm
-from pyro_memo.synthetic import toy_patches
-
-
-def exact_elbo(posterior, x, batch=5000):
-    """Exact ELBO of ``posterior``'s globals with optimal local assignments."""
-    total = None
-    for lo in range(0, len(x), batch):
-        _, s = posterior.local_step(x[lo:lo + batch])
-        total = s if total is None else total + s
-    return float(posterior.elbo(total))
+from pyro_memo.data import toy_patches
 
 
 def run_memo(x, family, args):
@@ -53,44 +39,24 @@ def run_memo(x, family, args):
 
 
 def run_sklearn(x, family, args):
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.mixture import BayesianGaussianMixture
-
-    bgm = BayesianGaussianMixture(n_components=args.K, weight_concentration_prior_type="dirichlet_process",
-                                  weight_concentration_prior=1.0, covariance_type="full", max_iter=1,
-                                  warm_start=True, init_params="k-means++", random_state=args.seed)
     xn = x.numpy()
-    seconds, trace = [], []
+    trace = []
     sticks = pm.DPSticks(1.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        for _ in range(args.sklearn_iters):
-            start = time.perf_counter()
-            bgm.fit(xn)
-            seconds.append(time.perf_counter() - start)
-            resp = torch.as_tensor(bgm.predict_proba(xn))
-            summary = pm.Summary.from_responsibilities(family, x, resp)
-            post = pm.DPMixturePosterior.from_summary(family, sticks, summary)
-            trace.append(float(post.elbo(summary)))
+
+    def score(bgm):
+        resp = torch.as_tensor(bgm.predict_proba(xn))
+        summary = pm.Summary.from_responsibilities(family, x, resp)
+        post = pm.DPMixturePosterior.from_summary(family, sticks, summary)
+        trace.append(float(post.elbo(summary)))
+
+    seconds = bgm_iterations(sklearn_bgm(args.K, args.seed, weight_concentration_prior=1.0), xn,
+                             lambda done: len(done) >= args.sklearn_iters, score)
     return {"per_lap": float(np.mean(seconds[1:])), "trace": trace, "clock": np.cumsum(seconds).tolist(),
             "laps": len(trace), "final": trace[-1]}
 
 
 def run_pyro_svi(x, family, args):
-    pyro.clear_param_store()
-    pyro.set_rng_seed(args.seed)
-    model = pm.DPMixtureModel(family, T=args.K + 1)
-    guide = pm.DPMixtureGuide(model, K=args.K, seed=args.seed)
-    guide.setup(x, subsample_size=len(x) // args.batches)
-    svi = SVI(model, config_enumerate(guide, "parallel", expand=False), pyro.optim.Adam({"lr": args.lr}),
-              TraceEnum_ELBO(max_plate_nesting=1))
-    seconds, trace = [], []
-    for _ in range(args.svi_epochs):
-        start = time.perf_counter()
-        for _ in range(args.batches):
-            svi.step(x, subsample_size=len(x) // args.batches)
-        seconds.append(time.perf_counter() - start)
-        trace.append(exact_elbo(guide.posterior, x))
+    seconds, trace = pyro_svi_trace(x, family, args.K, args.batches, args.svi_epochs, args.lr, args.seed)
     return {"per_lap": float(np.mean(seconds)), "trace": trace, "clock": np.cumsum(seconds).tolist(),
             "laps": len(trace), "final": trace[-1]}
 
@@ -103,7 +69,7 @@ def time_to_reach(run, value):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = make_parser(__doc__)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--K", type=int, default=25)
     parser.add_argument("--batches", type=int, default=100)

@@ -13,7 +13,7 @@ from .bridge import (
     fit_vb,
     recognize_model,
 )
-from .data_sources import make_batches
+from .data import make_batches
 from .families import (
     FAMILIES,
     Bernoulli,
@@ -39,13 +39,19 @@ from .inference import (
     save_state,
     vb_log_predictive,
 )
+from .inference.moves import BirthMove, DeleteMove, GreedyMergeMove, MergeMove, Move
 from .models import DPMixtureModel
 from .summaries import Summary
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BirthMove",
     "BlockedGibbs",
+    "DeleteMove",
+    "GreedyMergeMove",
+    "MergeMove",
+    "Move",
     "CollapsedGibbs",
     "ClosedFormOptimizer",
     "MemoizedELBO",

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .memo.atomic import write_atomically
+from .data.files import write_atomically
 
 #: a component counts towards K when its expected weight exceeds this
 ACTIVE_WEIGHT = 1e-3

@@ -27,7 +27,7 @@ import torch
 from pyro import poutine
 
 from ..allocation import stick_breaking_weights
-from .recognition import ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
+from .structure import ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
 
 #: the supported HDP form, quoted in error messages
 HDP_FORM = ("u ~ Beta(1, gamma) in a plate of size K; phi ~ Dirichlet(lam0 * ones(V)) in a plate of size K + 1; "

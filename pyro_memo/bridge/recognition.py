@@ -26,36 +26,14 @@ from pyro import poutine
 
 from ..families import FAMILIES
 from ..models.component_sites import sites_for
-
-
-class ModelStructureError(ValueError):
-    """A Pyro model does not follow the conventions pyro-memo recognises."""
-
-
-def _base(fn):
-    """Strip Independent / Expanded / masked wrappers off a distribution."""
-    while True:
-        if isinstance(fn, dist.Independent):
-            fn = fn.base_dist
-        elif isinstance(fn, (dist.ExpandedDistribution, dist.MaskedDistribution)):
-            fn = fn.base_dist
-        else:
-            return fn
+from .hdp_recognition import is_hdp, recognize_hdp
+from .structure import ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
+from .wiring_check import verify_wiring
 
 
 def _first(t, event_dim):
     """The first component's value of a ``(T, *event)`` tensor."""
     return t.reshape((-1,) + t.shape[t.dim() - event_dim:])[0]
-
-
-def _constant_over_components(t, event_dim, site, what):
-    flat = t.reshape((-1,) + t.shape[t.dim() - event_dim:])
-    if not bool(torch.allclose(flat, flat[:1].expand_as(flat), rtol=1e-10, atol=0)):
-        raise ModelStructureError(
-            f"site '{site}': the prior {what} differs across components; pyro-memo needs "
-            "i.i.d. components (one conjugate prior shared by all T components)"
-        )
-    return flat[0]
 
 
 @dataclass
@@ -105,10 +83,6 @@ class ModelSpec:
         if self.one_hot:
             x = torch.nn.functional.one_hot(x.long(), self.family.dim)
         return self.family.check_data(x)
-
-
-def _plates(site):
-    return {f.name: f for f in site["cond_indep_stack"]}
 
 
 def _find_data_arg(args, kwargs, obs, subsample):
@@ -226,8 +200,6 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     :param torch.dtype dtype: dtype of pyro-memo's variational math (float64 default).
     :raises ModelStructureError: naming the offending site and what was expected.
     """
-    from .wiring_check import verify_wiring
-
     with torch.no_grad(), poutine.block():  # invisible to any handler the caller runs under
         trace = poutine.trace(model).get_trace(*args, **kwargs)
     plates, sites = _sample_sites(trace)
@@ -253,8 +225,6 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     z_site = assignment[0]
     T = _base(z_site["fn"]).probs.shape[-1]
     global_sites = [s for s in latent if s is not z_site]
-    from .hdp_recognition import is_hdp, recognize_hdp
-
     if is_hdp(global_sites, T):
         return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
     stick_site, alpha = _find_sticks(global_sites, T)
@@ -297,28 +267,6 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device)
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
-
-
-def _find_sticks(global_sites, T):
-    candidates = [
-        s for s in global_sites
-        if isinstance(_base(s["fn"]), dist.Beta) and [f.size for f in s["cond_indep_stack"]] == [T - 1]
-        and s["fn"].event_shape == ()
-    ]
-    if T == 1 and not candidates:
-        return None, 1.0
-    if len(candidates) != 1:
-        raise ModelStructureError(
-            f"expected one Beta(1, alpha) stick site in a plate of size T - 1 = {T - 1} (the assignment "
-            f"has T = {T} categories); found {[s['name'] for s in candidates]}"
-        )
-    site = candidates[0]
-    beta = _base(site["fn"])
-    c1 = beta.concentration1.expand(site["value"].shape)
-    if not bool(torch.all(c1 == 1)):
-        raise ModelStructureError(f"stick site '{site['name']}' must be Beta(1, alpha); its first parameter is not 1")
-    alpha = _constant_over_components(beta.concentration0.expand(site["value"].shape), 0, site["name"], "alpha")
-    return site, float(alpha)
 
 
 def _component_plate(comp, T):

@@ -5,7 +5,7 @@ from pyro import poutine
 
 from ..allocation import stick_breaking_weights
 from ..models.component_sites import index_components
-from .recognition import ModelStructureError, _base
+from .structure import ModelStructureError, _base
 
 
 def _close(a, b, dtype):

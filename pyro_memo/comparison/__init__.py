@@ -10,18 +10,25 @@ from .harness import (
     Table,
     Task,
     markdown_tables,
-    merge_outputs,
-    read_outputs,
     run_comparison,
     summarize,
     write_outputs,
 )
 from .methods import METHODS, Run, Settings
-from .mixture_task import COLUMNS, MIXTURE_TABLE, MixtureTask, compare, load_array_split
-from .topic_methods import TOPIC_METHODS, TopicRun, TopicSettings
+from .mixture_task import COLUMNS, MIXTURE_TABLE, MixtureTask, compare, load_array_split, merge_outputs, read_outputs
+from .topic_methods import (
+    TOPIC_METHODS,
+    TopicRun,
+    TopicSettings,
+    add_tomotopy_documents,
+    bag_of_words,
+    posterior_from_topics,
+    tomotopy_topics,
+)
 from .topic_task import TOPIC_COLUMNS, TOPIC_TABLE, TopicTask, compare_topics
 
 __all__ = ["COLUMNS", "METHODS", "MIXTURE_TABLE", "TOPIC_COLUMNS", "TOPIC_METHODS", "TOPIC_TABLE", "Budget",
            "MixtureTask", "Run", "Settings", "Table", "Task", "TopicRun", "TopicSettings", "TopicTask", "compare",
            "compare_topics", "load_array_split", "markdown_tables", "merge_outputs", "read_outputs",
-           "run_comparison", "summarize", "write_outputs"]
+           "run_comparison", "summarize", "write_outputs", "add_tomotopy_documents", "bag_of_words",
+           "posterior_from_topics", "tomotopy_topics"]

@@ -203,12 +203,9 @@ def write_outputs(out_dir, table, rows, runs, scale=None, plots=True):
         write_plots(out_dir, table, rows, traces)
 
 
-def read_outputs(out_dir, table=None):
+def read_task_outputs(out_dir, table):
     """``(rows, runs)`` read back from a comparison folder's ``runs.csv`` and ``traces.csv``
-    (trace values as written: per item or per token). ``table`` defaults to the mixture
-    task's."""
-    if table is None:
-        from .mixture_task import MIXTURE_TABLE as table
+    (trace values as written: per item or per token), for a task with ``table``."""
     with open(os.path.join(out_dir, "runs.csv"), newline="") as f:
         rows = [{c: (v if c == "method" else int(v) if c in table.integers else float(v)) for c, v in r.items()}
                 for r in csv.DictReader(f)]
@@ -221,15 +218,13 @@ def read_outputs(out_dir, table=None):
     return rows, runs
 
 
-def merge_outputs(out_dir, in_dirs, table=None):
+def merge_task_outputs(out_dir, in_dirs, table):
     """Combine comparison folders of one task run separately (same data and settings) into
     ``out_dir``: one table, one set of traces and plots. Runs of a method and seed found
-    twice keep the later folder's. ``table`` defaults to the mixture task's."""
-    if table is None:
-        from .mixture_task import MIXTURE_TABLE as table
+    twice keep the later folder's."""
     rows, runs = {}, {}
     for folder in in_dirs:
-        part_rows, part_runs = read_outputs(folder, table)
+        part_rows, part_runs = read_task_outputs(folder, table)
         rows.update({(r["method"], r["seed"]): r for r in part_rows})
         runs.update(part_runs)
     write_outputs(out_dir, table, list(rows.values()), runs)

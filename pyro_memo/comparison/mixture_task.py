@@ -7,7 +7,7 @@ import torch
 
 from ..families import get_family
 from ..metrics import effective_k, hungarian_accuracy, nmi
-from .harness import Budget, Table, Task, run_comparison
+from .harness import Budget, Table, Task, merge_task_outputs, read_task_outputs, run_comparison
 from .methods import METHODS, Run, Settings
 
 #: columns of the per-run table
@@ -102,3 +102,15 @@ def load_array_split(x, labels=None, heldout_fraction=0.0, seed=0):
     train, test = perm[:cut], perm[cut:]
     y = None if labels is None else np.asarray(labels)[train.numpy()]
     return x[train], y, (x[test] if len(test) else None)
+
+
+def read_outputs(out_dir, table=None):
+    """``(rows, runs)`` read back from a comparison folder (``table`` defaults to the mixture task's;
+    see :func:`~pyro_memo.comparison.harness.read_task_outputs`)."""
+    return read_task_outputs(out_dir, table or MIXTURE_TABLE)
+
+
+def merge_outputs(out_dir, in_dirs, table=None):
+    """Combine comparison folders of one task (``table`` defaults to the mixture task's; see
+    :func:`~pyro_memo.comparison.harness.merge_task_outputs`)."""
+    return merge_task_outputs(out_dir, in_dirs, table or MIXTURE_TABLE)

@@ -15,9 +15,9 @@ import pickle
 import numpy as np
 import torch
 
+from ..data.files import write_atomically
 from ..posterior import VariationalPosterior
 from ..summaries import AdditiveSummary
-from .atomic import write_atomically
 from .cache import SummaryCache
 from .state import MemoState
 

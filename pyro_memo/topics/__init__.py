@@ -1,6 +1,15 @@
 """The HDP topic model: corpora, its Pyro model, memoized inference and held-out scores."""
 
-from .corpus import Corpus, from_counts, load_wikipedia, read_ldac, split_documents, split_tokens, split_types
+from .corpus import (
+    Corpus,
+    fetch_wikipedia,
+    from_counts,
+    load_wikipedia,
+    read_ldac,
+    split_documents,
+    split_tokens,
+    split_types,
+)
 from .hdp_posterior import HDPPosterior
 from .heldout import doc_topic_weights, document_completion, top_words
 from .memoized_hdp import HDPFitResult, HDPState, MemoizedHDP
@@ -24,6 +33,7 @@ __all__ = [
     "doc_topic_weights",
     "document_completion",
     "top_words",
+    "fetch_wikipedia",
     "from_counts",
     "load_wikipedia",
     "read_ldac",

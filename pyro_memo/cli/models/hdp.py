@@ -9,9 +9,10 @@ import time
 import numpy as np
 import torch
 
+from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
+from ...memo import load_state, save_state
 from ...reporting import write_atomically, write_trace_plot
-from ...topics import HDPState, MemoizedHDP, from_counts, load_wikipedia, read_ldac, split_documents, top_words
-from ...topics.checkpoint import load_hdp_state, save_hdp_state
+from ...topics import HDPState, MemoizedHDP, split_documents, top_words
 from ..common import (
     check_device,
     check_positive,
@@ -53,10 +54,8 @@ def load_corpus(source, vocab=None):
     if source is None:
         raise ValueError(f"--model hdp needs a corpus DATA: an .ldac or .npz file, or {' / '.join(BUNDLED_CORPORA)}")
     if source == "wiki":
-        return load_wikipedia(), BUNDLED_CORPORA["wiki"]
+        return fetch_wikipedia(), BUNDLED_CORPORA["wiki"]
     if source == "bars":
-        from ...synthetic import bars_corpus
-
         return bars_corpus()[0], BUNDLED_CORPORA["bars"]
     if not os.path.exists(source):
         raise ValueError(f"{source}: no such file, and not a bundled corpus ({', '.join(BUNDLED_CORPORA)})")
@@ -167,7 +166,7 @@ class HDPTopics(CliModel):
         model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps,
                             tol=args.tol, seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
                             moves=args.moves, init=args.init)
-        state = load_hdp_state(os.path.join(args.resume, "state.pt"), args.device) if args.resume else \
+        state = load_state(os.path.join(args.resume, "state.pt"), args.device) if args.resume else \
             HDPState(rng=np.random.default_rng(args.seed))
         k_trace = []
 
@@ -177,7 +176,7 @@ class HDPTopics(CliModel):
                 print(f"lap {lap + 1}: bound {elbo / corpus.num_tokens:.4f} per token, {k_trace[-1]} topics > 1%",
                       flush=True)
             if args.save:
-                save_hdp_state(os.path.join(args.save, "state.pt"), state)
+                save_state(os.path.join(args.save, "state.pt"), state)
 
         start = time.perf_counter()
         fit = model.fit(corpus, args.batches, state=state, callback=callback)

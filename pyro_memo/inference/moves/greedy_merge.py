@@ -28,6 +28,8 @@ class GreedyMergeMove(Move):
     """
 
     name = "greedy-merge"
+    #: the accepted values of ``score`` (:data:`SCORES`)
+    SCORES = SCORES
 
     def __init__(self, score="current"):
         if score not in SCORES:

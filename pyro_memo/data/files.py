@@ -1,4 +1,4 @@
-"""Atomic file writes: a crash or a full disk never corrupts the last good file."""
+"""Writing files safely: a crash while writing never leaves a half-written file under the final name."""
 
 import os
 

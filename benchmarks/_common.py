@@ -1,0 +1,69 @@
+"""What the benchmark scripts share: their command line, exact scoring, and the scikit-learn and Pyro SVI
+runners. Benchmarks import only the public API of ``pyro_memo``; optional peers (gensim, tomotopy, bnpy)
+are imported inside the functions that use them, so every script imports without them."""
+
+import argparse
+import time
+import warnings
+
+import pyro_memo as pm
+
+
+def make_parser(doc):
+    """An argument parser whose help is the script's docstring ``doc``, kept as written."""
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def exact_elbo(posterior, x, batch=5000):
+    """Exact ELBO of ``posterior``'s globals with optimal local factors (Hughes & Sudderth 2013, eq. 8), by
+    :func:`pyro_memo.full_data_elbo` over consecutive batches of ``batch`` rows of ``x``."""
+    source = pm.make_batches([x[lo:lo + batch] for lo in range(0, len(x), batch)])
+    return pm.full_data_elbo(posterior, source)[0]
+
+
+def sklearn_bgm(K, seed, covariance="full", weight_concentration_prior=None):
+    """scikit-learn's DP ``BayesianGaussianMixture`` set up for one timed EM iteration per ``fit`` call
+    (``max_iter=1``, ``warm_start``, k-means++ start); ``weight_concentration_prior=None`` is scikit-learn's
+    default, ``1 / K``."""
+    from sklearn.mixture import BayesianGaussianMixture
+
+    return BayesianGaussianMixture(n_components=K, weight_concentration_prior_type="dirichlet_process",
+                                   weight_concentration_prior=weight_concentration_prior,
+                                   covariance_type=covariance, max_iter=1, warm_start=True,
+                                   init_params="k-means++", random_state=seed)
+
+
+def bgm_iterations(bgm, x, stop, after=None):
+    """Run EM iterations of :func:`sklearn_bgm`'s model on the array ``x`` until ``stop(seconds)`` is true
+    (checked before each iteration), timing each ``fit`` call; ``after(bgm)`` runs after each, untimed.
+
+    :returns: the list of per-iteration seconds.
+    """
+    from sklearn.exceptions import ConvergenceWarning
+
+    seconds = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        while not stop(seconds):
+            start = time.perf_counter()
+            bgm.fit(x)
+            seconds.append(time.perf_counter() - start)
+            if after is not None:
+                after(bgm)
+    return seconds
+
+
+def pyro_svi_trace(x, family, K, batches, epochs, lr, seed):
+    """Pyro ``SVI`` with ``TraceEnum_ELBO`` and Adam (:class:`pyro_memo.PyroSVI`) for ``epochs`` epochs of
+    ``batches`` minibatches, its globals scored by :func:`exact_elbo` after every epoch, untimed.
+
+    :returns: ``(per-epoch seconds, per-epoch exact ELBO)``.
+    """
+    trace = []
+
+    def callback(epoch, elbo, posterior):
+        trace.append(exact_elbo(posterior, x))
+
+    result = pm.PyroSVI(family, K, loss="TraceEnum_ELBO", lr=lr, laps=epochs, seed=seed, score=False).fit(
+        x, num_batches=batches, callback=callback)
+    return result.lap_seconds, trace

@@ -1,0 +1,56 @@
+"""What model recognition (DP mixtures, HDPs) and its numerical wiring check share: the error
+they raise, the unwrapping of Pyro distributions, plates, and the sticks."""
+
+import pyro.distributions as dist
+import torch
+
+
+class ModelStructureError(ValueError):
+    """A Pyro model does not follow the conventions pyro-memo recognises."""
+
+
+def _base(fn):
+    """Strip Independent / Expanded / masked wrappers off a distribution."""
+    while True:
+        if isinstance(fn, dist.Independent):
+            fn = fn.base_dist
+        elif isinstance(fn, (dist.ExpandedDistribution, dist.MaskedDistribution)):
+            fn = fn.base_dist
+        else:
+            return fn
+
+
+def _plates(site):
+    return {f.name: f for f in site["cond_indep_stack"]}
+
+
+def _constant_over_components(t, event_dim, site, what):
+    flat = t.reshape((-1,) + t.shape[t.dim() - event_dim:])
+    if not bool(torch.allclose(flat, flat[:1].expand_as(flat), rtol=1e-10, atol=0)):
+        raise ModelStructureError(
+            f"site '{site}': the prior {what} differs across components; pyro-memo needs "
+            "i.i.d. components (one conjugate prior shared by all T components)"
+        )
+    return flat[0]
+
+
+def _find_sticks(global_sites, T):
+    candidates = [
+        s for s in global_sites
+        if isinstance(_base(s["fn"]), dist.Beta) and [f.size for f in s["cond_indep_stack"]] == [T - 1]
+        and s["fn"].event_shape == ()
+    ]
+    if T == 1 and not candidates:
+        return None, 1.0
+    if len(candidates) != 1:
+        raise ModelStructureError(
+            f"expected one Beta(1, alpha) stick site in a plate of size T - 1 = {T - 1} (the assignment "
+            f"has T = {T} categories); found {[s['name'] for s in candidates]}"
+        )
+    site = candidates[0]
+    beta = _base(site["fn"])
+    c1 = beta.concentration1.expand(site["value"].shape)
+    if not bool(torch.all(c1 == 1)):
+        raise ModelStructureError(f"stick site '{site['name']}' must be Beta(1, alpha); its first parameter is not 1")
+    alpha = _constant_over_components(beta.concentration0.expand(site["value"].shape), 0, site["name"], "alpha")
+    return site, float(alpha)

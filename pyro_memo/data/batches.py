@@ -1,0 +1,195 @@
+"""Fixed data batches for memoized inference: in memory, on disk, or user-made.
+
+Every source splits the data into ``num_batches`` fixed batches once; memoized
+inference caches one summary per batch, so batch ``b`` must hold the same items on every
+lap. Sources return raw arrays; the family validates and converts them.
+"""
+
+import mmap
+import os
+
+import numpy as np
+import torch
+
+from .datasets import load_dataset
+
+
+class BatchSource:
+    """A dataset cut into fixed batches.
+
+    :ivar int num_batches: number of batches ``B``.
+    :ivar int num_items: total number of items ``N``.
+    """
+
+    num_batches = 0
+    num_items = 0
+
+    def batch(self, b):
+        """The items of batch ``b`` as an ``(n_b, D)`` array or tensor."""
+        raise NotImplementedError
+
+    def __len__(self):
+        return self.num_batches
+
+    def __iter__(self):
+        return (self.batch(b) for b in range(self.num_batches))
+
+
+def _bounds(n, num_batches):
+    if not 1 <= num_batches <= n:
+        raise ValueError(f"the number of batches must be between 1 and N = {n}; got {num_batches}")
+    return np.linspace(0, n, num_batches + 1).round().astype(np.int64)
+
+
+class ArrayBatches(BatchSource):
+    """Batches of an in-memory tensor or array: contiguous slices, optionally of a fixed
+    random permutation (``shuffle_seed``) so each batch mixes the whole dataset.
+
+    :param data: ``(N, D)`` torch tensor or numpy array.
+    :param int num_batches: ``B``.
+    :param int shuffle_seed: if given, permute items once with this seed before slicing.
+    """
+
+    def __init__(self, data, num_batches, shuffle_seed=None):
+        self.data = data
+        self.num_items = int(data.shape[0])
+        self.num_batches = int(num_batches)
+        self._bounds = _bounds(self.num_items, self.num_batches)
+        self._perm = None
+        if shuffle_seed is not None:
+            perm = np.random.default_rng(shuffle_seed).permutation(self.num_items)
+            self._perm = torch.as_tensor(perm) if torch.is_tensor(data) else perm
+
+    def indices(self, b):
+        """Row indices of batch ``b`` in the original data."""
+        lo, hi = self._bounds[b], self._bounds[b + 1]
+        if self._perm is None:
+            return torch.arange(lo, hi)
+        return torch.as_tensor(self._perm[lo:hi])
+
+    def batch(self, b):
+        lo, hi = self._bounds[b], self._bounds[b + 1]
+        if self._perm is None:
+            return self.data[lo:hi]
+        return self.data[self._perm[lo:hi]]
+
+
+class IndexBatches(BatchSource):
+    """Batches given as index sets into ``data`` (e.g. the subsample indices a Pyro model's
+    data plate is called with)."""
+
+    def __init__(self, data, index_sets):
+        self.data = data
+        self.index_sets = [torch.as_tensor(i, dtype=torch.long) for i in index_sets]
+        self.num_batches = len(self.index_sets)
+        self.num_items = int(sum(len(i) for i in self.index_sets))
+
+    def batch(self, b):
+        return self.data[self.index_sets[b]]
+
+
+class ListBatches(BatchSource):
+    """A sequence of ready-made batches (arrays, tensors or memory-mapped arrays)."""
+
+    def __init__(self, batches):
+        self.batches = list(batches)
+        if not self.batches:
+            raise ValueError("the iterable of batches is empty")
+        self.num_batches = len(self.batches)
+        widths = {tuple(np.shape(b)[1:]) for b in self.batches}
+        if len(widths) != 1:
+            raise ValueError(f"all batches must have the same item shape; found {sorted(widths)}")
+        self.num_items = int(sum(np.shape(b)[0] for b in self.batches))
+
+    def batch(self, b):
+        return self.batches[b]
+
+
+class FileBatches(BatchSource):
+    """Contiguous row batches of a C-ordered ``(N, D)`` array stored in a file, read from disk
+    batch by batch with positioned reads.
+
+    Nothing stays mapped, so a lap over a file larger than memory holds one batch at a time
+    (resident memory ``O(batch size)``, not ``O(N)``). :meth:`from_npy` opens a ``.npy``
+    file; :func:`make_batches` also routes memory-mapped arrays (``np.load(path,
+    mmap_mode="r")``, ``np.memmap``) here.
+
+    :param str path: the file.
+    :param int offset: byte offset of the first row.
+    :param dtype: numpy dtype of the entries.
+    :param tuple shape: ``(N, D)``.
+    :param int num_batches: ``B``.
+    """
+
+    def __init__(self, path, offset, dtype, shape, num_batches):
+        if len(shape) != 2:
+            raise ValueError(f"{path}: expected a 2-D (N, D) array; got shape {tuple(shape)}")
+        self.path = os.fspath(path)
+        self._offset = int(offset)
+        self.dtype = np.dtype(dtype)
+        if self.dtype.hasobject:
+            raise ValueError(f"{path}: object arrays are not supported")
+        self.shape = tuple(int(n) for n in shape)
+        self.num_items = self.shape[0]
+        self.num_batches = int(num_batches)
+        self._bounds = _bounds(self.num_items, self.num_batches)
+
+    @classmethod
+    def from_npy(cls, path, num_batches):
+        """Batches of the C-ordered 2-D array in the ``.npy`` file ``path``."""
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            offset = fh.tell()
+        if fortran:
+            raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save a C-ordered array")
+        return cls(path, offset, dtype, shape, num_batches)
+
+    @classmethod
+    def from_memmap(cls, array, num_batches):
+        """Batches of a C-contiguous 2-D ``np.memmap`` (read from its file, not through the map)."""
+        if array.ndim != 2 or not array.flags.c_contiguous or array.filename is None:
+            raise ValueError("a memory-mapped array must be a C-contiguous 2-D view of a whole file region")
+        return cls(array.filename, array.offset, array.dtype, array.shape, num_batches)
+
+    def batch(self, b):
+        lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
+        width = self.shape[1]
+        offset = self._offset + lo * width * self.dtype.itemsize
+        rows = np.fromfile(self.path, dtype=self.dtype, count=(hi - lo) * width, offset=offset)
+        return rows.reshape(hi - lo, width)
+
+
+def make_batches(data, num_batches=1, shuffle_seed=None):
+    """Wrap ``data`` as a :class:`BatchSource`.
+
+    :param data: a torch tensor or numpy array, a memory-mapped array or a path to a ``.npy``
+        file (both read batch by batch from disk, see :class:`FileBatches`), a ``.npz`` file (key ``x``/``data`` or
+        its only array), an iterable of fixed batches, or a :class:`BatchSource`.
+    :param int num_batches: ``B`` (ignored for an iterable of batches or a source).
+    :param int shuffle_seed: permute in-memory items once before slicing.
+    """
+    if isinstance(data, BatchSource):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        path = os.fspath(data)
+        if path.endswith(".npy"):
+            return FileBatches.from_npy(path, num_batches)
+        if path.endswith(".npz"):
+            x, _, _ = load_dataset(path)
+            return ArrayBatches(x, num_batches, shuffle_seed)
+        raise ValueError(f"{path}: unsupported data file; use .npy or .npz")
+    if isinstance(data, np.memmap) and shuffle_seed is None and data.ndim == 2 and data.flags.c_contiguous \
+            and isinstance(data.base, mmap.mmap) and data.filename is not None:
+        return FileBatches.from_memmap(data, num_batches)
+    if torch.is_tensor(data) or isinstance(data, np.ndarray):
+        if data.ndim != 2:
+            raise ValueError(f"data must be a 2-D (N, D) array; got shape {tuple(data.shape)}")
+        return ArrayBatches(data, num_batches, shuffle_seed)
+    try:
+        batches = list(data)
+    except TypeError:
+        raise ValueError(f"cannot make batches from {type(data).__name__}") from None
+    return ListBatches(batches)

@@ -1,0 +1,210 @@
+"""Bag-of-words corpora: documents as (word id, count) pairs, LDA-C and count-matrix readers."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Corpus:
+    """A bag-of-words corpus in compressed-row form: document ``d``'s distinct words are
+    ``word_ids[doc_ptr[d]:doc_ptr[d + 1]]`` with ``counts`` in the same slots.
+
+    :ivar numpy.ndarray doc_ptr: ``(D + 1,)`` int64 row pointers.
+    :ivar numpy.ndarray word_ids: ``(U,)`` int64 word ids in ``[0, V)``.
+    :ivar numpy.ndarray counts: ``(U,)`` float64 positive counts.
+    :ivar int vocab_size: ``V``.
+    :ivar list vocab: optional words, ``vocab[v]`` for id ``v``.
+    """
+
+    doc_ptr: np.ndarray
+    word_ids: np.ndarray
+    counts: np.ndarray
+    vocab_size: int
+    vocab: list = None
+
+    def __post_init__(self):
+        self.doc_ptr = np.asarray(self.doc_ptr, dtype=np.int64)
+        self.word_ids = np.asarray(self.word_ids, dtype=np.int64)
+        self.counts = np.asarray(self.counts, dtype=np.float64)
+        self.vocab_size = int(self.vocab_size)
+        self.validate()
+
+    def validate(self):
+        """Raise ``ValueError`` naming the first problem found."""
+        if self.doc_ptr.ndim != 1 or len(self.doc_ptr) < 1 or self.doc_ptr[0] != 0:
+            raise ValueError("doc_ptr must be a 1-D array of row pointers starting at 0")
+        if np.any(np.diff(self.doc_ptr) < 0) or self.doc_ptr[-1] != len(self.word_ids):
+            raise ValueError("doc_ptr must be non-decreasing and end at len(word_ids)")
+        if self.word_ids.shape != self.counts.shape:
+            raise ValueError(f"word_ids {self.word_ids.shape} and counts {self.counts.shape} differ in shape")
+        if self.vocab_size < 1:
+            raise ValueError(f"vocab_size must be positive; got {self.vocab_size}")
+        if len(self.word_ids) and (self.word_ids.min() < 0 or self.word_ids.max() >= self.vocab_size):
+            raise ValueError(f"word ids must lie in [0, {self.vocab_size}); found "
+                             f"[{self.word_ids.min()}, {self.word_ids.max()}]")
+        if not np.all(np.isfinite(self.counts)):
+            raise ValueError("counts contain NaN or inf")
+        if np.any(self.counts <= 0):
+            raise ValueError("counts must be positive (drop zero entries; negative counts are invalid)")
+        if self.vocab is not None and len(self.vocab) != self.vocab_size:
+            raise ValueError(f"vocab has {len(self.vocab)} words but vocab_size is {self.vocab_size}")
+
+    @property
+    def num_docs(self):
+        return len(self.doc_ptr) - 1
+
+    @property
+    def num_tokens(self):
+        return float(self.counts.sum())
+
+    def __len__(self):
+        return self.num_docs
+
+    def __repr__(self):
+        return f"Corpus({self.num_docs} documents, V = {self.vocab_size}, {self.num_tokens:.0f} tokens)"
+
+    def subset(self, docs):
+        """The corpus of documents ``docs`` (an index array), in that order."""
+        docs = np.asarray(docs, dtype=np.int64)
+        starts, ends = self.doc_ptr[docs], self.doc_ptr[docs + 1]
+        lengths = ends - starts
+        index = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)]) if len(docs) else \
+            np.zeros(0, dtype=np.int64)
+        return Corpus(np.concatenate([[0], np.cumsum(lengths)]), self.word_ids[index], self.counts[index],
+                      self.vocab_size, self.vocab)
+
+    def tokens(self, docs=None, dtype=torch.float64, device=None):
+        """Flat tensors for documents ``docs`` (default all): ``(doc, word, count)``, where
+        ``doc`` numbers the chosen documents ``0 .. len(docs) - 1``."""
+        part = self if docs is None else self.subset(docs)
+        doc = np.repeat(np.arange(part.num_docs), np.diff(part.doc_ptr))
+        return (torch.as_tensor(doc, device=device), torch.as_tensor(part.word_ids, device=device),
+                torch.as_tensor(part.counts, dtype=dtype, device=device))
+
+    def to_dense(self):
+        """``(D, V)`` count matrix (small corpora only)."""
+        out = np.zeros((self.num_docs, self.vocab_size))
+        doc = np.repeat(np.arange(self.num_docs), np.diff(self.doc_ptr))
+        np.add.at(out, (doc, self.word_ids), self.counts)
+        return out
+
+
+def from_counts(matrix, vocab=None):
+    """A corpus from a ``(D, V)`` count matrix: dense array or any scipy sparse matrix.
+
+    :raises ValueError: on negative, non-integer-valued or non-finite counts.
+    """
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(matrix, dtype=np.float64)
+    m.sum_duplicates()
+    if not np.all(np.isfinite(m.data)):
+        raise ValueError("count matrix contains NaN or inf")
+    if np.any(m.data < 0):
+        raise ValueError("count matrix contains negative counts")
+    m.eliminate_zeros()
+    return Corpus(m.indptr, m.indices, m.data, m.shape[1], vocab)
+
+
+def read_ldac(path, vocab_path=None, vocab_size=None):
+    """Read an LDA-C file: one document per line, ``N id:count id:count ...``.
+
+    :param path: the ``.ldac`` file.
+    :param vocab_path: optional vocabulary file, one word per line (its length sets ``V``).
+    :param int vocab_size: ``V`` when there is no vocabulary (default: largest id + 1).
+    :raises ValueError: naming the line of a malformed document.
+    """
+    vocab = None
+    if vocab_path is not None:
+        with open(vocab_path, encoding="utf-8") as fh:
+            vocab = [line.rstrip("\n") for line in fh]
+    ptr, ids, counts = [0], [], []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                pairs = [f.split(":") for f in fields[1:]]
+                doc_ids = [int(a) for a, _ in pairs]
+                doc_counts = [float(b) for _, b in pairs]
+                declared = int(fields[0])
+            except ValueError as err:
+                raise ValueError(f"{path}, line {lineno}: not 'N id:count ...' ({err})") from None
+            if declared != len(pairs):
+                raise ValueError(f"{path}, line {lineno}: declares {declared} distinct words, lists {len(pairs)}")
+            ids.extend(doc_ids)
+            counts.extend(doc_counts)
+            ptr.append(len(ids))
+    if vocab is not None:
+        vocab_size = len(vocab)
+    elif vocab_size is None:
+        vocab_size = max(ids) + 1 if ids else 1
+    return Corpus(np.array(ptr), np.array(ids, dtype=np.int64), np.array(counts), vocab_size, vocab)
+
+
+def split_documents(corpus, test_fraction=0.2, seed=0):
+    """Random document split: ``(train, test)`` corpora."""
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must lie in (0, 1); got {test_fraction}")
+    order = np.random.default_rng(seed).permutation(corpus.num_docs)
+    n_test = max(1, int(round(test_fraction * corpus.num_docs)))
+    return corpus.subset(np.sort(order[n_test:])), corpus.subset(np.sort(order[:n_test]))
+
+
+def split_tokens(corpus, fraction=0.5, seed=0):
+    """Document completion split: each document's tokens (count units) divided at random
+    into an observed part holding ``fraction`` of them and a held-out part. Returns the two
+    corpora (same documents, same order; a document may be empty in one of them)."""
+    rng = np.random.default_rng(seed)
+    parts = [[], []]
+    for d in range(corpus.num_docs):
+        lo, hi = corpus.doc_ptr[d], corpus.doc_ptr[d + 1]
+        ids, counts = corpus.word_ids[lo:hi], corpus.counts[lo:hi].astype(np.int64)
+        tokens = np.repeat(ids, counts)
+        rng.shuffle(tokens)
+        cut = int(round(fraction * len(tokens)))
+        for part, chunk in zip(parts, (tokens[:cut], tokens[cut:]), strict=True):
+            words, n = np.unique(chunk, return_counts=True)
+            part.append((words, n))
+    out = []
+    for part in parts:
+        lengths = [len(w) for w, _ in part]
+        ptr = np.concatenate([[0], np.cumsum(lengths)])
+        ids = np.concatenate([w for w, _ in part]) if part else np.zeros(0, dtype=np.int64)
+        counts = np.concatenate([n for _, n in part]).astype(np.float64) if part else np.zeros(0)
+        out.append(Corpus(ptr, ids, counts, corpus.vocab_size, corpus.vocab))
+    return out[0], out[1]
+
+
+def split_types(corpus, heldout_fraction=0.2, seed=0, min_size=10):
+    """Document completion split by word *types* (bnpy's protocol for its published held-out
+    scores): in each document ``ceil(heldout_fraction * U_d)`` of its ``U_d`` distinct words
+    (at least ``min_size``), with all their counts, are held out and the rest observed.
+    Documents with fewer than ``2 * min_size`` distinct words are left out of both parts.
+
+    :returns: ``(observed, heldout, kept document indices)``.
+    """
+    rng = np.random.default_rng(seed)
+    parts, kept = ([], []), []
+    for d in range(corpus.num_docs):
+        lo, hi = corpus.doc_ptr[d], corpus.doc_ptr[d + 1]
+        unique = hi - lo
+        n_out = max(min_size, int(np.ceil(heldout_fraction * unique)))
+        if unique - n_out < min_size:
+            continue
+        order = rng.permutation(unique)
+        kept.append(d)
+        for part, chosen in zip(parts, (order[n_out:], order[:n_out]), strict=True):
+            chosen = np.sort(chosen) + lo
+            part.append((corpus.word_ids[chosen], corpus.counts[chosen]))
+    out = []
+    for part in parts:
+        ptr = np.concatenate([[0], np.cumsum([len(w) for w, _ in part])]).astype(np.int64)
+        ids = np.concatenate([w for w, _ in part]) if part else np.zeros(0, dtype=np.int64)
+        counts = np.concatenate([c for _, c in part]) if part else np.zeros(0)
+        out.append(Corpus(ptr, ids, counts, corpus.vocab_size, corpus.vocab))
+    return out[0], out[1], np.array(kept, dtype=np.int64)
+
