@@ -27,7 +27,7 @@ import torch
 from pyro import poutine
 
 from ..allocation import stick_breaking_weights
-from .structure import ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
+from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
 
 #: the supported HDP form, quoted in error messages
 HDP_FORM = ("u ~ Beta(1, gamma) in a plate of size K; phi ~ Dirichlet(lam0 * ones(V)) in a plate of size K + 1; "
@@ -84,7 +84,7 @@ class TokenBatch:
 
 
 @dataclass
-class HDPSpec:
+class HDPSpec(ArgumentReader):
     """What recognition learnt about an HDP topic model: hyperparameters, site and plate names."""
 
     K: int
@@ -111,16 +111,6 @@ class HDPSpec:
 
     kind = "hdp"
 
-    @staticmethod
-    def _get(where, args, kwargs):
-        kind, key = where
-        return args[key] if kind == "arg" else kwargs[key]
-
-    def batch_indices(self, args, kwargs):
-        """The document plate's subsample indices (the batch's documents), else ``None``."""
-        if self.subsample_arg is None:
-            return None
-        return torch.as_tensor(self._get(self.subsample_arg, args, kwargs), dtype=torch.long)
 
     def tokens(self, args, kwargs):
         """The model's ``(doc, word)`` token arrays (all documents), validated."""

@@ -27,7 +27,7 @@ from pyro import poutine
 from ..families import FAMILIES
 from ..models.component_sites import sites_for
 from .hdp_recognition import is_hdp, recognize_hdp
-from .structure import ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
+from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
 from .wiring_check import verify_wiring
 
 
@@ -37,7 +37,7 @@ def _first(t, event_dim):
 
 
 @dataclass
-class ModelSpec:
+class ModelSpec(ArgumentReader):
     """What recognition learnt about a model: family, sticks, site and plate names."""
 
     family: object
@@ -63,17 +63,6 @@ class ModelSpec:
     def sites(self):
         return sites_for(self.family, self.param_sites)
 
-    @staticmethod
-    def _get(where, args, kwargs):
-        kind, key = where
-        return args[key] if kind == "arg" else kwargs[key]
-
-    def batch_indices(self, args, kwargs):
-        """The data plate's subsample indices when the model is given them as an argument
-        (the model's batch), else ``None``."""
-        if self.subsample_arg is None:
-            return None
-        return torch.as_tensor(self._get(self.subsample_arg, args, kwargs), dtype=torch.long)
 
     def data(self, args, kwargs, index=None):
         """The ``(N, D)`` data tensor (rows ``index`` only, if given), validated."""

@@ -54,3 +54,22 @@ def _find_sticks(global_sites, T):
         raise ModelStructureError(f"stick site '{site['name']}' must be Beta(1, alpha); its first parameter is not 1")
     alpha = _constant_over_components(beta.concentration0.expand(site["value"].shape), 0, site["name"], "alpha")
     return site, float(alpha)
+
+
+class ArgumentReader:
+    """What a recognised model's spec shares: reading its arguments back from a call's
+    ``args`` / ``kwargs`` (``where`` is ``("arg", position)`` or ``("kwarg", name)``)."""
+
+    subsample_arg = None
+
+    @staticmethod
+    def _get(where, args, kwargs):
+        kind, key = where
+        return args[key] if kind == "arg" else kwargs[key]
+
+    def batch_indices(self, args, kwargs):
+        """The subsampled plate's indices when the model is given them as an argument (the
+        model's batch: data items or documents), else ``None``."""
+        if self.subsample_arg is None:
+            return None
+        return torch.as_tensor(self._get(self.subsample_arg, args, kwargs), dtype=torch.long)

@@ -10,6 +10,8 @@ Pyro-free functions: see :class:`~pyro_memo.families.base.ConjugateFamily`.
 import importlib
 import pkgutil
 
+import torch
+
 from .base import REGISTRY, ConjugateFamily
 from .bernoulli import Bernoulli
 from .diag_gaussian import DiagGaussian
@@ -34,6 +36,11 @@ def get_family(name):
         raise ValueError(f"unknown family '{name}'; choose one of {sorted(FAMILIES)}") from None
 
 
+def family_from_state(d, device=None):
+    """The family :meth:`ConjugateFamily.state_dict` describes (keys ``family``, ``prior``, ``dtype``)."""
+    return get_family(d["family"])(d["prior"], dtype=getattr(torch, d["dtype"]), device=device)
+
+
 __all__ = [
     "FAMILIES",
     "Bernoulli",
@@ -43,5 +50,6 @@ __all__ = [
     "Multinomial",
     "Poisson",
     "ZeroMeanGaussian",
+    "family_from_state",
     "get_family",
 ]

@@ -103,6 +103,12 @@ class ConjugateFamily(ABC):
                 raise ValueError(f"{type(self).__name__} prior '{key}' has NaN or inf entries")
         self._check_prior()
 
+    def state_dict(self):
+        """Name, prior and dtype as plain tensors and strings (checkpoints); see
+        :func:`~pyro_memo.families.family_from_state`."""
+        return {"family": self.name, "prior": {k: v.cpu() for k, v in self.prior.items()},
+                "dtype": str(self.dtype).replace("torch.", "")}
+
     # ------------------------------------------------------------------ setup
     @property
     def dtype(self):

@@ -3,7 +3,7 @@
 import torch
 
 from ..allocation import DPSticks
-from ..families import get_family
+from ..families import family_from_state
 from ..posterior import VariationalPosterior
 from ..summaries import Summary
 
@@ -131,25 +131,17 @@ class DPMixturePosterior(VariationalPosterior):
 
     def state_dict(self):
         """Family, prior, sticks and factors as plain tensors, numbers and strings (checkpoints)."""
-        return {
-            "family": self.family.name,
-            "prior": {k: v.cpu() for k, v in self.family.prior.items()},
-            "dtype": str(self.family.dtype).replace("torch.", ""),
-            "alpha": self.sticks.alpha,
-            "truncation": self.sticks.truncation,
-            "component": {k: v.cpu() for k, v in self.component.items()},
-            "eta1": self.eta1.cpu(),
-            "eta0": self.eta0.cpu(),
-        }
+        return {**self.family.state_dict(), "alpha": self.sticks.alpha, "truncation": self.sticks.truncation,
+                "component": {k: v.cpu() for k, v in self.component.items()}, "eta1": self.eta1.cpu(),
+                "eta0": self.eta0.cpu()}
 
     @classmethod
     def from_state_dict(cls, d, device=None):
         """The inverse of :meth:`state_dict`."""
-        dtype = getattr(torch, d["dtype"])
-        family = get_family(d["family"])(d["prior"], dtype=dtype, device=device)
+        family = family_from_state(d, device)
 
         def move(t):
-            return t.to(dtype=dtype, device=device)
+            return t.to(dtype=family.dtype, device=device)
 
         return cls(family, DPSticks(d["alpha"], d["truncation"]), {k: move(v) for k, v in d["component"].items()},
                    move(d["eta1"]), move(d["eta0"]))

@@ -13,7 +13,7 @@ groups of Gaussian pixel features, the setting of Gomes, Welling & Perona 2008).
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, optimize_sticks, prior_sticks, top_level_objective
-from ..families import get_family
+from ..families import family_from_state
 from ..summaries import GroupSummary
 from .base import VariationalPosterior
 
@@ -223,18 +223,15 @@ class HDPMixturePosterior(GroupedHDPPosterior):
         return HDPMixturePosterior(self.family, component, rho, omega, self.alpha, self.gamma)
 
     def state_dict(self):
-        return {"family": self.family.name, "prior": {k: v.cpu() for k, v in self.family.prior.items()},
-                "dtype": str(self.family.dtype).replace("torch.", ""),
-                "component": {k: v.cpu() for k, v in self.component.items()}, "rho": self.rho.cpu(),
-                "omega": self.omega.cpu(), "alpha": self.alpha, "gamma": self.gamma}
+        return {**self.family.state_dict(), "component": {k: v.cpu() for k, v in self.component.items()},
+                "rho": self.rho.cpu(), "omega": self.omega.cpu(), "alpha": self.alpha, "gamma": self.gamma}
 
     @classmethod
     def from_state_dict(cls, d, device=None):
-        dtype = getattr(torch, d["dtype"])
-        family = get_family(d["family"])(d["prior"], dtype=dtype, device=device)
+        family = family_from_state(d, device)
 
         def move(t):
-            return t.to(dtype=dtype, device=device)
+            return t.to(dtype=family.dtype, device=device)
 
         return cls(family, {k: move(v) for k, v in d["component"].items()}, move(d["rho"]), move(d["omega"]),
                    d["alpha"], d["gamma"])
