@@ -7,6 +7,8 @@ old and new (``--reps`` times each for the toy fit), one thread each:
 * toy data (Hughes & Sudderth 2013 §4.1: N = 100,000 5x5 patches, D = 25), zero-mean Gaussian
   DP mixture, K = 25, 100 batches, seed 0, float64, ``--toy-laps`` laps: final exact ELBO and
   seconds per lap;
+* small fits of every other driver (full-batch, stochastic, memoized with moves, HDP with
+  moves, stochastic HDP): their objective traces, old against new;
 * Wikipedia (the bnpy 0.1.7 corpus, 80/20 document split), memoized HDP at the README's
   settings (K = 100, 20 batches, float32, k-means start), ``--wiki-laps`` laps: held-out
   log-likelihood per token by document completion and seconds per lap.
@@ -30,6 +32,26 @@ x = torch.as_tensor(toy_patches(100_000, seed=0)[0], dtype=torch.float64)
 family = pm.ZeroMeanGaussian.from_data(x)
 fit = pm.MemoizedVB(family, K=25, laps={laps}, tol=0, seed=0).fit(x, num_batches=100)
 print(json.dumps({{"elbo": fit.elbo, "trace": fit.elbo_trace, "lap_seconds": fit.lap_seconds}}))
+"""
+
+SMALL = """
+import json, torch
+import pyro_memo as pm
+from pyro_memo.synthetic import toy_patches, bars_corpus
+from pyro_memo.topics import MemoizedHDP, StochasticHDP
+torch.set_num_threads(1)
+x = torch.as_tensor(toy_patches(6000, seed=1)[0], dtype=torch.float64)
+fam = pm.ZeroMeanGaussian.from_data(x)
+out = {{}}
+out["full-batch VB"] = pm.FullBatchVB(fam, 10, max_iter=15, tol=0, seed=0).fit(x).elbo_trace
+out["stochastic VB"] = pm.StochasticVB(fam, 10, laps=4, seed=0).fit(x, num_batches=6).elbo_trace
+out["memoized VB, births/merges/deletes from K=1"] = pm.MemoizedVB(fam, 1, laps=12, seed=0,
+    moves="birth,merge,delete").fit(x, num_batches=6).elbo_trace
+corpus = bars_corpus(200, 80, alpha=0.2, seed=4)[0]
+out["memoized HDP, births/merges from K=2"] = MemoizedHDP(K=2, laps=8, seed=0, local_iters=30,
+    moves="birth,merge").fit(corpus, 3).elbo_trace
+out["stochastic HDP (rate (t + d)^-kappa now counts t from 1)"] = StochasticHDP(K=8, laps=3, seed=0).fit(corpus, 3).elbo_trace
+print(json.dumps(out))
 """
 
 WIKI = """
@@ -78,6 +100,12 @@ def main():
     print(f"toy: relative ELBO difference {abs(new - old) / abs(old):.2e}; largest over the trace "
           f"{max(abs(a - b) / abs(a) for a, b in zip(toy['old'][0]['trace'], toy['new'][0]['trace'], strict=True)):.2e}"
           f"; s/lap old {old_lap:.3f}, new {new_lap:.3f}, new/old {new_lap / old_lap:.3f}", flush=True)
+    small = {name: run(checkouts[name], SMALL.format()) for name in ("old", "new")}
+    for fit, old_trace in small["old"].items():
+        new_trace = small["new"][fit]
+        worst = max(abs(a - b) / abs(a) for a, b in zip(old_trace, new_trace, strict=False))
+        print(f"{fit}: {len(old_trace)} / {len(new_trace)} laps, final old {old_trace[-1]!r} new {new_trace[-1]!r}, "
+              f"largest relative difference {worst:.1e}", flush=True)
     if args.skip_wiki:
         return
     wiki = {}
