@@ -26,6 +26,7 @@ import sys
 TOY = """
 import json, torch
 import pyro_memo as pm
+import pyro_memo as pm_module
 from pyro_memo.synthetic import toy_patches
 torch.set_num_threads(1)
 x = torch.as_tensor(toy_patches(100_000, seed=0)[0], dtype=torch.float64)
@@ -37,6 +38,7 @@ print(json.dumps({{"elbo": fit.elbo, "trace": fit.elbo_trace, "lap_seconds": fit
 SMALL = """
 import json, torch
 import pyro_memo as pm
+import pyro_memo as pm_module
 from pyro_memo.synthetic import toy_patches, bars_corpus
 from pyro_memo.topics import MemoizedHDP, StochasticHDP
 torch.set_num_threads(1)
@@ -56,6 +58,7 @@ print(json.dumps(out))
 
 WIKI = """
 import json, torch
+import pyro_memo as pm_module
 from pyro_memo.topics import MemoizedHDP, document_completion, load_wikipedia, split_documents
 torch.set_num_threads(1)
 train, test = split_documents(load_wikipedia(), 0.2, seed=0)
@@ -65,9 +68,18 @@ print(json.dumps({{"heldout": document_completion(fit.posterior, test), "bound_p
 """
 
 
+CHECK = """
+import os as _os
+assert _os.path.dirname(_os.path.dirname(_os.path.abspath(pm_module.__file__))) == {root!r}, pm_module.__file__
+"""
+
+
 def run(checkout, code):
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    root = os.path.abspath(checkout)
+    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    # run inside the checkout: `python -c` puts the working folder first on sys.path
+    out = subprocess.run([sys.executable, "-c", code + CHECK.format(root=root)], env=env, cwd=root,
+                         capture_output=True, text=True, check=False)
     if out.returncode:
         raise RuntimeError(f"{checkout}: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
