@@ -22,7 +22,7 @@ project = "pyro-memo"
 author = "the pyro-memo developers"
 copyright = "2026, the pyro-memo developers"  # noqa: A001
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.mathjax",
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax",
               "sphinx.ext.viewcode"]
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 nitpicky = False
