@@ -52,7 +52,8 @@ out["memoized VB, births/merges/deletes from K=1"] = pm.MemoizedVB(fam, 1, laps=
 corpus = bars_corpus(200, 80, alpha=0.2, seed=4)[0]
 out["memoized HDP, births/merges from K=2"] = MemoizedHDP(K=2, laps=8, seed=0, local_iters=30,
     moves="birth,merge").fit(corpus, 3).elbo_trace
-out["stochastic HDP (rate (t + d)^-kappa now counts t from 1)"] = StochasticHDP(K=8, laps=3, seed=0).fit(corpus, 3).elbo_trace
+out["stochastic HDP (rate (t + d)^-kappa now counts t from 1)"] = StochasticHDP(K=8, laps=3, seed=0).fit(
+    corpus, 3).elbo_trace
 print(json.dumps(out))
 """
 

@@ -32,7 +32,7 @@ def nmi(truth, pred):
 def hungarian_accuracy(truth, pred):
     """Fraction of items labelled correctly under the best one-to-one matching of predicted
     clusters to true classes (Hungarian algorithm on the contingency table); clusters left
-    unmatched count as errors (paper 002 §5)."""
+    unmatched count as errors (Lim & Jiang, §5)."""
     truth, pred = _pair(truth, pred)
     _, t = np.unique(truth, return_inverse=True)
     _, p = np.unique(pred, return_inverse=True)

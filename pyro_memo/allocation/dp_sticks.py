@@ -1,13 +1,13 @@
 """Dirichlet-process stick-breaking allocation with a truncated variational family.
 
-Model (paper 000 eq. 1): :math:`v_k \\sim Beta(1, \\alpha)`,
+Model (Hughes & Sudderth 2013, eq. 1): :math:`v_k \\sim Beta(1, \\alpha)`,
 :math:`w_k = v_k \\prod_{\\ell<k} (1 - v_\\ell)`, :math:`z_n \\sim Cat(w)`.
 Variational family: :math:`q(v_k) = Beta(\\eta_{k1}, \\eta_{k0})` for ``k <= K``.
 
-* ``"nested"`` truncation (paper 000 §2.1): :math:`q(z_n = k) = 0` for ``k > K``;
+* ``"nested"`` truncation (Hughes & Sudderth 2013, §2.1): :math:`q(z_n = k) = 0` for ``k > K``;
   sticks beyond ``K`` stay at their prior and add nothing to the ELBO, so a model
   with ``K`` components embeds exactly into one with more (births rely on this).
-* ``"direct"`` truncation (paper 003 §3): :math:`q(v_K = 1) = 1`, so the last
+* ``"direct"`` truncation (Blei & Jordan 2006, §3): :math:`q(v_K = 1) = 1`, so the last
   component takes all remaining mass and has no stick of its own.
 """
 
@@ -56,7 +56,7 @@ class DPSticks:
         return f"DPSticks(alpha={self.alpha}, truncation='{self.truncation}')"
 
     def posterior(self, counts):
-        """Closed-form stick update (paper 000 eq. 10): :math:`\\eta_{k1} = 1 + \\hat N_k`,
+        """Closed-form stick update (Hughes & Sudderth 2013, eq. 10): :math:`\\eta_{k1} = 1 + \\hat N_k`,
         :math:`\\eta_{k0} = \\alpha + \\sum_{\\ell > k} \\hat N_\\ell`. Returns ``(eta1, eta0)``."""
         tail = counts.flip(0).cumsum(0).flip(0) - counts  # sum over l > k
         return 1.0 + counts, self.alpha + tail.clamp_min(0.0)
@@ -85,6 +85,6 @@ class DPSticks:
         return torch.where(self._has_stick(eta1.shape[0], eta1), kl, torch.zeros_like(kl))
 
     def elbo(self, counts, eta1, eta0):
-        """Allocation part of paper 000 eq. 8:
+        """Allocation part of Hughes & Sudderth 2013, eq. 8:
         :math:`\\sum_k \\hat N_k E[\\log w_k] - KL(q(v_k) \\| p(v_k))`."""
         return (counts * self.expected_log_weights(eta1, eta0)).sum() - self.kl_to_prior(eta1, eta0).sum()

@@ -5,7 +5,7 @@ from pyro.optim import PyroOptim
 
 
 class ClosedFormOptimizer(PyroOptim):
-    """Applies the closed-form coordinate update (paper 000 eq. 10) inside ``SVI.step``.
+    """Applies the closed-form coordinate update (Hughes & Sudderth 2013, eq. 10) inside ``SVI.step``.
 
     :class:`MemoizedELBO` writes ``current - optimum`` into each variational parameter's
     gradient (in Pyro's unconstrained space); a unit gradient step therefore moves every

@@ -106,7 +106,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
 
 def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None, laps=50, tol=1e-8,
                  seed=0, shuffle=True, callback=None, **kwargs):
-    """Recognise ``model`` and run memoized online VB on its data (paper 000 §3).
+    """Recognise ``model`` and run memoized online VB on its data (Hughes & Sudderth 2013, §3).
 
     :param model: a DP-mixture Pyro model (see :mod:`pyro_memo.bridge.recognition`).
     :param args: the model's positional arguments (the data among them).

@@ -15,18 +15,18 @@ CONSTRAINTS = {"real": constraints.real, "positive_definite": constraints.positi
 
 
 class DPMixtureGuide:
-    """Variational family :math:`q(v)q(\\phi)q(z)` of a DP-mixture Pyro model (paper 000 §2.1).
+    """Variational family :math:`q(v)q(\\phi)q(z)` of a DP-mixture Pyro model (Hughes & Sudderth 2013, §2.1).
 
     ``q(v_k) = Beta(eta1_k, eta0_k)`` and ``q(phi_k)`` (the family's conjugate form)
     for ``k <= K``; components beyond ``K`` stay at their prior (nested truncation) and
     ``q(z_n)`` puts no mass on them. The global parameters live in Pyro's param store
     under ``"{prefix}.eta1"``, ``"{prefix}.eta0"`` and ``"{prefix}.<name>"``; the
-    responsibilities :math:`q(z_n)` are the exact local optimum (paper 000 eq. 9)
+    responsibilities :math:`q(z_n)` are the exact local optimum (Hughes & Sudderth 2013, eq. 9)
     computed from them whenever the guide runs, so they are never stale.
 
     :param model: the Pyro model (recognised on first call, see :mod:`.recognition`).
     :param int K: truncation level; defaults to ``T - 1`` (nested). ``K = T`` gives the
-        direct truncation of paper 003.
+        direct truncation of Blei & Jordan 2006.
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
     :param int seed: seed of the initialisation.
     :param torch.dtype dtype: dtype of the variational math.

@@ -17,7 +17,7 @@ def batch_key(indices):
 
 
 class MemoizedELBO(ELBO):
-    """The exact memoized objective of paper 000 (eqs. 8 and 11) as a Pyro ELBO.
+    """The exact memoized objective of Hughes & Sudderth 2013 (eqs. 8 and 11) as a Pyro ELBO.
 
     Each call runs the exact local step on the model's current batch (the data plate's
     subsample indices, passed to the model as an argument; the whole data if the plate

@@ -2,7 +2,7 @@
 
 A runner takes the training data, the scoring family, a :class:`Budget` and the shared
 settings, and returns a :class:`Run`: a trace of (passes, seconds, exact ELBO, K) points,
-final hard labels and a held-out log predictive density. The exact ELBO is paper 000 eq. 8:
+final hard labels and a held-out log predictive density. The exact ELBO is Hughes & Sudderth 2013, eq. 8:
 for the variational methods that of their own globals (with optimal local factors, one
 extra pass for the stochastic ones); methods that end in hard assignments or point
 estimates (SGA, Gibbs, scikit-learn) are scored by

@@ -9,7 +9,7 @@ from .synthetic import toy_patches
 #: bundled dataset name -> one-line description
 BUNDLED = {
     "digits": "scikit-learn's handwritten digits: 1,797 images of 8x8 pixels (D = 64), 10 classes",
-    "toy-patches": "paper 000's toy data: 100,000 5x5 patches from 8 zero-mean edge-covariance Gaussians",
+    "toy-patches": "Hughes & Sudderth 2013's toy data: 100,000 5x5 patches from 8 zero-mean edge-covariance Gaussians",
     "fashion-mnist": "Fashion-MNIST: 70,000 28x28 images (D = 784), 10 classes (Debian's dataset-fashion-mnist)",
 }
 

@@ -14,7 +14,7 @@ def edge_covariances(patch=5, num_components=8, contrast=1.0, shared=0.5, noise=
     :math:`\\pi k / K`: one latent amplitude lifts the pixels on one side and lowers those
     on the other (variance ``contrast``), on top of a common brightness shared by all
     pixels (``shared``) and independent pixel noise (``noise``). This mirrors the toy
-    data of paper 000 §4.1 (8 components, 25 x 25 covariances, 5 x 5 patches with a
+    data of Hughes & Sudderth 2013, §4.1 (8 components, 25 x 25 covariances, 5 x 5 patches with a
     strong edge); with the defaults the Bayes classifier that knows the true covariances
     labels about 96% of patches correctly.
 
@@ -51,7 +51,7 @@ def toy_patches(num_items=100_000, seed=0, patch=5, num_components=8):
 
 
 def dp_gaussian_mixture(num_items, dim, alpha=1.0, separation=3.0, seed=0):
-    """Items from a DP mixture of Gaussians, as in paper 003 §5: stick-breaking weights with
+    """Items from a DP mixture of Gaussians, as in Blei & Jordan 2006, §5: stick-breaking weights with
     concentration ``alpha``, component means from :math:`N(0, \\text{separation}^2 I)` (so the
     typical distance between means grows like :math:`\\sqrt{D}` relative to the unit noise, a
     scaling comparable across dimensions) and unit diagonal covariances.

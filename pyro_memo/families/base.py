@@ -1,10 +1,10 @@
 """The interface every conjugate observation family implements.
 
 A family is a likelihood :math:`F(x \\mid \\phi)` with its conjugate prior
-:math:`H(\\phi \\mid \\lambda_0)` (paper 000 eq. 2). Everything here is pure torch:
+:math:`H(\\phi \\mid \\lambda_0)` (Hughes & Sudderth 2013, eq. 2). Everything here is pure torch:
 no Pyro, any dtype and device. Families talk to the rest of the package through
 *summaries*: responsibility-weighted sufficient statistics with a leading component
-dimension ``K`` (paper 000 eq. 7), which are additive over data batches.
+dimension ``K`` (Hughes & Sudderth 2013, eq. 7), which are additive over data batches.
 
 Conventions shared by all families:
 
@@ -165,11 +165,11 @@ class ConjugateFamily(ABC):
     # -------------------------------------------------------------- summaries
     @abstractmethod
     def stats(self, x, resp):
-        """Responsibility-weighted sufficient statistics :math:`s_k(x)` (paper 000 eq. 7)."""
+        """Responsibility-weighted sufficient statistics :math:`s_k(x)` (Hughes & Sudderth 2013, eq. 7)."""
 
     @abstractmethod
     def posterior(self, counts, stats):
-        """Conjugate update :math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (paper 000 eq. 10)."""
+        """Conjugate update :math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (Hughes & Sudderth 2013, eq. 10)."""
 
     def prior_posterior(self, K):
         """The prior written as a posterior dict with ``K`` identical components."""
@@ -184,7 +184,7 @@ class ConjugateFamily(ABC):
     def expected_log_lik_from_stats(self, counts, stats, post):
         """:math:`\\sum_n \\hat r_{nk} E_q[\\log p(x_n \\mid \\phi_k)]` from summaries: ``(K,)``.
 
-        This is the data term of paper 000 eq. 8, linear in the summaries.
+        This is the data term of Hughes & Sudderth 2013, eq. 8, linear in the summaries.
         """
 
     @abstractmethod
@@ -195,7 +195,7 @@ class ConjugateFamily(ABC):
     def log_marginal(self, counts, stats):
         """:math:`\\log \\int \\prod_n F(x_n \\mid \\phi) H(\\phi)\\, d\\phi` of a summary: ``(K,)``.
 
-        Exact for hard assignments; for soft summaries it is the quantity paper 000
+        Exact for hard assignments; for soft summaries it is the quantity Hughes & Sudderth 2013
         eq. 12 ranks merge candidates with.
         """
 

@@ -20,7 +20,7 @@ class ZeroMeanGaussian(ConjugateFamily):
     """:math:`x \\sim N(0, \\Lambda^{-1})`, :math:`\\Lambda \\sim W(\\nu_0, B_0^{-1})`.
 
     Prior keys: ``nu`` (), ``B`` (D, D). Statistic: ``xx`` :math:`\\sum_n r_{nk} x_n x_n^T`.
-    This is the family of the paper's image-patch experiments (paper 000 §4).
+    This is the family of the paper's image-patch experiments (Hughes & Sudderth 2013, §4).
     """
 
     name = "zm-gauss"

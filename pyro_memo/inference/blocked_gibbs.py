@@ -1,4 +1,4 @@
-"""Blocked Gibbs sampling of the truncated DP mixture (paper 003 §4; Ishwaran & James 2001)."""
+"""Blocked Gibbs sampling of the truncated DP mixture (Blei & Jordan 2006, §4; Ishwaran & James 2001)."""
 
 import math
 import time

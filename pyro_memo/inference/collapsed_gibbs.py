@@ -1,4 +1,4 @@
-"""Collapsed Gibbs sampling for conjugate DP mixtures (paper 003 §4; Neal 2000, algorithm 3)."""
+"""Collapsed Gibbs sampling for conjugate DP mixtures (Blei & Jordan 2006, §4; Neal 2000, algorithm 3)."""
 
 import math
 import time

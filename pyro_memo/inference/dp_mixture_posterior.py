@@ -31,7 +31,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     @classmethod
     def from_summary(cls, family, sticks, summary):
-        """The posterior that is optimal for ``summary`` (paper 000 eq. 10)."""
+        """The posterior that is optimal for ``summary`` (Hughes & Sudderth 2013, eq. 10)."""
         post = cls(family, sticks, None, None, None)
         post.update(summary)
         return post
@@ -50,12 +50,12 @@ class DPMixturePosterior(VariationalPosterior):
         return self.family.dtype
 
     def optimal_for(self, summary):
-        """A new posterior optimal for ``summary`` (paper 000 eq. 10); this one is unchanged."""
+        """A new posterior optimal for ``summary`` (Hughes & Sudderth 2013, eq. 10); this one is unchanged."""
         return DPMixturePosterior.from_summary(self.family, self.sticks, summary)
 
     # ---------------------------------------------------------------- updates
     def update_components(self, summary):
-        """:math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (paper 000 eq. 10)."""
+        """:math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (Hughes & Sudderth 2013, eq. 10)."""
         self.component = self.family.posterior(summary.counts, summary.stats)
 
     def update_sticks(self, summary):
@@ -75,7 +75,7 @@ class DPMixturePosterior(VariationalPosterior):
         return self.family.expected_log_lik(x, self.component) + e_log_w
 
     def responsibilities(self, x):
-        """:math:`\\hat r_{nk}` (paper 000 eq. 9), normalised by log-sum-exp: ``(N, K)``.
+        """:math:`\\hat r_{nk}` (Hughes & Sudderth 2013, eq. 9), normalised by log-sum-exp: ``(N, K)``.
 
         Entries below :math:`\\sqrt{\\text{tiny}}` (1.5e-154 in float64) are set to zero. They
         change the ELBO by less than ``N * 1e-150`` nats, and left alone they underflow into
@@ -105,7 +105,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     # ------------------------------------------------------------------ ELBO
     def elbo_terms(self, summary):
-        """The exact ELBO of paper 000 eq. 8, split into its terms (each a scalar tensor)."""
+        """The exact ELBO of Hughes & Sudderth 2013, eq. 8, split into its terms (each a scalar tensor)."""
         fam = self.family
         data = fam.expected_log_lik_from_stats(summary.counts, summary.stats, self.component).sum()
         return {
@@ -116,7 +116,7 @@ class DPMixturePosterior(VariationalPosterior):
         }
 
     def elbo(self, summary):
-        """Exact full-data ELBO (paper 000 eq. 8): linear in the summaries plus the entropy."""
+        """Exact full-data ELBO (Hughes & Sudderth 2013, eq. 8): linear in the summaries plus the entropy."""
         t = self.elbo_terms(summary)
         return t["data"] - t["kl_components"] + t["allocation"] + t["entropy"]
 

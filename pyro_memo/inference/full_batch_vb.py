@@ -11,7 +11,7 @@ class FullBatchVB(MemoizedVB):
     """Coordinate ascent on the exact ELBO over all data at once.
 
     Each iteration runs three exact coordinate steps, none of which can lower the
-    ELBO: local assignments (paper 000 eq. 9), component posteriors and stick
+    ELBO: local assignments (Hughes & Sudderth 2013, eq. 9), component posteriors and stick
     posteriors (eq. 10). It is :class:`~pyro_memo.inference.MemoizedVB` with a single batch
     (the one driver, :class:`~pyro_memo.engine.MemoizedDriver`), started from responsibilities
     of all the data.

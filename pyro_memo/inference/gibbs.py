@@ -1,4 +1,4 @@
-"""What the Gibbs samplers of DP mixtures (paper 003 §4) share: their result and predictive."""
+"""What the Gibbs samplers of DP mixtures (Blei & Jordan 2006, §4) share: their result and predictive."""
 
 import math
 from dataclasses import dataclass, field
@@ -79,7 +79,7 @@ class GibbsResult:
     def log_predictive(self, x):
         """Held-out log predictive density of each row of ``x``, averaged over the kept
         samples in probability space: :math:`\\log \\frac1S \\sum_s p(x \\mid \\text{state}_s)`
-        (paper 003 §4)."""
+        (Blei & Jordan 2006, §4)."""
         if not self.samples:
             raise ValueError("no samples were kept: raise sweeps or lower burn_in")
         per_sample = torch.stack([sample(x) for sample in self.samples])

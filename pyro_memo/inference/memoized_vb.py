@@ -11,7 +11,7 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     """Memoized coordinate ascent over fixed data batches.
 
     For each batch ``b`` in a random order each lap: the exact local step on ``b``
-    (paper 000 eq. 9), the memo update :math:`S \\leftarrow S - S^b_{old} + S^b_{new}`
+    (Hughes & Sudderth 2013, eq. 9), the memo update :math:`S \\leftarrow S - S^b_{old} + S^b_{new}`
     (eq. 11) and the closed-form global update from the whole-data summary (eq. 10).
     From the end of the first lap the total is the summary of the whole data, the ELBO
     (eq. 8) is exact and no batch step can lower it. With one batch this is

@@ -1,4 +1,4 @@
-"""Posterior predictive densities of DP mixtures from summaries (paper 003 §3, §4).
+"""Posterior predictive densities of DP mixtures from summaries (Blei & Jordan 2006, §3, §4).
 
 For a conjugate family, the predictive density of a new item under a component whose
 posterior came from summary :math:`S_k` is the ratio of marginal likelihoods

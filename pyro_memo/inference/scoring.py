@@ -1,4 +1,4 @@
-"""Scoring any method's result on the one objective: the exact DP-mixture ELBO (paper 000 eq. 8)."""
+"""Scoring any method's result on the one objective: the exact DP-mixture ELBO (Hughes & Sudderth 2013, eq. 8)."""
 
 import torch
 
@@ -9,7 +9,7 @@ from .gibbs import hard_summary
 
 def full_data_elbo(posterior, source, family=None):
     """Exact full-data ELBO of ``posterior``'s globals with the optimal local factors,
-    computed by one pass of local steps over every batch of ``source`` (paper 000 eq. 8).
+    computed by one pass of local steps over every batch of ``source`` (Hughes & Sudderth 2013, eq. 8).
     This is how a stochastic method, whose running quantities are noisy, is scored.
 
     :returns: ``(elbo, summary)``: the ELBO (float, total nats) and the whole-data summary.
@@ -23,7 +23,7 @@ def full_data_elbo(posterior, source, family=None):
 
 
 def labels_posterior(family, x, labels, alpha=1.0, by_size=True, chunk=50_000):
-    """The optimal globals for a hard clustering (paper 000 eq. 10) and its summary: labels
+    """The optimal globals for a hard clustering (Hughes & Sudderth 2013, eq. 10) and its summary: labels
     compacted to ``0..K-1`` and, with ``by_size``, ordered by cluster size.
 
     :returns: ``(posterior, summary)``.
@@ -46,7 +46,7 @@ def labels_posterior(family, x, labels, alpha=1.0, by_size=True, chunk=50_000):
 
 def labels_elbo(family, x, labels, alpha=1.0):
     """Exact ELBO of a hard clustering: ``q(z_n)`` puts all mass on ``labels[n]`` and the
-    globals are the optimum for those assignments (paper 000 eq. 10), components ordered by
+    globals are the optimum for those assignments (Hughes & Sudderth 2013, eq. 10), components ordered by
     size. This scores methods that return labels or point estimates (SGA, Gibbs,
     scikit-learn) on the same objective as the variational ones.
 

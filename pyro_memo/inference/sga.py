@@ -1,4 +1,4 @@
-"""Stochastic gradient ascent for the DP mixture (paper 002 §3–4): SGA, SGA+M, SGA+F."""
+"""Stochastic gradient ascent for the DP mixture (Lim & Jiang, §3–4): SGA, SGA+M, SGA+F."""
 
 import time
 from dataclasses import dataclass, field

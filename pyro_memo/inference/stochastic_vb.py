@@ -1,4 +1,4 @@
-"""Stochastic online natural-gradient variational inference for DP mixtures (paper 000 §2.3)."""
+"""Stochastic online natural-gradient variational inference for DP mixtures (Hughes & Sudderth 2013, §2.3)."""
 
 __all__ = ["PAPER_SCHEDULES", "StochasticVB", "full_data_elbo"]
 
@@ -7,12 +7,12 @@ from .dp_mixture_posterior import DPMixturePosterior
 from .dp_steps import DPMixtureSteps
 from .scoring import full_data_elbo
 
-#: the three learning-rate schedules of paper 000 §4: ``(kappa, delay)``
+#: the three learning-rate schedules of Hughes & Sudderth 2013, §4: ``(kappa, delay)``
 PAPER_SCHEDULES = ((0.5, 10.0), (0.5, 100.0), (0.9, 10.0))
 
 
 class StochasticVB(DPMixtureSteps, StochasticDriver):
-    """Stochastic variational inference (Hoffman et al. 2013; paper 000 §2.3, eq. 6–7).
+    """Stochastic variational inference (Hoffman et al. 2013; Hughes & Sudderth 2013, §2.3, eq. 6–7).
 
     After the local step on batch ``b`` the global natural parameters move a step
     :math:`\\rho_t = (t + d)^{-\\kappa}` towards the optimum for the batch scaled to the

@@ -1,4 +1,4 @@
-"""The memo: one cached summary per batch and their running total (paper 000 §3, eq. 11)."""
+"""The memo: one cached summary per batch and their running total (Hughes & Sudderth 2013, §3, eq. 11)."""
 
 
 class SummaryCache:

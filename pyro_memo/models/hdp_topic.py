@@ -10,7 +10,7 @@ from ..allocation import stick_breaking_weights
 
 
 class HDPTopicModel:
-    """A truncated HDP topic model over tokens (paper 001, "Hierarchical DP Topic Model").
+    """A truncated HDP topic model over tokens (Sudderth's HDP talk, "Hierarchical DP Topic Model").
 
     ``K`` top-level sticks :math:`u_k \\sim \\mathrm{Beta}(1, \\gamma)` give global weights
     :math:`\\beta` over ``K + 1`` entries (the last one the tail beyond the truncation);

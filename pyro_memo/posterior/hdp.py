@@ -1,5 +1,5 @@
 """The HDP over groups of items, for any observation family (Hughes, Kim & Sudderth 2015;
-Sudderth's talk, paper 001): top-level sticks ``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``
+Sudderth's HDP talk): top-level sticks ``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``
 (:mod:`pyro_memo.allocation.hdp_sticks`), group-level Dirichlets ``q(pi_d) = Dir(theta_d)``,
 item responsibilities, and one conjugate factor per component.
 

@@ -1,5 +1,5 @@
 """Global variational parameters of the HDP topic model, its document-level local step and
-its bound (Hughes, Kim & Sudderth, AISTATS 2015; Sudderth's talk, paper 001, slides
+its bound (Hughes, Kim & Sudderth, AISTATS 2015; Sudderth's HDP talk, slides
 "Variational Learning of HDP Topics")."""
 
 import torch

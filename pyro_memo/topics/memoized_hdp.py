@@ -1,4 +1,4 @@
-"""Memoized online variational inference for the HDP topic model (paper 001; Hughes, Kim &
+"""Memoized online variational inference for the HDP topic model (Sudderth's HDP talk; Hughes, Kim &
 Sudderth, AISTATS 2015)."""
 
 from collections import namedtuple

@@ -1,5 +1,5 @@
 """Stochastic online variational inference for the HDP topic model, the baseline of
-memoized inference (paper 001, "Analysis of Document Corpora": memoized versus stochastic
+memoized inference (Sudderth's HDP talk, "Analysis of Document Corpora": memoized versus stochastic
 rates; Hoffman, Blei, Wang & Paisley 2013 for the topic step).
 
 Each step draws a batch of documents, runs the same document-level local step as

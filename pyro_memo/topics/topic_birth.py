@@ -1,4 +1,4 @@
-"""Births of HDP topics accepted only when the exact memoized bound rises (paper 001,
+"""Births of HDP topics accepted only when the exact memoized bound rises (Sudderth's HDP talk,
 "Birth moves"; for the HDP, Hughes, Kim & Sudderth 2015 §5).
 
 At the start of a lap the largest topic not tried since the last accepted birth is the

@@ -1,4 +1,4 @@
-"""Merges of HDP topics accepted only when the exact memoized bound rises (paper 001,
+"""Merges of HDP topics accepted only when the exact memoized bound rises (Sudderth's HDP talk,
 "Memoized Cluster Merges", for the HDP: Hughes, Kim & Sudderth 2015 §5).
 
 Candidate pairs are chosen at the start of a lap by the Dirichlet-multinomial marginal

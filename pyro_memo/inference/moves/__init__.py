@@ -1,4 +1,4 @@
-"""Birth, merge and delete moves for memoized inference (paper 000 §3.1-3.2)."""
+"""Birth, merge and delete moves for memoized inference (Hughes & Sudderth 2013, §3.1-3.2)."""
 
 from ...engine.moves import Move, optimal_elbo, sort_components
 from ...engine.moves import make_moves as _make_moves

@@ -1,4 +1,4 @@
-"""Birth moves in three phases over two laps: collect, create, adopt (paper 000 §3.1)."""
+"""Birth moves in three phases over two laps: collect, create, adopt (Hughes & Sudderth 2013, §3.1)."""
 
 import numpy as np
 import torch
@@ -142,7 +142,7 @@ class BirthMove(Move):
 
     def create(self, posterior, sub):
         """Fit a fresh DP mixture to the subsample, then merge its redundant components (the
-        five best pairs by paper 000 eq. 12 tried each round) while the subsample's exact ELBO
+        five best pairs by Hughes & Sudderth 2013, eq. 12 tried each round) while the subsample's exact ELBO
         rises (a single cluster then yields a single component,
         and no birth). Returns the subsample's summary under the fresh model."""
         seed = int(self.rng.integers(2**31))

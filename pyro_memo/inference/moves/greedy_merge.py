@@ -1,4 +1,4 @@
-"""GreedyMerge, the ablation of paper 000 §4.1: merges judged on the current batch alone."""
+"""GreedyMerge, the ablation of Hughes & Sudderth 2013, §4.1: merges judged on the current batch alone."""
 
 from .base import Move, optimal_elbo, rewrite_memo
 from .merge import pair_entropies, select_pairs
@@ -9,7 +9,7 @@ SCORES = ("current", "batch", "scaled")
 
 class GreedyMergeMove(Move):
     """Merge when the ELBO of the *current batch alone* rises, not the exact full-data ELBO
-    (paper 000 §4.1's GreedyMerge ablation, "as done in" stochastic split-merge methods).
+    (Hughes & Sudderth 2013, §4.1's GreedyMerge ablation, "as done in" stochastic split-merge methods).
     "The ELBO of the current batch" can be read three ways; ``score`` picks one:
 
     * ``"current"`` (default): the ELBO with the data replaced by the batch, evaluated at

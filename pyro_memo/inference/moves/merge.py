@@ -1,4 +1,4 @@
-"""Merge moves with exact full-data ELBO acceptance (paper 000 §3.2)."""
+"""Merge moves with exact full-data ELBO acceptance (Hughes & Sudderth 2013, §3.2)."""
 
 import torch
 
@@ -41,7 +41,7 @@ class MergeMove(PairMergeMove):
     """Merge pairs of components when the exact full-data ELBO rises.
 
     At the start of a lap the candidate pairs are chosen by the marginal-likelihood ratio
-    (paper 000 eq. 12); during the lap every batch caches the merged-assignment entropy of
+    (Hughes & Sudderth 2013, eq. 12); during the lap every batch caches the merged-assignment entropy of
     each candidate pair; after the lap each candidate is evaluated exactly (eq. 8 is linear
     in the summaries, the pair entropies supply the one non-linear term) and accepted only
     if the ELBO increases. A component takes part in at most one merge per lap (the loop is
