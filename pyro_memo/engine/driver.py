@@ -196,6 +196,9 @@ class MemoizedDriver(Driver):
             batch = self.read_batch(source, key)
             local, summary = self.local_step(state, key, batch)
             for move in self.moves:
+                terms = move.batch_terms(batch, local)
+                if terms is not None:
+                    summary.extras[move.name] = terms
                 summary = move.visit_batch(state, key, batch, local, summary)
             self.memoize(state, key, local, summary)
             complete = len(cache) == source.num_batches

@@ -3,9 +3,12 @@
 A move takes part in each lap of :class:`~pyro_memo.engine.MemoizedDriver` in two parts
 (Hughes & Sudderth 2013 §3.1-3.2; bnpy carries the batch-side terms in its summaries):
 
-- **batch side**, :meth:`Move.visit_batch`: after a batch's local step, terms that only that
-  batch can supply (merged-pair entropies, a candidate's local step) are computed from the
-  batch and its local factors; the summary returned enters the memo;
+- **batch side**, :meth:`Move.batch_terms` and :meth:`Move.visit_batch`: after a batch's local
+  step, terms that only that batch can supply are computed from the batch and its local
+  factors. ``batch_terms`` is a pure function of the batch and the move's plan for the lap, and
+  its result travels in the batch's summary (``summary.extras[move.name]``, as bnpy carries merge
+  terms in its statistics bag), so it can run wherever the local step runs; ``visit_batch`` may
+  also keep state on the move (a candidate's local step, a birth's subsample);
 - **driver side**, :meth:`Move.start_lap` chooses what to propose from the memo before the
   first batch, and :meth:`Move.end_lap` evaluates each proposal on the complete memo and
   accepts it only when the exact objective rises (:func:`optimal_elbo`), rewriting every
@@ -45,6 +48,11 @@ class Move:
     def start_lap(self, state, driver):
         """Driver side, before the lap's first batch: choose the proposals."""
 
+    def batch_terms(self, batch, local):
+        """Batch side: this move's additive terms for one batch (a tensor carried in the batch's
+        summary as ``extras[self.name]``), or ``None``."""
+        return None
+
     def visit_batch(self, state, key, batch, local, summary):
         """Batch side, after batch ``key``'s local step (``local``: its local factors);
         returns the summary to memoize."""
@@ -52,6 +60,21 @@ class Move:
 
     def end_lap(self, state, driver):
         """Driver side, after the lap's last batch: accept proposals on an exact increase."""
+
+    def collected_terms(self, state):
+        """Every cached batch's :meth:`batch_terms` from this lap (key -> tensor), or ``None``
+        when a batch has none (it was not visited with this lap's plan)."""
+        batches = state.cache.batches
+        if not batches or any(self.name not in s.extras for s in batches.values()):
+            return None
+        return {key: s.extras[self.name] for key, s in batches.items()}
+
+    def clear_terms(self, state):
+        """Drop this move's terms from the memo (at the start of a lap: they belong to the last plan)."""
+        cache = state.cache
+        cache.batches = {key: s.without(self.name) for key, s in cache.batches.items()}
+        if cache.total is not None:
+            cache.total = cache.total.without(self.name)
 
     def converged(self, state):
         """Whether this move has nothing left to try (a fit with moves stops only then)."""
@@ -138,7 +161,7 @@ class PairMergeMove(Move):
     after the lap the candidates are tried in order, each component in at most one accepted
     merge per lap. Batch side: every batch computes the merged-assignment entropy of each
     candidate (:meth:`batch_pair_entropy`), the one term of the objective that is not a
-    function of the summaries. A model fills in :meth:`pair_scores`,
+    function of the summaries, and carries it in its summary. A model fills in :meth:`pair_scores`,
     :meth:`batch_pair_entropy`, :meth:`current`, :meth:`evaluate` and :meth:`apply`.
 
     :param int per_component: candidate partners per component.
@@ -175,6 +198,7 @@ class PairMergeMove(Move):
 
     # ------------------------------------------------------------- the hooks
     def start_lap(self, state, driver):
+        self.clear_terms(state)
         total = state.cache.total
         self.pairs, self.pair_entropy = None, {}
         self.num_components = None if total is None else total.K
@@ -183,19 +207,20 @@ class PairMergeMove(Move):
         pairs, scores = self.pair_scores(state, total)
         self.pairs = candidate_pairs(pairs, scores, total.K, self.per_component, self.max_pairs)
 
-    def visit_batch(self, state, key, batch, local, summary):
+    def batch_terms(self, batch, local):
         if self.pairs is not None and len(self.pairs):
-            self.pair_entropy[key] = self.batch_pair_entropy(batch, local, self.pairs)
-        return summary
+            return self.batch_pair_entropy(batch, local, self.pairs)
+        return None
 
     def ready(self, state):
-        """Every batch supplied its pair entropies and the components are those they were computed for
-        (an accepted birth or delete earlier in the lap renumbers them)."""
+        """Every batch carries this lap's pair entropies and the components are those they were
+        computed for (an accepted birth or delete earlier in the lap renumbers them)."""
         total = state.cache.total
-        return self.pairs is not None and len(self.pairs) > 0 and set(self.pair_entropy) == set(state.cache.batches) \
+        return self.pairs is not None and len(self.pairs) > 0 and self.pair_entropy is not None \
             and total.K == self.num_components == state.posterior.K
 
     def end_lap(self, state, driver):
+        self.pair_entropy = self.collected_terms(state)
         if not self.ready(state):
             self.pairs, self.pair_entropy = None, {}
             return

@@ -34,7 +34,12 @@ class AdditiveSummary:
     - ``component_fields``: tensors (or dicts of tensors) with a leading axis of length ``K``;
     - ``tail_fields``: tensors with ``K + 1`` entries, the last one the mass beyond the truncation;
     - ``scalar_fields``: additive quantities with no component axis;
-    - ``count_field``: the name of the integer number of items (or groups) summarised.
+    - ``count_field``: the name of the integer number of items (or groups) summarised;
+    - ``extras``: a dict field of **per-move terms** a batch's visit computed for a move (bnpy
+      carries its merge terms in its statistics bag the same way): name -> tensor, additive.
+      They are the batch side of a move (see :class:`~pyro_memo.engine.Move`), computed where the
+      local step runs and carried with the batch's summary; a sum keeps the names both operands
+      carry, and any change of components (select, expand, merge) drops them.
     """
 
     component_fields = ()
@@ -69,6 +74,7 @@ class AdditiveSummary:
             raise ValueError(f"cannot combine summaries with K={self.K} and K={other.K}")
         changes = {f: _zip(getattr(self, f), getattr(other, f), lambda a, b: a + sign * b)
                    for f in self._additive_fields()}
+        changes["extras"] = {k: v + sign * other.extras[k] for k, v in self.extras.items() if k in other.extras}
         return self._replace(self.item_count + sign * other.item_count, **changes)
 
     def __add__(self, other):
@@ -81,6 +87,7 @@ class AdditiveSummary:
         """Every additive quantity multiplied by ``factor`` (a batch blown up to data scale);
         the item count becomes ``num_items`` when given, else stays."""
         changes = {f: _map(getattr(self, f), lambda t: t * factor) for f in self._additive_fields()}
+        changes["extras"] = {k: v * factor for k, v in self.extras.items()}
         return self._replace(num_items, **changes)
 
     # ------------------------------------------------------------ components
@@ -92,7 +99,7 @@ class AdditiveSummary:
         if self.tail_fields:
             with_tail = torch.cat([index, torch.tensor([self.K], device=device)])
             changes.update({f: getattr(self, f)[with_tail] for f in self.tail_fields})
-        return self._replace(**changes)
+        return self._replace(extras={}, **changes)
 
     def expand(self, K):
         """This summary with zero components appended up to ``K`` (nested truncation: the new
@@ -107,7 +114,7 @@ class AdditiveSummary:
         def pad(t):
             return torch.cat([t, t.new_zeros((extra,) + t.shape[1:])])
 
-        return self._replace(**{f: _map(getattr(self, f), pad) for f in self.component_fields})
+        return self._replace(extras={}, **{f: _map(getattr(self, f), pad) for f in self.component_fields})
 
     def merged(self, a, b, **at_a):
         """The summary after component ``b`` is merged into ``a`` (Hughes & Sudderth 2013 §3.2):
@@ -131,7 +138,7 @@ class AdditiveSummary:
                 changes[f] = t[keep]
             else:
                 changes[f] = _map(getattr(self, f), combine)
-        return self._replace(**changes)
+        return self._replace(extras={}, **changes)
 
     # -------------------------------------------------------------- storage
     def to(self, dtype=None, device=None):
@@ -140,17 +147,25 @@ class AdditiveSummary:
         def move(t):
             return t.to(dtype=dtype or t.dtype, device=device)
 
-        return self._replace(**{f: _map(getattr(self, f), move) for f in self._additive_fields()})
+        changes = {f: _map(getattr(self, f), move) for f in self._additive_fields()}
+        return self._replace(extras={k: move(v) for k, v in self.extras.items()}, **changes)
 
     def to_dict(self):
         """Plain tensors, dicts and numbers (``torch.load(weights_only=True)`` reads them back)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def without(self, name):
+        """This summary without move ``name``'s extra terms (the same object when it has none)."""
+        if name not in self.extras:
+            return self
+        return self._replace(extras={k: v for k, v in self.extras.items() if k != name})
 
     @classmethod
     def from_dict(cls, d):
         """The inverse of :meth:`to_dict`."""
         values = dict(d)
         values[cls.count_field] = int(values[cls.count_field])
+        values["extras"] = dict(values.get("extras", {}))
         return cls(**values)
 
 

@@ -1,6 +1,6 @@
 """Additive summaries of grouped data under an HDP (groups of items, any observation family)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,6 +20,7 @@ class GroupSummary(AdditiveSummary):
         :class:`~pyro_memo.summaries.TopicSummary`).
     :ivar entropy: ``(K,)`` :math:`-\\sum_{d,n} r_{dnk}\\log r_{dnk}`.
     :ivar int num_docs: groups summarised.
+    :ivar dict extras: per-move terms computed from the batch (see :class:`~pyro_memo.summaries.AdditiveSummary`).
     """
 
     counts: torch.Tensor
@@ -28,6 +29,7 @@ class GroupSummary(AdditiveSummary):
     doc_term: torch.Tensor
     entropy: torch.Tensor
     num_docs: int = 0
+    extras: dict = field(default_factory=dict)
 
     component_fields = ("counts", "stats", "entropy")
     tail_fields = ("sum_log_pi",)

@@ -26,12 +26,14 @@ class Summary(AdditiveSummary):
     :param dict stats: family statistics, each ``(K, ...)``.
     :param torch.Tensor entropy: ``(K,)`` assignment entropy :math:`-\\sum_n r_{nk}\\log r_{nk}`.
     :param int num_items: number of data items summarised.
+    :param dict extras: per-move terms computed from the batch (see :class:`~pyro_memo.summaries.AdditiveSummary`).
     """
 
     counts: torch.Tensor
     stats: dict
     entropy: torch.Tensor
     num_items: int = field(default=0)
+    extras: dict = field(default_factory=dict)
 
     component_fields = ("counts", "stats", "entropy")
 

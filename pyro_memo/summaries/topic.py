@@ -1,6 +1,6 @@
 """Additive summaries of an HDP topic model's local parameters (the memoized currency)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,6 +20,7 @@ class TopicSummary(AdditiveSummary):
         the part of the document terms that does not depend on the globals.
     :ivar entropy: ``(K,)`` :math:`-\\sum_{d,n} r_{dnk}\\log r_{dnk}` (tokens weighted by count).
     :ivar int num_docs: documents summarised.
+    :ivar dict extras: per-move terms computed from the batch (see :class:`~pyro_memo.summaries.AdditiveSummary`).
     """
 
     word_counts: torch.Tensor
@@ -27,6 +28,7 @@ class TopicSummary(AdditiveSummary):
     doc_term: torch.Tensor
     entropy: torch.Tensor
     num_docs: int = 0
+    extras: dict = field(default_factory=dict)
 
     component_fields = ("word_counts", "entropy")
     tail_fields = ("sum_log_pi",)

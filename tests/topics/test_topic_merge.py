@@ -49,8 +49,10 @@ def test_candidate_summary_equals_the_merged_local_parameters_summary(seed):
     resp, counts, summary, _ = state.posterior.local_step(doc, word, count, corpus.num_docs,
                                                           init_counts=state.doc_topic_counts[0])
     state.doc_topic_counts[0] = counts
+    # the batch side: the pair entropies travel in the batch's summary
+    summary.extras["merge"] = move.batch_terms((doc, word, count, corpus.num_docs), DocumentLocal(resp, counts))
     state.cache.replace(0, summary)
-    move.visit_batch(state, 0, (doc, word, count, corpus.num_docs), DocumentLocal(resp, counts), summary)
+    move.pair_entropy = move.collected_terms(state)
     a, b = move.pairs[0].tolist()
     _, (batches, total, _) = move.evaluate(state, a, b, 0)
     # direct: merge the responsibilities, refit the documents' Dirichlets with the merged sticks
