@@ -15,6 +15,7 @@ old and new (``--reps`` times each for the toy fit), one thread each:
 
     git worktree add /tmp/old <older commit>
     python benchmarks/bench_engine_parity.py --old /tmp/old [--new .] [--reps 2] [--toy-laps 10] [--wiki-laps 3]
+    python benchmarks/bench_engine_parity.py --old /tmp/old --toy-only --threads 2 --busy
 """
 
 import argparse
@@ -28,7 +29,7 @@ import json, torch
 import pyro_memo as pm
 import pyro_memo as pm_module
 from pyro_memo.synthetic import toy_patches
-torch.set_num_threads(1)
+torch.set_num_threads({threads})
 x = torch.as_tensor(toy_patches(100_000, seed=0)[0], dtype=torch.float64)
 family = pm.ZeroMeanGaussian.from_data(x)
 fit = pm.MemoizedVB(family, K=25, laps={laps}, tol=0, seed=0).fit(x, num_batches=100)
@@ -75,9 +76,9 @@ assert _os.path.dirname(_os.path.dirname(_os.path.abspath(pm_module.__file__))) 
 """
 
 
-def run(checkout, code):
+def run(checkout, code, threads=1):
     root = os.path.abspath(checkout)
-    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     # run inside the checkout: `python -c` puts the working folder first on sys.path
     out = subprocess.run([sys.executable, "-c", code + CHECK.format(root=root)], env=env, cwd=root,
                          capture_output=True, text=True, check=False)
@@ -98,13 +99,27 @@ def main():
     parser.add_argument("--toy-laps", type=int, default=10)
     parser.add_argument("--wiki-laps", type=int, default=3)
     parser.add_argument("--skip-wiki", action="store_true")
+    parser.add_argument("--toy-only", action="store_true", help="only the toy fit (for --threads / --busy runs)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the toy fits")
+    parser.add_argument("--busy", action="store_true", help="keep a CPU-bound process running beside the fits")
     args = parser.parse_args()
     checkouts = {"old": args.old, "new": args.new}
 
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    try:
+        compare(args, checkouts)
+    finally:
+        if busy is not None:
+            busy.kill()
+
+
+def compare(args, checkouts):
+    print(f"{args.threads} thread(s) per fit{', beside a CPU-bound process' if args.busy else ''}", flush=True)
     toy = {"old": [], "new": []}
     for rep in range(args.reps):
         for name in ("old", "new") if rep % 2 == 0 else ("new", "old"):
-            toy[name].append(run(checkouts[name], TOY.format(laps=args.toy_laps)))
+            toy[name].append(run(checkouts[name], TOY.format(laps=args.toy_laps, threads=args.threads),
+                                 args.threads))
             r = toy[name][-1]
             print(f"toy {name} rep {rep}: ELBO {r['elbo']!r}, {mean(r['lap_seconds']):.3f} s/lap", flush=True)
     old, new = toy["old"][0]["elbo"], toy["new"][0]["elbo"]
@@ -113,6 +128,8 @@ def main():
     print(f"toy: relative ELBO difference {abs(new - old) / abs(old):.2e}; largest over the trace "
           f"{max(abs(a - b) / abs(a) for a, b in zip(toy['old'][0]['trace'], toy['new'][0]['trace'], strict=True)):.2e}"
           f"; s/lap old {old_lap:.3f}, new {new_lap:.3f}, new/old {new_lap / old_lap:.3f}", flush=True)
+    if args.toy_only:
+        return
     small = {name: run(checkouts[name], SMALL.format()) for name in ("old", "new")}
     for fit, old_trace in small["old"].items():
         new_trace = small["new"][fit]
