@@ -9,6 +9,7 @@ optionally, a local step that uses the batch's cached local parameters
 (:meth:`Driver.local_step`, :meth:`MemoizedDriver.memoize`).
 """
 
+import copy
 import time
 from dataclasses import dataclass, field
 
@@ -135,7 +136,7 @@ class MemoizedDriver(Driver):
 
         :param data: what :meth:`make_source` accepts.
         :param int num_batches: ``B`` for data that are not yet batched.
-        :param posterior: optional starting posterior.
+        :param posterior: optional starting posterior (copied: the fit never changes the object given).
         :param MemoState state: resume from a saved state (see :func:`~pyro_memo.memo.load_state`).
         :param callback: optional ``callback(lap, elbo, posterior)`` after every lap; returning
             ``True`` stops the fit (a budget).
@@ -146,7 +147,8 @@ class MemoizedDriver(Driver):
             state = self.new_state()
         if state.posterior is None:
             first_order = self.order(np.random.default_rng(self.seed), source.num_batches)
-            state.posterior = posterior if posterior is not None else self.initial_posterior(source, first_order)
+            state.posterior = copy.copy(posterior) if posterior is not None else \
+                self.initial_posterior(source, first_order)
         for move in self.moves:
             if move.name in state.move_states:
                 move.load_state_dict(state.move_states[move.name])

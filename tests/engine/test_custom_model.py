@@ -110,3 +110,16 @@ def test_the_custom_model_checkpoints_and_resumes_alike(tmp_path):
     resumed = MemoizedDriver(laps=6, tol=0, seed=1, moves=[MergeMove()]).fit(pm.make_batches(x, 3), state=state)
     np.testing.assert_allclose(resumed.elbo_trace, direct.elbo_trace, rtol=1e-12)
     assert resumed.state.move_log == direct.state.move_log
+
+
+def test_a_fit_never_changes_the_posterior_it_is_given():
+    x = blobs(3)
+    start = pm.FullBatchVB(pm.Gaussian.from_data(x), 4, seed=0).initial_posterior(x)
+    before = {k: v.clone() for k, v in start.component.items()}
+    eta1 = start.eta1.clone()
+    first = pm.MemoizedVB(start.family, 4, laps=3, tol=0, seed=0).fit(x, num_batches=3, posterior=start)
+    again = pm.MemoizedVB(start.family, 4, laps=3, tol=0, seed=0).fit(x, num_batches=3, posterior=start)
+    assert all(torch.equal(before[k], start.component[k]) for k in before) and torch.equal(eta1, start.eta1)
+    assert first.elbo_trace == again.elbo_trace
+    pm.FullBatchVB(start.family, 4, max_iter=3).fit(x, posterior=start)
+    assert torch.equal(eta1, start.eta1)
