@@ -94,6 +94,10 @@ class Driver:
         """This lap's batch order."""
         return rng.permutation(num_batches) if self.shuffle else np.arange(num_batches)
 
+    def first_order(self, num_batches):
+        """The first lap's batch order as the initialisation sees it (from ``seed``, not the fit's generator)."""
+        return self.order(np.random.default_rng(self.seed), num_batches)
+
 
 class MemoizedDriver(Driver):
     """Memoized coordinate ascent over fixed batches, for any model.
@@ -146,9 +150,8 @@ class MemoizedDriver(Driver):
         if state is None:
             state = self.new_state()
         if state.posterior is None:
-            first_order = self.order(np.random.default_rng(self.seed), source.num_batches)
             state.posterior = copy.copy(posterior) if posterior is not None else \
-                self.initial_posterior(source, first_order)
+                self.initial_posterior(source, self.first_order(source.num_batches))
         for move in self.moves:
             if move.name in state.move_states:
                 move.load_state_dict(state.move_states[move.name])

@@ -11,8 +11,6 @@ memoized driver.
 
 import time
 
-import numpy as np
-
 from .driver import Driver, FitResult
 
 
@@ -48,8 +46,7 @@ class StochasticDriver(Driver):
 
     def start(self, state, source):
         """Set ``state.posterior`` to the initial globals (as the memoized driver starts)."""
-        state.posterior = self.initial_posterior(source, self.order(np.random.default_rng(self.seed),
-                                                                    source.num_batches))
+        state.posterior = self.initial_posterior(source, self.first_order(source.num_batches))
 
     def step(self, state, summary, scale, rate):
         """Move ``state.posterior`` a step ``rate`` toward the optimum for ``summary`` scaled by

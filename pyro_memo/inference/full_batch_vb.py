@@ -36,7 +36,6 @@ class FullBatchVB(MemoizedVB):
 
     def initial_posterior(self, x, order=None):
         """Globals fitted to initial responsibilities of all of ``x`` (see :mod:`.initialization`)."""
-        x = x if order is None else self.read_batch(x, 0)
         resp = initial_responsibilities(x, self.K, self.init, self.seed)
         summary = Summary.from_responsibilities(self.family, x, resp)
         return DPMixturePosterior.from_summary(self.family, self.sticks, summary)

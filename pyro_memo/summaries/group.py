@@ -37,10 +37,6 @@ class GroupSummary(AdditiveSummary):
     count_field = "num_docs"
 
     @property
-    def K(self):
-        return self.counts.shape[0]
-
-    @property
     def num_items(self):
         """Alias of ``num_docs`` (the memo counts groups)."""
         return self.num_docs

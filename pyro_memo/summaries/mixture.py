@@ -50,10 +50,6 @@ class Summary(AdditiveSummary):
         return cls(zero.sum(0), family.stats(dummy, zero), zero.sum(0), 0)
 
     @property
-    def K(self):
-        return self.counts.shape[0]
-
-    @property
     def sizes(self):
         """``(K,)`` expected number of items per component."""
         return self.counts

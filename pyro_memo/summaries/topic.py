@@ -36,10 +36,6 @@ class TopicSummary(AdditiveSummary):
     count_field = "num_docs"
 
     @property
-    def K(self):
-        return self.word_counts.shape[0]
-
-    @property
     def num_items(self):
         """Alias of ``num_docs`` (the memo counts documents)."""
         return self.num_docs

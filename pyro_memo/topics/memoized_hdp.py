@@ -30,16 +30,29 @@ HDPFitResult = FitResult
 DocumentLocal = namedtuple("DocumentLocal", ["resp", "counts"])
 
 
-def make_topic_move(move):
-    """A topic move from its name (``"birth"``, ``"merge"``, ``"delete"``) or the move object itself."""
-    if isinstance(move, str):
-        if move not in TOPIC_MOVES:
-            raise ValueError(f"unknown topic move {move!r}; available: {', '.join(TOPIC_MOVES)}")
-        return TOPIC_MOVES[move]()
-    return move
+def document_parts(num_docs, num_batches, seed=0):
+    """A fixed random partition of ``num_docs`` documents (or groups) into ``num_batches`` sorted
+    index arrays."""
+    if not 1 <= int(num_batches) <= num_docs:
+        raise ValueError(f"num_batches must lie in [1, {num_docs}] (the number of documents); got {num_batches}")
+    order = np.random.default_rng(seed).permutation(num_docs)
+    return [np.sort(part) for part in np.array_split(order, int(num_batches))]
 
 
-class CorpusBatches:
+class HeldBatches:
+    """Fixed batches held in memory as token arrays ``(doc, items, count, num_docs)``."""
+
+    tokens = ()
+
+    @property
+    def num_batches(self):
+        return len(self.tokens)
+
+    def batch(self, b):
+        return self.tokens[b]
+
+
+class CorpusBatches(HeldBatches):
     """A corpus split into fixed batches of documents, each held as token arrays
     ``(doc, word, count, num_docs)`` (the batch source of :class:`MemoizedHDP`)."""
 
@@ -49,18 +62,11 @@ class CorpusBatches:
         self.tokens = [(*corpus.tokens(b, dtype=dtype, device=device), len(b)) for b in parts]
 
     @property
-    def num_batches(self):
-        return len(self.tokens)
-
-    @property
     def num_items(self):
         return self.corpus.num_docs
 
-    def batch(self, b):
-        return self.tokens[b]
 
-
-class GroupBatches:
+class GroupBatches(HeldBatches):
     """Groups of feature rows (images as groups of pixel features, ...) split into fixed batches
     of groups, each held as ``(group, x, count, num_groups)`` with unit counts (the batch source
     of :class:`MemoizedHDP` with a ``family``)."""
@@ -68,28 +74,17 @@ class GroupBatches:
     def __init__(self, groups, parts, family):
         self.groups = groups
         self.parts = parts
-        self.batches_ = []
+        self.tokens = []
         for part in parts:
             rows = [groups[g] for g in part]
             x = family.check_data(torch.cat(rows))
             doc = torch.repeat_interleave(torch.arange(len(rows), device=x.device),
                                           torch.tensor([len(r) for r in rows], device=x.device))
-            self.batches_.append((doc, x, torch.ones(len(x), dtype=x.dtype, device=x.device), len(rows)))
-
-    @property
-    def num_docs(self):
-        return len(self.groups)
-
-    @property
-    def num_batches(self):
-        return len(self.batches_)
+            self.tokens.append((doc, x, torch.ones(len(x), dtype=x.dtype, device=x.device), len(rows)))
 
     @property
     def num_items(self):
         return len(self.groups)
-
-    def batch(self, b):
-        return self.batches_[b]
 
 
 def as_groups(data, family):
@@ -104,13 +99,6 @@ def as_groups(data, family):
             raise ValueError(f"group {i} has shape {tuple(g.shape)}; every group must be a non-empty "
                              f"(n_g, {family.dim}) array")
     return groups
-
-
-class _Count:
-    """What :meth:`HDPSteps.batches` needs of a data set: its number of groups."""
-
-    def __init__(self, num_docs):
-        self.num_docs = num_docs
 
 
 class HDPSteps:
@@ -137,19 +125,15 @@ class HDPSteps:
 
     @staticmethod
     def batches(corpus, num_batches, seed=0):
-        """A fixed random partition of the documents into ``num_batches`` index arrays."""
-        if not 1 <= int(num_batches) <= corpus.num_docs:
-            raise ValueError(f"num_batches must lie in [1, {corpus.num_docs}] (the number of documents); "
-                             f"got {num_batches}")
-        order = np.random.default_rng(seed).permutation(corpus.num_docs)
-        return [np.sort(part) for part in np.array_split(order, int(num_batches))]
+        """A fixed random partition of the corpus's documents into ``num_batches`` index arrays."""
+        return document_parts(corpus.num_docs, num_batches, seed)
 
     def make_source(self, data, num_batches):
         """The corpus (or, with a ``family``, the list of groups) in ``num_batches`` fixed batches of
         documents (see :meth:`batches`)."""
         if self.family is not None:
             groups = as_groups(data, self.family)
-            return GroupBatches(groups, self.batches(_Count(len(groups)), num_batches or 1, self.seed), self.family)
+            return GroupBatches(groups, document_parts(len(groups), num_batches or 1, self.seed), self.family)
         if not isinstance(data, Corpus):
             raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(data).__name__}")
         return CorpusBatches(data, self.batches(data, num_batches or 1, self.seed), self.dtype, self.device)
