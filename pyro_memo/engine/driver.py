@@ -186,8 +186,9 @@ class MemoizedDriver(Driver):
     def lap(self, source, state, batch_elbos=None):
         """One pass over all batches; updates ``state`` in place.
 
-        Moves join through their hooks: ``start_lap`` before the first batch, ``visit_batch``
-        after each local step, ``end_lap`` after the last batch (see :mod:`pyro_memo.engine.moves`).
+        Moves join through their hooks: ``start_lap`` before the first batch, ``batch_terms``
+        (kept in the batch's summary) and ``visit_batch`` after each local step, ``end_lap`` after
+        the last batch (see :mod:`pyro_memo.engine.moves`).
         """
         order = self.order(state.rng, source.num_batches)
         state.num_items = source.num_items
