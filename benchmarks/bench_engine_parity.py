@@ -128,6 +128,10 @@ def compare(args, checkouts):
     print(f"toy: relative ELBO difference {abs(new - old) / abs(old):.2e}; largest over the trace "
           f"{max(abs(a - b) / abs(a) for a, b in zip(toy['old'][0]['trace'], toy['new'][0]['trace'], strict=True)):.2e}"
           f"; s/lap old {old_lap:.3f}, new {new_lap:.3f}, new/old {new_lap / old_lap:.3f}", flush=True)
+    old_later = mean([mean(r["lap_seconds"][1:]) for r in toy["old"]])
+    new_later = mean([mean(r["lap_seconds"][1:]) for r in toy["new"]])
+    print(f"toy, laps 2 on (the first lap's schedule may differ): s/lap old {old_later:.3f}, new {new_later:.3f}, "
+          f"new/old {new_later / old_later:.3f}", flush=True)
     if args.toy_only:
         return
     small = {name: run(checkouts[name], SMALL.format()) for name in ("old", "new")}

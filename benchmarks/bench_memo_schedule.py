@@ -1,14 +1,27 @@
-"""Groundwork for issue #13 (memoized VB at fixed K below full-batch VB): final exact ELBO per item
-of memoized VB by first-lap schedule and start, against full-batch VB, over seeds.
+"""Issue #13's diagnosis: why memoized VB at fixed K ended below full-batch VB, by first-lap
+schedule, initialisation and stopping tolerance.
 
-Toy data of Hughes & Sudderth (2013) §4.1 (zero-mean Gaussian DP mixture), fixed K, one thread.
-Rows: full-batch VB from its own start (k-means++ on the data in order); memoized VB from its own
-start (k-means++ on the first lap's batches, i.e. the data permuted) and from full VB's start, with
-the incremental first lap (the default) and with the globals held through lap 1 (the HDP's
-default, ``MemoizedDriver(hold_first_lap=True)``). Every fit starts from its own copy of the start
-(a fit never changes the posterior it is given).
+For each dataset, seed and initialisation, full-batch VB and memoized VB with the incremental
+first lap (bnpy's schedule: the globals are refit to the partial memo after every batch) and
+with the held first lap (the default: lap 1 is full VB's first iteration) all start from the same
+globals (``initial_posterior``: k-means++ or random responsibilities of at most 10,000 items
+chosen by the seed, whatever the batching). Each run goes the full number of passes (tol = 0);
+the lap at which a relative tolerance of 1e-9 would have stopped it is read off its trace.
 
-    python benchmarks/bench_memo_schedule.py [--N 3000] [--K 10] [--batches 6] [--laps 20] [--seeds 5]
+Printed per (init, run): the final exact ELBO per item (Hughes & Sudderth 2013, eq. 8; mean,
+sd, per seed), effective K (components holding > 1% of the items), the components lap 1 and
+the later laps emptied (whole-data size from >= 1 item to < 1), and the stopping lap. Then,
+for the first seed, the exact ELBO per item and effective K after every batch of lap 1 (every
+``B / 20``-th batch when there are more than 20) and after every lap.
+
+Datasets: ``toy3k`` (N = 3,000 of the paper's §4.1 toy data, K = 10, 6 batches, 20 passes),
+``toy100k`` (N = 100,000, K = 25, 100 batches, 10 passes), ``fashion`` (Fashion-MNIST from
+Debian's dataset-fashion-mnist, PCA to 50 dimensions, 56,000 training items, K = 25, 20
+batches, 10 passes). ``--save-data FILE.npz`` writes the dataset (training part) for
+``pyro-memo compare --data FILE.npz``.
+
+    python benchmarks/bench_memo_schedule.py --data toy3k [--seeds 5] [--inits kmeans++,random]
+    python benchmarks/bench_memo_schedule.py --data fashion --save-data /tmp/fashion50.npz
 """
 
 import numpy as np
@@ -16,41 +29,117 @@ import torch
 from _common import make_parser
 
 import pyro_memo as pm
-from pyro_memo.data import toy_patches
+from pyro_memo.data import load_fashion_mnist, toy_patches
+
+DATASETS = {  # name: (K, batches, passes)
+    "toy3k": (10, 6, 20),
+    "toy100k": (25, 100, 10),
+    "fashion": (25, 20, 10),
+}
+TOL = 1e-9
 
 
-def memoized(family, K, laps, seed, hold, x, batches, start=None):
-    model = pm.MemoizedVB(family, K, laps=laps, seed=seed)
-    model.hold_first_lap = hold
-    return model.fit(x, num_batches=batches, posterior=start).elbo / len(x)
+def load(name, seed):
+    """``(x, labels, family name)``; toy data are drawn afresh for every seed."""
+    if name.startswith("toy"):
+        x, y, _ = toy_patches(3000 if name == "toy3k" else 100_000, seed=seed)
+        return x, y, "zm-gauss"
+    from sklearn.decomposition import PCA
+
+    from pyro_memo.comparison import load_array_split
+
+    images, labels = load_fashion_mnist()
+    x, y, _ = load_array_split(PCA(50, random_state=0).fit_transform(images), labels, 0.2, seed=0)
+    return x.numpy(), y, "gauss"
+
+
+def score(posterior, x, family):
+    """``(exact ELBO per item, effective K, empty components)`` of ``posterior``'s globals."""
+    elbo, summary = pm.full_data_elbo(posterior, pm.make_batches(x, 10), family)
+    sizes = summary.sizes
+    return elbo / len(x), int((sizes > 0.01 * len(x)).sum()), int((sizes < 1.0).sum())
+
+
+class Traced(pm.MemoizedVB):
+    """Memoized VB that scores its globals before every ``every``-th batch step of lap 1."""
+
+    def __init__(self, *args, x=None, every=1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.x, self.every, self.lap1, self.visits = x, every, [], 0
+
+    def local_step(self, state, key, batch):
+        if state.laps_done == 0:
+            if self.x is not None and self.visits % self.every == 0:
+                self.lap1.append((self.visits, *score(state.posterior, self.x, self.family)))
+            self.visits += 1
+        return super().local_step(state, key, batch)
+
+
+def stopping_lap(trace):
+    """The lap a relative tolerance of :data:`TOL` would have stopped at (else the last)."""
+    for lap in range(1, len(trace)):
+        if abs(trace[lap] - trace[lap - 1]) <= TOL * abs(trace[lap - 1]):
+            return lap + 1
+    return len(trace)
+
+
+def run(name, x, family, K, batches, passes, seed, init, trace_lap1):
+    """Every run of one seed and initialisation from one start: ``{run: record}``."""
+    start = pm.MemoizedVB(family, K, init=init, seed=seed).initial_posterior(x)
+    every = max(1, batches // 20)
+    records = {}
+    vb = pm.FullBatchVB(family, K, max_iter=passes, tol=0, init=init, seed=seed).fit(x, posterior=start)
+    records["full-batch VB"] = (vb, None)
+    for incremental in (True, False):
+        label = "memoized, incremental first lap" if incremental else "memoized, held first lap (default)"
+        model = Traced(family, K, laps=passes, tol=0, init=init, seed=seed, incremental_first_lap=incremental,
+                       x=x if trace_lap1 else None, every=every)
+        records[label] = (model.fit(x, num_batches=batches, posterior=start), model.lap1)
+    return {label: {"elbo": fit.elbo / len(x), "K": score(fit.posterior, x, family)[1],
+                    "emptied_lap1": fit.emptied[0], "emptied_later": sum(fit.emptied[1:]),
+                    "stop": stopping_lap(fit.elbo_trace), "trace": [e / len(x) for e in fit.elbo_trace],
+                    "lap1": lap1}
+            for label, (fit, lap1) in records.items()}
 
 
 def main():
     parser = make_parser(__doc__)
-    parser.add_argument("--N", type=int, default=3000)
-    parser.add_argument("--K", type=int, default=10)
-    parser.add_argument("--batches", type=int, default=6)
-    parser.add_argument("--laps", type=int, default=20)
+    parser.add_argument("--data", choices=sorted(DATASETS), default="toy3k")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--inits", default="kmeans++", help="comma-separated: kmeans++, random")
+    parser.add_argument("--save-data", default=None, help="write the (seed 0) training data to this .npz and stop")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = {}
+    K, batches, passes = DATASETS[args.data]
+    if args.save_data:
+        x, y, _ = load(args.data, 0)
+        np.savez(args.save_data, x=x, labels=y)
+        print(f"wrote {args.save_data}: {x.shape[0]} x {x.shape[1]}")
+        return
+    results = {}
     for seed in range(args.seeds):
-        x = torch.as_tensor(toy_patches(args.N, seed=seed)[0], dtype=torch.float64)
-        family = pm.ZeroMeanGaussian.from_data(x)
-        start = pm.FullBatchVB(family, args.K, seed=seed).initial_posterior(x)
-        rows.setdefault("full-batch VB", []).append(
-            pm.FullBatchVB(family, args.K, max_iter=args.laps, seed=seed).fit(x).elbo / len(x))
-        for hold in (False, True):
-            schedule = "held first lap" if hold else "incremental first lap"
-            rows.setdefault(f"memoized, {schedule}, own start", []).append(
-                memoized(family, args.K, args.laps, seed, hold, x, args.batches))
-            rows.setdefault(f"memoized, {schedule}, full VB's start", []).append(
-                memoized(family, args.K, args.laps, seed, hold, x, args.batches, start))
-    print(f"toy data N = {args.N}, K = {args.K}, {args.batches} batches, {args.laps} passes, "
-          f"{args.seeds} seeds; exact ELBO per item")
-    for name, values in rows.items():
-        print(f"{name:45s} mean {np.mean(values):7.3f}  sd {np.std(values):.3f}  {np.round(values, 3).tolist()}")
+        x, _, family_name = load(args.data, seed)
+        x = torch.as_tensor(x, dtype=torch.float64)
+        family = pm.get_family(family_name).from_data(x)
+        for init in args.inits.split(","):
+            for label, record in run(args.data, x, family, K, batches, passes, seed, init, seed == 0).items():
+                results.setdefault((init, label), []).append(record)
+    print(f"{args.data}: N = {len(x)}, K = {K}, {batches} batches, {passes} passes, {args.seeds} seeds; "
+          f"one thread; exact ELBO per item; every run from the same start as full VB")
+    print(f"{'init':9s} {'run':38s} {'mean':>8s} {'sd':>6s}  {'K':>5s} {'emptied lap 1':>13s} "
+          f"{'later':>6s} {'stops at':>8s}  per seed")
+    for (init, label), records in results.items():
+        values = [r["elbo"] for r in records]
+        print(f"{init:9s} {label:38s} {np.mean(values):8.3f} {np.std(values):6.3f}  "
+              f"{np.mean([r['K'] for r in records]):5.1f} {np.mean([r['emptied_lap1'] for r in records]):13.1f} "
+              f"{np.mean([r['emptied_later'] for r in records]):6.1f} {np.mean([r['stop'] for r in records]):8.1f}  "
+              f"{np.round(values, 3).tolist()}")
+    for (init, label), records in results.items():
+        first = records[0]
+        if first["lap1"]:
+            steps = ", ".join(f"{b}: {e:.3f}/K{k}" for b, e, k, _ in first["lap1"])
+            print(f"seed 0, {init}, {label}, lap 1 before batch step (ELBO/item / effective K): {steps}")
+        print(f"seed 0, {init}, {label}, after each lap: {np.round(first['trace'], 3).tolist()}")
 
 
 if __name__ == "__main__":

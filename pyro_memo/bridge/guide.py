@@ -88,14 +88,15 @@ class DPMixtureGuide:
     # -------------------------------------------------------- param store I/O
     @property
     def posterior(self):
-        """The current :class:`~pyro_memo.inference.DPMixturePosterior`, read (detached) from the param store."""
+        """The current :class:`~pyro_memo.inference.DPMixturePosterior`: a detached copy of the param store's
+        values, which later steps do not change."""
         return self._posterior(detach=True)
 
     def _posterior(self, detach):
         names = self._names()
         values = {k: pyro.param(n).to(self.dtype) for k, n in names.items()}
         if detach:
-            values = {k: v.detach() for k, v in values.items()}
+            values = {k: v.detach().clone() for k, v in values.items()}
         component = {k: values[k] for k in self.spec.family.prior_names}
         return DPMixturePosterior(self.spec.family, self.sticks, component, values["eta1"], values["eta0"])
 

@@ -79,8 +79,9 @@ class HDPGuide:
     # -------------------------------------------------------- param store I/O
     @property
     def posterior(self):
-        """The current :class:`~pyro_memo.topics.HDPPosterior`, read (detached) from the param store."""
-        v = {k: pyro.param(n).detach().double() for k, n in self._names().items()}
+        """The current :class:`~pyro_memo.topics.HDPPosterior`: a detached copy of the param store's values,
+        which later steps do not change."""
+        v = {k: pyro.param(n).detach().double().clone() for k, n in self._names().items()}
         s = self.spec
         return HDPPosterior(v["lam"], v["rho"], v["omega"], s.alpha, s.gamma, s.lam0)
 

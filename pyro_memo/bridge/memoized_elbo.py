@@ -2,6 +2,8 @@
 
 import hashlib
 
+import pyro
+import torch
 from pyro.infer import ELBO
 
 from ..inference import DPMixturePosterior
@@ -28,7 +30,10 @@ class MemoizedELBO(ELBO):
     fixed: the same index set each time a batch is visited.
 
     Until every batch has been visited once the memo covers only the batches seen so
-    far, so the loss is exact for the whole data from the end of the first lap on.
+    far, so the loss is exact for the whole data from the end of the first lap on. As the
+    engine's drivers do by default, the globals are held during that first lap (zero
+    gradients) and updated once the memo covers every item, so the first lap is full-batch
+    VB's first iteration; ``incremental_first_lap=True`` updates them after every batch.
 
     With an :class:`HDPGuide` the batch is the document plate's subsample (groups of
     documents), the local step is the HDP's document-level coordinate ascent warm-started from
@@ -36,8 +41,19 @@ class MemoizedELBO(ELBO):
     2015), which never rises after lap 1.
     """
 
-    def __init__(self):
+    def __init__(self, incremental_first_lap=False):
         super().__init__(num_particles=1, max_plate_nesting=1)
+        self.incremental_first_lap = bool(incremental_first_lap)
+
+    def _move(self, guide, items, target):
+        """Write the update toward ``target`` as gradients, or zero gradients while the first
+        lap is held (the memo covers fewer than the model's ``items``)."""
+        if self.incremental_first_lap or guide.memo.num_items >= items:
+            guide.set_update_direction(target)
+            return
+        for name in guide._names().values():
+            unconstrained = pyro.param(name).unconstrained()
+            unconstrained.grad = torch.zeros_like(unconstrained)
 
     def _get_trace(self, model, guide, args, kwargs):
         raise NotImplementedError("MemoizedELBO evaluates the ELBO in closed form; it draws no traces")
@@ -92,12 +108,12 @@ class MemoizedELBO(ELBO):
             posterior, key, summary = self._hdp_step(guide, args, kwargs, store=True)
             guide.memo.replace(key, summary)
             total = guide.memo.total
-            guide.set_update_direction(posterior.updated(total))
+            self._move(guide, guide.spec.num_docs, posterior.updated(total))
             return -float(posterior.elbo(total))
         guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
         guide.memo.replace(key, summary)
         total = guide.memo.total
         loss = -float(posterior.elbo(total))
         target = DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total)
-        guide.set_update_direction(target)
+        self._move(guide, guide.spec.num_data, target)
         return loss

@@ -14,9 +14,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from ..memo import MemoState
 from .moves import sort_components
+
+#: a component whose expected size (items, or tokens for topics) falls below this is empty
+EMPTY = 1.0
 
 
 @dataclass
@@ -32,6 +36,7 @@ class FitResult:
     :ivar list lap_seconds: wall time of each iteration / lap.
     :ivar list batch_elbos: exact objective after every memoized batch step (when recorded).
     :ivar state: the resumable :class:`~pyro_memo.memo.MemoState` of a memoized fit.
+    :ivar list emptied: components each lap emptied (see :meth:`MemoizedDriver.count_emptied`).
     """
 
     posterior: object
@@ -43,6 +48,7 @@ class FitResult:
     lap_seconds: list = field(default_factory=list)
     batch_elbos: list = field(default_factory=list)
     state: object = None
+    emptied: list = field(default_factory=list)
 
     @property
     def elbo(self):
@@ -115,13 +121,16 @@ class MemoizedDriver(Driver):
         memo is complete (for checks; one evaluation per batch).
     :param moves: a list of :class:`~pyro_memo.engine.Move` objects (subclasses also take names).
     :param bool hold_first_lap: during the first lap, run every batch's local step against the
-        initial globals and update them once, when the memo is complete.
+        initial globals and update them once, when the memo is complete (the default, for every
+        model: lap 1 is then full-batch VB's first iteration). ``False`` updates the globals after
+        every batch from the partial memo, which refits the initial components to the first
+        batches alone and empties some of them (``benchmarks/bench_memo_schedule.py``).
     :param bool sort_after_moves: after a lap with moves, reorder components by size when that
         raises the objective.
     """
 
     def __init__(self, laps=50, tol=1e-8, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 hold_first_lap=False, sort_after_moves=False):
+                 hold_first_lap=True, sort_after_moves=False):
         super().__init__(laps=laps, seed=seed, shuffle=shuffle)
         self.tol = float(tol)
         self.record_batch_elbos = record_batch_elbos
@@ -172,6 +181,7 @@ class MemoizedDriver(Driver):
                 break
         result.posterior, result.summary = state.posterior, state.cache.total
         result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
+        result.emptied = list(state.emptied)
         result.seconds = time.perf_counter() - start
         return result
 
@@ -182,6 +192,16 @@ class MemoizedDriver(Driver):
         moved = self.moves and (any(c["accepted"] for c in state.move_log[-1].values())
                                 or not all(m.converged(state) for m in self.moves))
         return len(trace) >= 2 and not moved and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2])
+
+    @staticmethod
+    def count_emptied(before, after):
+        """Components a lap's batch steps emptied (collapse): those whose whole-data size fell
+        from at least :data:`EMPTY` items at the lap's start (``before``; ``None`` in the first
+        lap, when every initial component counts as occupied) below it at the end (``after``),
+        before the lap's moves. Deletes and merges are moves, not collapse, and are not counted."""
+        occupied = torch.ones_like(after, dtype=torch.bool) if before is None else before >= EMPTY
+        n = min(len(occupied), len(after))
+        return int((occupied[:n] & (after[:n] < EMPTY)).sum())
 
     def lap(self, source, state, batch_elbos=None):
         """One pass over all batches; updates ``state`` in place.
@@ -197,6 +217,7 @@ class MemoizedDriver(Driver):
         for move in self.moves:
             move.start_lap(state, self)
         cache = state.cache
+        before = cache.total.sizes if len(cache) == source.num_batches else None
         for b in order:
             key = int(b)
             batch = self.read_batch(source, key)
@@ -208,12 +229,13 @@ class MemoizedDriver(Driver):
                 summary = move.visit_batch(state, key, batch, local, summary)
             self.memoize(state, key, local, summary)
             complete = len(cache) == source.num_batches
-            if hold and not complete:
-                continue
+            if hold and not complete and summary.K == state.posterior.K:
+                continue  # held globals, unless a move renumbered the components they describe
             state.posterior = state.posterior.update(cache.total)
             if batch_elbos is not None and self.record_batch_elbos and complete \
                     and cache.num_items == source.num_items:
                 batch_elbos.append(float(state.posterior.elbo(cache.total)))
+        state.emptied.append(self.count_emptied(before, cache.total.sizes))
         for move in self.moves:
             move.end_lap(state, self)
         if self.moves:

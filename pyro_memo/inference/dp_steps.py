@@ -33,11 +33,15 @@ class DPMixtureSteps:
         x = source.batch(b)
         return self.family.check_data(x if torch.is_tensor(x) else np.asarray(x))
 
-    def initial_summary(self, source, order):
-        """``(summary, items)``: initial responsibilities' summary on the first batches of ``order``
-        holding at least ``init_items`` items."""
-        return initial_summary(self.family, source, order, self.K, self.init, self.init_items, self.seed)
+    def initial_summary(self, source):
+        """``(summary, items)``: initial responsibilities' summary on the items
+        :func:`~pyro_memo.inference.initialization.initial_items` picks (at most ``init_items``
+        of them, chosen by ``seed`` whatever the batching)."""
+        return initial_summary(self.family, source, self.K, self.init, self.init_items, self.seed)
 
-    def initial_posterior(self, source, order):
-        """Globals fitted to initial responsibilities on the first batches of ``order``."""
-        return DPMixturePosterior.from_summary(self.family, self.sticks, self.initial_summary(source, order)[0])
+    def initial_posterior(self, data, order=None):
+        """Globals fitted to the initial responsibilities of ``data`` (a batch source or an
+        ``(N, D)`` array). They depend on the data and ``seed`` only, not on the batches or
+        ``order``: full-batch, memoized and stochastic VB with one seed start from one place."""
+        source = make_batches(data, 1)
+        return DPMixturePosterior.from_summary(self.family, self.sticks, self.initial_summary(source)[0])

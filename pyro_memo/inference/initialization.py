@@ -1,5 +1,6 @@
 """Initial responsibilities for coordinate ascent."""
 
+import numpy as np
 import torch
 
 INITS = ("kmeans++", "random")
@@ -52,20 +53,41 @@ def initial_responsibilities(x, K, init="kmeans++", seed=0):
     raise ValueError(f"init must be one of {INITS}; got '{init}'")
 
 
-def initial_summary(family, source, order, K, init="kmeans++", init_items=10_000, seed=0):
-    """The summary of initial responsibilities on the first batches of ``order`` holding at
-    least ``init_items`` items: ``(summary, items)``, where ``items`` is how many it covers."""
-    import numpy as np
+def initial_items(source, init_items, seed=0):
+    """The items an initialisation looks at: all of them when ``source`` holds at most
+    ``init_items`` items, else ``init_items`` of them drawn without replacement by ``seed``,
+    in data order (the batches concatenated in order).
 
+    The choice depends on the data and the seed only, never on how the data are cut into
+    batches, so full-batch, memoized and stochastic VB with one seed start from one place.
+    """
+    n = source.num_items
+    if n <= init_items:
+        keep = None
+    else:
+        keep = np.sort(np.random.default_rng(seed).choice(n, int(init_items), replace=False))
+    parts, offset = [], 0
+    for b in range(source.num_batches):
+        batch = source.batch(b)
+        size = len(batch)
+        if keep is None:
+            parts.append(batch)
+        else:
+            rows = keep[(keep >= offset) & (keep < offset + size)] - offset
+            if len(rows):
+                parts.append(batch[torch.as_tensor(rows)] if torch.is_tensor(batch) else np.asarray(batch)[rows])
+        offset += size
+    return parts
+
+
+def initial_summary(family, source, K, init="kmeans++", init_items=10_000, seed=0):
+    """``(summary, items)``: the summary of initial responsibilities
+    (:func:`initial_responsibilities`) of the items :func:`initial_items` picks, and how many
+    items it covers."""
     from ..summaries import Summary
 
-    parts, count = [], 0
-    for b in order:
-        batch = source.batch(int(b))
-        parts.append(family.check_data(batch if torch.is_tensor(batch) else np.asarray(batch)))
-        count += parts[-1].shape[0]
-        if count >= init_items:
-            break
+    parts = [family.check_data(p if torch.is_tensor(p) else np.asarray(p))
+             for p in initial_items(source, init_items, seed)]
     x = torch.cat(parts)
     resp = initial_responsibilities(x, K, init, seed)
     return Summary.from_responsibilities(family, x, resp), x.shape[0]

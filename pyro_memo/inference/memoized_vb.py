@@ -24,8 +24,9 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     :param int laps: maximum number of passes through the data.
     :param float tol: stop when the exact ELBO's relative change over a lap is below this.
     :param str init: ``"kmeans++"`` or ``"random"`` responsibilities for the initial globals.
-    :param int init_items: initialise from the first batches (in lap-1 order) holding at
-        least this many items.
+    :param int init_items: initialise from at most this many items, chosen by ``seed`` whatever
+        the batching (:func:`~pyro_memo.inference.initialization.initial_items`), so
+        :class:`~pyro_memo.inference.FullBatchVB` with the same seed starts from the same globals.
     :param int seed: seeds the initialisation and the batch order.
     :param bool shuffle: visit batches in a new random order every lap (else in order).
     :param bool record_batch_elbos: compute the exact ELBO after every batch step once the
@@ -34,14 +35,22 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         :data:`~pyro_memo.inference.moves.MOVES`) or :class:`~pyro_memo.inference.moves.Move`
         objects. With moves, components are also reordered by size when that raises the ELBO,
         and a fit converges only after a lap with no accepted move.
+    :param bool incremental_first_lap: update the globals after every batch of the first lap
+        from the partial memo (bnpy's schedule). Default ``False``: the first lap runs every
+        batch's local step against the initial globals and updates them once, when the memo is
+        complete, so it is exactly full-batch VB's first iteration and the initial components
+        are not refit to the first batch alone (which empties some of them; see
+        ``benchmarks/bench_memo_schedule.py``).
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
-                 init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=()):
+                 init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
+                 incremental_first_lap=False):
         self.set_model(family, K, alpha, truncation, init, init_items)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,
-                         moves=moves, sort_after_moves=True)
+                         moves=moves, sort_after_moves=True, hold_first_lap=not incremental_first_lap)
+        self.incremental_first_lap = bool(incremental_first_lap)
         if self.moves and truncation != "nested":
             raise ValueError("birth / merge / delete moves need the nested truncation")

@@ -43,9 +43,9 @@ class StochasticVB(DPMixtureSteps, StochasticDriver):
         super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed, score=score)
 
     def start(self, state, source):
-        """Globals optimal for the initial summary scaled to the data, which starts the running
-        summary (the initialisation draws its batch order from the fit's generator)."""
-        initial, items = self.initial_summary(source, state.rng.permutation(source.num_batches))
+        """Globals optimal for the initial summary (the one memoized and full-batch VB start
+        from) scaled to the data, which starts the running summary."""
+        initial, items = self.initial_summary(source)
         state.running = initial.scaled(source.num_items / items)  # the start as if it were the data
         state.posterior = DPMixturePosterior.from_summary(self.family, self.sticks, state.running)
 

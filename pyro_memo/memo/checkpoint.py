@@ -74,6 +74,7 @@ def state_to_dict(state):
         "warm_starts": {str(k): v.cpu() for k, v in state.warm_starts.items()},
         "tried": {k: dict(v) for k, v in state.tried.items()},
         "steps": int(state.steps),
+        "emptied": list(state.emptied),
     }
 
 
@@ -110,7 +111,8 @@ def state_from_dict(d, device=None):
     return MemoState(post, cache, rng, int(d["laps_done"]), list(d["elbo_trace"]), list(d["lap_seconds"]),
                      list(d.get("move_log", [])), list(d.get("move_gains", [])), dict(d.get("move_states", {})),
                      warm_starts={_key(k): v.to(device=device) for k, v in d["warm_starts"].items()},
-                     tried={k: dict(v) for k, v in d.get("tried", {}).items()}, steps=int(d.get("steps", 0)))
+                     tried={k: dict(v) for k, v in d.get("tried", {}).items()}, steps=int(d.get("steps", 0)),
+                     emptied=list(d.get("emptied", [])))
 
 
 def save_state(path, state):

@@ -29,6 +29,10 @@ class MemoState:
         iterative local step).
     :ivar int steps: stochastic steps taken (the stochastic driver's learning-rate clock).
     :ivar running: the stochastic driver's running summary, for models that step on one (DP mixtures).
+    :ivar int num_items: items in the data being fitted.
+    :ivar dict lap_moves: this lap's ``{move: {"proposed": n, "accepted": n}}``.
+    :ivar list emptied: per lap, the components its batch steps emptied (collapse; see
+        :meth:`~pyro_memo.engine.MemoizedDriver.count_emptied`).
     """
 
     posterior: object = None
@@ -47,6 +51,7 @@ class MemoState:
     running: object = None
     num_items: int = 0
     lap_moves: dict = field(default_factory=dict)
+    emptied: list = field(default_factory=list)
 
     def __post_init__(self):
         if self.rng is None:

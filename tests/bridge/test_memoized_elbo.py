@@ -63,6 +63,29 @@ def test_svi_with_memoized_elbo_reaches_the_drivers_elbo(data, laps):
     assert all(b <= a + 1e-9 * abs(a) for a, b in zip(later, later[1:], strict=False))
 
 
+@pytest.mark.parametrize("incremental", [False, True])
+def test_svi_holds_the_globals_through_the_first_lap_as_the_driver_does(data, incremental):
+    batches = list(torch.randperm(len(data), generator=torch.Generator().manual_seed(2)).split(150))
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(model, K=5)
+    svi = pyro.infer.SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO(incremental_first_lap=incremental))
+    initial = guide.setup(data, batches[0]).posterior
+    svi.step(data, batches[0])
+    start = {name: value.detach().clone() for name, value in pyro.get_param_store().items()}
+    for batch in batches[1:-1]:
+        svi.step(data, batch)
+    unchanged = all(torch.equal(pyro.param(name).detach(), value) for name, value in start.items())
+    assert unchanged != incremental  # held: not one parameter moved before the memo covered the data
+    svi.step(data, batches[-1])
+    assert not all(torch.equal(pyro.param(name).detach(), value) for name, value in start.items())
+    # the posterior read before the steps is a copy: the steps did not move it
+    assert all(not torch.equal(initial.component[k], guide.posterior.component[k]) for k in initial.component)
+    held = pm.MemoizedVB(guide.spec.family, 5, guide.spec.alpha, laps=1, tol=0, shuffle=False,
+                         incremental_first_lap=incremental).fit(pm.make_batches([data[b] for b in batches]),
+                                                                posterior=initial)
+    assert float(guide.posterior.elbo(guide.memo.total)) == pytest.approx(held.elbo, rel=1e-9)
+
+
 def test_memoized_elbo_loss_does_not_change_the_memo(data):
     pyro.clear_param_store()
     batches = list(torch.arange(len(data)).split(100))

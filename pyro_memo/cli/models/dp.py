@@ -46,7 +46,8 @@ _FIT_USES = {
     "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
                  default="", needs=MEMO),
-    "json": Use("keys: elbo (total nats), elbo_trace (per lap), K, weights, lap_seconds, seconds, k_trace, N, D, "
+    "json": Use("keys: elbo (total nats), elbo_trace (per lap), K, weights, lap_seconds, seconds, k_trace, "
+                "emptied (per lap, components whose expected size fell below one item: collapse), N, D, "
                 "moves (--algo memo), nmi (labelled data), ..."),
     "save": Use("DIR/posterior.npz (weights, labels; means and covariances for Gaussian families), DIR/trace.png "
                 "(ELBO and K per lap) and, for --algo memo, DIR/state.pt (after every lap; resumable)"),
@@ -56,7 +57,8 @@ _FIT_USES = {
 
 
 class Progress:
-    """A progress bar of lap, exact ELBO and K; also records K per lap."""
+    """A progress bar of lap, exact ELBO, K and the components the lap emptied (collapse);
+    also records K per lap."""
 
     def __init__(self, total, enabled):
         self.k_trace = []
@@ -66,12 +68,12 @@ class Progress:
 
             self.bar = tqdm(total=total, unit="lap", file=sys.stderr, leave=False, dynamic_ncols=True)
 
-    def __call__(self, lap, elbo, posterior, moves=None):
+    def __call__(self, lap, elbo, posterior, moves=None, emptied=0):
         k = effective_k(posterior.expected_weights().cpu().numpy())
         self.k_trace.append(k)
         if self.bar is not None:
             accepted = "".join(f"  {name} {c['accepted']}/{c['proposed']}" for name, c in (moves or {}).items())
-            self.bar.set_postfix_str(f"ELBO {elbo:.6g}  K {k}{accepted}")
+            self.bar.set_postfix_str(f"ELBO {elbo:.6g}  K {k}  emptied {emptied}{accepted}")
             self.bar.update(1)
 
     def close(self):
@@ -105,13 +107,14 @@ def _run(args, data, family, state, progress):
     """Fit by the chosen algorithm (``state``: a memoized fit's, possibly resumed); returns the result."""
     if args.algo == "vb":
         vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed)
-        return vb.fit(data, callback=progress)
+        return vb.fit(data, state=state, callback=lambda lap, elbo, posterior: progress(
+            lap, elbo, posterior, emptied=state.emptied[-1]))
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                       moves=args.moves)
 
     def callback(lap, elbo, posterior):
-        progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None)
+        progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None, state.emptied[-1])
         if args.save:
             save_state(os.path.join(args.save, "state.pt"), state)
 
@@ -170,7 +173,7 @@ class DPMixture(CliModel):
             "elbo": result.elbo, "elbo_trace": result.elbo_trace, "K": effective_k(weights),
             "k_trace": progress.k_trace, "weights": weights.tolist(),
             "counts": result.summary.counts.cpu().numpy().tolist(), "laps": len(result.elbo_trace),
-            "converged": result.converged, "lap_seconds": result.lap_seconds,
+            "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start,
         }
         if args.algo == "memo":

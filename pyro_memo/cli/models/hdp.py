@@ -130,7 +130,8 @@ class HDPTopics(CliModel):
             "dtype": Use(default="float64", choices=("float64", "float32")),
             "moves": Use("birth, merge, delete", default=""),
             "json": Use("keys: elbo, elbo_trace, K (topics > 1%), weights, top_words, lap_seconds, seconds, moves, "
-                        "documents, tokens, V, ..."),
+                        "emptied (per lap, topics whose expected tokens fell below one: collapse), documents, "
+                        "tokens, V, ..."),
             "save": Use("DIR/topics.txt (top words per topic), DIR/topics.npz (topic_word, weights), DIR/trace.png "
                         "and DIR/state.pt (after every lap; resumable)"),
             "resume": Use(),
@@ -173,8 +174,8 @@ class HDPTopics(CliModel):
         def callback(lap, elbo, posterior):
             k_trace.append(_effective_topics(posterior))
             if not args.quiet:
-                print(f"lap {lap + 1}: bound {elbo / corpus.num_tokens:.4f} per token, {k_trace[-1]} topics > 1%",
-                      flush=True)
+                print(f"lap {lap + 1}: bound {elbo / corpus.num_tokens:.4f} per token, {k_trace[-1]} topics > 1%, "
+                      f"{state.emptied[-1]} emptied", flush=True)
             if args.save:
                 save_state(os.path.join(args.save, "state.pt"), state)
 
@@ -189,6 +190,7 @@ class HDPTopics(CliModel):
             "init": args.init, "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()),
             "k_trace": k_trace, "weights": weights.tolist(), "laps": len(fit.elbo_trace),
             "converged": fit.converged, "lap_seconds": fit.lap_seconds, "seconds": time.perf_counter() - start,
+            "emptied": fit.emptied,
             "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],
             "moves": fit.state.move_log,
         }
