@@ -22,6 +22,11 @@ batches, 10 passes). ``--save-data FILE.npz`` writes the dataset (training part)
 
     python benchmarks/bench_memo_schedule.py --data toy3k [--seeds 5] [--inits kmeans++,random]
     python benchmarks/bench_memo_schedule.py --data fashion --save-data /tmp/fashion50.npz
+    python benchmarks/bench_memo_schedule.py --paired OUT1 [OUT2 ...] [--at-pass 10]
+
+``--paired`` reads ``pyro-memo compare`` output folders of one dataset (seeds may be split over
+folders) and prints, for every other method, memoized VB's paired difference per seed (mean,
+standard error, seeds where memo is ahead), at the final pass or at ``--at-pass`` from the traces.
 """
 
 import numpy as np
@@ -29,6 +34,7 @@ import torch
 from _common import make_parser
 
 import pyro_memo as pm
+from pyro_memo.comparison import read_outputs
 from pyro_memo.data import load_fashion_mnist, toy_patches
 
 DATASETS = {  # name: (K, batches, passes)
@@ -102,13 +108,43 @@ def run(name, x, family, K, batches, passes, seed, init, trace_lap1):
             for label, (fit, lap1) in records.items()}
 
 
+def paired(folders, at_pass=None, reference="memo"):
+    """Print ``reference``'s paired difference in exact ELBO per item against every other method."""
+    values = {}
+    for folder in folders:
+        rows, runs = read_outputs(folder)
+        for row in rows:
+            run = runs[(row["method"], row["seed"])]
+            elbo = row["elbo_per_item"]
+            if at_pass is not None:
+                position = [i for i, p in enumerate(run.passes) if p <= at_pass][-1]
+                elbo = run.elbo[position] * (row["elbo_per_item"] / run.elbo[-1])  # total -> per item
+            values.setdefault(row["method"], {})[row["seed"]] = elbo
+    ref = values[reference]
+    where = f"at pass {at_pass}" if at_pass is not None else "at the final pass"
+    print(f"{', '.join(folders)}: {len(ref)} seeds, exact ELBO per item {where}")
+    for method, by_seed in values.items():
+        print(f"  {method:16s} mean {np.mean(list(by_seed.values())):8.4f}")
+    for method, by_seed in values.items():
+        if method == reference:
+            continue
+        d = np.array([ref[s] - by_seed[s] for s in sorted(ref) if s in by_seed])
+        print(f"  {reference} - {method:16s} mean {d.mean():+.4f}  se {d.std(ddof=1) / np.sqrt(len(d)):.4f}  "
+              f"{reference} ahead on {int((d > 0).sum())}/{len(d)} seeds")
+
+
 def main():
     parser = make_parser(__doc__)
     parser.add_argument("--data", choices=sorted(DATASETS), default="toy3k")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--inits", default="kmeans++", help="comma-separated: kmeans++, random")
     parser.add_argument("--save-data", default=None, help="write the (seed 0) training data to this .npz and stop")
+    parser.add_argument("--paired", nargs="+", metavar="DIR", help="pyro-memo compare output folders to pair up")
+    parser.add_argument("--at-pass", type=float, default=None, help="with --paired: compare at this pass")
     args = parser.parse_args()
+    if args.paired:
+        paired(args.paired, args.at_pass)
+        return
     torch.set_num_threads(1)
     K, batches, passes = DATASETS[args.data]
     if args.save_data:

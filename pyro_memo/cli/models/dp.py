@@ -132,7 +132,8 @@ class DPMixture(CliModel):
         "fit": _FIT_USES,
         "compare": {
             "data": Use(_DATA, default="digits"),
-            "methods": Use("DP-mixture methods: memo, memo-moves, vb, svi-*, pyro-svi*, sga*, gibbs-*, sklearn-bgm",
+            "methods": Use("DP-mixture methods: memo, memo-moves, memo-incremental (bnpy's first lap), vb, svi-*, "
+                           "pyro-svi*, sga*, gibbs-*, sklearn-bgm",
                            default="memo,vb,svi-k0.5-d10,sga+f,sklearn-bgm"),
             "seeds": Use(default="0,1,2"),
             "passes": Use(default=20.0),
