@@ -2,8 +2,11 @@
 schedule, initialisation and stopping tolerance.
 
 For each dataset, seed and initialisation, full-batch VB and memoized VB with the incremental
-first lap (bnpy's schedule: the globals are refit to the partial memo after every batch) and
-with the held first lap (the default: lap 1 is full VB's first iteration) all start from the same
+first lap (bnpy's schedule: the globals are refit to the partial memo after every batch), with
+the held first lap (the default: lap 1 is full VB's first iteration) and with two first laps
+tried and rejected (``--variants``: "filled", the globals optimal for the partial memo plus the
+initial summary scaled to the items not yet visited; "stochastic", lap 1 as stochastic VI with
+rho_t = (t + 10)^-0.5 on a running summary, the memo filled alongside) all start from the same
 globals (``initial_posterior``: k-means++ or random responsibilities of at most 10,000 items
 chosen by the seed, whatever the batching). Each run goes the full number of passes (tol = 0);
 the lap at which a relative tolerance of 1e-9 would have stopped it is read off its trace.
@@ -81,6 +84,37 @@ class Traced(pm.MemoizedVB):
         return super().local_step(state, key, batch)
 
 
+class FirstLapVariant(Traced):
+    """Memoized VB whose first lap updates the globals from a stand-in for the unvisited data
+    (``mode="filled"``) or from a stochastic running summary (``mode="stochastic"``); from the
+    end of lap 1 it is the engine's memoized VB."""
+
+    def __init__(self, *args, mode="filled", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.mode = mode
+
+    def lap(self, source, state, batch_elbos=None):
+        if state.laps_done > 0:
+            return super().lap(source, state, batch_elbos)
+        initial, items = self.initial_summary(source)
+        running = initial.scaled(source.num_items / items)
+        state.num_items = source.num_items
+        for t, b in enumerate(self.order(state.rng, source.num_batches), start=1):
+            local, summary = self.local_step(state, int(b), self.read_batch(source, int(b)))
+            self.memoize(state, int(b), local, summary)
+            if self.mode == "stochastic":
+                rho = (t + 10.0) ** -0.5
+                running = running.scaled(1 - rho) + summary.scaled(rho * source.num_items / summary.num_items)
+            else:
+                unseen = source.num_items - state.cache.num_items
+                running = state.cache.total + initial.scaled(unseen / items) if unseen else state.cache.total
+            state.posterior = state.posterior.update(running)
+        state.posterior = state.posterior.update(state.cache.total)
+        state.emptied.append(self.count_emptied(None, state.cache.total.sizes))
+        state.move_log.append({})
+        state.laps_done += 1
+
+
 def stopping_lap(trace):
     """The lap a relative tolerance of :data:`TOL` would have stopped at (else the last)."""
     for lap in range(1, len(trace)):
@@ -89,7 +123,7 @@ def stopping_lap(trace):
     return len(trace)
 
 
-def run(name, x, family, K, batches, passes, seed, init, trace_lap1):
+def run(name, x, family, K, batches, passes, seed, init, trace_lap1, variants=()):
     """Every run of one seed and initialisation from one start: ``{run: record}``."""
     start = pm.MemoizedVB(family, K, init=init, seed=seed).initial_posterior(x)
     every = max(1, batches // 20)
@@ -101,6 +135,11 @@ def run(name, x, family, K, batches, passes, seed, init, trace_lap1):
         model = Traced(family, K, laps=passes, tol=0, init=init, seed=seed, incremental_first_lap=incremental,
                        x=x if trace_lap1 else None, every=every)
         records[label] = (model.fit(x, num_batches=batches, posterior=start), model.lap1)
+    for mode in variants:
+        model = FirstLapVariant(family, K, laps=passes, tol=0, init=init, seed=seed, mode=mode,
+                                x=x if trace_lap1 else None, every=every)
+        records[f"memoized, {mode} first lap (rejected)"] = (model.fit(x, num_batches=batches, posterior=start),
+                                                             model.lap1)
     return {label: {"elbo": fit.elbo / len(x), "K": score(fit.posterior, x, family)[1],
                     "emptied_lap1": fit.emptied[0], "emptied_later": sum(fit.emptied[1:]),
                     "stop": stopping_lap(fit.elbo_trace), "trace": [e / len(x) for e in fit.elbo_trace],
@@ -138,6 +177,8 @@ def main():
     parser.add_argument("--data", choices=sorted(DATASETS), default="toy3k")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--inits", default="kmeans++", help="comma-separated: kmeans++, random")
+    parser.add_argument("--variants", default="filled,stochastic",
+                        help="comma-separated rejected first laps to run too: filled, stochastic (or empty)")
     parser.add_argument("--save-data", default=None, help="write the (seed 0) training data to this .npz and stop")
     parser.add_argument("--paired", nargs="+", metavar="DIR", help="pyro-memo compare output folders to pair up")
     parser.add_argument("--at-pass", type=float, default=None, help="with --paired: compare at this pass")
@@ -158,15 +199,17 @@ def main():
         x = torch.as_tensor(x, dtype=torch.float64)
         family = pm.get_family(family_name).from_data(x)
         for init in args.inits.split(","):
-            for label, record in run(args.data, x, family, K, batches, passes, seed, init, seed == 0).items():
+            variants = [v for v in args.variants.split(",") if v]
+            for label, record in run(args.data, x, family, K, batches, passes, seed, init, seed == 0,
+                                     variants).items():
                 results.setdefault((init, label), []).append(record)
     print(f"{args.data}: N = {len(x)}, K = {K}, {batches} batches, {passes} passes, {args.seeds} seeds; "
           f"one thread; exact ELBO per item; every run from the same start as full VB")
-    print(f"{'init':9s} {'run':38s} {'mean':>8s} {'sd':>6s}  {'K':>5s} {'emptied lap 1':>13s} "
+    print(f"{'init':9s} {'run':44s} {'mean':>8s} {'sd':>6s}  {'K':>5s} {'emptied lap 1':>13s} "
           f"{'later':>6s} {'stops at':>8s}  per seed")
     for (init, label), records in results.items():
         values = [r["elbo"] for r in records]
-        print(f"{init:9s} {label:38s} {np.mean(values):8.3f} {np.std(values):6.3f}  "
+        print(f"{init:9s} {label:44s} {np.mean(values):8.3f} {np.std(values):6.3f}  "
               f"{np.mean([r['K'] for r in records]):5.1f} {np.mean([r['emptied_lap1'] for r in records]):13.1f} "
               f"{np.mean([r['emptied_later'] for r in records]):6.1f} {np.mean([r['stop'] for r in records]):8.1f}  "
               f"{np.round(values, 3).tolist()}")
