@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from . import common  # noqa: F401  (registers the shared options)
+from .interrupt import StopOnSignal
 from .registry import (
     COMMANDS,
     MODELS,
@@ -39,12 +40,32 @@ def build_parser():
 def main(argv=None):
     """Run ``pyro-memo``; returns the exit status (2 and one error line for bad options or data)."""
     args = build_parser().parse_args(argv)
-    try:
-        model = resolve(args.command, args)
-        return getattr(model, args.command)(args)
-    except (ValueError, FloatingPointError, OSError) as err:
-        print(f"pyro-memo: error: {err}", file=sys.stderr)
-        return 2
+    with StopOnSignal() as stop:
+        args.stop = stop
+        try:
+            model = resolve(args.command, args)
+            status = getattr(model, args.command)(args)
+        except (ValueError, FloatingPointError, OSError) as err:
+            print(f"pyro-memo: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"pyro-memo: interrupted{_resume_hint(args)}", file=sys.stderr)
+            return 130
+    if stop.requested:
+        print(f"pyro-memo: stopped by {stop.name()} after a complete lap; the results above cover the laps done"
+              f"{_resume_hint(args)}", file=sys.stderr)
+        return stop.exit_status
+    return status
+
+
+def _resume_hint(args):
+    """How to go on after an interrupted fit."""
+    save = getattr(args, "save", None) or getattr(args, "resume", None)
+    if args.command != "fit":
+        return ""
+    if not save:
+        return " (no --save: nothing to resume from)"
+    return f"; the last complete checkpoint is {save}/state.pt: run the same command with --resume {save} to go on"
 
 
 if __name__ == "__main__":

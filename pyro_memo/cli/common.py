@@ -102,6 +102,13 @@ def parse_methods(text, methods, model):
     return names
 
 
+def stop_requested(args):
+    """Whether Ctrl-C or SIGTERM asked the running command to stop (see :mod:`.interrupt`): a fit's
+    per-lap callback returns this, so the fit ends after the lap and its checkpoint."""
+    stop = getattr(args, "stop", None)
+    return stop is not None and stop.requested
+
+
 def report(text, out, json_path):
     """Print a fit's summary ``text`` and write its results ``out`` to ``json_path`` (if given)."""
     print(text)

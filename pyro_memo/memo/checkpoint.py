@@ -10,7 +10,6 @@ for DP mixtures, one for HDP topic models) are read and converted.
 
 import ast
 import importlib
-import pickle
 
 import numpy as np
 import torch
@@ -128,8 +127,12 @@ def load_state(path, device=None):
     """
     try:
         d = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
-        raise ValueError(f"{path}: cannot read checkpoint ({err})") from err
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such checkpoint") from None
+    except Exception as err:  # anything the unpickler raises on damaged bytes (KeyError, ValueError, ...)
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise ValueError(f"{path}: cannot read checkpoint: the file is damaged (truncated or overwritten) or "
+                         f"not a pyro-memo checkpoint ({first[:160]})") from err
     if not isinstance(d, dict) or "format_version" not in d:
         raise ValueError(f"{path}: not a pyro-memo checkpoint")
     return state_from_dict(d, device)

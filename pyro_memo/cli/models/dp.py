@@ -15,7 +15,16 @@ from ...families import FAMILIES, get_family
 from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
 from ...inference.moves import make_moves
 from ...reporting import effective_k, summary_text, write_posterior_npz, write_trace_plot
-from ..common import check_device, check_positive, compare_progress, parse_list, parse_methods, print_comparison, report
+from ..common import (
+    check_device,
+    check_positive,
+    compare_progress,
+    parse_list,
+    parse_methods,
+    print_comparison,
+    report,
+    stop_requested,
+)
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 #: default priors of out-of-core data come from at most this many leading items
@@ -107,8 +116,12 @@ def _run(args, data, family, state, progress):
     """Fit by the chosen algorithm (``state``: a memoized fit's, possibly resumed); returns the result."""
     if args.algo == "vb":
         vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed)
-        return vb.fit(data, state=state, callback=lambda lap, elbo, posterior: progress(
-            lap, elbo, posterior, emptied=state.emptied[-1]))
+
+        def vb_callback(lap, elbo, posterior):
+            progress(lap, elbo, posterior, emptied=state.emptied[-1])
+            return stop_requested(args)
+
+        return vb.fit(data, state=state, callback=vb_callback)
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                       moves=args.moves)
@@ -117,6 +130,7 @@ def _run(args, data, family, state, progress):
         progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None, state.emptied[-1])
         if args.save:
             save_state(os.path.join(args.save, "state.pt"), state)
+        return stop_requested(args)
 
     return memo.fit(source, state=state, callback=callback)
 

@@ -22,6 +22,7 @@ from ..common import (
     parse_moves,
     print_comparison,
     report,
+    stop_requested,
 )
 from ..registry import CliModel, Option, Use, register_model, register_option
 
@@ -178,6 +179,7 @@ class HDPTopics(CliModel):
                       f"{state.emptied[-1]} emptied", flush=True)
             if args.save:
                 save_state(os.path.join(args.save, "state.pt"), state)
+            return stop_requested(args)
 
         start = time.perf_counter()
         fit = model.fit(corpus, args.batches, state=state, callback=callback)
