@@ -47,6 +47,8 @@ def write_trace_plot(path, elbo_trace, k_trace, title=""):
     import matplotlib.pyplot as plt
 
     laps = np.arange(1, len(elbo_trace) + 1)
+    # K of laps before a resume from an older checkpoint that did not keep it is unknown
+    k_trace = [float("nan")] * (len(elbo_trace) - len(k_trace)) + list(k_trace)[-len(elbo_trace):]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     axes[0].plot(laps, elbo_trace, marker="o", ms=3)
     axes[0].set_xlabel("lap")

@@ -214,3 +214,23 @@ def test_a_third_model_registers_itself_without_editing_the_cli(third_model, blo
         from pyro_memo.cli import registry
 
         registry.register_model(third_model())
+
+
+@pytest.mark.parametrize("base", [["fit", "digits", "--algo", "memo", "--K", "8", "--batches", "4"],
+                                  ["fit", "bars", "--model", "hdp", "--K", "6", "--batches", "3"]],
+                         ids=["dp-memo", "hdp"])
+def test_a_fit_resumed_to_completion_reports_the_whole_run(base, tmp_path, capsys):
+    """Issue #19: traces, plot and JSON of a resumed fit cover the laps before and after the resume."""
+    common = [*base, "--tol", "0", "--quiet"]
+    assert main([*common, "--laps", "6", "--json", str(tmp_path / "straight.json")]) == 0
+    assert main([*common, "--laps", "3", "--save", str(tmp_path / "run")]) == 0
+    assert main([*common, "--laps", "6", "--save", str(tmp_path / "run"), "--resume", str(tmp_path / "run"),
+                 "--json", str(tmp_path / "resumed.json")]) == 0
+    capsys.readouterr()
+    straight = json.loads((tmp_path / "straight.json").read_text())
+    resumed = json.loads((tmp_path / "resumed.json").read_text())
+    for key in ("elbo_trace", "k_trace", "lap_seconds", "emptied"):
+        assert len(resumed[key]) == 6, key
+    assert resumed["elbo_trace"] == straight["elbo_trace"] and resumed["k_trace"] == straight["k_trace"]
+    assert resumed["elbo"] == straight["elbo"]
+    assert (tmp_path / "run" / "trace.png").stat().st_size > 0

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from . import common  # noqa: F401  (registers the shared options)
+from .common import check_numbers, check_outputs
 from .interrupt import StopOnSignal
 from .registry import (
     COMMANDS,
@@ -25,12 +26,19 @@ from .registry import (
 __all__ = ["CliModel", "Option", "Use", "build_parser", "main", "register_model", "register_option"]
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``pyro-memo: error: ...``) and exit status 2."""
+
+    def error(self, message):
+        print(f"pyro-memo: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser():
     """The ``pyro-memo`` parser with a sub-command per command and every registered model."""
     load_models()
-    parser = argparse.ArgumentParser(prog="pyro-memo",
-                                     description="Memoized variational inference for Bayesian nonparametric models "
-                                                 f"(pyro-memo). Models: {', '.join(MODELS)}.")
+    parser = Parser(prog="pyro-memo", description="Memoized variational inference for Bayesian nonparametric "
+                                                  f"models (pyro-memo). Models: {', '.join(MODELS)}.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         add_command(sub, command)
@@ -44,6 +52,8 @@ def main(argv=None):
         args.stop = stop
         try:
             model = resolve(args.command, args)
+            check_numbers(args)
+            check_outputs(args)
             status = getattr(model, args.command)(args)
         except (ValueError, FloatingPointError, OSError) as err:
             print(f"pyro-memo: error: {err}", file=sys.stderr)

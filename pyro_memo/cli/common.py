@@ -1,6 +1,9 @@
 """Options shared by the models of ``pyro-memo`` and the checks and output they share."""
 
+import math
+import os
 import sys
+import tempfile
 
 import torch
 
@@ -60,6 +63,74 @@ def check_positive(args, integers=(), reals=()):
         value = getattr(args, name, None)
         if value is not None and not value > 0:
             raise ValueError(f"--{name} must be positive; got {value}")
+
+
+#: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
+POSITIVE_INTEGERS = ("K", "laps", "batches")
+POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds")
+NON_NEGATIVE_REALS = ("tol",)
+NON_NEGATIVE_INTEGERS = ("seed",)
+
+
+def check_numbers(args):
+    """Raise a :class:`ValueError` naming the first numeric option out of its range (NaN and
+    infinities included; options a command does not have, or left unset, pass)."""
+    check_positive(args, integers=POSITIVE_INTEGERS, reals=POSITIVE_REALS)
+    for name in POSITIVE_REALS + NON_NEGATIVE_REALS:
+        value = getattr(args, name, None)
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"--{name} must be a finite number; got {value}")
+    for name in NON_NEGATIVE_REALS + NON_NEGATIVE_INTEGERS:
+        value = getattr(args, name, None)
+        if value is not None and not value >= 0:
+            raise ValueError(f"--{name} must be zero or more; got {value}")
+    heldout = getattr(args, "heldout", None)
+    if heldout is not None and not 0 <= heldout < 1:
+        raise ValueError(f"--heldout must lie in [0, 1); got {heldout}")
+
+
+def _probe(folder):
+    """Raise :class:`OSError` unless a file can be created in ``folder``."""
+    fd, path = tempfile.mkstemp(prefix=".pyro-memo-probe-", dir=folder)
+    os.close(fd)
+    os.remove(path)
+
+
+def check_output_folder(path, option):
+    """``--save`` / ``--out DIR``: created when missing (its parent must exist), and writable;
+    checked before any work is done."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{option} {path}: exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+        _probe(path)
+    except OSError as err:
+        raise ValueError(f"{option} {path}: cannot write there ({err.strerror or err})") from None
+
+
+def check_output_file(path, option):
+    """``--json PATH``: its folder exists and is writable, and ``PATH`` is not a directory."""
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path}: is a directory")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{option} {path}: the folder {folder} does not exist")
+    try:
+        _probe(folder)
+    except OSError as err:
+        raise ValueError(f"{option} {path}: cannot write there ({err.strerror or err})") from None
+
+
+def check_outputs(args):
+    """Every place ``args`` will write to, checked before the command starts."""
+    for option in ("save", "out"):
+        if getattr(args, option, None):
+            check_output_folder(getattr(args, option), f"--{option}")
+    if getattr(args, "json", None):
+        check_output_file(args.json, "--json")
+    resume = getattr(args, "resume", None)
+    if resume and not os.path.isfile(os.path.join(resume, "state.pt")):
+        raise ValueError(f"--resume {resume}: no state.pt there (write one with --save {resume})")
 
 
 def check_device(name):

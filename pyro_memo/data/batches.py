@@ -137,12 +137,15 @@ class FileBatches(BatchSource):
     @classmethod
     def from_npy(cls, path, num_batches):
         """Batches of the C-ordered 2-D array in the ``.npy`` file ``path``."""
-        with open(path, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(fh)
-            offset = fh.tell()
+        try:
+            with open(path, "rb") as fh:
+                version = np.lib.format.read_magic(fh)
+                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                    np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read_header(fh)
+                offset = fh.tell()
+        except ValueError as err:
+            raise ValueError(f"{path}: not a .npy array file ({err})") from None
         if fortran:
             raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save a C-ordered array")
         return cls(path, offset, dtype, shape, num_batches)

@@ -78,6 +78,10 @@ def load_dataset(source):
                 labels = archive[label_keys[0]] if label_keys else None
         else:
             raise ValueError(f"{source}: unsupported file type '{ext}'; use .npy or .npz")
+    except ValueError as err:
+        message = str(err)
+        raise ValueError(message if message.startswith(source) else f"{source}: cannot read array file ({message})") \
+            from err
     except (OSError, EOFError) as err:
         raise ValueError(f"{source}: cannot read array file ({err})") from err
     if not np.issubdtype(x.dtype, np.number):

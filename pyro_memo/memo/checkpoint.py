@@ -74,6 +74,7 @@ def state_to_dict(state):
         "tried": {k: dict(v) for k, v in state.tried.items()},
         "steps": int(state.steps),
         "emptied": list(state.emptied),
+        "traces": {k: list(v) for k, v in state.traces.items()},
     }
 
 
@@ -111,13 +112,18 @@ def state_from_dict(d, device=None):
                      list(d.get("move_log", [])), list(d.get("move_gains", [])), dict(d.get("move_states", {})),
                      warm_starts={_key(k): v.to(device=device) for k, v in d["warm_starts"].items()},
                      tried={k: dict(v) for k, v in d.get("tried", {}).items()}, steps=int(d.get("steps", 0)),
-                     emptied=list(d.get("emptied", [])))
+                     emptied=list(d.get("emptied", [])),
+                     traces={k: list(v) for k, v in d.get("traces", {}).items()})
 
 
 def save_state(path, state):
     """Write ``state`` to ``path`` atomically (temporary file + rename)."""
     payload = state_to_dict(state)
-    write_atomically(str(path), lambda tmp: torch.save(payload, tmp))
+    try:
+        write_atomically(str(path), lambda tmp: torch.save(payload, tmp))
+    except RuntimeError as err:  # torch's writer reports I/O failures as RuntimeError
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), "write failed")
+        raise OSError(f"{path}: cannot write the checkpoint ({first[:160]})") from err
 
 
 def load_state(path, device=None):

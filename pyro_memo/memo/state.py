@@ -33,6 +33,8 @@ class MemoState:
     :ivar dict lap_moves: this lap's ``{move: {"proposed": n, "accepted": n}}``.
     :ivar list emptied: per lap, the components its batch steps emptied (collapse; see
         :meth:`~pyro_memo.engine.MemoizedDriver.count_emptied`).
+    :ivar dict traces: per-lap traces a caller keeps with the fit (the command line's K per lap),
+        saved with it so that a resumed fit's traces cover the whole run.
     """
 
     posterior: object = None
@@ -52,6 +54,7 @@ class MemoState:
     num_items: int = 0
     lap_moves: dict = field(default_factory=dict)
     emptied: list = field(default_factory=list)
+    traces: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.rng is None:

@@ -69,8 +69,8 @@ class Progress:
     """A progress bar of lap, exact ELBO, K and the components the lap emptied (collapse);
     also records K per lap."""
 
-    def __init__(self, total, enabled):
-        self.k_trace = []
+    def __init__(self, total, enabled, k_trace=None):
+        self.k_trace = [] if k_trace is None else k_trace
         self.bar = None
         if enabled:
             from tqdm import tqdm
@@ -175,7 +175,8 @@ class DPMixture(CliModel):
         if args.resume:
             state = load_state(os.path.join(args.resume, "state.pt"), device=args.device)
             family = state.posterior.family
-        progress = Progress(args.laps - state.laps_done, not args.quiet)
+        # K per lap lives in the state, so a resumed fit's trace covers the laps before the resume too
+        progress = Progress(args.laps - state.laps_done, not args.quiet, state.traces.setdefault("k", []))
         start = time.perf_counter()
         result = _run(args, data, family, state, progress)
         progress.close()

@@ -60,16 +60,23 @@ def load_corpus(source, vocab=None):
         return bars_corpus()[0], BUNDLED_CORPORA["bars"]
     if not os.path.exists(source):
         raise ValueError(f"{source}: no such file, and not a bundled corpus ({', '.join(BUNDLED_CORPORA)})")
-    if source.endswith(".npz"):
-        import scipy.sparse as sp
+    if vocab is not None and not os.path.isfile(vocab):
+        raise ValueError(f"--vocab {vocab}: no such file")
+    try:
+        if source.endswith(".npz"):
+            import scipy.sparse as sp
 
-        corpus = from_counts(sp.load_npz(source))
-    elif source.endswith((".ldac", ".dat", ".txt")):
-        beside = os.path.join(os.path.dirname(source), "vocab.txt")
-        vocab = vocab or (beside if os.path.exists(beside) else None)
-        corpus = read_ldac(source, vocab)
-    else:
-        raise ValueError(f"{source}: --model hdp reads an LDA-C file (.ldac) or a sparse count matrix (.npz)")
+            corpus = from_counts(sp.load_npz(source))
+        elif source.endswith((".ldac", ".dat", ".txt")):
+            beside = os.path.join(os.path.dirname(source), "vocab.txt")
+            vocab = vocab or (beside if os.path.exists(beside) else None)
+            corpus = read_ldac(source, vocab)
+        else:
+            raise ValueError(f"{source}: --model hdp reads an LDA-C file (.ldac) or a sparse count matrix (.npz)")
+    except (ValueError, OSError) as err:
+        message = str(err)
+        where = f"{source}" + (f" with vocabulary {vocab}" if vocab else "")
+        raise ValueError(message if message.startswith(source) else f"{where}: {message}") from None
     return corpus, f"{source}: {corpus}"
 
 
@@ -170,7 +177,7 @@ class HDPTopics(CliModel):
                             moves=args.moves, init=args.init)
         state = load_state(os.path.join(args.resume, "state.pt"), args.device) if args.resume else \
             HDPState(rng=np.random.default_rng(args.seed))
-        k_trace = []
+        k_trace = state.traces.setdefault("k", [])  # kept in the state: a resumed run's trace covers all laps
 
         def callback(lap, elbo, posterior):
             k_trace.append(_effective_topics(posterior))

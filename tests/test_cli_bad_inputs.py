@@ -1,0 +1,151 @@
+"""Table-driven: every bad input or option to ``pyro-memo`` gives exit status 2 and one line
+``pyro-memo: error: ...`` naming the problem, no traceback, and leaves no output file behind."""
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+from pyro_memo.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Good and bad data files, and places one cannot write to (even as root)."""
+    d = tmp_path_factory.mktemp("bad")
+    rng = np.random.default_rng(0)
+    good = rng.normal(size=(60, 2))
+    np.savez(d / "good.npz", x=good)
+    np.save(d / "good.npy", good)
+    with_nan = good.copy()
+    with_nan[3, 1] = np.nan
+    np.savez(d / "nan.npz", x=with_nan)
+    with_inf = good.copy()
+    with_inf[0, 0] = np.inf
+    np.save(d / "inf.npy", with_inf)
+    np.save(d / "one_d.npy", good[:, 0])
+    np.save(d / "three_d.npy", good.reshape(60, 2, 1))
+    np.save(d / "empty.npy", np.zeros((0, 2)))
+    np.save(d / "strings.npy", np.array([["a", "b"]] * 5))
+    np.savez(d / "two_arrays.npz", a=good, b=good)
+    np.savez(d / "bad_labels.npz", x=good, labels=np.zeros(7))
+    np.save(d / "negative.npy", np.abs(good) * -1.0)
+    np.save(d / "fractional.npy", np.abs(good))
+    (d / "garbage.npy").write_bytes(b"not a numpy file at all")
+    (d / "garbage.npz").write_bytes(b"PK not a zip")
+    (d / "data.csv").write_text("1,2\n3,4\n")
+    (d / "afile").write_text("a regular file")
+    (d / "bad.ldac").write_text("2 0:1 1:x\n")
+    (d / "neg.ldac").write_text("1 0:-3\n")
+    (d / "ok.ldac").write_text("2 0:1 1:2\n1 1:4\n")
+    (d / "vocab.txt").write_text("a\n")  # one word, the corpus uses two
+    (d / "save_nostate").mkdir()
+    return d
+
+
+def cases(f):
+    """``(argv, keyword the error line must contain)``."""
+    good, afile = str(f / "good.npz"), str(f / "afile")
+    unwritable = os.path.join(afile, "sub")  # a folder under a regular file: unwritable even as root
+    fit, memo, hdp, cmp, hcmp = (["fit", good], ["fit", good, "--algo", "memo"], ["fit", "bars", "--model", "hdp"],
+                                 ["compare", good], ["compare", "bars", "--model", "hdp"])
+    return [
+        # numbers out of range, fit (dp vb / dp memo / hdp)
+        (fit + ["--K", "0"], "--K"), (fit + ["--K", "-1"], "--K"), (fit + ["--laps", "0"], "--laps"),
+        (fit + ["--laps", "-5"], "--laps"), (fit + ["--tol", "-1"], "--tol"), (fit + ["--tol", "nan"], "--tol"),
+        (fit + ["--tol", "inf"], "--tol"), (fit + ["--alpha", "0"], "--alpha"), (fit + ["--alpha", "-2"], "--alpha"),
+        (fit + ["--alpha", "nan"], "--alpha"), (fit + ["--alpha", "inf"], "--alpha"),
+        (fit + ["--seed", "-1"], "--seed"),
+        (memo + ["--batches", "0"], "--batches"), (memo + ["--batches", "-3"], "--batches"),
+        (memo + ["--batches", "61"], "batches"), (memo + ["--K", "0"], "--K"), (memo + ["--tol", "-0.5"], "--tol"),
+        (hdp + ["--K", "0"], "--K"), (hdp + ["--laps", "0"], "--laps"), (hdp + ["--gamma", "0"], "--gamma"),
+        (hdp + ["--gamma", "-1"], "--gamma"), (hdp + ["--lam0", "0"], "--lam0"), (hdp + ["--lam0", "nan"], "--lam0"),
+        (hdp + ["--alpha", "-1"], "--alpha"), (hdp + ["--tol", "-1"], "--tol"), (hdp + ["--batches", "0"], "--batches"),
+        (hdp + ["--batches", "100000"], "batches"), (hdp + ["--seed", "-3"], "--seed"),
+        # not numbers at all
+        (fit + ["--K", "x"], "--K"), (fit + ["--K", "2.5"], "--K"), (fit + ["--laps", "ten"], "--laps"),
+        (fit + ["--tol", "small"], "--tol"), (fit + ["--alpha", ""], "--alpha"), (hdp + ["--gamma", "g"], "--gamma"),
+        (cmp + ["--passes", "many"], "--passes"), (cmp + ["--seeds", "a,b"], "--seeds"),
+        # choices and option / model mismatches
+        (fit + ["--family", "cauchy"], "cauchy"), (fit + ["--algo", "gibbs"], "gibbs"),
+        (fit + ["--init", "magic"], "magic"), (fit + ["--dtype", "float16"], "float16"),
+        (fit + ["--model", "lda"], "lda"), (fit + ["--batches", "4"], "--batches"),
+        (fit + ["--moves", "birth"], "--moves"), (memo + ["--moves", "split"], "split"),
+        (hdp + ["--moves", "delete,explode"], "explode"), (hdp + ["--family", "gauss"], "--family"),
+        (fit + ["--gamma", "1"], "--gamma"), (fit + ["--vocab", "v.txt"], "--vocab"),
+        (fit + ["--device", "tpu"], "tpu"), (fit + ["--device", "cuda:7"], "cuda"), (fit + ["--unknown"], "--unknown"),
+        (["fit", good, good], "unrecognized"), (["frobnicate"], "frobnicate"), ([], "command"),
+        # bad data, dp
+        (["fit", str(f / "missing.npz")], "missing.npz"), (["fit", str(f / "nan.npz")], "NaN"),
+        (["fit", str(f / "inf.npy")], "inf"), (["fit", str(f / "one_d.npy")], "shape"),
+        (["fit", str(f / "three_d.npy")], "shape"), (["fit", str(f / "empty.npy")], "empty"),
+        (["fit", str(f / "strings.npy")], "strings.npy"), (["fit", str(f / "two_arrays.npz")], "two_arrays.npz"),
+        (["fit", str(f / "garbage.npy")], "garbage.npy"), (["fit", str(f / "garbage.npz")], "garbage.npz"),
+        (["fit", str(f / "data.csv")], "data.csv"), (["fit", afile], "afile"),
+        (["fit", str(f / "negative.npy"), "--family", "mult"], "negative"),
+        (["fit", str(f / "fractional.npy"), "--family", "bern"], "bern"),
+        (["fit", str(f / "negative.npy"), "--family", "poisson"], "negative"),
+        (["fit", "nonexistent-dataset"], "nonexistent-dataset"),
+        (["fit", str(f / "garbage.npy"), "--algo", "memo"], "garbage.npy"),
+        # bad data, hdp
+        (["fit", "--model", "hdp"], "corpus"), (["fit", str(f / "missing.ldac"), "--model", "hdp"], "missing.ldac"),
+        (["fit", str(f / "bad.ldac"), "--model", "hdp"], "bad.ldac"),
+        (["fit", str(f / "neg.ldac"), "--model", "hdp"], "neg.ldac"),
+        (["fit", str(f / "ok.ldac"), "--model", "hdp", "--vocab", str(f / "vocab.txt")], "vocab"),
+        (["fit", str(f / "ok.ldac"), "--model", "hdp", "--vocab", str(f / "novocab.txt")], "novocab.txt"),
+        (["fit", good, "--model", "hdp"], "good.npz"),
+        # places that cannot be written
+        (fit + ["--json", str(f)], "--json"), (fit + ["--json", os.path.join(unwritable, "out.json")], "--json"),
+        (fit + ["--json", str(f / "nofolder" / "out.json")], "--json"),
+        (fit + ["--save", afile], "--save"), (fit + ["--save", unwritable], "--save"),
+        (memo + ["--save", unwritable], "--save"), (hdp + ["--save", unwritable], "--save"),
+        (hdp + ["--save", afile], "--save"), (hdp + ["--json", os.path.join(unwritable, "o.json")], "--json"),
+        (cmp + ["--out", afile], "--out"), (cmp + ["--out", unwritable], "--out"),
+        (hcmp + ["--out", unwritable], "--out"),
+        # resume
+        (memo + ["--resume", str(f / "nowhere")], "--resume"),
+        (memo + ["--resume", str(f / "save_nostate")], "state.pt"),
+        (memo + ["--resume", afile], "--resume"), (fit + ["--resume", str(f / "save_nostate")], "--resume"),
+        (hdp + ["--resume", str(f / "nowhere")], "--resume"),
+        # compare
+        (cmp + ["--methods", "memo,adam"], "adam"), (cmp + ["--methods", ""], "--methods"),
+        (cmp + ["--seeds", ""], "--seeds"), (cmp + ["--passes", "0"], "--passes"),
+        (cmp + ["--passes", "-1"], "--passes"),
+        (cmp + ["--seconds", "0"], "--seconds"), (cmp + ["--K", "0"], "--K"), (cmp + ["--batches", "0"], "--batches"),
+        (cmp + ["--heldout", "1"], "--heldout"), (cmp + ["--heldout", "-0.1"], "--heldout"),
+        (cmp + ["--alpha", "0"], "--alpha"), (cmp + ["--family", "cauchy"], "cauchy"),
+        (["compare", str(f / "nan.npz")], "NaN"), (hcmp + ["--methods", "memo,lda"], "lda"),
+        (hcmp + ["--heldout", "0"], "--heldout"), (hcmp + ["--gamma", "0"], "--gamma"),
+        (["compare", "--model", "hdp"], "corpus"),
+    ]
+
+
+#: the table's size (cases() only builds strings, so any folder will do to count them)
+CASES = len(cases(pathlib.Path("/nowhere")))
+
+
+def test_there_are_at_least_80_cases():
+    assert CASES >= 80
+
+
+@pytest.mark.parametrize("index", range(CASES))
+def test_a_bad_input_gets_one_error_line_and_status_2(files, tmp_path, capsys, index):
+    argv, keyword = cases(files)[index]
+    argv = list(argv)
+    json_path = tmp_path / "results.json"
+    if argv and argv[0] == "fit" and "--json" not in argv and argv != ["fit"]:
+        argv += ["--json", str(json_path), "--quiet"]
+    before = set(os.listdir(files))
+    try:
+        status = main(argv)
+    except SystemExit as exit_:
+        status = exit_.code
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2, (argv, err)
+    assert len(lines) == 1 and lines[0].startswith("pyro-memo: error:"), (argv, err)
+    assert keyword.lower() in lines[0].lower(), (argv, lines[0])
+    assert "Traceback" not in err
+    assert not json_path.exists()
+    assert set(os.listdir(files)) == before  # nothing written beside the inputs
