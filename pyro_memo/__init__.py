@@ -1,47 +1,10 @@
-"""pyro-memo: memoized online variational inference for Bayesian nonparametric models in Pyro."""
+"""pyro-memo: memoized online variational inference for Bayesian nonparametric models in Pyro.
 
-from .allocation import DPSticks, stick_breaking_weights
-from .bridge import (
-    ClosedFormOptimizer,
-    DPMixtureGuide,
-    HDPGuide,
-    MemoizedELBO,
-    ModelStructureError,
-    PyroSVI,
-    batch_tokens,
-    fit_memoized,
-    fit_vb,
-    recognize_model,
-)
-from .data import make_batches
-from .families import (
-    FAMILIES,
-    Bernoulli,
-    ConjugateFamily,
-    DiagGaussian,
-    Gaussian,
-    Multinomial,
-    Poisson,
-    ZeroMeanGaussian,
-    get_family,
-)
-from .inference import (
-    BlockedGibbs,
-    CollapsedGibbs,
-    DPMixturePosterior,
-    FitResult,
-    FullBatchVB,
-    MemoizedVB,
-    MemoState,
-    StochasticVB,
-    full_data_elbo,
-    load_state,
-    save_state,
-    vb_log_predictive,
-)
-from .inference.moves import BirthMove, DeleteMove, GreedyMergeMove, MergeMove, Move
-from .models import DPMixtureModel
-from .summaries import Summary
+The public names below are imported on first use (PEP 562), so that ``import pyro_memo`` and the
+``pyro-memo`` command line start without torch and Pyro until they are needed.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
 
@@ -88,3 +51,38 @@ __all__ = [
     "stick_breaking_weights",
     "vb_log_predictive",
 ]
+
+#: where each public name is defined (relative to this package)
+_SOURCES = {
+    ".allocation": "DPSticks stick_breaking_weights".split(),
+    ".bridge": ("ClosedFormOptimizer DPMixtureGuide HDPGuide MemoizedELBO ModelStructureError PyroSVI "
+                "batch_tokens fit_memoized fit_vb recognize_model").split(),
+    ".data": "make_batches".split(),
+    ".families": ("FAMILIES Bernoulli ConjugateFamily DiagGaussian Gaussian Multinomial Poisson "
+                  "ZeroMeanGaussian get_family").split(),
+    ".inference": ("BlockedGibbs CollapsedGibbs DPMixturePosterior FitResult FullBatchVB MemoizedVB MemoState "
+                   "StochasticVB full_data_elbo load_state save_state vb_log_predictive").split(),
+    ".inference.moves": "BirthMove DeleteMove GreedyMergeMove MergeMove Move".split(),
+    ".models": "DPMixtureModel".split(),
+    ".summaries": "Summary".split(),
+}
+_WHERE = {name: module for module, names in _SOURCES.items() for name in names}
+
+
+def __getattr__(name):
+    """Import a public name, or a subpackage (``pyro_memo.topics``), on first access."""
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -79,7 +79,7 @@ def test_vb_fit_on_npz_with_labels(blobs, capsys):
         (["fit", "--device", "cuda:7"], "CUDA"),
         (["fit", "--resume", "somewhere"], "--resume needs --algo memo"),
         (["fit", "--moves", "birth"], "--moves needs --algo memo"),
-        (["fit", "--algo", "memo", "--moves", "birth,split"], "unknown moves"),
+        (["fit", "--algo", "memo", "--moves", "birth,split"], "--moves split is not available"),
     ],
 )
 def test_bad_options_give_one_error_line_and_exit_2(argv, message, capsys):

@@ -5,8 +5,6 @@ import os
 import sys
 import tempfile
 
-import torch
-
 from .registry import Option, register_option
 
 
@@ -134,7 +132,12 @@ def check_outputs(args):
 
 
 def check_device(name):
-    """Raise a :class:`ValueError` for a device torch does not know or cannot reach."""
+    """Raise a :class:`ValueError` for a device torch does not know or cannot reach (plain
+    ``cpu`` is checked without importing torch)."""
+    if name == "cpu":
+        return
+    import torch
+
     try:
         device = torch.device(name)
     except RuntimeError as err:

@@ -6,26 +6,37 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-
-from ...data_sources import ArrayBatches, FileBatches
-from ...datasets import BUNDLED, load_dataset
-from ...families import FAMILIES, get_family
-from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
-from ...inference.moves import make_moves
-from ...reporting import effective_k, summary_text, write_posterior_npz, write_trace_plot
 from ..common import (
     check_device,
     check_positive,
     compare_progress,
     parse_list,
     parse_methods,
+    parse_moves,
     print_comparison,
     report,
     stop_requested,
 )
+from ..names import DATASET_NAMES, DP_MOVE_NAMES, FAMILY_NAMES
 from ..registry import CliModel, Option, Use, register_model, register_option
+
+
+def _imports():
+    """Import the heavy modules (torch, the inference code) when a command runs, not when the
+    parser is built: ``--help`` and option errors return at once."""
+    global np, torch, ArrayBatches, FileBatches, BUNDLED, load_dataset, FAMILIES, get_family
+    global FullBatchVB, MemoizedVB, MemoState, load_state, save_state, make_moves
+    global effective_k, summary_text, write_posterior_npz, write_trace_plot
+    import numpy as np
+    import torch
+
+    from ...data_sources import ArrayBatches, FileBatches
+    from ...datasets import BUNDLED, load_dataset
+    from ...families import FAMILIES, get_family
+    from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
+    from ...inference.moves import make_moves
+    from ...reporting import effective_k, summary_text, write_posterior_npz, write_trace_plot
+
 
 #: default priors of out-of-core data come from at most this many leading items
 PRIOR_SAMPLE = 100_000
@@ -37,10 +48,10 @@ FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior
 register_option("fit", Option("--family", FAMILY_HELP))
 register_option("compare", Option("--family", "scoring family (default priors from the training data)."))
 
-_DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(BUNDLED)}")
+_DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
     "data": Use(_DATA + "; a .npy file is read from disk batch by batch with --algo memo", default="digits"),
-    "family": Use(default="gauss", choices=tuple(sorted(FAMILIES))),
+    "family": Use(default="gauss", choices=FAMILY_NAMES),
     "algo": Use("vb: full-batch coordinate ascent; memo: memoized online VB over --batches fixed batches",
                 default="vb", choices=("vb", "memo")),
     "K": Use(default=20),
@@ -152,7 +163,7 @@ class DPMixture(CliModel):
             "seeds": Use(default="0,1,2"),
             "passes": Use(default=20.0),
             "seconds": Use(),
-            "family": Use(default="gauss", choices=tuple(sorted(FAMILIES))),
+            "family": Use(default="gauss", choices=FAMILY_NAMES),
             "K": Use(default=25),
             "batches": Use(default=20),
             "alpha": Use("DP concentration", default=1.0),
@@ -165,10 +176,11 @@ class DPMixture(CliModel):
     def check(self, command, args):
         check_positive(args, integers=("K", "laps", "batches"), reals=("alpha", "passes", "seconds"))
         if command == "fit":
-            make_moves(args.moves)  # validates the names
+            parse_moves(args.moves, DP_MOVE_NAMES, self.name)
             check_device(args.device)
 
     def fit(self, args):
+        _imports()
         data, labels, description, family = _load(args, getattr(torch, args.dtype))
         num_items = data.shape[0] if torch.is_tensor(data) else data.num_items
         state = MemoState(rng=np.random.default_rng(args.seed))
@@ -207,6 +219,7 @@ class DPMixture(CliModel):
         return report(summary_text(out, description), out, args.json)
 
     def compare(self, args):
+        _imports()
         from ...comparison import COLUMNS, METHODS, Budget, Settings, compare, load_array_split
 
         methods = parse_methods(args.methods, METHODS, self.name)

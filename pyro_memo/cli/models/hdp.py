@@ -6,13 +6,6 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-
-from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
-from ...memo import load_state, save_state
-from ...reporting import write_atomically, write_trace_plot
-from ...topics import HDPState, MemoizedHDP, split_documents, top_words
 from ..common import (
     check_device,
     check_positive,
@@ -25,6 +18,20 @@ from ..common import (
     stop_requested,
 )
 from ..registry import CliModel, Option, Use, register_model, register_option
+
+
+def _imports():
+    """Import the heavy modules (torch, the topic model) when a command runs, not when the parser
+    is built: ``--help`` and option errors return at once."""
+    global np, torch, bars_corpus, fetch_wikipedia, from_counts, read_ldac, load_state, save_state
+    global write_atomically, write_trace_plot, HDPState, MemoizedHDP, split_documents, top_words
+    import numpy as np
+    import torch
+
+    from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
+    from ...memo import load_state, save_state
+    from ...reporting import write_atomically, write_trace_plot
+    from ...topics import HDPState, MemoizedHDP, split_documents, top_words
 
 #: corpora pyro-memo can load by name
 BUNDLED_CORPORA = {
@@ -169,6 +176,7 @@ class HDPTopics(CliModel):
             raise ValueError(f"--heldout must lie in (0, 1) for --model hdp; got {args.heldout}")
 
     def fit(self, args):
+        _imports()
         corpus, description = load_corpus(args.data, args.vocab)
         if args.batches > corpus.num_docs:
             raise ValueError(f"--batches {args.batches} exceeds the number of documents ({corpus.num_docs})")
@@ -211,6 +219,7 @@ class HDPTopics(CliModel):
         return report(_summary(args, out, description, fit, topics, corpus.num_tokens), out, args.json)
 
     def compare(self, args):
+        _imports()
         from ...comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics
 
         methods = parse_methods(args.methods, TOPIC_METHODS, self.name)
