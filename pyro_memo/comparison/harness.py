@@ -12,12 +12,12 @@ bound per token, topics > 1%).
 import csv
 import math
 import os
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..reporting import write_atomically
+from . import clock
 
 
 @dataclass
@@ -107,13 +107,13 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
     rows, runs = [], {}
     for method in methods:
         for seed in seeds:
-            start = time.perf_counter()
+            start = clock.now()
             run = task.run(method, int(seed))
             runs[(method, seed)] = run
             rows.append({"method": method, "seed": int(seed), **task.score(run)})
             if progress is not None:
                 progress(f"{method} seed {seed}: {task.describe(rows[-1])}, {rows[-1]['seconds']:.1f} s "
-                         f"({time.perf_counter() - start:.1f} s with scoring)")
+                         f"({clock.now() - start:.1f} s with scoring)")
             if out_dir is not None:
                 write_outputs(out_dir, task.table, rows, runs, task.trace_scale, plots=False)
     if out_dir is not None:

@@ -89,12 +89,17 @@ def test_outputs_are_written(small_comparison):
         assert len(list(csv.DictReader(f))) == len(rows)
 
 
-def test_seconds_budget_stops_runs_early():
+def test_seconds_budget_stops_runs_early(monkeypatch):
+    """A time budget, tested with an injected clock (10 ms per reading), not the machine's."""
+    from pyro_memo.comparison import clock
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(clock, "now", lambda: 0.01 * next(ticks))
     x, _ = blobs(400)
     rows, runs = compare(x, ["memo", "sga+f"], seeds=(0,), budget=Budget(passes=1000, seconds=0.05),
                          settings=Settings(K=5, batches=4))
     for run in runs.values():
-        assert run.passes[-1] < 1000
+        assert run.passes[-1] < 1000 and run.seconds[-1] >= 0.05
 
 
 def test_errors():
