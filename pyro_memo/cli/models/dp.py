@@ -17,7 +17,7 @@ from ..common import (
     report,
     stop_requested,
 )
-from ..names import DATASET_NAMES, DP_MOVE_NAMES, FAMILY_NAMES
+from ..names import DATASET_NAMES, DP_METHOD_NAMES, DP_MOVE_NAMES, FAMILY_NAMES
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 
@@ -178,6 +178,9 @@ class DPMixture(CliModel):
         if command == "fit":
             parse_moves(args.moves, DP_MOVE_NAMES, self.name)
             check_device(args.device)
+        else:  # names known at parse time: a bad list fails before torch is imported
+            parse_methods(args.methods, DP_METHOD_NAMES, self.name)
+            parse_list(args.seeds, "--seeds", int)
 
     def fit(self, args):
         _imports()

@@ -17,6 +17,7 @@ from ..common import (
     report,
     stop_requested,
 )
+from ..names import TOPIC_METHOD_NAMES
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 
@@ -174,6 +175,9 @@ class HDPTopics(CliModel):
             check_device(args.device)
         elif not 0 < args.heldout < 1:
             raise ValueError(f"--heldout must lie in (0, 1) for --model hdp; got {args.heldout}")
+        else:  # names known at parse time: a bad list fails before torch is imported
+            parse_methods(args.methods, TOPIC_METHOD_NAMES, self.name)
+            parse_list(args.seeds, "--seeds", int)
 
     def fit(self, args):
         _imports()
