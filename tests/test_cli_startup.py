@@ -99,3 +99,10 @@ def test_the_parse_time_method_names_agree_with_the_comparison_registries():
 
     assert DP_METHOD_NAMES == tuple(METHODS)
     assert TOPIC_METHOD_NAMES == tuple(TOPIC_METHODS)
+
+
+def test_load_corpus_imports_what_it_needs_by_itself():
+    code = "from pyro_memo.cli.models.hdp import load_corpus; print(load_corpus('bars')[0].num_docs)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.strip() == "500", done.stderr

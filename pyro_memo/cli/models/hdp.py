@@ -60,6 +60,7 @@ def load_corpus(source, vocab=None):
     """A corpus and its description from a name in :data:`BUNDLED_CORPORA`, an LDA-C file
     (vocabulary from ``vocab`` or a ``vocab.txt`` beside it) or a ``.npz`` sparse count matrix
     (``scipy.sparse.save_npz``)."""
+    _imports()
     if source is None:
         raise ValueError(f"--model hdp needs a corpus DATA: an .ldac or .npz file, or {' / '.join(BUNDLED_CORPORA)}")
     if source == "wiki":
