@@ -70,8 +70,10 @@ def summary_text(out, description):
     lines = [
         f"data      {description}",
         f"model     DP mixture, family {out['family']}, truncation K = {out['truncation']}",
-        f"inference {algo}: {out['laps']} laps in {out['seconds']:.2f} s "
-        f"({np.mean(out['lap_seconds']):.3f} s per lap)"
+        f"inference {algo}: {out['laps']} laps"
+        + (f" ({out['resumed_laps']} before --resume, {out['laps'] - out['resumed_laps']} in {out['seconds']:.2f} s) "
+           if out.get("resumed_laps") else f" in {out['seconds']:.2f} s ")
+        + f"({np.mean(out['lap_seconds']):.3f} s per lap)"
         + ("" if out["converged"] else " (not converged: raise --laps)"),
         f"ELBO      {out['elbo']:.6g} nats ({out['elbo'] / out['N']:.4f} per item)",
         f"K         {out['K']} components with weight > {ACTIVE_WEIGHT:g}",
@@ -83,7 +85,8 @@ def summary_text(out, description):
             for name, c in lap.items():
                 t = totals.setdefault(name, [0, 0])
                 t[0], t[1] = t[0] + c["accepted"], t[1] + c["proposed"]
-        lines.append("moves     " + ", ".join(f"{n} {a} accepted / {p} proposed" for n, (a, p) in totals.items()))
+        if totals:
+            lines.append("moves     " + ", ".join(f"{n} {a} accepted / {p} proposed" for n, (a, p) in totals.items()))
     if "nmi" in out:
         lines.append(f"NMI       {out['nmi']:.3f} against the dataset's labels")
     if "saved" in out:

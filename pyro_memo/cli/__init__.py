@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from . import common  # noqa: F401  (registers the shared options)
-from .common import check_numbers, check_outputs
+from .common import check_numbers, check_outputs, remove_created
 from .interrupt import StopOnSignal
 from .registry import (
     COMMANDS,
@@ -56,7 +56,15 @@ def main(argv=None):
             check_outputs(args)
             status = getattr(model, args.command)(args)
         except (ValueError, FloatingPointError, OSError) as err:
+            remove_created(getattr(args, "created_folders", None))
             print(f"pyro-memo: error: {err}", file=sys.stderr)
+            return 2
+        except (MemoryError, RuntimeError) as err:
+            if not isinstance(err, MemoryError) and not _out_of_memory(err):
+                raise
+            remove_created(getattr(args, "created_folders", None))
+            print(f"pyro-memo: error: out of memory (lower --K or use less data): "
+                  f"{_first_line(err)}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print(f"pyro-memo: interrupted{_resume_hint(args)}", file=sys.stderr)
@@ -66,6 +74,16 @@ def main(argv=None):
               f"{_resume_hint(args)}", file=sys.stderr)
         return stop.exit_status
     return status
+
+
+def _out_of_memory(err):
+    text = str(err).lower()
+    return "can't allocate memory" in text or "out of memory" in text
+
+
+def _first_line(err):
+    line = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+    return line[:200]
 
 
 def _resume_hint(args):

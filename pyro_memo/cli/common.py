@@ -94,16 +94,33 @@ def _probe(folder):
     os.remove(path)
 
 
-def check_output_folder(path, option):
-    """``--save`` / ``--out DIR``: created when missing (its parent must exist), and writable;
-    checked before any work is done."""
+def check_output_folder(path, option, created=None):
+    """``--save`` / ``--out DIR``: created when missing (with any missing parents), and writable;
+    checked before any work is done. The folders it creates are appended to ``created``
+    (outermost first), so that a command that fails can remove them again."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{option} {path}: exists and is not a directory")
+    missing, folder = [], os.path.abspath(path)
+    while folder and not os.path.exists(folder) and folder != os.path.dirname(folder):
+        missing.insert(0, folder)
+        folder = os.path.dirname(folder)
     try:
         os.makedirs(path, exist_ok=True)
+        if created is not None:
+            created.extend(missing)
         _probe(path)
     except OSError as err:
         raise ValueError(f"{option} {path}: cannot write there ({err.strerror or err})") from None
+
+
+def remove_created(folders):
+    """Remove the ``folders`` :func:`check_outputs` created, innermost first, where still empty
+    (a command that failed leaves no empty output folder behind)."""
+    for folder in reversed(folders or ()):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
 
 
 def check_output_file(path, option):
@@ -121,14 +138,44 @@ def check_output_file(path, option):
 
 def check_outputs(args):
     """Every place ``args`` will write to, checked before the command starts."""
+    args.created_folders = []
     for option in ("save", "out"):
         if getattr(args, option, None):
-            check_output_folder(getattr(args, option), f"--{option}")
+            check_output_folder(getattr(args, option), f"--{option}", args.created_folders)
     if getattr(args, "json", None):
         check_output_file(args.json, "--json")
     resume = getattr(args, "resume", None)
     if resume and not os.path.isfile(os.path.join(resume, "state.pt")):
         raise ValueError(f"--resume {resume}: no state.pt there (write one with --save {resume})")
+
+
+#: posterior class of a checkpoint -> the --model that wrote it
+CHECKPOINT_MODELS = {"DPMixturePosterior": "dp", "HDPPosterior": "hdp"}
+
+
+def load_resume(args, model):
+    """The :class:`~pyro_memo.memo.MemoState` in ``--resume DIR``/state.pt, which must be one
+    ``model`` (a ``--model`` name) wrote; raises a :class:`ValueError` naming the file otherwise."""
+    from ..memo import load_state
+
+    path = os.path.join(args.resume, "state.pt")
+    state = load_state(path, device=args.device)
+    kind = type(state.posterior).__name__
+    if CHECKPOINT_MODELS.get(kind) != model:
+        written = CHECKPOINT_MODELS.get(kind)
+        what = f"a --model {written} checkpoint" if written else f"a checkpoint of {kind}"
+        raise ValueError(f"--resume {args.resume}: state.pt is {what}, not one of --model {model}")
+    return state
+
+
+def check_resume_matches(args, saved):
+    """Refuse a resume whose options or data differ from the saved fit's: ``saved`` maps an
+    option (``"--K"``) or a description (``"items in DATA"``) to ``(given, saved)`` values."""
+    for name, (given, was) in saved.items():
+        same = math.isclose(given, was, rel_tol=1e-9) if isinstance(given, float) else given == was
+        if not same:
+            raise ValueError(f"--resume {args.resume}: the saved fit has {name} {was}, this run {given} "
+                             f"(resume with the saved run's options and DATA)")
 
 
 def check_device(name):
@@ -191,6 +238,14 @@ def report(text, out, json_path):
 
         write_json(json_path, out)
     return 0
+
+
+def laps_text(out, digits=1):
+    """``"6 laps in 1.2 s"`` for a fit's summary; after a resume ``"6 laps (3 before --resume, 3 in 1.2 s)"``."""
+    laps, before, seconds = out["laps"], out.get("resumed_laps", 0), out["seconds"]
+    if not before:
+        return f"{laps} laps in {seconds:.{digits}f} s"
+    return f"{laps} laps ({before} before --resume, {laps - before} in {seconds:.{digits}f} s)"
 
 
 def compare_progress(args):

@@ -9,7 +9,9 @@ import time
 from ..common import (
     check_device,
     check_positive,
+    check_resume_matches,
     compare_progress,
+    load_resume,
     parse_list,
     parse_methods,
     parse_moves,
@@ -146,6 +148,20 @@ def _run(args, data, family, state, progress):
     return memo.fit(source, state=state, callback=callback)
 
 
+def _check_resume(args, state, num_items, family):
+    """Refuse a checkpoint fitted with other options or data than this run's."""
+    post, total = state.posterior, state.cache.total
+    saved = {"--family": (args.family, post.family.name), "--dtype": (args.dtype, str(post.dtype).split(".")[-1]),
+             "--alpha": (float(args.alpha), float(post.sticks.alpha)), "columns in DATA": (family.dim, post.family.dim)}
+    if not args.moves:  # moves change the number of components
+        saved["--K"] = (args.K, post.K)
+    if state.cache.batches:
+        saved["--batches"] = (args.batches, len(state.cache.batches))
+    if total is not None:
+        saved["items in DATA"] = (int(num_items), int(round(float(total.counts.sum()))))
+    check_resume_matches(args, saved)
+
+
 class DPMixture(CliModel):
     """``--model dp``."""
 
@@ -187,9 +203,11 @@ class DPMixture(CliModel):
         data, labels, description, family = _load(args, getattr(torch, args.dtype))
         num_items = data.shape[0] if torch.is_tensor(data) else data.num_items
         state = MemoState(rng=np.random.default_rng(args.seed))
+        resumed_laps = 0
         if args.resume:
-            state = load_state(os.path.join(args.resume, "state.pt"), device=args.device)
-            family = state.posterior.family
+            state = load_resume(args, self.name)
+            _check_resume(args, state, num_items, family)
+            family, resumed_laps = state.posterior.family, state.laps_done
         # K per lap lives in the state, so a resumed fit's trace covers the laps before the resume too
         progress = Progress(args.laps - state.laps_done, not args.quiet, state.traces.setdefault("k", []))
         start = time.perf_counter()
@@ -202,10 +220,11 @@ class DPMixture(CliModel):
             "data": args.data, "model": self.name, "family": args.family, "algo": args.algo, "N": int(num_items),
             "D": int(family.dim), "truncation": args.K, "batches": args.batches if args.algo == "memo" else 1,
             "elbo": result.elbo, "elbo_trace": result.elbo_trace, "K": effective_k(weights),
-            "k_trace": progress.k_trace, "weights": weights.tolist(),
+            "k_trace": [None] * (len(result.elbo_trace) - len(progress.k_trace)) + progress.k_trace,
+            "weights": weights.tolist(),
             "counts": result.summary.counts.cpu().numpy().tolist(), "laps": len(result.elbo_trace),
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
-            "seconds": time.perf_counter() - start,
+            "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
         }
         if args.algo == "memo":
             out["moves"] = result.state.move_log

@@ -9,7 +9,10 @@ import time
 from ..common import (
     check_device,
     check_positive,
+    check_resume_matches,
     compare_progress,
+    laps_text,
+    load_resume,
     parse_list,
     parse_methods,
     parse_moves,
@@ -113,7 +116,7 @@ def _summary(args, out, description, fit, topics, num_tokens):
     lines = [f"data      {description}",
              f"model     HDP topic model, truncation K = {args.K}, alpha {args.alpha}, gamma {args.gamma}, "
              f"lam0 {args.lam0}",
-             f"inference memoized, {args.batches} batches: {out['laps']} laps in {out['seconds']:.1f} s"
+             f"inference memoized, {args.batches} batches: {laps_text(out)}"
              + ("" if fit.converged else " (not converged: raise --laps)"),
              f"bound     {fit.elbo:.6g} nats ({fit.elbo / num_tokens:.4f} per token)",
              f"K         {out['K']} topics with weight > 0.01"]
@@ -125,6 +128,27 @@ def _summary(args, out, description, fit, topics, num_tokens):
     if args.save:
         lines.append(f"saved     {args.save}")
     return "\n".join(lines)
+
+
+def _padded(k_trace, elbo_trace):
+    """K per lap, one per lap of ``elbo_trace``: ``None`` for laps before a resume from an older checkpoint that
+    did not keep K."""
+    return [None] * (len(elbo_trace) - len(k_trace)) + list(k_trace)[-len(elbo_trace):]
+
+
+def _check_resume(args, state, corpus):
+    """Refuse a checkpoint fitted with other options or corpus than this run's."""
+    post, total = state.posterior, state.cache.total
+    saved = {"--dtype": (args.dtype, str(post.lam.dtype).split(".")[-1]), "--alpha": (float(args.alpha), post.alpha),
+             "--gamma": (float(args.gamma), post.gamma), "--lam0": (float(args.lam0), post.lam0),
+             "words in the vocabulary": (corpus.vocab_size, post.lam.shape[1])}
+    if not args.moves:  # moves change the number of topics
+        saved["--K"] = (args.K, post.lam.shape[0])
+    if state.cache.batches:
+        saved["--batches"] = (args.batches, len(state.cache.batches))
+    if total is not None:
+        saved["documents in DATA"] = (corpus.num_docs, int(total.num_docs))
+    check_resume_matches(args, saved)
 
 
 class HDPTopics(CliModel):
@@ -171,6 +195,11 @@ class HDPTopics(CliModel):
     def check(self, command, args):
         check_positive(args, integers=("K", "laps", "batches"),
                        reals=("alpha", "gamma", "lam0", "passes", "seconds"))
+        if args.vocab is not None:
+            if not os.path.isfile(args.vocab):
+                raise ValueError(f"--vocab {args.vocab}: no such file")
+            if args.data is None or not str(args.data).endswith((".ldac", ".dat", ".txt")):
+                raise ValueError(f"--vocab applies only to an LDA-C corpus file (.ldac); DATA is {args.data}")
         if command == "fit":
             parse_moves(args.moves, TOPIC_MOVES, self.name)
             check_device(args.device)
@@ -188,8 +217,11 @@ class HDPTopics(CliModel):
         model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps,
                             tol=args.tol, seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
                             moves=args.moves, init=args.init)
-        state = load_state(os.path.join(args.resume, "state.pt"), args.device) if args.resume else \
-            HDPState(rng=np.random.default_rng(args.seed))
+        state = HDPState(rng=np.random.default_rng(args.seed))
+        if args.resume:
+            state = load_resume(args, self.name)
+            _check_resume(args, state, corpus)
+        resumed_laps = state.laps_done
         k_trace = state.traces.setdefault("k", [])  # kept in the state: a resumed run's trace covers all laps
 
         def callback(lap, elbo, posterior):
@@ -210,9 +242,9 @@ class HDPTopics(CliModel):
             "data": args.data, "model": self.name, "algo": args.algo, "documents": corpus.num_docs,
             "tokens": corpus.num_tokens, "V": corpus.vocab_size, "truncation": args.K, "batches": args.batches,
             "init": args.init, "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()),
-            "k_trace": k_trace, "weights": weights.tolist(), "laps": len(fit.elbo_trace),
+            "k_trace": _padded(k_trace, fit.elbo_trace), "weights": weights.tolist(), "laps": len(fit.elbo_trace),
             "converged": fit.converged, "lap_seconds": fit.lap_seconds, "seconds": time.perf_counter() - start,
-            "emptied": fit.emptied,
+            "emptied": fit.emptied, "resumed_laps": resumed_laps,
             "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],
             "moves": fit.state.move_log,
         }
