@@ -68,6 +68,8 @@ POSITIVE_INTEGERS = ("K", "laps", "batches")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds")
 NON_NEGATIVE_REALS = ("tol",)
 NON_NEGATIVE_INTEGERS = ("seed",)
+#: the largest seed torch takes
+MAX_SEED = 2**63 - 1
 
 
 def check_numbers(args):
@@ -82,6 +84,9 @@ def check_numbers(args):
         value = getattr(args, name, None)
         if value is not None and not value >= 0:
             raise ValueError(f"--{name} must be zero or more; got {value}")
+    seed = getattr(args, "seed", None)
+    if seed is not None and seed > MAX_SEED:
+        raise ValueError(f"--seed must be at most {MAX_SEED} (2**63 - 1); got {seed}")
     heldout = getattr(args, "heldout", None)
     if heldout is not None and not 0 <= heldout < 1:
         raise ValueError(f"--heldout must lie in [0, 1); got {heldout}")
@@ -136,6 +141,20 @@ def check_output_file(path, option):
         raise ValueError(f"{option} {path}: cannot write there ({err.strerror or err})") from None
 
 
+#: the files ``fit --save DIR`` may write (and ``--resume DIR`` reads), which --json must not overwrite
+FIT_FILES = ("state.pt", "posterior.npz", "trace.png", "topics.txt", "topics.npz")
+
+
+def _check_json_is_not_a_fit_file(args):
+    """``--json`` must not name a file of ``--save`` / ``--resume DIR`` (it would overwrite the
+    checkpoint, say)."""
+    target = os.path.realpath(args.json)
+    for option in ("save", "resume"):
+        folder = getattr(args, option, None)
+        if folder and os.path.dirname(target) == os.path.realpath(folder) and os.path.basename(target) in FIT_FILES:
+            raise ValueError(f"--json {args.json}: names a file --{option} {folder} holds; choose another path")
+
+
 def check_outputs(args):
     """Every place ``args`` will write to, checked before the command starts."""
     args.created_folders = []
@@ -144,6 +163,7 @@ def check_outputs(args):
             check_output_folder(getattr(args, option), f"--{option}", args.created_folders)
     if getattr(args, "json", None):
         check_output_file(args.json, "--json")
+        _check_json_is_not_a_fit_file(args)
     resume = getattr(args, "resume", None)
     if resume and not os.path.isfile(os.path.join(resume, "state.pt")):
         raise ValueError(f"--resume {resume}: no state.pt there (write one with --save {resume})")
@@ -212,6 +232,15 @@ def parse_list(text, option, kind=str):
     if not values:
         raise ValueError(f"{option}: give at least one value")
     return values
+
+
+def parse_seeds(text):
+    """The seeds of a ``--seeds`` list: integers in ``[0, 2**63)``."""
+    seeds = parse_list(text, "--seeds", int)
+    bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
+    if bad:
+        raise ValueError(f"--seeds: each seed must lie in [0, 2**63 - 1]; got {bad[0]}")
+    return seeds
 
 
 def parse_methods(text, methods, model):

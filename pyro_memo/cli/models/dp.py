@@ -12,9 +12,9 @@ from ..common import (
     check_resume_matches,
     compare_progress,
     load_resume,
-    parse_list,
     parse_methods,
     parse_moves,
+    parse_seeds,
     print_comparison,
     report,
     stop_requested,
@@ -196,7 +196,7 @@ class DPMixture(CliModel):
             check_device(args.device)
         else:  # names known at parse time: a bad list fails before torch is imported
             parse_methods(args.methods, DP_METHOD_NAMES, self.name)
-            parse_list(args.seeds, "--seeds", int)
+            parse_seeds(args.seeds)
 
     def fit(self, args):
         _imports()
@@ -245,7 +245,7 @@ class DPMixture(CliModel):
         from ...comparison import COLUMNS, METHODS, Budget, Settings, compare, load_array_split
 
         methods = parse_methods(args.methods, METHODS, self.name)
-        seeds = parse_list(args.seeds, "--seeds", int)
+        seeds = parse_seeds(args.seeds)
         x_np, labels, description = load_dataset(args.data)
         x, y, heldout = load_array_split(x_np, labels, args.heldout, seed=0)
         family = get_family(args.family).from_data(x)

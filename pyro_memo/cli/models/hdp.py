@@ -13,9 +13,9 @@ from ..common import (
     compare_progress,
     laps_text,
     load_resume,
-    parse_list,
     parse_methods,
     parse_moves,
+    parse_seeds,
     print_comparison,
     report,
     stop_requested,
@@ -207,11 +207,13 @@ class HDPTopics(CliModel):
             raise ValueError(f"--heldout must lie in (0, 1) for --model hdp; got {args.heldout}")
         else:  # names known at parse time: a bad list fails before torch is imported
             parse_methods(args.methods, TOPIC_METHOD_NAMES, self.name)
-            parse_list(args.seeds, "--seeds", int)
+            parse_seeds(args.seeds)
 
     def fit(self, args):
         _imports()
         corpus, description = load_corpus(args.data, args.vocab)
+        if corpus.num_docs == 0:
+            raise ValueError(f"{args.data}: the corpus has no documents")
         if args.batches > corpus.num_docs:
             raise ValueError(f"--batches {args.batches} exceeds the number of documents ({corpus.num_docs})")
         model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps,
@@ -260,7 +262,7 @@ class HDPTopics(CliModel):
         from ...comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics
 
         methods = parse_methods(args.methods, TOPIC_METHODS, self.name)
-        seeds = parse_list(args.seeds, "--seeds", int)
+        seeds = parse_seeds(args.seeds)
         corpus, description = load_corpus(args.data, args.vocab)
         train, test = split_documents(corpus, args.heldout, seed=0)
         if args.batches > train.num_docs:
