@@ -41,7 +41,30 @@ def files(tmp_path_factory):
     (d / "ok.ldac").write_text("2 0:1 1:2\n1 1:4\n")
     (d / "vocab.txt").write_text("a\n")  # one word, the corpus uses two
     (d / "save_nostate").mkdir()
+    (d / "empty.ldac").write_text("")
+    np.savez(d / "more.npz", x=rng.normal(size=(80, 2)))  # other N than good.npz
+    np.savez(d / "wide.npz", x=rng.normal(size=(60, 3)))  # other D
+    _checkpoints(d)
     return d
+
+
+def _checkpoints(d):
+    """Checkpoints of both models (one lap each, on the table's own data and default options) and
+    damaged ones."""
+    import torch
+
+    assert main(["fit", str(d / "good.npz"), "--algo", "memo", "--laps", "1", "--save", str(d / "dp_state"),
+                 "--quiet"]) == 0
+    assert main(["fit", "bars", "--model", "hdp", "--K", "4", "--batches", "2", "--laps", "1",
+                 "--save", str(d / "hdp_state"), "--quiet"]) == 0
+    state = (d / "dp_state" / "state.pt").read_bytes()
+    for name, content in [("truncated", state[: len(state) // 2]), ("garbage", b"\x80\x02 not a torch file"),
+                          ("empty", b"")]:
+        (d / f"{name}_state").mkdir()
+        (d / f"{name}_state" / "state.pt").write_bytes(content)
+    (d / "foreign_state").mkdir()
+    torch.save({"weights": torch.ones(3)}, d / "foreign_state" / "state.pt")
+    (d / "dir_state" / "state.pt").mkdir(parents=True)
 
 
 def cases(f):
@@ -118,6 +141,59 @@ def cases(f):
         (["compare", str(f / "nan.npz")], "NaN"), (hcmp + ["--methods", "memo,lda"], "lda"),
         (hcmp + ["--heldout", "0"], "--heldout"), (hcmp + ["--gamma", "0"], "--gamma"),
         (["compare", "--model", "hdp"], "corpus"),
+        # resume: damaged, foreign or other-model checkpoints
+        (memo + ["--resume", str(f / "truncated_state")], "damaged"),
+        (memo + ["--resume", str(f / "garbage_state")], "state.pt"),
+        (memo + ["--resume", str(f / "empty_state")], "state.pt"),
+        (memo + ["--resume", str(f / "foreign_state")], "not a pyro-memo checkpoint"),
+        (memo + ["--resume", str(f / "dir_state")], "no state.pt"),
+        (memo + ["--resume", str(f / "hdp_state")], "--model hdp checkpoint"),
+        (hdp + ["--resume", str(f / "dp_state"), "--K", "4", "--batches", "2"], "--model dp checkpoint"),
+        (hdp + ["--resume", str(f / "truncated_state")], "damaged"),
+        (hdp + ["--resume", str(f / "save_nostate")], "state.pt"),
+        (fit + ["--resume", str(f / "dp_state")], "--algo memo"),
+        # resume: options or data other than the saved fit's
+        (memo + ["--resume", str(f / "dp_state"), "--K", "7"], "--K"),
+        (memo + ["--resume", str(f / "dp_state"), "--batches", "5"], "--batches"),
+        (memo + ["--resume", str(f / "dp_state"), "--family", "diag-gauss"], "--family"),
+        (memo + ["--resume", str(f / "dp_state"), "--alpha", "2"], "--alpha"),
+        (memo + ["--resume", str(f / "dp_state"), "--dtype", "float32"], "--dtype"),
+        (["fit", str(f / "more.npz"), "--algo", "memo", "--resume", str(f / "dp_state")], "items"),
+        (["fit", str(f / "wide.npz"), "--algo", "memo", "--resume", str(f / "dp_state")], "columns"),
+        (hdp + ["--resume", str(f / "hdp_state"), "--K", "5", "--batches", "2"], "--K"),
+        (hdp + ["--resume", str(f / "hdp_state"), "--K", "4", "--batches", "3"], "--batches"),
+        (hdp + ["--resume", str(f / "hdp_state"), "--K", "4", "--batches", "2", "--gamma", "3"], "--gamma"),
+        (hdp + ["--resume", str(f / "hdp_state"), "--K", "4", "--batches", "2", "--lam0", "0.5"], "--lam0"),
+        (["fit", str(f / "ok.ldac"), "--model", "hdp", "--batches", "2", "--K", "4", "--resume",
+          str(f / "hdp_state")], "vocabulary"),
+        # --json onto a file of the fit's folder
+        (memo + ["--save", str(f / "dp_state"), "--json", str(f / "dp_state" / "state.pt")], "--json"),
+        (memo + ["--resume", str(f / "dp_state"), "--json", str(f / "dp_state" / "state.pt")], "--json"),
+        (hdp + ["--save", str(f / "hdp_state"), "--json", str(f / "hdp_state" / "topics.txt")], "--json"),
+        # more numbers: NaN, infinities, seeds out of range
+        (fit + ["--seed", str(2**63)], "--seed"), (hdp + ["--seed", str(2**70)], "--seed"),
+        (memo + ["--alpha", "inf"], "--alpha"), (memo + ["--laps", "0"], "--laps"),
+        (hdp + ["--gamma", "inf"], "--gamma"), (hdp + ["--lam0", "-1"], "--lam0"), (hdp + ["--tol", "nan"], "--tol"),
+        (hdp + ["--alpha", "nan"], "--alpha"),
+        (cmp + ["--seeds", "-1"], "--seeds"), (cmp + ["--seeds", f"0,{2**64}"], "--seeds"),
+        (cmp + ["--passes", "nan"], "--passes"), (cmp + ["--passes", "inf"], "--passes"),
+        (cmp + ["--seconds", "nan"], "--seconds"), (cmp + ["--seconds", "-1"], "--seconds"),
+        (cmp + ["--heldout", "nan"], "--heldout"), (cmp + ["--alpha", "inf"], "--alpha"),
+        (hcmp + ["--heldout", "1"], "--heldout"), (hcmp + ["--heldout", "nan"], "--heldout"),
+        (hcmp + ["--K", "0"], "--K"), (hcmp + ["--batches", "0"], "--batches"), (hcmp + ["--lam0", "0"], "--lam0"),
+        (hcmp + ["--alpha", "nan"], "--alpha"), (hcmp + ["--seconds", "inf"], "--seconds"),
+        (hcmp + ["--seeds", "-2"], "--seeds"),
+        # hdp choices and corpora
+        (hdp + ["--init", "magic"], "magic"), (hdp + ["--algo", "vb"], "--batches 1"),
+        (hdp + ["--vocab", str(f / "vocab.txt")], "--vocab"), (hdp + ["--vocab", str(f)], "--vocab"),
+        (hcmp + ["--vocab", str(f / "vocab.txt")], "--vocab"),
+        (["fit", str(f / "empty.ldac"), "--model", "hdp"], "no documents"),
+        (fit + ["--init", "kmeans"], "kmeans"),
+        # more unwritable places
+        (hcmp + ["--out", afile], "--out"), (memo + ["--json", os.path.join(unwritable, "j.json")], "--json"),
+        (memo + ["--save", afile], "--save"),
+        # a truncation no memory can hold
+        (fit + ["--K", str(10**11), "--laps", "1"], "memory"),
     ]
 
 
@@ -149,3 +225,14 @@ def test_a_bad_input_gets_one_error_line_and_status_2(files, tmp_path, capsys, i
     assert "Traceback" not in err
     assert not json_path.exists()
     assert set(os.listdir(files)) == before  # nothing written beside the inputs
+
+
+def test_a_failed_command_removes_the_output_folders_it_created(tmp_path, capsys):
+    new = tmp_path / "new" / "a" / "b"
+    assert main(["fit", str(tmp_path / "missing.npy"), "--save", str(new), "--quiet"]) == 2
+    assert "missing.npy" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert main(["compare", str(tmp_path / "missing.npy"), "--out", str(kept)]) == 2
+    assert kept.is_dir()  # a folder that was there before is left alone
