@@ -217,20 +217,46 @@ def test_a_third_model_registers_itself_without_editing_the_cli(third_model, blo
 
 
 @pytest.mark.parametrize("base", [["fit", "digits", "--algo", "memo", "--K", "8", "--batches", "4"],
+                                  ["fit", "digits", "--algo", "memo", "--K", "2", "--batches", "4",
+                                   "--moves", "birth,merge,delete"],
                                   ["fit", "bars", "--model", "hdp", "--K", "6", "--batches", "3"]],
-                         ids=["dp-memo", "hdp"])
+                         ids=["dp-memo", "dp-memo-moves", "hdp"])
 def test_a_fit_resumed_to_completion_reports_the_whole_run(base, tmp_path, capsys):
     """Issue #19: traces, plot and JSON of a resumed fit cover the laps before and after the resume."""
     common = [*base, "--tol", "0", "--quiet"]
     assert main([*common, "--laps", "6", "--json", str(tmp_path / "straight.json")]) == 0
     assert main([*common, "--laps", "3", "--save", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
     assert main([*common, "--laps", "6", "--save", str(tmp_path / "run"), "--resume", str(tmp_path / "run"),
                  "--json", str(tmp_path / "resumed.json")]) == 0
-    capsys.readouterr()
+    printed = capsys.readouterr().out
+    assert "6 laps (3 before --resume, 3 in" in printed
     straight = json.loads((tmp_path / "straight.json").read_text())
     resumed = json.loads((tmp_path / "resumed.json").read_text())
     for key in ("elbo_trace", "k_trace", "lap_seconds", "emptied"):
         assert len(resumed[key]) == 6, key
     assert resumed["elbo_trace"] == straight["elbo_trace"] and resumed["k_trace"] == straight["k_trace"]
-    assert resumed["elbo"] == straight["elbo"]
+    assert resumed["elbo"] == straight["elbo"] and resumed["resumed_laps"] == 3
+    assert (tmp_path / "run" / "trace.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("base", [["fit", "digits", "--algo", "memo", "--K", "8", "--batches", "4"],
+                                  ["fit", "bars", "--model", "hdp", "--K", "6", "--batches", "3"]],
+                         ids=["dp-memo", "hdp"])
+def test_a_checkpoint_without_a_k_trace_resumes_with_the_unknown_laps_null(base, tmp_path, capsys):
+    """A checkpoint written before K per lap was kept (no ``traces``): JSON k_trace has null for its laps."""
+    import torch
+
+    common = [*base, "--tol", "0", "--quiet"]
+    assert main([*common, "--laps", "2", "--save", str(tmp_path / "run")]) == 0
+    path = tmp_path / "run" / "state.pt"
+    old = torch.load(path, weights_only=True)
+    del old["traces"]
+    torch.save(old, path)
+    assert main([*common, "--laps", "4", "--save", str(tmp_path / "run"), "--resume", str(tmp_path / "run"),
+                 "--json", str(tmp_path / "r.json")]) == 0
+    capsys.readouterr()
+    out = json.loads((tmp_path / "r.json").read_text())
+    assert len(out["elbo_trace"]) == len(out["k_trace"]) == 4
+    assert out["k_trace"][:2] == [None, None] and all(isinstance(k, int) for k in out["k_trace"][2:])
     assert (tmp_path / "run" / "trace.png").stat().st_size > 0
