@@ -39,6 +39,12 @@ def write_posterior_npz(path, weights, labels, estimates):
     write_atomically(path, dump)
 
 
+def per_lap(trace, laps):
+    """``trace`` as one entry per lap of ``laps`` laps: ``None`` for laps before a resume from an older
+    checkpoint that did not keep it."""
+    return [None] * (laps - len(trace)) + list(trace)[len(trace) - laps:] if laps else []
+
+
 def write_trace_plot(path, elbo_trace, k_trace, title=""):
     """A two-panel PNG: exact ELBO and K against laps."""
     import matplotlib
@@ -47,8 +53,7 @@ def write_trace_plot(path, elbo_trace, k_trace, title=""):
     import matplotlib.pyplot as plt
 
     laps = np.arange(1, len(elbo_trace) + 1)
-    # K of laps before a resume from an older checkpoint that did not keep it is unknown
-    k_trace = [float("nan")] * (len(elbo_trace) - len(k_trace)) + list(k_trace)[-len(elbo_trace):]
+    k_trace = np.asarray(per_lap(k_trace, len(elbo_trace)), dtype=float)  # unknown laps: NaN
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     axes[0].plot(laps, elbo_trace, marker="o", ms=3)
     axes[0].set_xlabel("lap")

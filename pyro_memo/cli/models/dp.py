@@ -8,7 +8,6 @@ import time
 
 from ..common import (
     check_device,
-    check_positive,
     check_resume_matches,
     compare_progress,
     load_resume,
@@ -28,7 +27,7 @@ def _imports():
     parser is built: ``--help`` and option errors return at once."""
     global np, torch, ArrayBatches, FileBatches, BUNDLED, load_dataset, FAMILIES, get_family
     global FullBatchVB, MemoizedVB, MemoState, load_state, save_state, make_moves
-    global effective_k, summary_text, write_posterior_npz, write_trace_plot
+    global effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
     import numpy as np
     import torch
 
@@ -37,7 +36,7 @@ def _imports():
     from ...families import FAMILIES, get_family
     from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
     from ...inference.moves import make_moves
-    from ...reporting import effective_k, summary_text, write_posterior_npz, write_trace_plot
+    from ...reporting import effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
 
 
 #: default priors of out-of-core data come from at most this many leading items
@@ -190,7 +189,6 @@ class DPMixture(CliModel):
     }
 
     def check(self, command, args):
-        check_positive(args, integers=("K", "laps", "batches"), reals=("alpha", "passes", "seconds"))
         if command == "fit":
             parse_moves(args.moves, DP_MOVE_NAMES, self.name)
             check_device(args.device)
@@ -220,7 +218,7 @@ class DPMixture(CliModel):
             "data": args.data, "model": self.name, "family": args.family, "algo": args.algo, "N": int(num_items),
             "D": int(family.dim), "truncation": args.K, "batches": args.batches if args.algo == "memo" else 1,
             "elbo": result.elbo, "elbo_trace": result.elbo_trace, "K": effective_k(weights),
-            "k_trace": [None] * (len(result.elbo_trace) - len(progress.k_trace)) + progress.k_trace,
+            "k_trace": per_lap(progress.k_trace, len(result.elbo_trace)),
             "weights": weights.tolist(),
             "counts": result.summary.counts.cpu().numpy().tolist(), "laps": len(result.elbo_trace),
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,

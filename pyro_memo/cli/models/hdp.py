@@ -8,7 +8,6 @@ import time
 
 from ..common import (
     check_device,
-    check_positive,
     check_resume_matches,
     compare_progress,
     laps_text,
@@ -28,13 +27,13 @@ def _imports():
     """Import the heavy modules (torch, the topic model) when a command runs, not when the parser
     is built: ``--help`` and option errors return at once."""
     global np, torch, bars_corpus, fetch_wikipedia, from_counts, read_ldac, load_state, save_state
-    global write_atomically, write_trace_plot, HDPState, MemoizedHDP, split_documents, top_words
+    global per_lap, write_atomically, write_trace_plot, HDPState, MemoizedHDP, split_documents, top_words
     import numpy as np
     import torch
 
     from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
     from ...memo import load_state, save_state
-    from ...reporting import write_atomically, write_trace_plot
+    from ...reporting import per_lap, write_atomically, write_trace_plot
     from ...topics import HDPState, MemoizedHDP, split_documents, top_words
 
 #: corpora pyro-memo can load by name
@@ -130,12 +129,6 @@ def _summary(args, out, description, fit, topics, num_tokens):
     return "\n".join(lines)
 
 
-def _padded(k_trace, elbo_trace):
-    """K per lap, one per lap of ``elbo_trace``: ``None`` for laps before a resume from an older checkpoint that
-    did not keep K."""
-    return [None] * (len(elbo_trace) - len(k_trace)) + list(k_trace)[-len(elbo_trace):]
-
-
 def _check_resume(args, state, corpus):
     """Refuse a checkpoint fitted with other options or corpus than this run's."""
     post, total = state.posterior, state.cache.total
@@ -193,8 +186,6 @@ class HDPTopics(CliModel):
     }
 
     def check(self, command, args):
-        check_positive(args, integers=("K", "laps", "batches"),
-                       reals=("alpha", "gamma", "lam0", "passes", "seconds"))
         if args.vocab is not None:
             if not os.path.isfile(args.vocab):
                 raise ValueError(f"--vocab {args.vocab}: no such file")
@@ -244,7 +235,7 @@ class HDPTopics(CliModel):
             "data": args.data, "model": self.name, "algo": args.algo, "documents": corpus.num_docs,
             "tokens": corpus.num_tokens, "V": corpus.vocab_size, "truncation": args.K, "batches": args.batches,
             "init": args.init, "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()),
-            "k_trace": _padded(k_trace, fit.elbo_trace), "weights": weights.tolist(), "laps": len(fit.elbo_trace),
+            "k_trace": per_lap(k_trace, len(fit.elbo_trace)), "weights": weights.tolist(), "laps": len(fit.elbo_trace),
             "converged": fit.converged, "lap_seconds": fit.lap_seconds, "seconds": time.perf_counter() - start,
             "emptied": fit.emptied, "resumed_laps": resumed_laps,
             "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],
