@@ -67,6 +67,14 @@ def write_trace_plot(path, elbo_trace, k_trace, title=""):
     plt.close(fig)
 
 
+def _k_hint(out):
+    """What to try when every one of the truncation's components is in use and no move could add one."""
+    if out["K"] < out["truncation"] or out.get("moves_on"):
+        return ""
+    return (f": all {out['truncation']} in use, so the data may want more; let birth / merge / delete choose K "
+            f"(--algo memo --moves birth,merge,delete) or raise --K")
+
+
 def summary_text(out, description):
     weights = np.asarray(out["weights"])
     order = np.argsort(-weights)
@@ -81,7 +89,7 @@ def summary_text(out, description):
         + f"({np.mean(out['lap_seconds']):.3f} s per lap)"
         + ("" if out["converged"] else " (not converged: raise --laps)"),
         f"ELBO      {out['elbo']:.6g} nats ({out['elbo'] / out['N']:.4f} per item)",
-        f"K         {out['K']} components with weight > {ACTIVE_WEIGHT:g}",
+        f"K         {out['K']} components with weight > {ACTIVE_WEIGHT:g}" + _k_hint(out),
         f"weights   {top}" + (" ..." if out["K"] > 10 else ""),
     ]
     if out.get("moves"):

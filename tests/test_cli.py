@@ -260,3 +260,33 @@ def test_a_checkpoint_without_a_k_trace_resumes_with_the_unknown_laps_null(base,
     assert len(out["elbo_trace"]) == len(out["k_trace"]) == 4
     assert out["k_trace"][:2] == [None, None] and all(isinstance(k, int) for k in out["k_trace"][2:])
     assert (tmp_path / "run" / "trace.png").stat().st_size > 0
+
+
+def test_prior_options_reach_the_fit(blobs, capsys):
+    import torch
+
+    import pyro_memo as pm
+
+    def cli_elbo(*extra):
+        path = blobs / "prior.json"
+        assert main(["fit", str(blobs / "blobs.npz"), "--K", "4", "--laps", "3", "--json", str(path), "--quiet",
+                     *extra]) == 0
+        return json.loads(path.read_text())
+
+    x = torch.as_tensor(np.load(blobs / "blobs.npz")["x"], dtype=torch.float64)
+    family = pm.get_family("gauss").from_data(x).with_prior(3.0, kappa=0.5, nu=9.0)
+    expected = pm.FullBatchVB(family, 4, max_iter=3, tol=1e-7, seed=0).fit(x).elbo
+    given = cli_elbo("--prior", "kappa=0.5,nu=9", "--prior-scale", "3")
+    assert given["elbo"] == pytest.approx(expected, rel=1e-12)
+    assert given["prior"] == {"kappa": 0.5, "nu": 9.0} and given["prior_scale"] == 3.0
+    assert cli_elbo()["elbo"] != pytest.approx(expected, rel=1e-6)
+
+
+def test_the_summary_suggests_moves_only_when_every_component_is_in_use(blobs, capsys):
+    assert main(["fit", str(blobs / "blobs.npz"), "--K", "2", "--laps", "5", "--quiet"]) == 0
+    assert "all 2 in use" in capsys.readouterr().out
+    assert main(["fit", str(blobs / "blobs.npz"), "--K", "12", "--laps", "30", "--quiet"]) == 0
+    assert "in use" not in capsys.readouterr().out
+    assert main(["fit", str(blobs / "blobs.npz"), "--K", "1", "--laps", "3", "--quiet", "--algo", "memo",
+                 "--batches", "2", "--moves", "birth,merge,delete"]) == 0
+    assert "in use" not in capsys.readouterr().out

@@ -192,6 +192,20 @@ def cases(f):
         # more unwritable places
         (hcmp + ["--out", afile], "--out"), (memo + ["--json", os.path.join(unwritable, "j.json")], "--json"),
         (memo + ["--save", afile], "--save"),
+        # priors (--prior KEY=NUMBER,..., --prior-scale S)
+        (fit + ["--prior", "kappa"], "KEY=NUMBER"), (fit + ["--prior", "=1"], "KEY=NUMBER"),
+        (fit + ["--prior", "foo=1"], "foo"), (fit + ["--prior", "B=2"], "--prior-scale"),
+        (fit + ["--prior", "kappa=x"], "kappa"), (fit + ["--prior", "kappa=nan"], "kappa"),
+        (fit + ["--prior", "kappa=1,kappa=2"], "twice"), (fit + ["--prior", "kappa=-1"], "kappa"),
+        (fit + ["--prior", "nu=1"], "nu"), (fit + ["--prior", "lam=1"], "lam"),
+        (fit + ["--prior", "lam=0", "--family", "mult"], "lam"),
+        (fit + ["--prior-scale", "0"], "--prior-scale"), (fit + ["--prior-scale", "-1"], "--prior-scale"),
+        (fit + ["--prior-scale", "inf"], "--prior-scale"), (fit + ["--prior-scale", "nan"], "--prior-scale"),
+        (fit + ["--prior-scale", "2", "--family", "mult"], "--prior-scale"),
+        (cmp + ["--prior", "nu=x"], "nu"), (cmp + ["--prior-scale", "0"], "--prior-scale"),
+        (hdp + ["--prior", "kappa=1"], "--prior"), (hdp + ["--prior-scale", "2"], "--prior-scale"),
+        (memo + ["--resume", str(f / "dp_state"), "--prior", "kappa=0.5"], "prior"),
+        (memo + ["--resume", str(f / "dp_state"), "--prior-scale", "2"], "prior"),
         # a truncation no memory can hold
         (fit + ["--K", str(10**11), "--laps", "1"], "memory"),
     ]

@@ -93,6 +93,14 @@ def test_the_parse_time_names_agree_with_the_registries():
     assert DP_MOVE_NAMES == tuple(sorted(MOVES))
 
 
+def test_the_parse_time_prior_names_agree_with_the_families():
+    from pyro_memo.cli.names import PRIOR_NAMES, SPREAD_KEYS
+    from pyro_memo.families import FAMILIES
+
+    assert PRIOR_NAMES == {name: tuple(cls.prior_names) for name, cls in FAMILIES.items()}
+    assert SPREAD_KEYS == {name: cls.spread_key for name, cls in FAMILIES.items() if cls.spread_key}
+
+
 def test_the_parse_time_method_names_agree_with_the_comparison_registries():
     from pyro_memo.cli.names import DP_METHOD_NAMES, TOPIC_METHOD_NAMES
     from pyro_memo.comparison import METHODS, TOPIC_METHODS

@@ -56,16 +56,16 @@ def check_positive(args, integers=(), reals=()):
     for name in integers:
         value = getattr(args, name, None)
         if value is not None and value < 1:
-            raise ValueError(f"--{name} must be a positive integer; got {value}")
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
     for name in reals:
         value = getattr(args, name, None)
         if value is not None and not value > 0:
-            raise ValueError(f"--{name} must be positive; got {value}")
+            raise ValueError(f"--{name.replace('_', '-')} must be positive; got {value}")
 
 
 #: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
 POSITIVE_INTEGERS = ("K", "laps", "batches")
-POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds")
+POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")
 NON_NEGATIVE_REALS = ("tol",)
 NON_NEGATIVE_INTEGERS = ("seed",)
 #: the largest seed torch takes
@@ -79,7 +79,7 @@ def check_numbers(args):
     for name in POSITIVE_REALS + NON_NEGATIVE_REALS:
         value = getattr(args, name, None)
         if value is not None and not math.isfinite(value):
-            raise ValueError(f"--{name} must be a finite number; got {value}")
+            raise ValueError(f"--{name.replace('_', '-')} must be a finite number; got {value}")
     for name in NON_NEGATIVE_REALS + NON_NEGATIVE_INTEGERS:
         value = getattr(args, name, None)
         if value is not None and not value >= 0:
@@ -221,6 +221,34 @@ def parse_moves(text, allowed, model):
         raise ValueError(f"--moves {','.join(unknown)} is not available for --model {model} "
                          f"({', '.join(allowed)})")
     return names
+
+
+def parse_prior(text, family):
+    """``{key: number}`` from a ``--prior`` list ``KEY=NUMBER,...`` for ``family``; raises naming the
+    entry for bad syntax, a key the family does not have, a matrix key (its size is set with
+    ``--prior-scale``), a key given twice or a number that is not finite."""
+    from .names import MATRIX_PRIORS, PRIOR_NAMES
+
+    values = {}
+    for entry in (e.strip() for e in (text or "").split(",")):
+        if not entry:
+            continue
+        key, sep, number = (part.strip() for part in entry.partition("="))
+        if not sep or not key:
+            raise ValueError(f"--prior entries are KEY=NUMBER (e.g. kappa=0.1,nu=30); got '{entry}'")
+        if key not in PRIOR_NAMES[family]:
+            raise ValueError(f"--prior {key}: the {family} family's priors are {', '.join(PRIOR_NAMES[family])}")
+        if key in MATRIX_PRIORS:
+            raise ValueError(f"--prior {key}: {key} is a D x D matrix; scale it with --prior-scale")
+        if key in values:
+            raise ValueError(f"--prior {key} is given twice")
+        try:
+            values[key] = float(number)
+        except ValueError:
+            raise ValueError(f"--prior {key}: '{number}' is not a number") from None
+        if not math.isfinite(values[key]):
+            raise ValueError(f"--prior {key} must be a finite number; got {number}")
+    return values
 
 
 def parse_list(text, option, kind=str):

@@ -40,6 +40,9 @@ class ConjugateFamily(ABC):
     prior_names = ()
     #: keys of the sufficient statistics dict
     stat_names = ()
+    #: the prior key that sets how spread out a component is expected to be (a covariance scale),
+    #: multiplied by :meth:`with_prior`'s ``scale``; ``None`` for families without one
+    spread_key = None
 
     # ------------------------------------------------------------- Pyro form
     # How the family is written as Pyro sites, declared as data and as functions that are
@@ -127,6 +130,44 @@ class ConjugateFamily(ABC):
         """A copy of this family with hyperparameters moved to ``dtype`` / ``device``."""
         prior = {k: v.to(dtype=dtype or self.dtype, device=device) for k, v in self.prior.items()}
         return type(self)(prior, dtype=dtype or self.dtype, device=device or self.device)
+
+    def with_prior(self, scale=1.0, **values):
+        """A copy of this family with some prior hyperparameters replaced.
+
+        :param float scale: multiplies the spread hyperparameter :attr:`spread_key` (bnpy's ``sF``):
+            above 1 the prior expects broader components, below 1 narrower ones (how many
+            components the data then support is measured in the user guide's "Choosing K, alpha
+            and the priors").
+        :param values: ``key=value`` for keys of :attr:`prior_names`: a number fills the key's
+            shape (a scalar, or every entry of a vector); a tensor must have the key's shape.
+        :raises ValueError: naming the key for an unknown key, a number for a matrix, a wrong
+            shape, a scale that is not positive and finite or given to a family without
+            :attr:`spread_key`, or a value outside the prior's domain.
+        """
+        prior = dict(self.prior)
+        for key, value in values.items():
+            if key not in prior:
+                raise ValueError(f"the {self.name} family has no prior '{key}'; its priors are "
+                                 f"{', '.join(self.prior_names)}")
+            value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
+            if value.dim() == 0 and prior[key].dim() >= 2:
+                raise ValueError(f"{self.name} prior '{key}' is a matrix; scale it with the prior scale "
+                                 f"(--prior-scale) instead of one number")
+            if value.dim() == 0:
+                value = value.expand_as(prior[key]).clone()
+            if value.shape != prior[key].shape:
+                raise ValueError(f"{self.name} prior '{key}' has shape {tuple(prior[key].shape)}; "
+                                 f"got {tuple(value.shape)}")
+            prior[key] = value
+        scale = float(scale)
+        if scale != 1.0:
+            if not (scale > 0 and scale < float("inf")):
+                raise ValueError(f"the prior scale must be a positive finite number; got {scale}")
+            if self.spread_key is None:
+                raise ValueError(f"the {self.name} family has no spread hyperparameter to scale; set its priors "
+                                 f"({', '.join(self.prior_names)}) instead")
+            prior[self.spread_key] = prior[self.spread_key] * scale
+        return type(self)(prior, dtype=self.dtype, device=self.device)
 
     def _check_prior(self):
         """Raise :class:`ValueError` if hyperparameters are outside their domain."""

@@ -19,6 +19,7 @@ class DiagGaussian(ConjugateFamily):
 
     name = "diag-gauss"
     prior_names = ("m", "kappa", "a", "b")
+    spread_key = "b"
     stat_names = ("x", "xx")
 
     def __init__(self, prior, dtype=torch.float64, device=None):

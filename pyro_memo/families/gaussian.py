@@ -27,6 +27,7 @@ class Gaussian(ConjugateFamily):
 
     name = "gauss"
     prior_names = ("m", "kappa", "nu", "B")
+    spread_key = "B"
     stat_names = ("x", "xx")
 
     @property

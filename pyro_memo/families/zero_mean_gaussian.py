@@ -25,6 +25,7 @@ class ZeroMeanGaussian(ConjugateFamily):
 
     name = "zm-gauss"
     prior_names = ("nu", "B")
+    spread_key = "B"
     stat_names = ("xx",)
 
     @property

@@ -13,12 +13,13 @@ from ..common import (
     load_resume,
     parse_methods,
     parse_moves,
+    parse_prior,
     parse_seeds,
     print_comparison,
     report,
     stop_requested,
 )
-from ..names import DATASET_NAMES, DP_METHOD_NAMES, DP_MOVE_NAMES, FAMILY_NAMES
+from ..names import DATASET_NAMES, DP_METHOD_NAMES, DP_MOVE_NAMES, FAMILY_NAMES, PRIOR_NAMES, SPREAD_KEYS
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 
@@ -48,6 +49,13 @@ FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior
 
 register_option("fit", Option("--family", FAMILY_HELP))
 register_option("compare", Option("--family", "scoring family (default priors from the training data)."))
+PRIOR_HELP = ("prior hyperparameters replacing the data-scaled defaults, e.g. kappa=0.1,nu=30 (gauss: m kappa nu; "
+              "diag-gauss: m kappa a b; zm-gauss: nu; mult: lam; bern, poisson: a b); a number fills a vector.")
+SCALE_HELP = ("multiplies the default prior covariance scale (B of gauss and zm-gauss, b of diag-gauss; bnpy's "
+              "sF): it changes how many components the data support (docs: choosing K, alpha and priors).")
+for _command in ("fit", "compare"):
+    register_option(_command, Option("--prior", PRIOR_HELP, {"metavar": "KEY=NUMBER,..."}))
+    register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
@@ -60,6 +68,8 @@ _FIT_USES = {
     "laps": Use(default=100),
     "tol": Use(default=1e-7),
     "alpha": Use("DP concentration", default=1.0),
+    "prior": Use(default=""),
+    "prior_scale": Use(default=1.0),
     "init": Use("initial responsibilities", default="kmeans++", choices=("kmeans++", "random")),
     "seed": Use(default=0),
     "device": Use(default="cpu"),
@@ -110,11 +120,20 @@ def _load(args, dtype):
         while count < min(PRIOR_SAMPLE, source.num_items) and b < source.num_batches:
             parts.append(np.asarray(source.batch(b)))
             count, b = count + len(parts[-1]), b + 1
-        family = get_family(args.family).from_data(np.concatenate(parts), dtype=dtype, device=args.device)
+        family = _family(args, np.concatenate(parts), dtype)
         return source, None, f"{args.data}: {source.shape[0]} x {source.shape[1]} array read batch by batch", family
     x_np, labels, description = load_dataset(args.data)
-    family = get_family(args.family).from_data(x_np, dtype=dtype, device=args.device)
+    family = _family(args, x_np, dtype)
     return family.check_data(x_np), labels, description, family
+
+
+def _family(args, x, dtype=None):
+    """``--family`` with its data-scaled default prior, changed by ``--prior`` and ``--prior-scale``."""
+    family = get_family(args.family).from_data(x, dtype=dtype or torch.float64, device=getattr(args, "device", None))
+    try:
+        return family.with_prior(args.prior_scale, **parse_prior(args.prior, args.family))
+    except ValueError as err:
+        raise ValueError(f"--prior / --prior-scale: {err}") from None
 
 
 def _labels(posterior, data, family):
@@ -158,6 +177,11 @@ def _check_resume(args, state, num_items, family):
         saved["--batches"] = (args.batches, len(state.cache.batches))
     if total is not None:
         saved["items in DATA"] = (int(num_items), int(round(float(total.counts.sum()))))
+    if family.dim == post.family.dim and args.family == post.family.name:
+        same = all(torch.allclose(family.prior[k].cpu().double(), v.cpu().double(), rtol=1e-9, atol=0)
+                   for k, v in post.family.prior.items())
+        saved["prior (from --prior, --prior-scale and the DATA it is scaled to)"] = (
+            "this one", "this one" if same else "another one")
     check_resume_matches(args, saved)
 
 
@@ -182,6 +206,8 @@ class DPMixture(CliModel):
             "K": Use(default=25),
             "batches": Use(default=20),
             "alpha": Use("DP concentration", default=1.0),
+            "prior": Use(default=""),
+            "prior_scale": Use(default=1.0),
             "heldout": Use("fraction of items held out for the predictive density (0: none)", default=0.2),
             "out": Use(default="compare-out"),
             "quiet": Use(default=False),
@@ -189,6 +215,10 @@ class DPMixture(CliModel):
     }
 
     def check(self, command, args):
+        parse_prior(args.prior, args.family)
+        if args.prior_scale != 1.0 and args.family not in SPREAD_KEYS:
+            raise ValueError(f"--prior-scale: the {args.family} family has no covariance scale; set its priors with "
+                             f"--prior ({', '.join(PRIOR_NAMES[args.family])})")
         if command == "fit":
             parse_moves(args.moves, DP_MOVE_NAMES, self.name)
             check_device(args.device)
@@ -223,6 +253,8 @@ class DPMixture(CliModel):
             "counts": result.summary.counts.cpu().numpy().tolist(), "laps": len(result.elbo_trace),
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
+            "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
+            "prior": parse_prior(args.prior, args.family),
         }
         if args.algo == "memo":
             out["moves"] = result.state.move_log
@@ -246,7 +278,7 @@ class DPMixture(CliModel):
         seeds = parse_seeds(args.seeds)
         x_np, labels, description = load_dataset(args.data)
         x, y, heldout = load_array_split(x_np, labels, args.heldout, seed=0)
-        family = get_family(args.family).from_data(x)
+        family = _family(args, x)
         if not args.quiet:
             print(f"{description}; {len(x)} training items, {0 if heldout is None else len(heldout)} held out",
                   file=sys.stderr)
