@@ -29,6 +29,7 @@ __all__ = [
     "ConjugateFamily",
     "DPMixtureGuide",
     "HDPGuide",
+    "DPMixture",
     "DPMixtureModel",
     "DPMixturePosterior",
     "DPSticks",
@@ -58,6 +59,7 @@ _SOURCES = {
     ".bridge": ("ClosedFormOptimizer DPMixtureGuide HDPGuide MemoizedELBO ModelStructureError PyroSVI "
                 "batch_tokens fit_memoized fit_vb recognize_model").split(),
     ".data": "make_batches".split(),
+    ".estimator": "DPMixture".split(),
     ".families": ("FAMILIES Bernoulli ConjugateFamily DiagGaussian Gaussian Multinomial Poisson "
                   "ZeroMeanGaussian get_family").split(),
     ".inference": ("BlockedGibbs CollapsedGibbs DPMixturePosterior FitResult FullBatchVB MemoizedVB MemoState "

@@ -70,7 +70,11 @@ class DPMixturePosterior(VariationalPosterior):
 
     # ------------------------------------------------------------ local step
     def log_joint_resp(self, x):
-        """Unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]` (eq. 9)."""
+        """Unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]` (eq. 9).
+
+        ``x`` of another float dtype (float32 data against a float64 fit) is cast to the family's.
+        """
+        x = torch.as_tensor(x).to(dtype=self.family.dtype, device=self.family.device)
         e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0)
         return self.family.expected_log_lik(x, self.component) + e_log_w
 

@@ -133,3 +133,12 @@ def test_bad_options_raise():
         pm.FullBatchVB(family, 3, truncation="sideways")
     with pytest.raises(ValueError, match="init"):
         pm.FullBatchVB(family, 3, init="magic").fit(x)
+
+
+def test_responsibilities_cast_float32_data_to_the_fit_dtype(family_name):
+    # a float64 fit used to fail on float32 items ("expected scalar type ... but found ...")
+    x = make_data(family_name, 200, D=3, seed=6)
+    post = pm.FullBatchVB(pm.get_family(family_name).from_data(x), 4, max_iter=5).fit(x).posterior
+    resp32 = post.responsibilities(x.float())
+    assert resp32.dtype == torch.float64
+    assert torch.allclose(resp32, post.responsibilities(x), atol=1e-5)

@@ -1,0 +1,197 @@
+"""A scikit-learn estimator for Dirichlet-process mixtures, fitted by memoized VB
+(Hughes & Sudderth 2013) or full-batch coordinate ascent (Blei & Jordan 2006)."""
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+try:
+    from sklearn.utils.validation import validate_data
+except ImportError:  # scikit-learn < 1.6: the same checks were an estimator method
+
+    def validate_data(estimator, X, **kwargs):
+        return estimator._validate_data(X, **kwargs)
+
+from .families import FAMILIES, ConjugateFamily, get_family
+from .inference import FullBatchVB, MemoizedVB, vb_log_predictive
+
+ALGORITHMS = ("memo", "vb")
+INITS = ("kmeans++", "random")
+DTYPES = ("float32", "float64")
+
+
+class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
+    """Truncated Dirichlet-process mixture with a conjugate observation family, as a
+    scikit-learn clusterer and density estimator.
+
+    The variational posterior is the truncated stick-breaking one of Blei & Jordan 2006 (§3);
+    ``algorithm="memo"`` fits it by memoized online VB over fixed batches (Hughes & Sudderth
+    2013, Alg. 1, with optional birth / merge / delete moves), ``algorithm="vb"`` by full-batch
+    coordinate ascent. Both maximise the same exact ELBO (Hughes & Sudderth 2013, eq. 8).
+
+    Cluster labels number the fitted components by decreasing number of training items they
+    own (argmax of the responsibilities), so the training labels are ``0 .. m-1`` with no gaps;
+    column ``j`` of :meth:`predict_proba` and ``weights_[j]`` belong to the component labelled
+    ``j``, which is component ``component_of_label_[j]`` of ``posterior_``.
+
+    Any real-valued input (float32, float64, integers) is converted to the working ``dtype``
+    before it reaches the posterior, so float32 and float64 copies of the same data give the
+    same labels and (to rounding) the same densities. ``check_estimator`` passes with no
+    expected failures.
+
+    :param int n_components: truncation level ``K`` (an upper bound on the number of clusters).
+    :param family: a family name (one of :data:`~pyro_memo.families.FAMILIES`, whose default
+        prior is scaled to the training data by ``from_data``) or a
+        :class:`~pyro_memo.families.ConjugateFamily` with its own prior.
+    :param float alpha: DP concentration.
+    :param str algorithm: ``"memo"`` (:class:`~pyro_memo.inference.MemoizedVB`) or ``"vb"``
+        (:class:`~pyro_memo.inference.FullBatchVB`).
+    :param int n_batches: batches of memoized VB; default ``min(10, n_samples)``, and never more
+        than ``n_samples``. Ignored by ``"vb"``.
+    :param str moves: memoized VB only: comma-separated moves, e.g. ``"birth,merge,delete"``
+        (these change the number of components); ``None`` for none.
+    :param int max_iter: maximum laps (iterations).
+    :param float tol: stop when the ELBO's relative change over a lap is below this.
+    :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
+    :param random_state: seeds the initialisation and the batch order (int, RandomState or None).
+    :param str dtype: ``"float64"`` or ``"float32"``, the dtype of the variational math.
+
+    :ivar posterior_: the fitted :class:`~pyro_memo.inference.DPMixturePosterior`.
+    :ivar summary_: the whole-data :class:`~pyro_memo.summaries.Summary` (for the predictive).
+    :ivar weights_: expected mixture weights :math:`E_q[w_k]`, in label order.
+    :ivar labels_: training labels.
+    :ivar component_of_label_: posterior component index of each label.
+    :ivar float elbo_: exact ELBO of the fit (total nats).
+    :ivar int n_iter_: laps run.
+    :ivar bool converged_: whether the ELBO's relative change fell below ``tol``.
+    :ivar int n_features_in_: number of features seen in :meth:`fit`.
+    """
+
+    def __init__(self, n_components=20, family="gauss", alpha=1.0, algorithm="memo", n_batches=None,
+                 moves=None, max_iter=100, tol=1e-6, init="kmeans++", random_state=None, dtype="float64"):
+        self.n_components = n_components
+        self.family = family
+        self.alpha = alpha
+        self.algorithm = algorithm
+        self.n_batches = n_batches
+        self.moves = moves
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.random_state = random_state
+        self.dtype = dtype
+
+    # ------------------------------------------------------------ parameters
+    def _check_params(self):
+        """Raise :class:`ValueError` naming the first bad parameter."""
+        _check_int("n_components", self.n_components)
+        _check_int("max_iter", self.max_iter)
+        if self.n_batches is not None:
+            _check_int("n_batches", self.n_batches)
+        _check_real("alpha", self.alpha, positive=True)
+        _check_real("tol", self.tol, positive=False)
+        _check_choice("algorithm", self.algorithm, ALGORITHMS)
+        _check_choice("init", self.init, INITS)
+        _check_choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.family, ConjugateFamily):
+            _check_choice("family", self.family, sorted(FAMILIES))
+        if self.moves is not None and not isinstance(self.moves, str):
+            raise ValueError(f"moves must be a comma-separated string or None; got {self.moves!r}")
+        if self.moves and self.algorithm != "memo":
+            raise ValueError(f"moves need algorithm='memo'; got algorithm={self.algorithm!r}")
+
+    def _np_dtype(self):
+        return np.dtype(self.dtype)
+
+    def _make_family(self, x):
+        """The family at the working dtype: the given object, or the named one's default prior for ``x``."""
+        dtype = getattr(torch, self.dtype)
+        if isinstance(self.family, ConjugateFamily):
+            return self.family.to(dtype=dtype)
+        return get_family(self.family).from_data(x, dtype=dtype)
+
+    def _make_algorithm(self, family, n_samples):
+        """``(driver, num_batches)`` for the chosen algorithm, seeded from ``random_state``."""
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        common = dict(alpha=float(self.alpha), tol=float(self.tol), init=self.init, seed=seed)
+        if self.algorithm == "vb":
+            return FullBatchVB(family, self.n_components, max_iter=self.max_iter, **common), None
+        batches = min(10, n_samples) if self.n_batches is None else min(self.n_batches, n_samples)
+        driver = MemoizedVB(family, self.n_components, laps=self.max_iter, moves=self.moves or (), **common)
+        return driver, batches
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Fit the variational posterior to ``X`` (``(n_samples, n_features)``); ``y`` is ignored.
+
+        :returns: ``self``.
+        """
+        self._check_params()
+        X = validate_data(self, X, dtype=self._np_dtype())
+        x = torch.tensor(X)
+        family = self._make_family(x)
+        driver, batches = self._make_algorithm(family, X.shape[0])
+        result = driver.fit(x) if batches is None else driver.fit(x, batches)
+        self.posterior_ = result.posterior
+        self.summary_ = result.summary
+        self.elbo_ = float(result.elbo)
+        self.n_iter_ = len(result.elbo_trace)
+        self.converged_ = bool(result.converged)
+        self._set_labels(x)
+        return self
+
+    def _set_labels(self, x):
+        """Order the components by the training items they own; set ``labels_`` and ``weights_``."""
+        winners = self.posterior_.responsibilities(x).argmax(-1).numpy()
+        owned = np.bincount(winners, minlength=self.posterior_.K)
+        self.component_of_label_ = np.argsort(-owned, kind="stable")
+        self._label_of_component = np.argsort(self.component_of_label_)
+        self.weights_ = self.posterior_.expected_weights().numpy()[self.component_of_label_]
+        self.labels_ = self._label_of_component[winners]
+
+    # ------------------------------------------------------------- read-outs
+    def _validated(self, X):
+        check_is_fitted(self)
+        return torch.tensor(validate_data(self, X, dtype=self._np_dtype(), reset=False))
+
+    def predict_proba(self, X):
+        """Responsibilities :math:`\\hat r_{nk}` (Hughes & Sudderth 2013, eq. 9) in label order:
+        ``(n_samples, n_labels)``, rows summing to 1."""
+        x = self._validated(X)
+        return self.posterior_.responsibilities(x).numpy()[:, self.component_of_label_]
+
+    def predict(self, X):
+        """The label of the most responsible component for each row of ``X``."""
+        x = self._validated(X)
+        return self._label_of_component[self.posterior_.responsibilities(x).argmax(-1).numpy()]
+
+    def score_samples(self, X):
+        """Log posterior predictive density of each row of ``X`` (Blei & Jordan 2006, §4; see
+        :func:`~pyro_memo.inference.vb_log_predictive`)."""
+        x = self._validated(X)
+        return vb_log_predictive(self.posterior_, self.summary_, x).numpy()
+
+    def score(self, X, y=None):
+        """Mean log predictive density of the rows of ``X``."""
+        return float(np.mean(self.score_samples(X)))
+
+
+def _check_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+
+
+def _check_real(name, value, positive):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+            or value < 0 or (positive and value == 0):
+        kind = "positive" if positive else "non-negative"
+        raise ValueError(f"{name} must be a finite {kind} number; got {value!r}")
+
+
+def _check_choice(name, value, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}")

@@ -1,0 +1,139 @@
+"""The scikit-learn estimator DPMixture: sklearn's own conventions, clustering and densities."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils.estimator_checks import check_estimator
+
+import pyro_memo as pm
+from pyro_memo import DPMixture
+
+CENTERS = np.array([[0.0, 0.0], [15.0, 0.0], [0.0, 15.0]])
+
+
+def blobs(n=300, seed=0):
+    """Three unit-variance Gaussian blobs 15 apart, and their labels."""
+    return make_blobs(n_samples=n, centers=CENTERS, cluster_std=1.0, random_state=seed)
+
+
+@pytest.mark.parametrize("params", [dict(), dict(algorithm="vb"), dict(moves="birth,merge,delete"),
+                                    dict(family="diag-gauss", dtype="float32")])
+def test_check_estimator_passes(params):
+    results = check_estimator(DPMixture(n_components=3, max_iter=5, **params), on_fail=None, on_skip=None)
+    failed = [(r["check_name"], repr(r["exception"])) for r in results if r["status"] == "failed"]
+    assert len(results) > 30 and not failed
+
+
+@pytest.mark.parametrize("algorithm", ["memo", "vb"])
+def test_separated_blobs_are_recovered(algorithm):
+    x, truth = blobs()
+    est = DPMixture(n_components=10, algorithm=algorithm, max_iter=100, random_state=0).fit(x)
+    assert adjusted_rand_score(truth, est.labels_) > 0.95
+    assert np.array_equal(est.predict(x), est.labels_)
+    assert np.array_equal(est.fit_predict(x), est.labels_)
+    assert est.n_iter_ >= 1 and np.isfinite(est.elbo_) and est.n_features_in_ == 2
+    assert np.isclose(est.elbo_, float(est.posterior_.elbo(est.summary_)))
+
+
+def test_labels_number_components_by_training_size():
+    x, _ = blobs()
+    est = DPMixture(n_components=8, random_state=1).fit(x)
+    used = np.unique(est.labels_)
+    assert np.array_equal(used, np.arange(len(used)))
+    sizes = np.bincount(est.labels_)
+    assert np.all(np.diff(sizes) <= 0)
+    assert np.allclose(est.weights_, est.posterior_.expected_weights().numpy()[est.component_of_label_])
+
+
+def test_predict_proba_rows_sum_to_one_and_match_predict():
+    x, _ = blobs()
+    est = DPMixture(n_components=6, random_state=0).fit(x)
+    proba = est.predict_proba(x[:50] + 0.5)
+    assert proba.shape == (50, est.posterior_.K)
+    assert np.allclose(proba.sum(1), 1.0)
+    assert np.array_equal(proba.argmax(1), est.predict(x[:50] + 0.5))
+
+
+def test_score_samples_higher_near_the_data_than_far_away():
+    x, _ = blobs()
+    est = DPMixture(n_components=6, random_state=0).fit(x)
+    near, _ = blobs(60, seed=1)
+    far = near + 200.0
+    assert est.score_samples(near).min() > est.score_samples(far).max()
+    assert np.isclose(est.score(near), est.score_samples(near).mean())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_float32_and_float64_inputs_agree(dtype):
+    x, _ = blobs()
+    est = DPMixture(n_components=5, random_state=0, dtype=dtype).fit(x.astype(np.float32))
+    test, _ = blobs(80, seed=2)
+    assert np.array_equal(est.predict(test.astype(np.float32)), est.predict(test))
+    assert np.allclose(est.score_samples(test.astype(np.float32)), est.score_samples(test), rtol=1e-5)
+    assert np.allclose(est.predict_proba(test.astype(np.float32)), est.predict_proba(test), atol=1e-6)
+    assert np.array_equal(est.predict(np.rint(test).astype(np.int64)), est.predict(np.rint(test)))
+
+
+def test_fit_on_float32_and_float64_copies_gives_the_same_labels():
+    x, _ = blobs()
+    a = DPMixture(n_components=5, random_state=0).fit(x)
+    b = DPMixture(n_components=5, random_state=0).fit(x.astype(np.float32))
+    assert adjusted_rand_score(a.labels_, b.labels_) == 1.0
+
+
+def test_moves_grow_one_component_into_the_three_blobs():
+    x, truth = blobs()
+    est = DPMixture(n_components=1, moves="birth,merge,delete", max_iter=30, random_state=0).fit(x)
+    assert len(np.unique(est.labels_)) == 3
+    assert adjusted_rand_score(truth, est.labels_) > 0.95
+
+
+def test_family_object_keeps_its_prior():
+    x, truth = blobs()
+    family = pm.get_family("diag-gauss").from_data(x)
+    est = DPMixture(n_components=6, family=family, random_state=0).fit(x)
+    assert est.posterior_.family.name == "diag-gauss"
+    assert all(np.allclose(est.posterior_.family.prior[k], v) for k, v in family.prior.items())
+    assert adjusted_rand_score(truth, est.labels_) > 0.95
+
+
+def test_get_set_params_round_trip_and_clone():
+    est = DPMixture(n_components=4, family="diag-gauss", alpha=2.0, algorithm="vb", moves=None, random_state=3)
+    params = est.get_params()
+    assert params["n_components"] == 4 and params["family"] == "diag-gauss" and params["alpha"] == 2.0
+    other = DPMixture().set_params(**params)
+    assert other.get_params() == params
+    copy = clone(est)
+    assert copy is not est and copy.get_params() == params
+    x, _ = blobs(90)
+    assert np.array_equal(clone(est).fit(x).labels_, clone(est).fit(x).labels_)
+
+
+@pytest.mark.parametrize("name,value", [("n_components", 0), ("n_components", 2.5), ("family", "cauchy"),
+                                        ("algorithm", "gibbs"), ("alpha", 0.0), ("max_iter", 0), ("tol", -1.0),
+                                        ("n_batches", 0), ("init", "spectral"), ("dtype", "float16"),
+                                        ("moves", ["birth"])])
+def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
+    est = DPMixture(**{name: value})  # __init__ only stores
+    assert est.get_params()[name] == value
+    with pytest.raises(ValueError, match=name):
+        est.fit(blobs(30)[0])
+
+
+def test_moves_need_memoized_vb():
+    with pytest.raises(ValueError, match="moves"):
+        DPMixture(algorithm="vb", moves="merge").fit(blobs(30)[0])
+
+
+@pytest.mark.parametrize("bad", [np.array([[1.0, np.nan], [0.0, 1.0]]), np.ones(5), np.empty((0, 2))])
+def test_bad_data_get_sklearn_errors(bad):
+    with pytest.raises(ValueError):
+        DPMixture(n_components=2).fit(bad)
+
+
+def test_wrong_number_of_features_at_predict():
+    est = DPMixture(n_components=3, random_state=0).fit(blobs(60)[0])
+    with pytest.raises(ValueError, match="features"):
+        est.predict(np.ones((4, 3)))
