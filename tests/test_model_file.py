@@ -77,6 +77,8 @@ def test_hdp_round_trip_is_exact(tmp_path, hdp_fit):
     assert loaded.kind == "hdp-topics" and loaded.K == fit.posterior.K and loaded.V == corpus.vocab_size
     for name in ("lam", "rho", "omega"):
         assert torch.equal(getattr(loaded.posterior, name), getattr(fit.posterior, name))
+    assert torch.equal(loaded.summary.word_counts, fit.summary.word_counts)
+    assert loaded.posterior.elbo(loaded.summary) == fit.posterior.elbo(fit.summary)
     docs = np.arange(corpus.num_docs)
     expected = doc_topic_weights(fit.posterior, corpus, docs)
     assert torch.equal(loaded.predict_proba(corpus), expected)

@@ -188,7 +188,7 @@ def load_model(path, device=None):
 
 def _build(d, device):
     from ..inference.dp_mixture_posterior import DPMixturePosterior
-    from ..summaries import Summary
+    from ..summaries import Summary, TopicSummary
     from ..topics.hdp_posterior import HDPPosterior
 
     kind = d["kind"]
@@ -199,5 +199,7 @@ def _build(d, device):
             raise ValueError(f"the summary has {summary.K} components, the posterior {posterior.K}")
         return SavedMixture(posterior, summary)
     if kind == HDP_TOPICS:
-        return SavedTopics(HDPPosterior.from_state_dict(d["posterior"], device))
+        posterior = HDPPosterior.from_state_dict(d["posterior"], device)
+        summary = d.get("summary")
+        return SavedTopics(posterior, None if summary is None else TopicSummary.from_dict(summary).to(device=device))
     raise ValueError(f"unknown model kind {kind!r}")
