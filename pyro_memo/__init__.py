@@ -21,8 +21,10 @@ __all__ = [
     "MemoizedVB",
     "MemoState",
     "fit_memoized",
+    "load_model",
     "load_state",
     "make_batches",
+    "save_model",
     "save_state",
     "FAMILIES",
     "Bernoulli",
@@ -64,6 +66,7 @@ _SOURCES = {
                   "ZeroMeanGaussian get_family").split(),
     ".inference": ("BlockedGibbs CollapsedGibbs DPMixturePosterior FitResult FullBatchVB MemoizedVB MemoState "
                    "StochasticVB full_data_elbo load_state save_state vb_log_predictive").split(),
+    ".memo": "load_model save_model".split(),
     ".inference.moves": "BirthMove DeleteMove GreedyMergeMove MergeMove Move".split(),
     ".models": "DPMixtureModel".split(),
     ".summaries": "Summary".split(),

@@ -65,6 +65,13 @@ def _checkpoints(d):
     (d / "foreign_state").mkdir()
     torch.save({"weights": torch.ones(3)}, d / "foreign_state" / "state.pt")
     (d / "dir_state" / "state.pt").mkdir(parents=True)
+    model = (d / "dp_state" / "model.pt").read_bytes()
+    (d / "truncated_model.pt").write_bytes(model[: len(model) // 2])
+    (d / "empty_model.pt").write_bytes(b"")
+    (d / "garbage_model.pt").write_bytes(b"\x80\x02 not a torch file")
+    torch.save({"weights": torch.ones(3)}, d / "foreign_model.pt")
+    newer = torch.load(d / "dp_state" / "model.pt", weights_only=True)
+    torch.save({**newer, "format_version": newer["format_version"] + 1}, d / "newer_model.pt")
 
 
 def cases(f):
@@ -206,6 +213,26 @@ def cases(f):
         (hdp + ["--prior", "kappa=1"], "--prior"), (hdp + ["--prior-scale", "2"], "--prior-scale"),
         (memo + ["--resume", str(f / "dp_state"), "--prior", "kappa=0.5"], "prior"),
         (memo + ["--resume", str(f / "dp_state"), "--prior-scale", "2"], "prior"),
+        # predict: missing, damaged, foreign or newer model files; data the model cannot take; bad --out
+        (["predict", str(f / "nowhere"), good], "nowhere"), (["predict", str(f / "save_nostate"), good], "model.pt"),
+        (["predict", str(f / "truncated_model.pt"), good], "damaged"),
+        (["predict", str(f / "empty_model.pt"), good], "empty_model.pt"),
+        (["predict", str(f / "garbage_model.pt"), good], "garbage_model.pt"),
+        (["predict", str(f / "foreign_model.pt"), good], "not a pyro-memo model file"),
+        (["predict", str(f / "newer_model.pt"), good], "newer"),
+        (["predict", str(f / "dp_state" / "state.pt"), good], "checkpoint"),
+        (["predict", str(f / "dp_state"), str(f / "wide.npz")], "columns"),
+        (["predict", str(f / "dp_state"), str(f / "nan.npz")], "NaN"),
+        (["predict", str(f / "dp_state"), str(f / "missing.npz")], "missing.npz"),
+        (["predict", str(f / "dp_state"), str(f / "one_d.npy")], "shape"),
+        (["predict", str(f / "dp_state"), str(f / "strings.npy")], "strings.npy"),
+        (["predict", str(f / "hdp_state"), good], "good.npz"),
+        (["predict", str(f / "hdp_state"), str(f / "bad.ldac")], "bad.ldac"),
+        (["predict", str(f / "dp_state")], "DATA"), (["predict"], "MODEL"),
+        (["predict", str(f / "dp_state"), good, "--out", str(f)], "--out"),
+        (["predict", str(f / "dp_state"), good, "--out", os.path.join(unwritable, "p.npz")], "--out"),
+        (["predict", str(f / "dp_state"), good, "--out", str(f / "dp_state" / "model.pt")], "--out"),
+        (["predict", str(f / "dp_state"), good, "--K", "3"], "--K"),
         # a truncation no memory can hold
         (fit + ["--K", str(10**11), "--laps", "1"], "memory"),
     ]

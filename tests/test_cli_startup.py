@@ -30,7 +30,9 @@ ARGVS = [["fit", "--help"], ["compare", "--help"], ["fit", "--model", "hdp", "--
          ["fit", "--family", "cauchy"], ["fit", "--model", "hdp", "--gamma", "0"], ["compare", "--passes", "0"],
          ["fit", "--algo", "memo", "--moves", "split"], ["fit", "--device", "cpu", "--K", "0"],
          ["compare", "--methods", "memo,adam"], ["compare", "--seeds", "0,x"],
-         ["compare", "--model", "hdp", "--methods", "lda"], ["compare", "--model", "hdp", "--heldout", "1"]]
+         ["compare", "--model", "hdp", "--methods", "lda"], ["compare", "--model", "hdp", "--heldout", "1"],
+         ["predict", "--help"], ["predict", "no-such-model.pt", "data.npz"], ["predict", "tests"],
+         ["predict", "tests", "data.npz"]]
 
 
 @pytest.mark.parametrize("argv", ARGVS)

@@ -1,4 +1,5 @@
-"""The ``pyro-memo`` console script: ``fit`` and ``compare`` for every registered model.
+"""The ``pyro-memo`` console script: ``fit`` and ``compare`` for every registered model, and
+``predict`` with a model ``fit --save`` wrote (:mod:`pyro_memo.cli.predict`).
 
 The models and their options come from :mod:`pyro_memo.cli.registry`; see there how a model
 registers itself.
@@ -10,6 +11,7 @@ import sys
 from . import common  # noqa: F401  (registers the shared options)
 from .common import check_numbers, check_outputs, remove_created
 from .interrupt import StopOnSignal
+from .predict import add_predict_command, run_predict
 from .registry import (
     COMMANDS,
     MODELS,
@@ -42,6 +44,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         add_command(sub, command)
+    add_predict_command(sub)
     return parser
 
 
@@ -51,10 +54,13 @@ def main(argv=None):
     with StopOnSignal() as stop:
         args.stop = stop
         try:
-            model = resolve(args.command, args)
-            check_numbers(args)
-            check_outputs(args)
-            status = getattr(model, args.command)(args)
+            if args.command == "predict":
+                status = run_predict(args)
+            else:
+                model = resolve(args.command, args)
+                check_numbers(args)
+                check_outputs(args)
+                status = getattr(model, args.command)(args)
         except (ValueError, FloatingPointError, OSError) as err:
             remove_created(getattr(args, "created_folders", None))
             print(f"pyro-memo: error: {err}", file=sys.stderr)

@@ -142,7 +142,7 @@ def check_output_file(path, option):
 
 
 #: the files ``fit --save DIR`` may write (and ``--resume DIR`` reads), which --json must not overwrite
-FIT_FILES = ("state.pt", "posterior.npz", "trace.png", "topics.txt", "topics.npz")
+FIT_FILES = ("state.pt", "model.pt", "posterior.npz", "trace.png", "topics.txt", "topics.npz")
 
 
 def _check_json_is_not_a_fit_file(args):

@@ -116,14 +116,37 @@ def state_from_dict(d, device=None):
                      traces={k: list(v) for k, v in d.get("traces", {}).items()})
 
 
-def save_state(path, state):
-    """Write ``state`` to ``path`` atomically (temporary file + rename)."""
-    payload = state_to_dict(state)
+def write_payload(path, payload, what="checkpoint"):
+    """``torch.save`` ``payload`` (plain tensors, dicts, numbers, strings) to ``path`` atomically
+    (temporary file + rename: a failed write leaves an existing file as it was)."""
     try:
         write_atomically(str(path), lambda tmp: torch.save(payload, tmp))
     except RuntimeError as err:  # torch's writer reports I/O failures as RuntimeError
         first = next((line.strip() for line in str(err).splitlines() if line.strip()), "write failed")
-        raise OSError(f"{path}: cannot write the checkpoint ({first[:160]})") from err
+        raise OSError(f"{path}: cannot write the {what} ({first[:160]})") from err
+
+
+def read_payload(path, what="checkpoint"):
+    """The dict :func:`write_payload` wrote to ``path`` (``torch.load(weights_only=True)``).
+
+    :raises ValueError: naming ``path`` if it is missing, damaged, or not a dict with a ``format_version``.
+    """
+    try:
+        d = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such {what}") from None
+    except Exception as err:  # anything the unpickler raises on damaged bytes (KeyError, ValueError, ...)
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise ValueError(f"{path}: cannot read {what}: the file is damaged (truncated or overwritten) or "
+                         f"not a pyro-memo {what} ({first[:160]})") from err
+    if not isinstance(d, dict) or "format_version" not in d:
+        raise ValueError(f"{path}: not a pyro-memo {what}")
+    return d
+
+
+def save_state(path, state):
+    """Write ``state`` to ``path`` atomically (temporary file + rename)."""
+    write_payload(path, state_to_dict(state))
 
 
 def load_state(path, device=None):
@@ -131,14 +154,4 @@ def load_state(path, device=None):
 
     :raises ValueError: if the file is not a pyro-memo checkpoint, or one of an unknown format.
     """
-    try:
-        d = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such checkpoint") from None
-    except Exception as err:  # anything the unpickler raises on damaged bytes (KeyError, ValueError, ...)
-        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
-        raise ValueError(f"{path}: cannot read checkpoint: the file is damaged (truncated or overwritten) or "
-                         f"not a pyro-memo checkpoint ({first[:160]})") from err
-    if not isinstance(d, dict) or "format_version" not in d:
-        raise ValueError(f"{path}: not a pyro-memo checkpoint")
-    return state_from_dict(d, device)
+    return state_from_dict(read_payload(path), device)

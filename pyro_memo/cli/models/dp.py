@@ -27,7 +27,7 @@ def _imports():
     """Import the heavy modules (torch, the inference code) when a command runs, not when the
     parser is built: ``--help`` and option errors return at once."""
     global np, torch, ArrayBatches, FileBatches, BUNDLED, load_dataset, FAMILIES, get_family
-    global FullBatchVB, MemoizedVB, MemoState, load_state, save_state, make_moves
+    global FullBatchVB, MemoizedVB, MemoState, load_state, save_state, make_moves, save_model
     global effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
     import numpy as np
     import torch
@@ -37,6 +37,7 @@ def _imports():
     from ...families import FAMILIES, get_family
     from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
     from ...inference.moves import make_moves
+    from ...memo import save_model
     from ...reporting import effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
 
 
@@ -80,7 +81,8 @@ _FIT_USES = {
     "json": Use("keys: elbo (total nats), elbo_trace (per lap), K, weights, lap_seconds, seconds, k_trace, "
                 "emptied (per lap, components whose expected size fell below one item: collapse), N, D, "
                 "moves (--algo memo), nmi (labelled data), ..."),
-    "save": Use("DIR/posterior.npz (weights, labels; means and covariances for Gaussian families), DIR/trace.png "
+    "save": Use("DIR/model.pt (the fitted model, for pyro-memo predict and pyro_memo.load_model), "
+                "DIR/posterior.npz (weights, labels; means and covariances for Gaussian families), DIR/trace.png "
                 "(ELBO and K per lap) and, for --algo memo, DIR/state.pt (after every lap; resumable)"),
     "resume": Use(needs=MEMO),
     "quiet": Use(default=False),
@@ -263,6 +265,7 @@ class DPMixture(CliModel):
 
             out["nmi"] = float(normalized_mutual_info_score(labels, pred))
         if args.save:
+            save_model(os.path.join(args.save, "model.pt"), result)
             write_posterior_npz(os.path.join(args.save, "posterior.npz"), weights, pred,
                                 family.point_estimates(post.component))
             write_trace_plot(os.path.join(args.save, "trace.png"), result.elbo_trace,

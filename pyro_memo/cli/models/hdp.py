@@ -28,11 +28,12 @@ def _imports():
     is built: ``--help`` and option errors return at once."""
     global np, torch, bars_corpus, fetch_wikipedia, from_counts, read_ldac, load_state, save_state
     global per_lap, write_atomically, write_trace_plot, HDPState, MemoizedHDP, split_documents, top_words
+    global save_model
     import numpy as np
     import torch
 
     from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
-    from ...memo import load_state, save_state
+    from ...memo import load_state, save_model, save_state
     from ...reporting import per_lap, write_atomically, write_trace_plot
     from ...topics import HDPState, MemoizedHDP, split_documents, top_words
 
@@ -166,7 +167,8 @@ class HDPTopics(CliModel):
             "json": Use("keys: elbo, elbo_trace, K (topics > 1%), weights, top_words, lap_seconds, seconds, moves, "
                         "emptied (per lap, topics whose expected tokens fell below one: collapse), documents, "
                         "tokens, V, ..."),
-            "save": Use("DIR/topics.txt (top words per topic), DIR/topics.npz (topic_word, weights), DIR/trace.png "
+            "save": Use("DIR/model.pt (the fitted model, for pyro-memo predict), "
+                        "DIR/topics.txt (top words per topic), DIR/topics.npz (topic_word, weights), DIR/trace.png "
                         "and DIR/state.pt (after every lap; resumable)"),
             "resume": Use(),
         },
@@ -242,6 +244,7 @@ class HDPTopics(CliModel):
             "moves": fit.state.move_log,
         }
         if args.save:
+            save_model(os.path.join(args.save, "model.pt"), fit)
             _write_topics(args.save, topics, post, weights)
             write_trace_plot(os.path.join(args.save, "trace.png"), fit.elbo_trace, k_trace or [out["K"]],
                              description)

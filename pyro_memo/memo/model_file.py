@@ -1,0 +1,205 @@
+"""Save a fitted model to one file and load it back for prediction: :func:`save_model`, :func:`load_model`.
+
+A model file is a dict of plain tensors, numbers and strings (``torch.load(weights_only=True)``
+reads it; no class is pickled)::
+
+    {"format": "pyro-memo-model", "format_version": 1, "kind": "dp-mixture" | "hdp-topics",
+     "family": family name, "posterior": the posterior's state_dict (family prior, sticks,
+     variational parameters), "summary": the whole-data summary (DP mixtures: the predictive needs it)}
+
+It is written like a checkpoint (:func:`~pyro_memo.memo.checkpoint.write_payload`: temporary
+file + rename, so a failed write leaves an existing file as it was). A loaded model gives
+exactly the responsibilities, labels and log densities of the fit it was saved from.
+"""
+
+from .checkpoint import read_payload, write_payload
+
+#: the format this version writes (and the newest it reads)
+MODEL_FORMAT_VERSION = 1
+#: the ``"format"`` tag of a model file
+MODEL_FORMAT = "pyro-memo-model"
+DP_MIXTURE = "dp-mixture"
+HDP_TOPICS = "hdp-topics"
+
+__all__ = ["HDP_TOPICS", "DP_MIXTURE", "MODEL_FORMAT_VERSION", "SavedMixture", "SavedTopics", "load_model",
+           "save_model"]
+
+
+class SavedMixture:
+    """A fitted DP mixture loaded by :func:`load_model` (or wrapping a fit): assignments and
+    predictive densities of new items.
+
+    :ivar posterior: the :class:`~pyro_memo.inference.DPMixturePosterior`.
+    :ivar summary: the whole-data :class:`~pyro_memo.summaries.Summary` its components came from.
+    """
+
+    kind = DP_MIXTURE
+
+    def __init__(self, posterior, summary):
+        self.posterior, self.summary = posterior, summary
+
+    @property
+    def family(self):
+        return self.posterior.family
+
+    @property
+    def K(self):
+        return self.posterior.K
+
+    def check_data(self, x):
+        """``x`` as an ``(N, D)`` tensor of the model's dtype and device (:class:`ValueError` on a
+        wrong shape, NaN, values outside the family's support)."""
+        return self.family.check_data(x)
+
+    def predict_proba(self, x):
+        """``(N, K)`` responsibilities :math:`q(z_n = k)` of new items under the fitted globals."""
+        return self.posterior.responsibilities(self.check_data(x))
+
+    def predict(self, x):
+        """``(N,)`` most responsible component of each item (the labels ``fit --save`` writes)."""
+        return self.predict_proba(x).argmax(-1)
+
+    def score_samples(self, x):
+        """``(N,)`` log predictive density of each item
+        (:func:`~pyro_memo.inference.predictive.vb_log_predictive`)."""
+        from ..inference.predictive import vb_log_predictive
+
+        return vb_log_predictive(self.posterior, self.summary, self.check_data(x))
+
+    def expected_weights(self):
+        return self.posterior.expected_weights()
+
+
+class SavedTopics:
+    """A fitted HDP topic model loaded by :func:`load_model`: topic proportions and
+    log-likelihoods of new documents, the topics held fixed.
+
+    :ivar posterior: the :class:`~pyro_memo.topics.HDPPosterior`.
+    """
+
+    kind = HDP_TOPICS
+
+    def __init__(self, posterior, summary=None):
+        self.posterior, self.summary = posterior, summary
+
+    @property
+    def K(self):
+        return self.posterior.K
+
+    @property
+    def V(self):
+        return self.posterior.V
+
+    def check_corpus(self, corpus):
+        """Refuse a corpus whose word ids lie beyond the model's vocabulary."""
+        if corpus.vocab_size > self.V:
+            raise ValueError(f"the corpus has a vocabulary of {corpus.vocab_size} words but the model has {self.V}")
+        if corpus.num_docs == 0:
+            raise ValueError("the corpus has no documents")
+        return corpus
+
+    def predict_proba(self, corpus, local_iters=200, local_tol=1e-4):
+        """``(D, K + 1)`` posterior-mean topic proportions of each document (the last column the
+        tail beyond the truncation; :func:`~pyro_memo.topics.doc_topic_weights`)."""
+        import numpy as np
+
+        from ..topics.heldout import doc_topic_weights
+
+        corpus = self.check_corpus(corpus)
+        return doc_topic_weights(self.posterior, corpus, np.arange(corpus.num_docs), local_iters, local_tol)
+
+    def predict(self, corpus, **kwargs):
+        """``(D,)`` each document's biggest topic."""
+        return self.predict_proba(corpus, **kwargs)[:, :-1].argmax(-1)
+
+    def score_samples(self, corpus, **kwargs):
+        """``(D,)`` plug-in log-likelihood of each document, :math:`\\sum_n \\log \\sum_k \\hat\\pi_{dk}
+        \\hat\\phi_{k x_{dn}}` with :math:`\\hat\\pi_d` from :meth:`predict_proba` and
+        :math:`\\hat\\phi_k = E_q[\\phi_k]` (the tail predicts uniformly over words, as
+        :func:`~pyro_memo.topics.document_completion` does)."""
+        import torch
+
+        pi = self.predict_proba(corpus, **kwargs)
+        phi = self.posterior.topic_means()
+        doc, word, count = corpus.tokens(dtype=phi.dtype, device=phi.device)
+        prob = (pi[doc, :-1] * phi.T[word]).sum(1) + pi[doc, -1] / self.V
+        return pi.new_zeros(corpus.num_docs).index_add_(0, doc, count * torch.log(prob))
+
+
+def _parts(fit, summary):
+    """``(posterior, summary)`` of a fit result, a ``(posterior, summary)`` pair, a saved model or a posterior."""
+    if isinstance(fit, tuple) and len(fit) == 2:
+        return fit
+    if hasattr(fit, "posterior"):
+        return fit.posterior, getattr(fit, "summary", None) if summary is None else summary
+    return fit, summary
+
+
+def save_model(path, fit, summary=None):
+    """Write a fitted model to ``path`` (atomically; an existing file is replaced only by a complete one).
+
+    :param fit: a :class:`~pyro_memo.engine.FitResult` of :class:`~pyro_memo.FullBatchVB`,
+        :class:`~pyro_memo.MemoizedVB` (a DP mixture over any family) or
+        :class:`~pyro_memo.topics.MemoizedHDP` (the HDP topic model); a ``(posterior, summary)``
+        pair; a posterior (then pass ``summary``); or a model :func:`load_model` returned.
+    :param summary: the whole-data summary, where ``fit`` does not carry it (a DP mixture needs it).
+    """
+    from ..inference.dp_mixture_posterior import DPMixturePosterior
+    from ..topics.hdp_posterior import HDPPosterior
+
+    posterior, summary = _parts(fit, summary)
+    if isinstance(posterior, DPMixturePosterior):
+        if summary is None:
+            raise ValueError("save_model: a DP mixture needs its whole-data summary (FitResult.summary) for the "
+                             "predictive density")
+        if summary.K != posterior.K:
+            raise ValueError(f"save_model: the summary has {summary.K} components, the posterior {posterior.K}")
+        kind, family = DP_MIXTURE, posterior.family.name
+    elif isinstance(posterior, HDPPosterior):
+        kind, family = HDP_TOPICS, "mult"
+    else:
+        raise TypeError(f"save_model: cannot save a {type(posterior).__name__}; pass a fit of a DP mixture "
+                        "(FullBatchVB, MemoizedVB) or of the HDP topic model (MemoizedHDP)")
+    payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "kind": kind, "family": family,
+               "posterior": posterior.state_dict(),
+               "summary": None if summary is None else summary.to(device="cpu").to_dict()}
+    write_payload(path, payload, "model file")
+
+
+def load_model(path, device=None):
+    """Read a model :func:`save_model` wrote: a :class:`SavedMixture` or a :class:`SavedTopics`.
+
+    :raises ValueError: naming ``path`` if it is missing, empty, damaged, not a pyro-memo model
+        file (a resumable ``state.pt`` included) or of a newer format than this version reads.
+    """
+    d = read_payload(path, "model file")
+    if d.get("format") != MODEL_FORMAT:
+        hint = " (a resumable checkpoint, state.pt: use the model.pt beside it)" if "laps_done" in d else ""
+        raise ValueError(f"{path}: not a pyro-memo model file{hint}")
+    version = d["format_version"]
+    if not isinstance(version, int) or not 1 <= version <= MODEL_FORMAT_VERSION:
+        raise ValueError(f"{path}: model file format {version!r}; this version of pyro-memo reads formats up to "
+                         f"{MODEL_FORMAT_VERSION} (a newer pyro-memo wrote it?)")
+    try:
+        return _build(d, device)
+    except (KeyError, TypeError, AttributeError, IndexError, RuntimeError, ValueError) as err:
+        raise ValueError(f"{path}: a damaged model file ({type(err).__name__}: {str(err)[:160]})") from None
+
+
+def _build(d, device):
+    from ..inference.dp_mixture_posterior import DPMixturePosterior
+    from ..summaries import Summary, TopicSummary
+    from ..topics.hdp_posterior import HDPPosterior
+
+    kind = d["kind"]
+    if kind == DP_MIXTURE:
+        posterior = DPMixturePosterior.from_state_dict(d["posterior"], device)
+        summary = Summary.from_dict(d["summary"]).to(posterior.dtype, device)
+        if summary.K != posterior.K:
+            raise ValueError(f"the summary has {summary.K} components, the posterior {posterior.K}")
+        return SavedMixture(posterior, summary)
+    if kind == HDP_TOPICS:
+        posterior = HDPPosterior.from_state_dict(d["posterior"], device)
+        summary = d.get("summary")
+        return SavedTopics(posterior, None if summary is None else TopicSummary.from_dict(summary).to(device=device))
+    raise ValueError(f"unknown model kind {kind!r}")

@@ -1,0 +1,173 @@
+"""save_model / load_model: exact round trips for every kind of fit, atomic writes, and the
+files load_model refuses (each with one ValueError naming the file)."""
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+from pyro_memo.data import bars_corpus
+from pyro_memo.inference.predictive import vb_log_predictive
+from pyro_memo.memo import model_file
+from pyro_memo.topics import MemoizedHDP, doc_topic_weights
+from tests.conftest import make_data
+
+
+def _dp_fit(algo, family_name):
+    x = make_data(family_name, 300, D=3, seed=1, clusters=3).to(torch.float64)
+    family = pm.get_family(family_name).from_data(x)
+    if algo == "vb":
+        fit = pm.FullBatchVB(family, 6, 1.0, max_iter=15, seed=0).fit(x)
+    else:
+        fit = pm.MemoizedVB(family, 6, 1.0, laps=4, seed=0).fit(x, num_batches=3)
+    new = make_data(family_name, 50, D=3, seed=7, clusters=3).to(torch.float64)
+    return fit, x, new
+
+
+@pytest.mark.parametrize("algo", ["vb", "memo"])
+@pytest.mark.parametrize("family_name", ["gauss", "diag-gauss", "zm-gauss"])
+def test_dp_mixture_round_trip_is_exact(tmp_path, algo, family_name):
+    fit, x, new = _dp_fit(algo, family_name)
+    path = tmp_path / "model.pt"
+    pm.save_model(path, fit)
+    loaded = pm.load_model(path)
+    assert loaded.kind == "dp-mixture" and loaded.family.name == family_name and loaded.K == fit.posterior.K
+    assert loaded.posterior.sticks.alpha == fit.posterior.sticks.alpha
+    assert loaded.posterior.dtype == torch.float64
+    for data in (x, new):
+        resp = fit.posterior.responsibilities(data)
+        assert torch.equal(loaded.predict_proba(data), resp)
+        assert torch.equal(loaded.predict(data), resp.argmax(-1))
+        assert torch.equal(loaded.score_samples(data), vb_log_predictive(fit.posterior, fit.summary, data))
+    # a numpy array is accepted and gives the same labels
+    assert torch.equal(loaded.predict(new.numpy()), loaded.predict(new))
+    # the labels are not all one component: the test could fail
+    assert len(torch.unique(loaded.predict(x))) > 1
+
+
+def test_a_posterior_and_summary_pair_and_a_loaded_model_save_alike(tmp_path):
+    fit, x, _ = _dp_fit("vb", "gauss")
+    pm.save_model(tmp_path / "a.pt", (fit.posterior, fit.summary))
+    pm.save_model(tmp_path / "b.pt", fit.posterior, summary=fit.summary)
+    pm.save_model(tmp_path / "c.pt", pm.load_model(tmp_path / "a.pt"))
+    scores = [pm.load_model(tmp_path / f"{n}.pt").score_samples(x) for n in "abc"]
+    assert torch.equal(scores[0], scores[1]) and torch.equal(scores[0], scores[2])
+
+
+def test_save_model_refuses_what_it_cannot_save(tmp_path):
+    fit, _, _ = _dp_fit("vb", "gauss")
+    with pytest.raises(ValueError, match="summary"):
+        pm.save_model(tmp_path / "m.pt", fit.posterior)
+    with pytest.raises(TypeError, match="cannot save"):
+        pm.save_model(tmp_path / "m.pt", torch.ones(3))
+    assert not (tmp_path / "m.pt").exists()
+
+
+@pytest.fixture(scope="module")
+def hdp_fit():
+    corpus = bars_corpus()[0]
+    fit = MemoizedHDP(K=6, laps=3, seed=0).fit(corpus, 2)
+    return fit, corpus
+
+
+def test_hdp_round_trip_is_exact(tmp_path, hdp_fit):
+    fit, corpus = hdp_fit
+    pm.save_model(tmp_path / "hdp.pt", fit)
+    loaded = pm.load_model(tmp_path / "hdp.pt")
+    assert loaded.kind == "hdp-topics" and loaded.K == fit.posterior.K and loaded.V == corpus.vocab_size
+    for name in ("lam", "rho", "omega"):
+        assert torch.equal(getattr(loaded.posterior, name), getattr(fit.posterior, name))
+    assert torch.equal(loaded.summary.word_counts, fit.summary.word_counts)
+    assert loaded.posterior.elbo(loaded.summary) == fit.posterior.elbo(fit.summary)
+    docs = np.arange(corpus.num_docs)
+    expected = doc_topic_weights(fit.posterior, corpus, docs)
+    assert torch.equal(loaded.predict_proba(corpus), expected)
+    assert torch.equal(loaded.predict(corpus), expected[:, :-1].argmax(-1))
+    scores = loaded.score_samples(corpus)
+    original = model_file.SavedTopics(fit.posterior).score_samples(corpus)
+    assert torch.equal(scores, original)
+    assert scores.shape == (corpus.num_docs,) and bool((scores < 0).all())
+    assert pm.topics.document_completion(loaded.posterior, corpus) == pm.topics.document_completion(fit.posterior,
+                                                                                                    corpus)
+
+
+def test_hdp_refuses_a_corpus_with_more_words(hdp_fit):
+    fit, corpus = hdp_fit
+    bigger = pm.topics.Corpus(corpus.doc_ptr, corpus.word_ids, corpus.counts, corpus.vocab_size + 5)
+    with pytest.raises(ValueError, match="vocabulary"):
+        model_file.SavedTopics(fit.posterior).predict_proba(bigger)
+
+
+def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
+    fit, x, _ = _dp_fit("vb", "gauss")
+    path = tmp_path / "model.pt"
+    pm.save_model(path, fit)
+    before = path.read_bytes()
+    real_save = torch.save
+
+    def broken_save(obj, f, *args, **kwargs):
+        with open(f, "wb") as fh:
+            fh.write(b"half a file")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    other, _, _ = _dp_fit("memo", "diag-gauss")
+    with pytest.raises(OSError, match="model.pt"):
+        pm.save_model(path, other)
+    monkeypatch.setattr(torch, "save", real_save)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]  # no temporary file left
+    assert pm.load_model(path).family.name == "gauss"
+
+
+@pytest.fixture
+def good_file(tmp_path):
+    fit, _, _ = _dp_fit("vb", "gauss")
+    path = tmp_path / "model.pt"
+    pm.save_model(path, fit)
+    return path
+
+
+def _refused(path, match):
+    with pytest.raises(ValueError, match=match) as err:
+        pm.load_model(path)
+    assert str(path) in str(err.value)
+
+
+def test_missing_empty_truncated_and_garbage_files_are_refused(tmp_path, good_file):
+    _refused(tmp_path / "none.pt", "no such model file")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    _refused(tmp_path / "empty.pt", "damaged")
+    data = good_file.read_bytes()
+    (tmp_path / "half.pt").write_bytes(data[: len(data) // 2])
+    _refused(tmp_path / "half.pt", "damaged")
+    (tmp_path / "junk.pt").write_bytes(b"\x80\x02 not a torch file")
+    _refused(tmp_path / "junk.pt", "damaged")
+
+
+def test_foreign_newer_and_inconsistent_files_are_refused(tmp_path, good_file):
+    torch.save({"weights": torch.ones(3)}, tmp_path / "foreign.pt")
+    _refused(tmp_path / "foreign.pt", "not a pyro-memo model file")
+    torch.save({"format_version": 2, "laps_done": 3}, tmp_path / "state.pt")
+    _refused(tmp_path / "state.pt", "checkpoint")
+    d = torch.load(good_file, weights_only=True)
+    torch.save({**d, "format_version": model_file.MODEL_FORMAT_VERSION + 1}, tmp_path / "newer.pt")
+    _refused(tmp_path / "newer.pt", "newer")
+    torch.save({**d, "kind": "lda"}, tmp_path / "kind.pt")
+    _refused(tmp_path / "kind.pt", "lda")
+    torch.save({k: v for k, v in d.items() if k != "summary"}, tmp_path / "nosummary.pt")
+    _refused(tmp_path / "nosummary.pt", "damaged")
+    summary = dict(d["summary"], counts=d["summary"]["counts"][:2])
+    torch.save({**d, "summary": summary}, tmp_path / "short.pt")
+    _refused(tmp_path / "short.pt", "components")
+
+
+def test_a_checkpoint_is_still_written_and_read(tmp_path):
+    """The helpers save_state now shares with save_model keep the checkpoint's behaviour."""
+    fit, _, _ = _dp_fit("memo", "gauss")
+    pm.save_state(tmp_path / "state.pt", fit.state)
+    state = pm.load_state(tmp_path / "state.pt")
+    assert torch.equal(state.posterior.eta1, fit.posterior.eta1)
+    torch.save([1, 2], tmp_path / "foreign_state.pt")
+    with pytest.raises(ValueError, match="not a pyro-memo checkpoint"):
+        pm.load_state(tmp_path / "foreign_state.pt")
