@@ -59,6 +59,15 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
     :param random_state: seeds the initialisation and the batch order (int, RandomState or None).
     :param str dtype: ``"float64"`` or ``"float32"``, the dtype of the variational math.
+    :param dict prior: prior hyperparameters replacing the family's defaults, e.g.
+        ``{"kappa": 0.1, "nu": 30.0}`` (see :meth:`~pyro_memo.families.ConjugateFamily.with_prior`:
+        a number fills a vector; ``None`` keeps the defaults).
+    :param float prior_scale: multiplies the family's prior covariance scale (its ``spread_key``;
+        bnpy's ``sF``; 1 keeps it). See the user guide's "Choosing K, alpha and the priors".
+
+    A fitted estimator pickles (``pickle`` / ``joblib``) and the copy predicts exactly as the
+    original; :func:`~pyro_memo.save_model` ``(path, (est.posterior_, est.summary_))`` writes the
+    versioned model file ``pyro-memo predict`` reads.
 
     :ivar posterior_: the fitted :class:`~pyro_memo.inference.DPMixturePosterior`.
     :ivar summary_: the whole-data :class:`~pyro_memo.summaries.Summary` (for the predictive).
@@ -72,7 +81,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     """
 
     def __init__(self, n_components=20, family="gauss", alpha=1.0, algorithm="memo", n_batches=None,
-                 moves=None, max_iter=100, tol=1e-6, init="kmeans++", random_state=None, dtype="float64"):
+                 moves=None, max_iter=100, tol=1e-6, init="kmeans++", random_state=None, dtype="float64",
+                 prior=None, prior_scale=1.0):
         self.n_components = n_components
         self.family = family
         self.alpha = alpha
@@ -84,6 +94,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         self.init = init
         self.random_state = random_state
         self.dtype = dtype
+        self.prior = prior
+        self.prior_scale = prior_scale
 
     # ------------------------------------------------------------ parameters
     def _check_params(self):
@@ -99,6 +111,9 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         _check_choice("dtype", self.dtype, DTYPES)
         if not isinstance(self.family, ConjugateFamily):
             _check_choice("family", self.family, sorted(FAMILIES))
+        _check_real("prior_scale", self.prior_scale, positive=True)
+        if self.prior is not None and not isinstance(self.prior, dict):
+            raise ValueError(f"prior must be a dict of hyperparameters or None; got {self.prior!r}")
         if self.moves is not None and not isinstance(self.moves, str):
             raise ValueError(f"moves must be a comma-separated string or None; got {self.moves!r}")
         if self.moves and self.algorithm != "memo":
@@ -111,8 +126,10 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         """The family at the working dtype: the given object, or the named one's default prior for ``x``."""
         dtype = getattr(torch, self.dtype)
         if isinstance(self.family, ConjugateFamily):
-            return self.family.to(dtype=dtype)
-        return get_family(self.family).from_data(x, dtype=dtype)
+            family = self.family.to(dtype=dtype)
+        else:
+            family = get_family(self.family).from_data(x, dtype=dtype)
+        return family.with_prior(float(self.prior_scale), **(self.prior or {}))
 
     def _make_algorithm(self, family, n_samples):
         """``(driver, num_batches)`` for the chosen algorithm, seeded from ``random_state``."""

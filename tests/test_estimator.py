@@ -114,7 +114,8 @@ def test_get_set_params_round_trip_and_clone():
 @pytest.mark.parametrize("name,value", [("n_components", 0), ("n_components", 2.5), ("family", "cauchy"),
                                         ("algorithm", "gibbs"), ("alpha", 0.0), ("max_iter", 0), ("tol", -1.0),
                                         ("n_batches", 0), ("init", "spectral"), ("dtype", "float16"),
-                                        ("moves", ["birth"])])
+                                        ("moves", ["birth"]), ("prior_scale", 0.0), ("prior", "kappa=1"),
+                                        ("prior", {"lam": 1.0})])
 def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     est = DPMixture(**{name: value})  # __init__ only stores
     assert est.get_params()[name] == value
@@ -137,3 +138,37 @@ def test_wrong_number_of_features_at_predict():
     est = DPMixture(n_components=3, random_state=0).fit(blobs(60)[0])
     with pytest.raises(ValueError, match="features"):
         est.predict(np.ones((4, 3)))
+
+
+def test_prior_settings_reach_the_family_and_change_the_fit():
+    x, _ = blobs(120)
+    est = DPMixture(n_components=4, algorithm="vb", max_iter=5, random_state=0,
+                    prior={"kappa": 0.5, "nu": 7.0}, prior_scale=3.0).fit(x)
+    default = pm.Gaussian.from_data(np.asarray(x, dtype=np.float64))
+    prior = est.posterior_.family.prior
+    assert float(prior["kappa"]) == 0.5 and float(prior["nu"]) == 7.0
+    assert np.allclose(prior["B"].numpy(), 3.0 * default.prior["B"].numpy(), rtol=1e-12, atol=0)
+    assert est.elbo_ != pytest.approx(DPMixture(n_components=4, algorithm="vb", max_iter=5, random_state=0)
+                                      .fit(x).elbo_, rel=1e-6)
+
+
+def test_a_pickled_estimator_predicts_exactly_as_the_original():
+    import pickle
+
+    x, _ = blobs(150)
+    est = DPMixture(n_components=5, max_iter=10, random_state=0).fit(x)
+    copy = pickle.loads(pickle.dumps(est))
+    new = blobs(40, seed=3)[0]
+    assert np.array_equal(copy.predict(new), est.predict(new))
+    assert np.array_equal(copy.score_samples(new), est.score_samples(new))
+    assert np.array_equal(copy.predict_proba(new), est.predict_proba(new))
+
+
+def test_the_estimators_model_file_predicts_as_the_estimator(tmp_path):
+    x, _ = blobs(150)
+    est = DPMixture(n_components=5, max_iter=10, random_state=0).fit(x)
+    pm.save_model(tmp_path / "model.pt", (est.posterior_, est.summary_))
+    saved = pm.load_model(tmp_path / "model.pt")
+    new = blobs(40, seed=3)[0]
+    assert np.array_equal(np.asarray(saved.score_samples(new)), est.score_samples(new))
+    assert np.array_equal(est.component_of_label_[est.predict(new)], np.asarray(saved.predict(new)))
