@@ -66,7 +66,7 @@ _SOURCES = {
                   "ZeroMeanGaussian get_family").split(),
     ".inference": ("BlockedGibbs CollapsedGibbs DPMixturePosterior FitResult FullBatchVB MemoizedVB MemoState "
                    "StochasticVB full_data_elbo load_state save_state vb_log_predictive").split(),
-    ".memo": "load_model save_model".split(),
+    ".model_file": "load_model save_model".split(),
     ".inference.moves": "BirthMove DeleteMove GreedyMergeMove MergeMove Move".split(),
     ".models": "DPMixtureModel".split(),
     ".summaries": "Summary".split(),

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import pyro_memo as pm
+from pyro_memo import model_file
 from pyro_memo.data import bars_corpus
 from pyro_memo.inference.predictive import vb_log_predictive
-from pyro_memo.memo import model_file
 from pyro_memo.topics import MemoizedHDP, doc_topic_weights
 from tests.conftest import make_data
 

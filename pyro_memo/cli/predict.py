@@ -106,7 +106,7 @@ def _topics(args, model):
 def run_predict(args):
     """Run ``pyro-memo predict``; returns the exit status (errors raise :class:`ValueError`)."""
     check(args)
-    from ..memo import load_model
+    from ..model_file import load_model
 
     model = load_model(args.model_file)
     print(_mixture(args, model) if model.kind == "dp-mixture" else _topics(args, model))

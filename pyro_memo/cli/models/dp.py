@@ -37,7 +37,7 @@ def _imports():
     from ...families import FAMILIES, get_family
     from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
     from ...inference.moves import make_moves
-    from ...memo import save_model
+    from ...model_file import save_model
     from ...reporting import effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
 
 

@@ -33,7 +33,8 @@ def _imports():
     import torch
 
     from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
-    from ...memo import load_state, save_model, save_state
+    from ...memo import load_state, save_state
+    from ...model_file import save_model
     from ...reporting import per_lap, write_atomically, write_trace_plot
     from ...topics import HDPState, MemoizedHDP, split_documents, top_words
 

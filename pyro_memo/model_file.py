@@ -12,7 +12,7 @@ file + rename, so a failed write leaves an existing file as it was). A loaded mo
 exactly the responsibilities, labels and log densities of the fit it was saved from.
 """
 
-from .checkpoint import read_payload, write_payload
+from .memo.checkpoint import read_payload, write_payload
 
 #: the format this version writes (and the newest it reads)
 MODEL_FORMAT_VERSION = 1
@@ -62,7 +62,7 @@ class SavedMixture:
     def score_samples(self, x):
         """``(N,)`` log predictive density of each item
         (:func:`~pyro_memo.inference.predictive.vb_log_predictive`)."""
-        from ..inference.predictive import vb_log_predictive
+        from .inference.predictive import vb_log_predictive
 
         return vb_log_predictive(self.posterior, self.summary, self.check_data(x))
 
@@ -103,7 +103,7 @@ class SavedTopics:
         tail beyond the truncation; :func:`~pyro_memo.topics.doc_topic_weights`)."""
         import numpy as np
 
-        from ..topics.heldout import doc_topic_weights
+        from .topics.heldout import doc_topic_weights
 
         corpus = self.check_corpus(corpus)
         return doc_topic_weights(self.posterior, corpus, np.arange(corpus.num_docs), local_iters, local_tol)
@@ -144,8 +144,8 @@ def save_model(path, fit, summary=None):
         pair; a posterior (then pass ``summary``); or a model :func:`load_model` returned.
     :param summary: the whole-data summary, where ``fit`` does not carry it (a DP mixture needs it).
     """
-    from ..inference.dp_mixture_posterior import DPMixturePosterior
-    from ..topics.hdp_posterior import HDPPosterior
+    from .inference.dp_mixture_posterior import DPMixturePosterior
+    from .topics.hdp_posterior import HDPPosterior
 
     posterior, summary = _parts(fit, summary)
     if isinstance(posterior, DPMixturePosterior):
@@ -187,9 +187,9 @@ def load_model(path, device=None):
 
 
 def _build(d, device):
-    from ..inference.dp_mixture_posterior import DPMixturePosterior
-    from ..summaries import Summary, TopicSummary
-    from ..topics.hdp_posterior import HDPPosterior
+    from .inference.dp_mixture_posterior import DPMixturePosterior
+    from .summaries import Summary, TopicSummary
+    from .topics.hdp_posterior import HDPPosterior
 
     kind = d["kind"]
     if kind == DP_MIXTURE:
