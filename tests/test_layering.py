@@ -50,7 +50,8 @@ LAYERS = {
     # Pyro models and the bridge from Pyro programs to the engine; baseline methods
     "pyro": ["pyro_memo.models", "pyro_memo.bridge", "pyro_memo.baselines"],
     # applications: comparisons, command lines, reports, and the package's public namespace
-    "apps": ["pyro_memo.comparison", "pyro_memo.cli", "pyro_memo.reporting", "pyro_memo.estimator", ROOT],
+    "apps": ["pyro_memo.comparison", "pyro_memo.cli", "pyro_memo.reporting", "pyro_memo.estimator",
+             "pyro_memo.topic_estimator", ROOT],
 }
 
 
