@@ -32,6 +32,7 @@ __all__ = [
     "DPMixtureGuide",
     "HDPGuide",
     "DPMixture",
+    "HDPTopics",
     "DPMixtureModel",
     "DPMixturePosterior",
     "DPSticks",
@@ -70,6 +71,7 @@ _SOURCES = {
     ".inference.moves": "BirthMove DeleteMove GreedyMergeMove MergeMove Move".split(),
     ".models": "DPMixtureModel".split(),
     ".summaries": "Summary".split(),
+    ".topic_estimator": "HDPTopics".split(),
 }
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}
 

@@ -1,0 +1,189 @@
+"""A scikit-learn estimator for the HDP topic model on document-term count matrices, fitted by
+memoized VB (Hughes, Kim & Sudderth, AISTATS 2015), used the way scikit-learn's
+``LatentDirichletAllocation`` is."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, check_non_negative
+
+from .data.corpus import from_counts
+from .estimator import _check_int, _check_real, validate_data
+from .model_file import SavedTopics
+from .topics.memoized_hdp import TOPIC_MOVES, MemoizedHDP
+
+#: document-level iterations and tolerance of :meth:`HDPTopics.transform` (tight, so a document's
+#: proportions do not depend on which other documents are transformed with it)
+TRANSFORM_ITERS = 1000
+TRANSFORM_TOL = 1e-10
+
+
+class HDPTopics(TransformerMixin, BaseEstimator):
+    """The HDP topic model (Teh et al. 2006) with a truncation of ``n_components`` topics, fitted
+    by memoized VB (:class:`~pyro_memo.topics.MemoizedHDP`), as a scikit-learn transformer of
+    document-term count matrices, like ``LatentDirichletAllocation``.
+
+    ``X`` is an ``(n_documents, n_words)`` matrix of word counts, a numpy array or any
+    scipy.sparse matrix of any numeric dtype (converted to float64, so float32 and float64 copies
+    give the same topics and proportions). Negative entries raise scikit-learn's ``ValueError``
+    ("Negative values in data passed to ..."); NaN or inf raise its usual error. Counts need not
+    be whole numbers: every quantity of the fit and of :meth:`transform` is weighted by the
+    counts (topic-word sums :math:`\\sum_n c_n r_{nk}`, document-topic sums, the entropy term), so
+    non-negative real weights such as tf-idf values are accepted as LDA accepts them, each
+    weight standing for that many (fractional) tokens. Documents with no words are allowed:
+    :meth:`fit` ignores them (at least one document must have words) and :meth:`transform` gives
+    them the prior proportions :math:`E[\\beta_k]`, renormalised over the ``K`` topics.
+
+    :meth:`transform` runs the document-level local step with the topics fixed
+    (:func:`~pyro_memo.topics.doc_topic_weights`) and returns the posterior-mean proportions
+    :math:`E[\\pi_{dk}]` of the ``K`` topics, renormalised to sum to 1 (the small mass of the
+    tail beyond the truncation is spread over them in proportion). Columns are the topics of
+    ``posterior_`` in its order, as the rows of ``components_``. ``check_estimator`` passes with
+    no expected failures.
+
+    :param int n_components: truncation level ``K`` (an upper bound on the topics; moves may
+        change the number of topics, see ``n_components_``).
+    :param float alpha: document-level concentration.
+    :param float gamma: top-level concentration.
+    :param float lam0: symmetric Dirichlet prior on each topic's word distribution.
+    :param int n_batches: batches of memoized VB; default ``min(10, n_documents)``, and never
+        more than ``n_documents``.
+    :param str moves: comma-separated topic moves from ``"birth"``, ``"merge"``, ``"delete"``
+        (these change the number of topics); ``None`` for none.
+    :param int max_iter: maximum laps.
+    :param float tol: stop when the bound's relative change over a lap is below this.
+    :param random_state: seeds the initial topics and the batch order (int, RandomState or None).
+
+    The initial topics are a k-means of the documents (bnpy's Bregman k-means,
+    :func:`~pyro_memo.topics.topic_init.kmeans_topics`); with fewer non-empty documents than
+    ``n_components`` they are random documents instead.
+
+    :ivar posterior_: the fitted :class:`~pyro_memo.topics.HDPPosterior`.
+    :ivar components_: ``(n_components_, n_features_in_)`` expected topic-word distributions
+        :math:`E_q[\\phi_k]` (rows sum to 1; LDA's ``components_`` normalised).
+    :ivar topic_weights_: ``(n_components_,)`` top-level expected weights :math:`E_q[\\beta_k]`.
+    :ivar int n_components_: number of fitted topics (``n_components`` unless moves changed it).
+    :ivar float bound_: the fit's objective, the exact variational bound (total nats).
+    :ivar int n_iter_: laps run.
+    :ivar bool converged_: whether the bound's relative change fell below ``tol``.
+    :ivar int n_features_in_: vocabulary size seen in :meth:`fit`.
+    """
+
+    def __init__(self, n_components=50, alpha=0.5, gamma=10.0, lam0=0.1, n_batches=None, moves=None,
+                 max_iter=50, tol=1e-6, random_state=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.gamma = gamma
+        self.lam0 = lam0
+        self.n_batches = n_batches
+        self.moves = moves
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        return tags
+
+    # ------------------------------------------------------------ parameters
+    def _check_params(self):
+        """Raise :class:`ValueError` naming the first bad parameter."""
+        _check_int("n_components", self.n_components)
+        _check_int("max_iter", self.max_iter)
+        if self.n_batches is not None:
+            _check_int("n_batches", self.n_batches)
+        for name in ("alpha", "gamma", "lam0"):
+            _check_real(name, getattr(self, name), positive=True)
+        _check_real("tol", self.tol, positive=False)
+        if self.moves is None:
+            return ()
+        if not isinstance(self.moves, str):
+            raise ValueError(f"moves must be a comma-separated string or None; got {self.moves!r}")
+        names = [m.strip() for m in self.moves.split(",") if m.strip()]
+        unknown = [m for m in names if m not in TOPIC_MOVES]
+        if unknown:
+            raise ValueError(f"moves must name moves among {list(TOPIC_MOVES)}; got {self.moves!r}")
+        return names
+
+    def _corpus(self, X, reset):
+        """``X`` validated (scikit-learn's errors) and non-negative, as a :class:`~pyro_memo.topics.Corpus`."""
+        X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64, reset=reset)
+        check_non_negative(X, f"{type(self).__name__}.{'fit' if reset else 'transform'}")
+        return from_counts(X)
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Fit the HDP topic model to the count matrix ``X`` (``(n_documents, n_words)``); ``y`` is ignored.
+
+        :returns: ``self``.
+        """
+        moves = self._check_params()
+        corpus = self._corpus(X, reset=True)
+        lengths = np.diff(corpus.doc_ptr)
+        nonempty = int(np.count_nonzero(lengths))
+        if nonempty == 0:
+            raise ValueError(f"{type(self).__name__}.fit: every document is empty (X has no positive entries)")
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        n_docs = corpus.num_docs
+        batches = min(10, n_docs) if self.n_batches is None else min(self.n_batches, n_docs)
+        init = "kmeans" if self.n_components <= nonempty else "documents"
+        driver = MemoizedHDP(K=self.n_components, alpha=float(self.alpha), gamma=float(self.gamma),
+                             lam0=float(self.lam0), laps=self.max_iter, tol=float(self.tol), seed=seed,
+                             moves=moves, init=init)
+        result = driver.fit(corpus, batches)
+        self.posterior_ = result.posterior
+        self.n_components_ = int(self.posterior_.K)
+        self.components_ = self.posterior_.topic_means().numpy()
+        self.topic_weights_ = self.posterior_.expected_beta()[:-1].numpy()
+        self.bound_ = float(result.elbo_trace[-1])
+        self.n_iter_ = len(result.elbo_trace)
+        self.converged_ = bool(result.converged)
+        return self
+
+    # ------------------------------------------------------------- read-outs
+    def _proportions(self, X):
+        """``(corpus, (n_documents, K + 1) tensor)``: proportions with the tail column last."""
+        check_is_fitted(self)
+        corpus = self._corpus(X, reset=False)
+        saved = SavedTopics(self.posterior_)
+        return corpus, saved, saved.predict_proba(corpus, local_iters=TRANSFORM_ITERS, local_tol=TRANSFORM_TOL)
+
+    def transform(self, X):
+        """``(n_documents, n_components_)`` topic proportions of each document, the topics held
+        fixed (rows sum to 1)."""
+        _, _, pi = self._proportions(X)
+        pi = pi[:, :-1]
+        return (pi / pi.sum(1, keepdim=True)).numpy()
+
+    def fit_transform(self, X, y=None):
+        """``fit(X).transform(X)``."""
+        return self.fit(X).transform(X)
+
+    def score_samples(self, X):
+        """``(n_documents,)`` plug-in log-likelihood of each document's words,
+        :math:`\\sum_n c_n \\log \\sum_k \\hat\\pi_{dk}\\hat\\phi_{k x_n}` with :math:`\\hat\\pi_d`
+        estimated from the same document (topics fixed) and :math:`\\hat\\phi_k = E_q[\\phi_k]`
+        (:meth:`~pyro_memo.model_file.SavedTopics.score_samples`)."""
+        check_is_fitted(self)
+        corpus = self._corpus(X, reset=False)
+        saved = SavedTopics(self.posterior_)
+        return saved.score_samples(corpus, local_iters=TRANSFORM_ITERS, local_tol=TRANSFORM_TOL).numpy()
+
+    def score(self, X, y=None):
+        """Total plug-in log-likelihood (nats) of the words of ``X`` under the fitted topics
+        (the sum of :meth:`score_samples`; higher is better). It estimates each document's
+        proportions from the words it then scores, so it is not a held-out score: for that, split
+        each document's words (:func:`~pyro_memo.topics.document_completion`)."""
+        return float(np.sum(self.score_samples(X)))
+
+    def perplexity(self, X):
+        """``exp(-score(X) / number of words in X)``, as ``LatentDirichletAllocation.perplexity``
+        (lower is better)."""
+        score = self.score(X)
+        tokens = float(validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
+                                     reset=False).sum())
+        if tokens <= 0:
+            raise ValueError("perplexity: X has no words")
+        return float(np.exp(-score / tokens))
