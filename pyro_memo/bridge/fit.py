@@ -97,6 +97,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     if guide is None:
         guide = DPMixtureGuide(model, K=K, init=init, seed=seed).adopt(spec)
     guide.setup(*args, **kwargs)
+    guide.check_data(*args, **kwargs)
     x = guide.spec.data(args, kwargs)
     result = guide.vb(max_iter=max_iter, tol=tol).fit(x, posterior=guide.posterior)
     guide.set_posterior(result.posterior)
@@ -143,6 +144,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
 
     guide = guide or DPMixtureGuide(model, K=K, seed=seed)
     guide.setup(*args, **kwargs)
+    guide.check_data(*args, **kwargs)
     x = guide.spec.data(args, kwargs)
     if batches is not None:
         source = IndexBatches(x, batches)

@@ -7,6 +7,7 @@ from torch.distributions import constraints, transform_to
 
 from ..allocation import DPSticks
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
+from .param_store import DataFingerprint, check_shapes, default_prefix
 from .recognition import ModelStructureError, recognize_model
 
 #: constraint names a family may declare in ``pyro_constraints`` (others: positive)
@@ -30,30 +31,65 @@ class DPMixtureGuide:
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
     :param int seed: seed of the initialisation.
     :param torch.dtype dtype: dtype of the variational math.
-    :param str prefix: param-store name prefix.
+    :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
+        :mod:`pyro_memo.bridge.param_store`: two models keep their own parameters).
+
+    Like any Pyro guide it runs on any call of the model: a batch (the data plate's ``subsample``),
+    the whole data (``guide(data)``, ``guide(data, None)``, ``guide(data, torch.arange(N))``) or new
+    data of another size; the plate's size and subsample are read from each call. So
+    ``pyro.infer.Predictive``, ``Trace_ELBO`` / ``TraceEnum_ELBO`` on the full data and
+    ``infer_discrete`` work after batch training. :meth:`median`, :meth:`quantiles` and
+    :meth:`sample_posterior` read out the global sites as Pyro's ``AutoGuide`` does.
     """
 
-    def __init__(self, model, K=None, init="kmeans++", seed=0, dtype=torch.float64, prefix="memo"):
+    def __init__(self, model, K=None, init="kmeans++", seed=0, dtype=torch.float64, prefix=None):
         self.model = model
         self.K = K
         self.init = init
         self.seed = seed
         self.dtype = dtype
-        self.prefix = prefix
+        self.prefix = default_prefix(model) if prefix is None else str(prefix)
         self.spec = None
+        self._specs = {}
+        self._fingerprint = DataFingerprint()
         #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
         self.memo = SummaryCache()
 
     # ----------------------------------------------------------------- setup
+    @staticmethod
+    def _signature(args, kwargs):
+        """Which arguments a call passes (and which are ``None``): one recognised spec per signature."""
+        return tuple(a is None for a in args), tuple(sorted((k, v is None) for k, v in kwargs.items()))
+
     def setup(self, *args, **kwargs):
-        """Recognise the model and initialise the variational parameters (idempotent)."""
-        if self.spec is None:
-            self.adopt(recognize_model(self.model, *args, dtype=self.dtype, **kwargs))
+        """Recognise the model (once per call signature) and initialise the variational parameters
+        if the param store has none under :attr:`prefix`; stored ones are checked against the
+        shapes the model needs (``ValueError`` on a mismatch) and reused (a warm start)."""
+        key = self._signature(args, kwargs)
+        if key in self._specs:
+            self.spec = self._specs[key]
+        else:
+            if self.spec is None or self._specs:
+                self.adopt(recognize_model(self.model, *args, dtype=self.dtype, **kwargs))
+            self._specs[key] = self.spec
+        self._check_shapes()
         if self._missing_params():
             x = self.spec.data(args, kwargs)
             self.set_posterior(self.vb().initial_posterior(x))
             self.memo = SummaryCache()
+            self._fingerprint.record(self.prefix, self.spec.raw_data(args, kwargs))
         return self
+
+    def check_data(self, *args, **kwargs):
+        """Before training on this call's data: warn (:class:`~pyro_memo.bridge.param_store.WarmStartWarning`)
+        if the stored parameters were fitted to other data, then record this data's fingerprint."""
+        self._fingerprint.check(self.prefix, self.spec.raw_data(args, kwargs))
+
+    def _check_shapes(self):
+        K = self.K
+        expected = {k: v.shape for k, v in self.spec.family.prior_posterior(K).items()}
+        expected.update(eta1=(K,), eta0=(K,))
+        check_shapes(self.prefix, self._names(), expected)
 
     def adopt(self, spec):
         """Take ``spec`` (from :func:`recognize_model`) as this guide's model description and fix ``K``."""
@@ -144,8 +180,8 @@ class DPMixtureGuide:
         hyper = {k: torch.cat([v, prior[k]]).to(**like) for k, v in post.component.items()}
         with pyro.plate(spec.component_plate, T):
             spec.sites.sample(hyper)
-        batch = spec.batch_indices(args, kwargs)
-        plate = pyro.plate(spec.data_plate, spec.num_data, subsample_size=spec.subsample_size, subsample=batch)
+        size, batch, subsample_size = spec.plate_args(args, kwargs)
+        plate = pyro.plate(spec.data_plate, size, subsample_size=subsample_size, subsample=batch)
         with plate as idx:
             resp = post.responsibilities(spec.data(args, kwargs, idx))
             resp = torch.cat([resp, resp.new_zeros(resp.shape[0], T - K)], -1)

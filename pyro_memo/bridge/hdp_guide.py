@@ -9,6 +9,7 @@ from torch.distributions import constraints, transform_to
 from ..allocation import stick_breaking_weights
 from ..inference import SummaryCache
 from ..topics import HDPPosterior
+from .param_store import check_shapes, default_prefix
 from .recognition import ModelStructureError, recognize_model
 
 _CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive}
@@ -28,14 +29,16 @@ class HDPGuide:
     param store and those counts. Documents without counts get a full local step from scratch.
 
     :param model: the Pyro HDP topic model.
-    :param str prefix: param-store name prefix.
+    :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
+        :mod:`pyro_memo.bridge.param_store`); stored globals of other shapes raise ``ValueError``.
     :param int seed: seeds the initial topics (``K`` random documents).
     :param int local_iters: cap on document-level iterations of a batch step.
     :param float local_tol: document-level convergence threshold.
     """
 
-    def __init__(self, model, prefix="memo", seed=0, local_iters=100, local_tol=1e-3):
-        self.model, self.prefix, self.seed = model, prefix, seed
+    def __init__(self, model, prefix=None, seed=0, local_iters=100, local_tol=1e-3):
+        self.model, self.seed = model, seed
+        self.prefix = default_prefix(model) if prefix is None else str(prefix)
         self.local_iters, self.local_tol = int(local_iters), float(local_tol)
         self.spec = None
         self.doc_topic_counts = None
@@ -51,6 +54,8 @@ class HDPGuide:
                 raise ModelStructureError("HDPGuide needs an HDP topic model; this model is a DP mixture: use "
                                           "pyro_memo.DPMixtureGuide")
             self.spec = spec
+        K, V = self.spec.K, self.spec.V
+        check_shapes(self.prefix, self._names(), {"rho": (K,), "omega": (K,), "lam": (K, V)})
         if self._missing_params():
             self.set_posterior(self.initial_posterior(*args, **kwargs))
             self.doc_topic_counts, self.memo = None, SummaryCache()

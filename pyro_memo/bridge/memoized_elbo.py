@@ -81,8 +81,8 @@ class MemoizedELBO(ELBO):
     def _prepare(cls, model, guide, args, kwargs):
         cls._check(model, guide, args, kwargs)
         spec = guide.spec
-        indices = spec.batch_indices(args, kwargs)
-        if indices is None and spec.subsample_size != spec.num_data:
+        size, indices, subsample_size = spec.plate_args(args, kwargs)
+        if indices is None and subsample_size != size:
             raise ValueError(
                 f"memoized inference needs fixed batches: pass the batch's indices to the model and use them as "
                 f"pyro.plate('{spec.data_plate}', N, subsample=indices) instead of a random subsample_size"
@@ -111,9 +111,10 @@ class MemoizedELBO(ELBO):
             self._move(guide, guide.spec.num_docs, posterior.updated(total))
             return -float(posterior.elbo(total))
         guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
+        guide.check_data(*args, **kwargs)
         guide.memo.replace(key, summary)
         total = guide.memo.total
         loss = -float(posterior.elbo(total))
         target = DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total)
-        self._move(guide, guide.spec.num_data, target)
+        self._move(guide, guide.spec.plate_args(args, kwargs)[0], target)
         return loss

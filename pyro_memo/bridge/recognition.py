@@ -55,6 +55,8 @@ class ModelSpec(ArgumentReader):
     data_arg: tuple
     subsample_arg: tuple = None
     one_hot: bool = False
+    #: the argument holding a random subsample's size (e.g. ``subsample_size=``), if any
+    subsample_size_arg: tuple = None
     extra: dict = field(default_factory=dict)
 
     kind = "dp"
@@ -72,6 +74,30 @@ class ModelSpec(ArgumentReader):
         if self.one_hot:
             x = torch.nn.functional.one_hot(x.long(), self.family.dim)
         return self.family.check_data(x)
+
+    def raw_data(self, args, kwargs):
+        """The data argument of this call, as passed."""
+        return self._get(self.data_arg, args, kwargs)
+
+    def plate_args(self, args, kwargs):
+        """``(size, subsample, subsample_size)`` of the data plate for this call, read from the call:
+        the size is the data argument's length (when the recognised plate's size was that length),
+        the subsample the batch indices the call passes (``None``: the whole plate, or a random
+        subsample of the size this call asks for)."""
+        x = self.raw_data(args, kwargs)
+        size = int(x.shape[0]) if self.extra.get("data_len", self.num_data) == self.num_data else self.num_data
+        batch = self.batch_indices(args, kwargs)
+        if batch is not None:
+            return size, batch, int(batch.shape[0])
+        if self.subsample_size_arg is not None:
+            subsample_size = self._get(self.subsample_size_arg, args, kwargs, None)
+        elif self.subsample_arg is None and self.subsample_size < self.num_data:
+            subsample_size = self.subsample_size  # fixed inside the model
+        else:
+            subsample_size = None
+        if subsample_size is None or int(subsample_size) >= size:
+            return size, None, size
+        return size, None, int(subsample_size)
 
 
 def _find_data_arg(args, kwargs, obs, subsample):
@@ -99,6 +125,14 @@ def _find_subsample_arg(args, kwargs, subsample):
                 and value.shape == subsample.shape and bool(torch.equal(value.to(subsample), subsample)):
             return kind, key
     return None
+
+
+def _find_int_arg(args, kwargs, value):
+    """The (last) integer argument equal to ``value``: where a random subsample's size came from."""
+    candidates = [("arg", i, a) for i, a in enumerate(args)] + [("kwarg", k, a) for k, a in kwargs.items()]
+    found = [(kind, key) for kind, key, a in candidates
+             if isinstance(a, int) and not isinstance(a, bool) and a == value]
+    return found[-1] if found else None
 
 
 def _component_types(family_cls):
@@ -253,7 +287,10 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
         subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
         one_hot=type(obs_fn).__name__ in family_cls.pyro_one_hot,
     )
-    spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device)
+    if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
+        spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)
+    data_len = spec.raw_data(args, kwargs).shape[0]
+    spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len))
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
 

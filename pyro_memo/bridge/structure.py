@@ -63,13 +63,21 @@ class ArgumentReader:
     subsample_arg = None
 
     @staticmethod
-    def _get(where, args, kwargs):
+    def _get(where, args, kwargs, default=...):
+        """The argument at ``where``; ``default`` (if given) when the call does not pass it."""
         kind, key = where
-        return args[key] if kind == "arg" else kwargs[key]
+        try:
+            return args[key] if kind == "arg" else kwargs[key]
+        except (IndexError, KeyError):
+            if default is ...:
+                raise
+            return default
 
     def batch_indices(self, args, kwargs):
         """The subsampled plate's indices when the model is given them as an argument (the
-        model's batch: data items or documents), else ``None``."""
+        model's batch: data items or documents), else ``None`` (also when this call leaves the
+        argument out or passes ``None``: the whole plate)."""
         if self.subsample_arg is None:
             return None
-        return torch.as_tensor(self._get(self.subsample_arg, args, kwargs), dtype=torch.long)
+        value = self._get(self.subsample_arg, args, kwargs, None)
+        return None if value is None else torch.as_tensor(value, dtype=torch.long)

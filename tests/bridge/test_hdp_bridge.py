@@ -194,7 +194,7 @@ def test_fit_memoized_fits_a_hand_written_hdp_model():
         pm.topics.from_counts(counts), 3)
     assert result.elbo_trace == pytest.approx(direct.elbo_trace, rel=1e-12)
     # the guide's globals are in Pyro's param store
-    torch.testing.assert_close(pyro.param("memo.lam").detach(), direct.posterior.lam)
+    torch.testing.assert_close(pyro.param(f"{result.guide.prefix}.lam").detach(), direct.posterior.lam)
     torch.testing.assert_close(result.posterior.rho, direct.posterior.rho)
     # the guide's bound re-optimises every document under the final globals
     assert result.elbo >= result.elbo_trace[-1] - 1e-6 * abs(result.elbo_trace[-1])
