@@ -164,11 +164,9 @@ class DPMixtureGuide:
             unconstrained.grad = unconstrained.detach() - goal
 
     # ------------------------------------------------------------- the guide
-    def __call__(self, *args, **kwargs):
-        self.setup(*args, **kwargs)
-        # not detached: gradient-based SVI (e.g. TraceEnum_ELBO + Adam) differentiates through it
-        spec, post = self.spec, self._posterior(detach=False)
-        T, K, fam = spec.T, self.K, spec.family
+    def _globals(self, post):
+        """Sample the global sites (sticks, then the ``T`` components; beyond ``K`` at the prior)."""
+        spec, T, K, fam = self.spec, self.spec.T, self.K, self.spec.family
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
         if T > 1:
             n = min(K, T - 1)
@@ -180,9 +178,56 @@ class DPMixtureGuide:
         hyper = {k: torch.cat([v, prior[k]]).to(**like) for k, v in post.component.items()}
         with pyro.plate(spec.component_plate, T):
             spec.sites.sample(hyper)
+        return like
+
+    def __call__(self, *args, **kwargs):
+        self.setup(*args, **kwargs)
+        # not detached: gradient-based SVI (e.g. TraceEnum_ELBO + Adam) differentiates through it
+        spec, post = self.spec, self._posterior(detach=False)
+        like = self._globals(post)
         size, batch, subsample_size = spec.plate_args(args, kwargs)
         plate = pyro.plate(spec.data_plate, size, subsample_size=subsample_size, subsample=batch)
         with plate as idx:
             resp = post.responsibilities(spec.data(args, kwargs, idx))
-            resp = torch.cat([resp, resp.new_zeros(resp.shape[0], T - K)], -1)
+            resp = torch.cat([resp, resp.new_zeros(resp.shape[0], spec.T - self.K)], -1)
             pyro.sample(spec.assignment_site, dist.Categorical(probs=resp.to(**like)))
+
+    # -------------------------------------------------- AutoGuide-style read-outs
+    def _require_spec(self):
+        if self.spec is None:
+            raise RuntimeError("the guide has not seen the model yet: call guide.setup(*args) (or fit it) first")
+
+    def sample_posterior(self, num_samples=1):
+        """``num_samples`` joint draws of the global latent sites from the guide (sticks and the ``T``
+        component sites): dict site name -> tensor ``(num_samples, *site shape)``. The local
+        assignment site depends on the data: run the guide (or ``Predictive``) for it."""
+        self._require_spec()
+        post = self.posterior
+        draws = {}
+        with torch.no_grad(), pyro.poutine.block():
+            for _ in range(int(num_samples)):
+                trace = pyro.poutine.trace(self._globals).get_trace(post)
+                for name, site in trace.nodes.items():
+                    if site["type"] == "sample" and not site["is_observed"] and name in self._global_names():
+                        draws.setdefault(name, []).append(site["value"])
+        return {k: torch.stack(v) for k, v in draws.items()}
+
+    def _global_names(self):
+        names = set(self.spec.param_sites.values())
+        if self.spec.stick_site is not None:
+            names.add(self.spec.stick_site)
+        return names
+
+    def quantiles(self, quantiles, num_samples=2000, seed=0):
+        """Elementwise quantiles of the global sites under the guide: dict site -> tensor
+        ``(len(quantiles), *site shape)``, estimated from ``num_samples`` draws of a generator seeded
+        with ``seed`` (deterministic; the global RNG is left as it was)."""
+        qs = torch.as_tensor(quantiles, dtype=torch.float64)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            draws = self.sample_posterior(num_samples)
+        return {k: torch.quantile(v.double(), qs.to(v.device), dim=0).to(v.dtype) for k, v in draws.items()}
+
+    def median(self, num_samples=2000, seed=0):
+        """Posterior medians of the global sites (elementwise; as :meth:`quantiles` at 0.5): dict site -> tensor."""
+        return {k: v[0] for k, v in self.quantiles([0.5], num_samples=num_samples, seed=seed).items()}
