@@ -107,8 +107,10 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :param float tol: relative ELBO tolerance.
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult` whose ``guide`` attribute holds
-        the fitted guide (its parameters are in Pyro's param store); for an HDP topic model a
-        :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps).
+        the fitted guide (its parameters are in Pyro's param store) and whose ``elbo`` is the exact
+        ELBO of that guide (responsibilities re-optimised under the final globals); for an HDP topic
+        model a :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps).
+    :warns ConvergenceWarning: when the fit stops at ``max_iter`` before the ELBO converged.
     """
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
     if spec is not None and spec.kind == "hdp":
@@ -146,7 +148,10 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     :param callback: ``callback(lap, elbo, posterior)`` after every lap.
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult`; ``result.guide`` holds the fitted
-        guide, whose memo holds the per-batch summaries.
+        guide, whose memo holds the per-batch summaries; ``result.elbo`` is the exact full-data
+        ELBO of the returned posterior (``result.elbo_trace[-1]`` is the memo's bound).
+    :warns ConvergenceWarning: when the fit stops at ``laps`` before the ELBO converged (not when a
+        callback stops it).
 
     An HDP topic model (see :mod:`~pyro_memo.bridge.hdp_recognition`) is fitted by
     :class:`~pyro_memo.topics.MemoizedHDP` over ``num_batches`` groups of documents; ``K`` is
