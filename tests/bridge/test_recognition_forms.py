@@ -268,3 +268,28 @@ def test_refusals_name_the_site_and_the_supported_form(model, data, message):
         pm.recognize_model(model, data())
     with pytest.raises(pm.ModelStructureError, match=message):
         pm.fit_vb(model, data(), max_iter=5)
+
+
+def test_scalar_model_fits_memoized_as_its_column_form():
+    pyro.clear_param_store()
+    x = counts(60, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pm.ConvergenceWarning)
+        result = pm.fit_memoized(poisson_tutorial, x, num_batches=3, laps=10)
+        fam = result.guide.spec.family
+        pyro.clear_param_store()
+        reference = pm.fit_memoized(pm.DPMixtureModel(fam, T=5, alpha=1.5), x.unsqueeze(-1), num_batches=3, laps=10)
+    assert result.elbo_trace == pytest.approx(reference.elbo_trace, rel=1e-10)
+    assert result.elbo == pytest.approx(reference.elbo, rel=1e-10)
+
+
+def test_scalar_model_runs_under_svi_with_the_memoized_elbo():
+    pyro.clear_param_store()
+    x = reals(40).float()
+    guide = pm.DPMixtureGuide(gauss_1d)
+    svi = pyro.infer.SVI(gauss_1d, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    for _ in range(30):
+        loss = svi.step(x)
+    assert guide.spec.scalar
+    pyro.clear_param_store()
+    assert -loss == pytest.approx(pm.fit_vb(gauss_1d, x, max_iter=300).elbo, rel=1e-6)
