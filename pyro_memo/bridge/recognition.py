@@ -192,7 +192,8 @@ def _recognise_components(obs_fn, obs_name, comp_sites):
         if single and sorted(by_type) == _component_types(fam):
             names = {role: by_type[t][0] for role, (t, _) in fam.pyro_components.items()}
             sites = {role: (_base(comp_sites[n]["fn"]), comp_sites[n]["value"]) for role, n in names.items()}
-            return fam, fam.prior_from_pyro(sites, _Reader(names)), names
+            hyper = fam.prior_from_pyro(sites, _Reader(names))
+            return fam, {k: torch.as_tensor(v).detach() for k, v in hyper.items()}, names
     found = set(by_type)
 
     def overlap(fam):

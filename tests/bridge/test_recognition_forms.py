@@ -293,3 +293,20 @@ def test_scalar_model_runs_under_svi_with_the_memoized_elbo():
     assert guide.spec.scalar
     pyro.clear_param_store()
     assert -loss == pytest.approx(pm.fit_vb(gauss_1d, x, max_iter=300).elbo, rel=1e-6)
+
+
+def test_a_hyperparameter_tensor_requiring_grad_is_read_as_a_constant():
+    """Not a pyro.param, so nothing would learn it: read as the constant it is, no TypeError."""
+    b = torch.tensor(0.05, requires_grad=True)
+
+    def model(data, T=4):
+        with pyro.plate("sticks", T - 1):
+            v = pyro.sample("v", dist.Beta(1.0, 1.0))
+        with pyro.plate("components", T):
+            rate = pyro.sample("rate", dist.Gamma(3.0, b))
+        with pyro.plate("data", len(data)):
+            z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+            pyro.sample("obs", dist.Poisson(rate[z]), obs=data)
+
+    prior = pm.recognize_model(model, counts(20)).family.prior
+    assert float(prior["b"]) == pytest.approx(0.05) and not prior["b"].requires_grad
