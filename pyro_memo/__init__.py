@@ -33,6 +33,7 @@ __all__ = [
     "HDPGuide",
     "DPMixture",
     "HDPTopics",
+    "ConvergenceWarning",
     "DPMixtureModel",
     "DPMixturePosterior",
     "DPSticks",
@@ -59,8 +60,8 @@ __all__ = [
 #: where each public name is defined (relative to this package)
 _SOURCES = {
     ".allocation": "DPSticks stick_breaking_weights".split(),
-    ".bridge": ("ClosedFormOptimizer DPMixtureGuide HDPGuide MemoizedELBO ModelStructureError PyroSVI "
-                "batch_tokens fit_memoized fit_vb recognize_model").split(),
+    ".bridge": ("ClosedFormOptimizer ConvergenceWarning DPMixtureGuide HDPGuide MemoizedELBO ModelStructureError "
+                "PyroSVI batch_tokens fit_memoized fit_vb recognize_model").split(),
     ".data": "make_batches".split(),
     ".estimator": "DPMixture".split(),
     ".families": ("FAMILIES Bernoulli ConjugateFamily DiagGaussian Gaussian Multinomial Poisson "

@@ -1,7 +1,7 @@
 """The Pyro bridge: recognise a user's model, the guide, the memoized ELBO and optimizer."""
 
 from .closed_form_optimizer import ClosedFormOptimizer
-from .fit import TopicFitResult, fit_memoized, fit_vb
+from .fit import ConvergenceWarning, TopicFitResult, fit_memoized, fit_vb
 from .guide import DPMixtureGuide
 from .hdp_gap import normaliser_gap
 from .hdp_guide import HDPGuide
@@ -12,6 +12,7 @@ from .recognition import ModelSpec, ModelStructureError, recognize_model
 
 __all__ = [
     "ClosedFormOptimizer",
+    "ConvergenceWarning",
     "DPMixtureGuide",
     "HDPGuide",
     "HDPSpec",

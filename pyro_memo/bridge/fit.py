@@ -1,11 +1,31 @@
 """Fit a recognised Pyro model (DP mixture or HDP topic model) with memoized or full-batch VB."""
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 from .guide import DPMixtureGuide
 from .recognition import recognize_model
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit stopped at its iteration limit before its objective converged (as scikit-learn's)."""
+
+
+def _warn_unconverged(converged, limit, what):
+    if not converged:
+        warnings.warn(f"the fit stopped at its limit of {limit} {what} before the ELBO converged; raise the "
+                      f"limit or loosen tol", ConvergenceWarning, stacklevel=3)
+
+
+def _exact_elbo(result, x):
+    """Make ``result.elbo`` the exact ELBO of the returned posterior: the local step (responsibilities,
+    what the guide computes) redone under the final globals."""
+    _, summary = result.posterior.local_step(x)
+    result.summary = summary
+    result.final_elbo = float(result.posterior.elbo(summary))
+    return result
 
 
 @dataclass
@@ -87,13 +107,17 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :param float tol: relative ELBO tolerance.
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult` whose ``guide`` attribute holds
-        the fitted guide (its parameters are in Pyro's param store); for an HDP topic model a
-        :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps).
+        the fitted guide (its parameters are in Pyro's param store) and whose ``elbo`` is the exact
+        ELBO of that guide (responsibilities re-optimised under the final globals); for an HDP topic
+        model a :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps).
+    :warns ConvergenceWarning: when the fit stops at ``max_iter`` before the ELBO converged.
     """
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
     if spec is not None and spec.kind == "hdp":
         _hdp_options(spec, K, None, init=init)
-        return _fit_hdp(spec, model, args, kwargs, 1, max_iter, tol, seed, None, None)
+        result = _fit_hdp(spec, model, args, kwargs, 1, max_iter, tol, seed, None, None)
+        _warn_unconverged(result.converged, max_iter, "laps (max_iter)")
+        return result
     if guide is None:
         guide = DPMixtureGuide(model, K=K, init=init, seed=seed).adopt(spec)
     guide.setup(*args, **kwargs)
@@ -102,6 +126,8 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     result = guide.vb(max_iter=max_iter, tol=tol).fit(x, posterior=guide.posterior)
     guide.set_posterior(result.posterior)
     result.guide = guide
+    _exact_elbo(result, x)
+    _warn_unconverged(result.converged, max_iter, "iterations (max_iter)")
     return result
 
 
@@ -123,7 +149,10 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     :param callback: ``callback(lap, elbo, posterior)`` after every lap.
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult`; ``result.guide`` holds the fitted
-        guide, whose memo holds the per-batch summaries.
+        guide, whose memo holds the per-batch summaries; ``result.elbo`` is the exact full-data
+        ELBO of the returned posterior (``result.elbo_trace[-1]`` is the memo's bound).
+    :warns ConvergenceWarning: when the fit stops at ``laps`` before the ELBO converged (not when a
+        callback stops it).
 
     An HDP topic model (see :mod:`~pyro_memo.bridge.hdp_recognition`) is fitted by
     :class:`~pyro_memo.topics.MemoizedHDP` over ``num_batches`` groups of documents; ``K`` is
@@ -135,7 +164,10 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     spec = guide.spec if guide is not None and guide.spec is not None else recognize_model(model, *args, **kwargs)
     if spec.kind == "hdp" or isinstance(guide, HDPGuide):
         _hdp_options(spec, K, batches, shuffle)
-        return _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, callback)
+        result = _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, callback)
+        if callback is None:
+            _warn_unconverged(result.converged, laps, "laps")
+        return result
     if guide is None:
         guide = DPMixtureGuide(model, K=K, seed=seed).adopt(spec)
     from ..data_sources import ArrayBatches, IndexBatches
@@ -160,4 +192,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     for b, summary in result.state.cache.batches.items():
         guide.memo.replace(batch_key(index_sets[b]), summary)
     result.guide = guide
+    _exact_elbo(result, x)
+    if callback is None or len(result.elbo_trace) >= laps:  # a callback's stop is the caller's budget
+        _warn_unconverged(result.converged, laps, "laps")
     return result

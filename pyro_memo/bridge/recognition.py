@@ -10,7 +10,14 @@ and Pyro's DP-mixture tutorial follow):
 3. Assignment: one latent ``Categorical(w)`` site inside the data plate.
 4. Observation: one observed site inside the data plate whose distribution indexes the
    component parameters by the assignment. The full data tensor is an argument of the
-   model (the observed value, or the argument indexed by the plate's subsample).
+   model (the observed value, or the argument indexed by the plate's subsample). Data of
+   shape ``(N, D)`` are observed with ``.to_event(1)``; scalar data of shape ``(N,)``
+   (``Normal``, ``Poisson``, ``Bernoulli`` observations with component sites of shape
+   ``(T,)``) are read as ``D = 1``.
+
+``pyro.deterministic`` sites are ignored. ``pyro.param`` sites, ``pyro.factor`` terms,
+masked observations, ``MixtureSameFamily`` observations, a latent DP concentration and a
+nested feature plate are refused, each with the nearest supported form.
 
 After reading the structure, three numerical checks run at random values: the
 assignment probabilities equal the stick-breaking weights, the observation's log_prob
@@ -18,6 +25,8 @@ equals the family's log-density, and the component sites' log_prob equals the
 family's prior log-density. Anything else raises :class:`ModelStructureError`.
 """
 
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pyro.distributions as dist
@@ -57,14 +66,16 @@ class ModelSpec(ArgumentReader):
     one_hot: bool = False
     #: the argument holding a random subsample's size (e.g. ``subsample_size=``), if any
     subsample_size_arg: tuple = None
+    #: the data are ``(N,)`` scalars, read as one column
+    scalar: bool = False
     extra: dict = field(default_factory=dict)
 
     kind = "dp"
 
     @property
     def sites(self):
-        return sites_for(self.family, self.param_sites)
-
+        sites = sites_for(self.family, self.param_sites)
+        return _ScalarSites(sites) if self.scalar else sites
 
     def data(self, args, kwargs, index=None):
         """The ``(N, D)`` data tensor (rows ``index`` only, if given), validated."""
@@ -73,6 +84,8 @@ class ModelSpec(ArgumentReader):
             x = x[index.to(x.device)]
         if self.one_hot:
             x = torch.nn.functional.one_hot(x.long(), self.family.dim)
+        elif self.scalar and x.dim() == 1:
+            x = x.unsqueeze(-1)
         return self.family.check_data(x)
 
     def raw_data(self, args, kwargs):
@@ -98,6 +111,36 @@ class ModelSpec(ArgumentReader):
         if subsample_size is None or int(subsample_size) >= size:
             return size, None, size
         return size, None, int(subsample_size)
+
+
+def _unsqueeze_dist(fn):
+    """``fn`` (a univariate Normal / Gamma / Beta / Poisson of batch shape ``(..., T)``) rebuilt with
+    batch shape ``(..., T, 1)``: a scalar model's component site in the family's ``D = 1`` form."""
+    return type(fn)(**{k: getattr(fn, k).unsqueeze(-1) for k in fn.arg_constraints})
+
+
+def _squeeze_dist(fn):
+    """The inverse of :func:`_unsqueeze_dist` for a family's ``.to_event(1)`` site of width 1."""
+    fn = fn.base_dist if isinstance(fn, dist.Independent) else fn
+    return type(fn)(**{k: getattr(fn, k)[..., 0] for k in fn.arg_constraints})
+
+
+class _ScalarSites:
+    """A family's component sites for a model with scalar ``(N,)`` data: the sites are sampled with
+    shape ``(T,)`` (as the model samples them) and handed to the family as ``(T, 1)``."""
+
+    def __init__(self, sites):
+        self.inner = sites
+        self.names = sites.names
+        self.roles = sites.roles
+
+    def sample(self, hyper):
+        import pyro
+
+        def sample(role, fn):
+            return pyro.sample(self.names[role], _squeeze_dist(fn)).unsqueeze(-1)
+
+        return self.inner.family.pyro_prior(dist, hyper, sample)
 
 
 def _find_data_arg(args, kwargs, obs, subsample):
@@ -184,7 +227,8 @@ def _recognise_components(obs_fn, obs_name, comp_sites):
         if single and sorted(by_type) == _component_types(fam):
             names = {role: by_type[t][0] for role, (t, _) in fam.pyro_components.items()}
             sites = {role: (_base(comp_sites[n]["fn"]), comp_sites[n]["value"]) for role, n in names.items()}
-            return fam, fam.prior_from_pyro(sites, _Reader(names)), names
+            hyper = fam.prior_from_pyro(sites, _Reader(names))
+            return fam, {k: torch.as_tensor(v).detach() for k, v in hyper.items()}, names
     found = set(by_type)
 
     def overlap(fam):
@@ -207,9 +251,74 @@ def _sample_sites(trace):
             continue
         if isinstance(site["fn"], _Subsample):
             plates[name] = (site["fn"].size, site["fn"].subsample_size, site["value"])
+        elif site["infer"].get("_deterministic"):
+            continue  # pyro.deterministic: a recorded value, no density
+        elif isinstance(site["fn"], dist.Unit):
+            raise ModelStructureError(
+                f"site '{name}' is a pyro.factor (an extra log-density term); pyro-memo's closed-form updates "
+                "cannot include it: remove it, or write the term as the prior of a supported site"
+            )
         else:
             sites.append(site)
     return plates, sites
+
+
+def _refuse_params(trace):
+    params = [name for name, site in trace.nodes.items() if site["type"] == "param"]
+    if params:
+        raise ModelStructureError(
+            f"site {params[0]!r} is a pyro.param: pyro-memo fits no point-estimated hyperparameters (it would stay "
+            "frozen at its initial value); pass a constant tensor instead, e.g. torch.tensor(1.0). For the DP "
+            "concentration alpha: pass a constant (a latent Gamma prior on alpha is planned)"
+        )
+
+
+def _refuse_observation(obs):
+    name, fn = obs["name"], obs["fn"]
+    if isinstance(_base(fn), dist.MixtureSameFamily):
+        raise ModelStructureError(
+            f"observed site '{name}' is a MixtureSameFamily (the assignment marginalised out); pyro-memo needs "
+            "the assignment as its own site. Rewrite it as (e.g. for Normal components)\n"
+            "    with pyro.plate('data', N):\n"
+            "        z = pyro.sample('z', dist.Categorical(weights))\n"
+            f"        pyro.sample('{name}', dist.Normal(loc[z], scale[z]).to_event(1), obs=data)"
+        )
+    masked = obs.get("mask") is not None and obs["mask"] is not True
+    fn_ = fn
+    while isinstance(fn_, (dist.Independent, dist.ExpandedDistribution, dist.MaskedDistribution)):
+        masked = masked or isinstance(fn_, dist.MaskedDistribution)
+        fn_ = fn_.base_dist
+    if masked:
+        raise ModelStructureError(
+            f"observed site '{name}' is masked (poutine.mask or .mask()); pyro-memo needs every item in the data "
+            "plate observed: pass only the observed rows as the data"
+        )
+
+
+@contextmanager
+def _quiet_wishart():
+    """Silence torch's "Singular sample detected" warning of the Wishart sampler, and only that,
+    while recognition draws its own random values (they are only used to check the wiring)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Singular sample detected", category=UserWarning)
+        yield
+
+
+def _refuse_latent_alpha(global_sites, stick_site, alpha):
+    for site in global_sites:
+        if site is stick_site or site["cond_indep_stack"] or site["value"].numel() != 1:
+            continue
+        value = float(site["value"].reshape(()))
+        if stick_site is not None and abs(value - alpha) <= 1e-6 * (1 + abs(alpha)):
+            raise ModelStructureError(
+                f"site '{site['name']}' is a latent DP concentration ({type(_base(site['fn'])).__name__} prior on "
+                "the sticks' alpha); not supported here: pass alpha as a constant (a latent Gamma prior on "
+                "alpha is planned)"
+            )
+        raise ModelStructureError(
+            f"site '{site['name']}' is a global latent outside any plate; pyro-memo supports only the sticks "
+            "(plate of size T - 1) and component parameters (plate of size T)"
+        )
 
 
 def recognize_model(model, *args, dtype=torch.float64, **kwargs):
@@ -223,8 +332,28 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     :param torch.dtype dtype: dtype of pyro-memo's variational math (float64 default).
     :raises ModelStructureError: naming the offending site and what was expected.
     """
-    with torch.no_grad(), poutine.block():  # invisible to any handler the caller runs under
-        trace = poutine.trace(model).get_trace(*args, **kwargs)
+    try:
+        with torch.no_grad(), poutine.block(), _quiet_wishart():  # invisible to any handler the caller runs under
+            trace = poutine.trace(model).get_trace(*args, **kwargs)
+    except ModelStructureError:
+        raise
+    except Exception as err:
+        raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "
+                                  f"{err}") from err
+    try:
+        with _quiet_wishart():
+            return _recognize(model, args, kwargs, trace, dtype)
+    except ModelStructureError:
+        raise
+    except (RuntimeError, TypeError, IndexError, ValueError, AttributeError, KeyError, NotImplementedError) as err:
+        raise ModelStructureError(
+            f"pyro-memo could not read this model ({type(err).__name__}: {err}); see the conventions in "
+            "pyro_memo.bridge.recognition (docs/guide/conventions.md)"
+        ) from err
+
+
+def _recognize(model, args, kwargs, trace, dtype):
+    _refuse_params(trace)
     plates, sites = _sample_sites(trace)
     observed = [s for s in sites if s["is_observed"]]
     if len(observed) != 1:
@@ -232,7 +361,15 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
             f"expected exactly one observed site (the data); found {[s['name'] for s in observed]}"
         )
     obs = observed[0]
+    _refuse_observation(obs)
     obs_plates = list(_plates(obs))
+    if len(obs_plates) == 2:
+        inner = min(obs["cond_indep_stack"], key=lambda f: -f.dim)
+        raise ModelStructureError(
+            f"observed site '{obs['name']}' sits in a nested feature plate '{inner.name}' inside its data plate; "
+            f"write the features as one event instead: drop plate '{inner.name}' and observe "
+            f"dist.Normal(loc[z], scale[z]).to_event(1) (likewise .to_event(1) on the component sites)"
+        )
     if len(obs_plates) != 1:
         raise ModelStructureError(
             f"observed site '{obs['name']}' must sit in exactly one data plate; found plates {obs_plates}"
@@ -251,9 +388,17 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     if is_hdp(global_sites, T):
         return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
     stick_site, alpha = _find_sticks(global_sites, T)
+    _refuse_latent_alpha(global_sites, stick_site, alpha)
     comp = {s["name"]: s for s in global_sites if s is not stick_site}
+    if not comp:
+        raise ModelStructureError("expected component parameter sites in a plate of size T = "
+                                  f"{T} (the assignment has T categories); found none")
     component_plate = _component_plate(comp, T)
     obs_fn = _base(obs["fn"])
+    scalar = obs_fn.event_shape == () and obs["value"].dim() == 1 and type(obs_fn).__name__ not in \
+        sum((f.pyro_one_hot for f in FAMILIES.values()), ())
+    if scalar:
+        comp = _scalar_components(obs["name"], comp, T)
     family_cls, hyper, names = _recognise_components(obs_fn, obs["name"], comp)
     first_param = next(iter(comp.values()))["value"]
     try:
@@ -286,6 +431,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
         data_arg=_find_data_arg(args, kwargs, obs["value"], subsample),
         subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
         one_hot=type(obs_fn).__name__ in family_cls.pyro_one_hot,
+        scalar=scalar,
     )
     if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
         spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)
@@ -293,6 +439,21 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len))
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
+
+
+def _scalar_components(obs_name, comp, T):
+    """Component sites of a model with scalar data, seen as the family's ``D = 1`` form."""
+    out = {}
+    for name, site in comp.items():
+        fn = _base(site["fn"])
+        if site["value"].shape != (T,) or fn.event_shape != () or type(fn).__name__ not in ("Normal", "Gamma", "Beta"):
+            raise ModelStructureError(
+                f"observed site '{obs_name}' has scalar data of shape (N,), so component site '{name}' must be a "
+                f"univariate Normal / Gamma / Beta of shape (T,) = ({T},); it is {type(fn).__name__} of shape "
+                f"{tuple(site['value'].shape)} (for (N, D) data use .to_event(1) on the observation)"
+            )
+        out[name] = dict(site, fn=_unsqueeze_dist(fn), value=site["value"].unsqueeze(-1))
+    return out
 
 
 def _component_plate(comp, T):

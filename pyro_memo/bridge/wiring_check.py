@@ -10,7 +10,7 @@ from .structure import ModelStructureError, _base
 
 def _close(a, b, dtype):
     rtol = 1e-7 if dtype == torch.float64 else 1e-3
-    return bool(torch.allclose(a, b, rtol=rtol, atol=rtol * (1 + b.abs().max())))
+    return bool(torch.allclose(a, b, rtol=rtol, atol=rtol * (1 + float(b.detach().abs().max()))))
 
 
 def verify_wiring(model, args, kwargs, spec, trace):
@@ -37,10 +37,14 @@ def verify_wiring(model, args, kwargs, spec, trace):
             )
     # 2. the observation's log_prob is the family's log-density at z-indexed parameters
     theta = {role: trace.nodes[name]["value"].double() for role, name in spec.param_sites.items()}
+    if spec.scalar:  # scalar (N,) data and (T,) component sites: the family's D = 1 form
+        theta = {role: value.unsqueeze(-1) for role, value in theta.items()}
     z = trace.nodes[spec.assignment_site]["value"]
     obs = trace.nodes[spec.obs_site]
     x = obs["value"]
     x_fam = torch.nn.functional.one_hot(x.long(), fam.dim) if spec.one_hot else x
+    if spec.scalar:
+        x_fam = x_fam.unsqueeze(-1)
     per_item = {role: index_components(theta[role], z, ev) for role, ev in sites.roles.items()}
     ours = fam.log_density(x_fam.double(), per_item)
     theirs = obs["fn"].log_prob(x).double()

@@ -49,9 +49,14 @@ class FitResult:
     batch_elbos: list = field(default_factory=list)
     state: object = None
     emptied: list = field(default_factory=list)
+    #: the exact objective of :attr:`posterior` with its local parameters re-optimised, when a caller
+    #: has computed it (:func:`~pyro_memo.bridge.fit_vb` does); :attr:`elbo` then reports it
+    final_elbo: float = None
 
     @property
     def elbo(self):
+        if self.final_elbo is not None:
+            return self.final_elbo
         return self.elbo_trace[-1] if self.elbo_trace else float("nan")
 
 
