@@ -9,11 +9,26 @@ Variational family: :math:`q(v_k) = Beta(\\eta_{k1}, \\eta_{k0})` for ``k <= K``
   with ``K`` components embeds exactly into one with more (births rely on this).
 * ``"direct"`` truncation (Blei & Jordan 2006, §3): :math:`q(v_K = 1) = 1`, so the last
   component takes all remaining mass and has no stick of its own.
+
+Optionally the concentration is latent (Blei & Jordan 2006, §5): :math:`\\alpha \\sim Gamma(s_1, s_2)`
+(rate :math:`s_2`) with :math:`q(\\alpha) = Gamma(w_1, w_2)`. The terms of the ELBO that involve
+:math:`\\alpha` are :math:`E[\\log p(\\alpha)] - E[\\log q(\\alpha)] + \\sum_{k \\in J} E[\\log p(v_k \\mid \\alpha)]`
+with :math:`E[\\log p(v_k \\mid \\alpha)] = E[\\log \\alpha] + (E[\\alpha] - 1) E[\\log(1 - v_k)]`, where
+:math:`J` are the sticks with a factor :math:`q(v_k)`: the first ``K`` under nested truncation, the
+first ``K - 1`` under direct truncation (Blei & Jordan's ``T - 1``). Under nested truncation the
+sticks beyond ``K`` keep their conditional prior :math:`q(v_k \\mid \\alpha) = p(v_k \\mid \\alpha)`, so
+they add exactly nothing, as with a fixed :math:`\\alpha`. These terms are a Gamma log-density in
+:math:`\\alpha` up to a constant, so the optimal factor is
+:math:`w_1 = s_1 + |J|`, :math:`w_2 = s_2 - \\sum_{k \\in J} E[\\log(1 - v_k)]`; the stick update
+uses :math:`E[\\alpha] = w_1 / w_2` in place of :math:`\\alpha` (its terms are linear in
+:math:`\\alpha`), and the ELBO's stick terms become
+:math:`-KL(q(v_k) \\| Beta(1, E[\\alpha])) - \\log E[\\alpha] + E[\\log \\alpha]` per stick, minus
+:math:`KL(q(\\alpha) \\| Gamma(s_1, s_2))`.
 """
 
 import torch
 
-from ..families._special import kl_beta
+from ..families._special import kl_beta, kl_gamma
 
 TRUNCATIONS = ("nested", "direct")
 
@@ -39,27 +54,73 @@ def log_stick_weights(v):
 class DPSticks:
     """Stick-breaking allocation of a DP mixture.
 
-    :param float alpha: DP concentration :math:`\\alpha_0 > 0`.
+    :param float alpha: DP concentration :math:`\\alpha_0 > 0` (with ``alpha_prior``: ignored, the
+        prior mean :math:`s_1 / s_2` is used where a fixed value is needed).
     :param str truncation: ``"nested"`` (default) or ``"direct"``.
+    :param alpha_prior: ``(s1, s2)``: learn the concentration, :math:`\\alpha \\sim Gamma(s_1, s_2)`
+        (shape, rate); ``None`` (default) keeps ``alpha`` fixed.
     """
 
-    def __init__(self, alpha=1.0, truncation="nested"):
+    def __init__(self, alpha=1.0, truncation="nested", alpha_prior=None):
         alpha = float(alpha)
+        if alpha_prior is not None:
+            s1, s2 = (float(a) for a in alpha_prior)
+            if not (s1 > 0 and s2 > 0 and s1 < float("inf") and s2 < float("inf")):
+                raise ValueError(f"alpha_prior (shape, rate) must be two positive finite numbers; got {alpha_prior}")
+            alpha_prior, alpha = (s1, s2), s1 / s2
         if not alpha > 0:
             raise ValueError(f"DP concentration alpha must be positive; got {alpha}")
         if truncation not in TRUNCATIONS:
             raise ValueError(f"truncation must be one of {TRUNCATIONS}; got '{truncation}'")
         self.alpha = alpha
         self.truncation = truncation
+        self.alpha_prior = alpha_prior
 
     def __repr__(self):
-        return f"DPSticks(alpha={self.alpha}, truncation='{self.truncation}')"
+        learnt = "" if self.alpha_prior is None else f", alpha_prior={self.alpha_prior}"
+        return f"DPSticks(alpha={self.alpha}, truncation='{self.truncation}'{learnt})"
 
-    def posterior(self, counts):
+    def expected_alpha(self, q_alpha=None):
+        """:math:`E_q[\\alpha] = w_1 / w_2` for ``q_alpha = (w1, w2)``, else the fixed ``alpha``."""
+        return self.alpha if q_alpha is None else q_alpha[0] / q_alpha[1]
+
+    def posterior(self, counts, q_alpha=None):
         """Closed-form stick update (Hughes & Sudderth 2013, eq. 10): :math:`\\eta_{k1} = 1 + \\hat N_k`,
-        :math:`\\eta_{k0} = \\alpha + \\sum_{\\ell > k} \\hat N_\\ell`. Returns ``(eta1, eta0)``."""
+        :math:`\\eta_{k0} = \\alpha + \\sum_{\\ell > k} \\hat N_\\ell`, with :math:`E_q[\\alpha]` for
+        :math:`\\alpha` when ``q_alpha`` is given. Returns ``(eta1, eta0)``."""
         tail = counts.flip(0).cumsum(0).flip(0) - counts  # sum over l > k
-        return 1.0 + counts, self.alpha + tail.clamp_min(0.0)
+        return 1.0 + counts, self.expected_alpha(q_alpha) + tail.clamp_min(0.0)
+
+    def alpha_posterior(self, eta1, eta0):
+        """Optimal :math:`q(\\alpha) = Gamma(w_1, w_2)` given the sticks (Blei & Jordan 2006, §5):
+        :math:`w_1 = s_1 + |J|`, :math:`w_2 = s_2 - \\sum_{k \\in J} E[\\log(1 - v_k)]`. Returns a
+        ``(2,)`` tensor ``(w1, w2)``."""
+        s1, s2 = self.alpha_prior
+        has = self._has_stick(eta1.shape[0], eta1)
+        e_log_1mv = torch.digamma(eta0) - torch.digamma(eta1 + eta0)
+        w1 = s1 + has.sum().to(eta1.dtype)
+        w2 = s2 - torch.where(has, e_log_1mv, torch.zeros_like(e_log_1mv)).sum()
+        return torch.stack([w1, w2])
+
+    def fit_posterior(self, counts, q_alpha=None, max_iter=500, tol=1e-12):
+        """Coordinate ascent on ``q(v)`` and ``q(alpha)`` for fixed ``counts``, from ``q_alpha`` (default
+        the prior): each half-step is an exact coordinate optimum, so the ELBO never decreases; stops
+        when :math:`E[\\alpha]` changes by less than ``tol`` (relative). Returns ``(eta1, eta0, q_alpha)``."""
+        if q_alpha is None:
+            q_alpha = counts.new_tensor(self.alpha_prior)
+        for _ in range(max_iter):
+            eta1, eta0 = self.posterior(counts, q_alpha)
+            new = self.alpha_posterior(eta1, eta0)
+            old_mean, new_mean = q_alpha[0] / q_alpha[1], new[0] / new[1]
+            q_alpha = new
+            if bool((new_mean - old_mean).abs() <= tol * new_mean):
+                break
+        return eta1, eta0, q_alpha
+
+    def alpha_kl(self, q_alpha):
+        """:math:`KL(q(\\alpha) \\| Gamma(s_1, s_2))`: a scalar tensor."""
+        s1, s2 = self.alpha_prior
+        return kl_gamma(q_alpha[0], q_alpha[1], q_alpha.new_tensor(s1), q_alpha.new_tensor(s2))
 
     def _has_stick(self, K, like):
         """Mask of components that own a stick (all but the last under direct truncation)."""
@@ -78,13 +139,22 @@ class DPSticks:
         prefix = torch.cumsum(e_log_1mv, 0) - e_log_1mv
         return e_log_v + prefix
 
-    def kl_to_prior(self, eta1, eta0):
-        """:math:`KL(q(v_k) \\| Beta(1, \\alpha))` per component, zero for a fixed last stick."""
+    def kl_to_prior(self, eta1, eta0, q_alpha=None):
+        """:math:`KL(q(v_k) \\| Beta(1, \\alpha))` per component, zero for a fixed last stick. With
+        ``q_alpha``: :math:`E_q[\\log q(v_k) - \\log p(v_k \\mid \\alpha)]`, that is
+        :math:`KL(q(v_k) \\| Beta(1, E[\\alpha])) + \\log E[\\alpha] - E[\\log \\alpha]`."""
         one = torch.ones_like(eta1)
-        kl = kl_beta(eta1, eta0, one, self.alpha * one)
+        mean = self.expected_alpha(q_alpha)
+        kl = kl_beta(eta1, eta0, one, mean * one)
+        if q_alpha is not None:
+            kl = kl + torch.log(mean) - (torch.digamma(q_alpha[0]) - torch.log(q_alpha[1]))
         return torch.where(self._has_stick(eta1.shape[0], eta1), kl, torch.zeros_like(kl))
 
-    def elbo(self, counts, eta1, eta0):
+    def elbo(self, counts, eta1, eta0, q_alpha=None):
         """Allocation part of Hughes & Sudderth 2013, eq. 8:
-        :math:`\\sum_k \\hat N_k E[\\log w_k] - KL(q(v_k) \\| p(v_k))`."""
-        return (counts * self.expected_log_weights(eta1, eta0)).sum() - self.kl_to_prior(eta1, eta0).sum()
+        :math:`\\sum_k \\hat N_k E[\\log w_k] - KL(q(v_k) \\| p(v_k))`, and with ``q_alpha`` also
+        :math:`- KL(q(\\alpha) \\| p(\\alpha))`."""
+        value = (counts * self.expected_log_weights(eta1, eta0)).sum() - self.kl_to_prior(eta1, eta0, q_alpha).sum()
+        if q_alpha is not None:
+            value = value - self.alpha_kl(q_alpha)
+        return value

@@ -227,7 +227,7 @@ def _recognise_components(obs_fn, obs_name, comp_sites):
         if single and sorted(by_type) == _component_types(fam):
             names = {role: by_type[t][0] for role, (t, _) in fam.pyro_components.items()}
             sites = {role: (_base(comp_sites[n]["fn"]), comp_sites[n]["value"]) for role, n in names.items()}
-            hyper = fam.prior_from_pyro(sites, _Reader(names))
+            hyper = dict(fam.prior_from_pyro(sites, _Reader(names)), **_observation_constants(fam, obs_fn, obs_name))
             return fam, {k: torch.as_tensor(v).detach() for k, v in hyper.items()}, names
     found = set(by_type)
 
@@ -239,7 +239,24 @@ def _recognise_components(obs_fn, obs_name, comp_sites):
     raise ModelStructureError(
         f"observed site '{obs_name}' is {kind}, so the {nearest.name} family needs component sites of types "
         f"{_component_types(nearest)}; found {{{', '.join(f'{n!r}: {t!r}' for t, ns in by_type.items() for n in ns)}}}"
+        f"; the {kind} forms pyro-memo fits: {supported_forms()[kind]}"
     )
+
+
+def _observation_constants(fam, obs_fn, obs_name):
+    """Hyperparameters ``fam`` reads off the observed site (``pyro_observation_constants``, e.g. a
+    known noise covariance), each required to be the same for every item."""
+
+    def constant(t, event_dim, what):
+        flat = t.reshape((-1,) + t.shape[t.dim() - event_dim:])
+        if not bool(torch.allclose(flat, flat[:1].expand_as(flat))):
+            raise ModelStructureError(
+                f"observed site '{obs_name}': its {what} must be the same for every item (the {fam.name} "
+                f"family treats it as a known constant)"
+            )
+        return flat[0]
+
+    return fam.pyro_observation_constants(obs_fn, constant)
 
 
 def _sample_sites(trace):

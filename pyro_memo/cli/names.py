@@ -3,14 +3,15 @@
 ``tests/test_cli_startup.py`` checks them against the registries they mirror."""
 
 #: observation families (:data:`pyro_memo.families.FAMILIES`)
-FAMILY_NAMES = ("bern", "diag-gauss", "gauss", "mult", "poisson", "zm-gauss")
+FAMILY_NAMES = ("bern", "diag-gauss", "gauss", "known-diag-gauss", "known-gauss", "mult", "poisson", "zm-gauss")
 #: each family's prior hyperparameters (``prior_names``) and, for the families that have one, the
 #: hyperparameter ``--prior-scale`` multiplies (``spread_key``)
 PRIOR_NAMES = {"bern": ("a", "b"), "diag-gauss": ("m", "kappa", "a", "b"), "gauss": ("m", "kappa", "nu", "B"),
+               "known-diag-gauss": ("m", "S", "noise"), "known-gauss": ("m", "S", "noise"),
                "mult": ("lam",), "poisson": ("a", "b"), "zm-gauss": ("nu", "B")}
-SPREAD_KEYS = {"diag-gauss": "b", "gauss": "B", "zm-gauss": "B"}
+SPREAD_KEYS = {"diag-gauss": "b", "gauss": "B", "known-diag-gauss": "noise", "known-gauss": "noise", "zm-gauss": "B"}
 #: prior keys that are matrices (set by --prior-scale, not by one number)
-MATRIX_PRIORS = ("B",)
+MATRIX_PRIORS = ("B", "S", "noise")
 #: bundled DP-mixture datasets (:data:`pyro_memo.data.BUNDLED`)
 DATASET_NAMES = ("digits", "toy-patches", "fashion-mnist")
 #: DP-mixture moves (:data:`pyro_memo.inference.moves.MOVES`)

@@ -16,6 +16,7 @@ from .base import REGISTRY, ConjugateFamily
 from .bernoulli import Bernoulli
 from .diag_gaussian import DiagGaussian
 from .gaussian import Gaussian
+from .known_gaussian import KnownCovGaussian, KnownDiagGaussian
 from .multinomial import Multinomial
 from .poisson import Poisson
 from .zero_mean_gaussian import ZeroMeanGaussian
@@ -47,6 +48,8 @@ __all__ = [
     "ConjugateFamily",
     "DiagGaussian",
     "Gaussian",
+    "KnownCovGaussian",
+    "KnownDiagGaussian",
     "Multinomial",
     "Poisson",
     "ZeroMeanGaussian",

@@ -90,6 +90,15 @@ class ConjugateFamily(ABC):
         """
         raise NotImplementedError
 
+    @staticmethod
+    def pyro_observation_constants(obs, constant):
+        """Recognition rule for hyperparameters fixed in the observed site itself (e.g. a known
+        noise covariance): ``obs`` is the observation's distribution stripped of wrappers and
+        ``constant(t, event_dim, what)`` the common value of ``t`` over the items (raising a named
+        error if they differ). Returns prior entries that complete :meth:`prior_from_pyro`'s;
+        none by default."""
+        return {}
+
     def __init__(self, prior, dtype=torch.float64, device=None):
         missing = set(self.prior_names) - set(prior)
         unknown = set(prior) - set(self.prior_names)

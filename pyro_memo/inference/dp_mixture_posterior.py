@@ -20,19 +20,23 @@ class DPMixturePosterior(VariationalPosterior):
     :param dict component: posterior parameters of :math:`q(\\phi_k)`.
     :param torch.Tensor eta1: ``(K,)`` first Beta parameter of :math:`q(v_k)`.
     :param torch.Tensor eta0: ``(K,)`` second Beta parameter of :math:`q(v_k)`.
+    :param torch.Tensor q_alpha: ``(2,)`` shape and rate ``(w1, w2)`` of :math:`q(\\alpha)` when the
+        sticks learn the concentration (``sticks.alpha_prior`` set; ``None`` starts from the prior), else ``None``.
     """
 
-    def __init__(self, family, sticks, component, eta1, eta0):
+    def __init__(self, family, sticks, component, eta1, eta0, q_alpha=None):
         self.family = family
         self.sticks = sticks
         self.component = component
         self.eta1 = eta1
         self.eta0 = eta0
+        self.q_alpha = q_alpha
 
     @classmethod
-    def from_summary(cls, family, sticks, summary):
-        """The posterior that is optimal for ``summary`` (Hughes & Sudderth 2013, eq. 10)."""
-        post = cls(family, sticks, None, None, None)
+    def from_summary(cls, family, sticks, summary, q_alpha=None):
+        """The posterior that is optimal for ``summary`` (Hughes & Sudderth 2013, eq. 10); a learnt
+        concentration's coordinate ascent starts from ``q_alpha`` (default its prior)."""
+        post = cls(family, sticks, None, None, None, q_alpha)
         post.update(summary)
         return post
 
@@ -51,7 +55,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     def optimal_for(self, summary):
         """A new posterior optimal for ``summary`` (Hughes & Sudderth 2013, eq. 10); this one is unchanged."""
-        return DPMixturePosterior.from_summary(self.family, self.sticks, summary)
+        return DPMixturePosterior.from_summary(self.family, self.sticks, summary, self.q_alpha)
 
     # ---------------------------------------------------------------- updates
     def update_components(self, summary):
@@ -59,8 +63,18 @@ class DPMixturePosterior(VariationalPosterior):
         self.component = self.family.posterior(summary.counts, summary.stats)
 
     def update_sticks(self, summary):
-        """:math:`\\hat\\eta_{k1} = 1 + \\hat N_k`, :math:`\\hat\\eta_{k0} = \\alpha + \\sum_{\\ell>k}\\hat N_\\ell`."""
-        self.eta1, self.eta0 = self.sticks.posterior(summary.counts)
+        """:math:`\\hat\\eta_{k1} = 1 + \\hat N_k`, :math:`\\hat\\eta_{k0} = \\alpha + \\sum_{\\ell>k}\\hat N_\\ell`;
+        with a learnt concentration, coordinate ascent on :math:`q(v)` (with :math:`E[\\alpha]` for
+        :math:`\\alpha`) and :math:`q(\\alpha)` (Blei & Jordan 2006, §5) from the current :math:`q(\\alpha)`."""
+        if self.sticks.alpha_prior is None:
+            self.eta1, self.eta0 = self.sticks.posterior(summary.counts)
+        else:
+            q = None if self.q_alpha is None else self.q_alpha.to(summary.counts)
+            self.eta1, self.eta0, self.q_alpha = self.sticks.fit_posterior(summary.counts, q)
+
+    def expected_alpha(self):
+        """:math:`E_q[\\alpha]`: the fixed concentration, or the mean of the learnt :math:`q(\\alpha)`."""
+        return float(self.sticks.expected_alpha(self.q_alpha))
 
     def update(self, summary):
         """Both global blocks; each is the exact coordinate-ascent optimum given ``summary``."""
@@ -115,7 +129,7 @@ class DPMixturePosterior(VariationalPosterior):
         return {
             "data": data,
             "kl_components": fam.kl_to_prior(self.component).sum(),
-            "allocation": self.sticks.elbo(summary.counts, self.eta1, self.eta0),
+            "allocation": self.sticks.elbo(summary.counts, self.eta1, self.eta0, self.q_alpha),
             "entropy": summary.entropy.sum(),
         }
 
@@ -135,9 +149,13 @@ class DPMixturePosterior(VariationalPosterior):
 
     def state_dict(self):
         """Family, prior, sticks and factors as plain tensors, numbers and strings (checkpoints)."""
-        return {**self.family.state_dict(), "alpha": self.sticks.alpha, "truncation": self.sticks.truncation,
-                "component": {k: v.cpu() for k, v in self.component.items()}, "eta1": self.eta1.cpu(),
-                "eta0": self.eta0.cpu()}
+        d = {**self.family.state_dict(), "alpha": self.sticks.alpha, "truncation": self.sticks.truncation,
+             "component": {k: v.cpu() for k, v in self.component.items()}, "eta1": self.eta1.cpu(),
+             "eta0": self.eta0.cpu()}
+        if self.sticks.alpha_prior is not None:
+            d["alpha_prior"] = list(self.sticks.alpha_prior)
+            d["q_alpha"] = None if self.q_alpha is None else self.q_alpha.cpu()
+        return d
 
     @classmethod
     def from_state_dict(cls, d, device=None):
@@ -147,8 +165,10 @@ class DPMixturePosterior(VariationalPosterior):
         def move(t):
             return t.to(dtype=family.dtype, device=device)
 
-        return cls(family, DPSticks(d["alpha"], d["truncation"]), {k: move(v) for k, v in d["component"].items()},
-                   move(d["eta1"]), move(d["eta0"]))
+        q_alpha = d.get("q_alpha")
+        return cls(family, DPSticks(d["alpha"], d["truncation"], d.get("alpha_prior")),
+                   {k: move(v) for k, v in d["component"].items()}, move(d["eta1"]), move(d["eta0"]),
+                   None if q_alpha is None else move(q_alpha))
 
     def to(self, dtype=None, device=None):
         """A copy with every tensor (and the family) on ``dtype`` / ``device``."""
@@ -163,4 +183,5 @@ class DPMixturePosterior(VariationalPosterior):
             {k: move(v) for k, v in self.component.items()},
             move(self.eta1),
             move(self.eta0),
+            None if self.q_alpha is None else move(self.q_alpha),
         )

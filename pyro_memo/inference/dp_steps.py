@@ -14,12 +14,13 @@ class DPMixtureSteps:
     """Mixin of a driver (:class:`~pyro_memo.engine.MemoizedDriver`,
     :class:`~pyro_memo.engine.StochasticDriver`) for a DP mixture of ``family`` components."""
 
-    def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000):
+    def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
+                  alpha_prior=None):
         """Keep the model and the initialisation settings (see the drivers' parameters)."""
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         self.family = family
-        self.sticks = DPSticks(alpha, truncation)
+        self.sticks = DPSticks(alpha, truncation, alpha_prior)
         self.K = int(K)
         self.init = init
         self.init_items = int(init_items)

@@ -41,12 +41,16 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         complete, so it is exactly full-batch VB's first iteration and the initial components
         are not refit to the first batch alone (which empties some of them; see
         ``benchmarks/bench_memo_schedule.py``).
+    :param alpha_prior: ``(s1, s2)``: learn the concentration with the prior
+        :math:`\\alpha \\sim Gamma(s_1, s_2)` (shape, rate) and its closed-form factor :math:`q(\\alpha)`
+        (Blei & Jordan 2006, §5; see :class:`~pyro_memo.allocation.DPSticks`); ``alpha`` is then unused.
+        Read the result with ``posterior.expected_alpha()``.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
                  init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 incremental_first_lap=False):
-        self.set_model(family, K, alpha, truncation, init, init_items)
+                 incremental_first_lap=False, alpha_prior=None):
+        self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,

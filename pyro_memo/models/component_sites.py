@@ -65,7 +65,14 @@ class ComponentSites:
     def likelihood_for(self, theta, z, x=None):
         """The observation distribution of items assigned to components ``z``."""
         per_item = {role: index_components(theta[role], z, ev) for role, ev in self.roles.items()}
+        per_item.update(_constants(theta, self.roles))
         return self.likelihood(per_item, x)
+
+
+def _constants(theta, roles):
+    """Entries of ``theta`` that are no component site (a family's fixed constants, e.g. the known
+    covariance of :class:`~pyro_memo.families.KnownCovGaussian`): the same for every item, passed as is."""
+    return {k: v for k, v in theta.items() if k not in roles}
 
 
 def _sites_class(family_cls):

@@ -216,7 +216,8 @@ def data_not_an_argument_model(n):
     "model,arg,message",
     [
         (student_t_model, "real", r"'obs'.*unsupported likelihood StudentT"),
-        (lognormal_prior_model, "real", r"'obs'.*needs component sites of types \['Gamma', 'Normal'\]"),
+        (lognormal_prior_model, "real",
+         r"'obs'.*needs component sites of types.*Gamma \+ Normal components -> diag-gauss"),
         (bad_stick_model, "binary", r"stick site 'v' must be Beta\(1, alpha\)"),
         (unused_precision_model, "real", r"observed site 'obs'.*log_prob does not match"),
         (wrong_weights_model, "binary", r"assignment site 'z'.*stick-breaking"),

@@ -9,7 +9,7 @@ from tests.conftest import make_data
 
 def test_a_number_fills_its_key_and_the_rest_of_the_prior_is_kept(family_name):
     family = pm.get_family(family_name).from_data(make_data(family_name, 200, D=3))
-    key = next(k for k in family.prior_names if family.prior[k].dim() < 2 and k != "m")
+    key = next((k for k in family.prior_names if family.prior[k].dim() < 2 and k != "m"), "m")
     value = float(family.prior[key].max()) * 2.5 + 3.0  # inside every domain (nu > D - 1 included)
     changed = family.with_prior(**{key: value})
     assert type(changed) is type(family) and changed is not family

@@ -45,14 +45,17 @@ def _imports():
 PRIOR_SAMPLE = 100_000
 MEMO = (("algo", ("memo",)),)
 FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior), zm-gauss (zero mean, Wishart), "
-               "diag-gauss (Normal-Gamma), mult (Dirichlet), bern (Beta), poisson (Gamma); default priors are "
+               "diag-gauss (Normal-Gamma), known-gauss / known-diag-gauss (known full / diagonal covariance `noise`, "
+               "Normal prior on the mean), mult (Dirichlet), bern (Beta), poisson (Gamma); default priors are "
                "scaled to the data.")
 
 register_option("fit", Option("--family", FAMILY_HELP))
 register_option("compare", Option("--family", "scoring family (default priors from the training data)."))
 PRIOR_HELP = ("prior hyperparameters replacing the data-scaled defaults, e.g. kappa=0.1,nu=30 (gauss: m kappa nu; "
-              "diag-gauss: m kappa a b; zm-gauss: nu; mult: lam; bern, poisson: a b); a number fills a vector.")
-SCALE_HELP = ("multiplies the default prior covariance scale (B of gauss and zm-gauss, b of diag-gauss; bnpy's "
+              "diag-gauss: m kappa a b; known-gauss, known-diag-gauss: m; zm-gauss: nu; mult: lam; "
+              "bern, poisson: a b); a number fills a vector.")
+SCALE_HELP = ("multiplies the default prior covariance scale (B of gauss and zm-gauss, b of diag-gauss, the known "
+              "covariance noise of known-gauss and known-diag-gauss; bnpy's "
               "sF): it changes how many components the data support (docs: choosing K, alpha and priors).")
 for _command in ("fit", "compare"):
     register_option(_command, Option("--prior", PRIOR_HELP, {"metavar": "KEY=NUMBER,..."}))

@@ -1,0 +1,75 @@
+"""Issue #14 item 2: the learnt DP concentration E_q[alpha] on data drawn from a DP mixture.
+
+For each seed: 10,000 items from a Chinese restaurant process with alpha = 5 (about 30-50 clusters,
+many of one or two items), each cluster a unit-covariance Gaussian in D = 10 around a centre drawn from
+N(0, 10^2 I). Memoized VB with the known-covariance Gaussian family (prior matching the generator),
+alpha ~ Gamma(1, 0.1), K = 100 k-means++ start, 10 batches and birth / merge / delete moves.
+Printed per seed: true and found clusters, E_q[alpha], and the exact posterior mean of alpha given the
+number of clusters alone (Antoniak: p(alpha | K) proportional to p(alpha) alpha^K Gamma(alpha) /
+Gamma(alpha + N)) for the true and the found count.
+"""
+
+import time
+
+import numpy as np
+import torch
+from _common import make_parser
+from scipy.special import gammaln
+
+import pyro_memo as pm
+from pyro_memo.families import KnownCovGaussian
+
+
+def crp_data(n, alpha, D, seed, spread=10.0):
+    """``n`` items from a CRP(alpha) mixture of unit-covariance Gaussians around N(0, spread^2 I) centres."""
+    rng = np.random.default_rng(seed)
+    counts, labels = [], np.empty(n, dtype=int)
+    for i in range(n):
+        p = np.array(counts + [alpha], dtype=float)
+        k = rng.choice(len(p), p=p / p.sum())
+        if k == len(counts):
+            counts.append(0)
+        counts[k] += 1
+        labels[i] = k
+    centers = spread * rng.standard_normal((len(counts), D))
+    return torch.tensor(centers[labels] + rng.standard_normal((n, D))), labels
+
+
+def antoniak_mean(K, N, s1, s2):
+    """Posterior mean of alpha ~ Gamma(s1, s2) given K clusters among N items (on a fine grid)."""
+    a = np.linspace(1e-3, 50, 200_000)
+    lp = (s1 - 1 + K) * np.log(a) - s2 * a + gammaln(a) - gammaln(a + N)
+    w = np.exp(lp - lp.max())
+    return float((a * w).sum() / w.sum())
+
+
+def fit_alpha(x, seed, D, spread=10.0, prior=(1.0, 0.1), K=100, laps=100):
+    """Memoized VB with moves and a learnt alpha; returns the fitted posterior."""
+    fam = KnownCovGaussian({"m": torch.zeros(D), "S": spread**2 * torch.eye(D), "noise": torch.eye(D)})
+    moves = [pm.BirthMove(min_items=1, max_K=200, seed=seed), pm.DeleteMove(max_single=5), pm.MergeMove()]
+    vb = pm.MemoizedVB(fam, K, alpha_prior=prior, moves=moves, laps=laps, seed=seed)
+    return vb.fit(x, 10).posterior
+
+
+def main():
+    parser = make_parser(__doc__)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--alpha", type=float, default=5.0)
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--dim", type=int, default=10)
+    parser.add_argument("--laps", type=int, default=100)
+    args = parser.parse_args()
+    prior = (1.0, 0.1)
+    for seed in range(args.seeds):
+        x, labels = crp_data(args.n, args.alpha, args.dim, seed)
+        start = time.perf_counter()
+        post = fit_alpha(x, seed, args.dim, prior=prior, laps=args.laps)
+        found = int((post.responsibilities(x).sum(0) > 0.5).sum())
+        true = int(labels.max()) + 1
+        print(f"seed {seed}: clusters true {true} found {found} (K = {post.K}); E_q[alpha] = "
+              f"{post.expected_alpha():.3f}; exact E[alpha | K] true {antoniak_mean(true, args.n, *prior):.3f} "
+              f"found {antoniak_mean(found, args.n, *prior):.3f}; {time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
