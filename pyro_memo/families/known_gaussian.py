@@ -12,14 +12,18 @@ Derivation of the terms (all exact; checked against Monte Carlo and Pyro's ELBO 
 
 - :math:`E_q[\\log N(x \\mid \\mu_k, R)] = -\\tfrac D2 \\log 2\\pi - \\tfrac12 \\log|R|
   - \\tfrac12 (x - m_k)^T P (x - m_k) - \\tfrac12 \\mathrm{tr}(P S_k)`;
-- summed with weights :math:`r_{nk}`, the quadratic is
-  :math:`\\sum_n r_{nk} x_n^T P x_n - 2 m_k^T P s_k + N_k m_k^T P m_k`, so the statistics are
-  ``x`` (:math:`s_k`) and ``xPx`` (:math:`\\sum_n r_{nk} x_n^T P x_n`);
+- summed with weights :math:`r_{nk}` and centred at the prior mean (:math:`\\tilde x = x - m_0`,
+  :math:`\\tilde m_k = m_k - m_0`, :math:`\\tilde s_k = s_k - N_k m_0`), the quadratic is
+  :math:`\\sum_n r_{nk} \\tilde x_n^T P \\tilde x_n - 2 \\tilde m_k^T P \\tilde s_k + N_k \\tilde m_k^T P \\tilde m_k`,
+  so the statistics are ``x`` (:math:`s_k`) and ``xPx`` (:math:`\\sum_n r_{nk} \\tilde x_n^T P \\tilde x_n`);
+  centred, the three terms stay small when ``R`` is small against the data's spread (raw moments
+  cancel catastrophically there);
 - :math:`KL(N(m, S) \\| N(m_0, S_0)) = \\tfrac12 [\\mathrm{tr}(S_0^{-1} S) + (m - m_0)^T S_0^{-1} (m - m_0)
   - D + \\log|S_0| - \\log|S|]`;
 - completing the square in :math:`\\mu` gives the marginal likelihood
   :math:`-\\tfrac{N D}2 \\log 2\\pi - \\tfrac N2 \\log|R| + \\tfrac12(\\log|S| - \\log|S_0|)
-  - \\tfrac12 (m_0^T S_0^{-1} m_0 + \\sum r x^T P x - m^T S^{-1} m)`, which equals the ELBO term
+  - \\tfrac12 (\\sum r \\tilde x^T P \\tilde x - \\tilde m^T S^{-1} \\tilde m)` (centred, the prior mean is zero),
+  which equals the ELBO term
   (expected log-likelihood minus KL) at the conjugate posterior, also for soft counts.
 """
 
@@ -28,6 +32,7 @@ import math
 import torch
 
 from ._special import safe_cholesky
+from ._wishart import regularized_scatter
 from .base import ConjugateFamily, data_for_defaults
 
 
@@ -46,7 +51,8 @@ class KnownCovGaussian(ConjugateFamily):
 
     Prior keys: ``m`` (D,) the prior mean of the component means, ``S`` (D, D) their prior
     covariance, ``noise`` (D, D) the known observation covariance ``R`` (the posterior keeps it
-    unchanged). Statistics: ``x`` :math:`\\sum_n r_{nk} x_n` and ``xPx`` :math:`\\sum_n r_{nk} x_n^T R^{-1} x_n`.
+    unchanged). Statistics: ``x`` :math:`\\sum_n r_{nk} x_n` and ``xPx``
+    :math:`\\sum_n r_{nk} (x_n - m_0)^T R^{-1} (x_n - m_0)`.
     """
 
     name = "known-gauss"
@@ -80,14 +86,9 @@ class KnownCovGaussian(ConjugateFamily):
         like the data) and ``noise`` = a tenth of it (components a tenth as spread as the data;
         set it with ``noise=...`` or scale it with the prior scale)."""
         x = data_for_defaults(x, dtype, device, cls.name)
-        d = x.shape[1]
         mean = x.mean(0)
         centred = x - mean
-        cov = centred.T @ centred / x.shape[0]
-        scale = torch.diagonal(cov).mean()
-        if not bool(scale > 0):
-            scale = torch.ones((), dtype=x.dtype, device=x.device)
-        cov = cov + 1e-4 * scale * torch.eye(d, dtype=x.dtype, device=x.device)
+        cov = regularized_scatter(centred.T @ centred / x.shape[0], f"{cls.name} default prior S", (x * x).mean())
         prior = {"m": mean, "S": cov, "noise": 0.1 * cov}
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device)
@@ -98,7 +99,7 @@ class KnownCovGaussian(ConjugateFamily):
         return t @ self._noise_chol_inv.T
 
     def stats(self, x, resp):
-        y = self._whiten(x)
+        y = self._whiten(x - self.prior["m"])
         return {"x": resp.T @ x, "xPx": resp.T @ (y * y).sum(-1)}
 
     def posterior(self, counts, stats):
@@ -121,9 +122,11 @@ class KnownCovGaussian(ConjugateFamily):
         return self._const(post) - 0.5 * quad
 
     def expected_log_lik_from_stats(self, counts, stats, post):
-        m = post["m"]
-        pm_ = m @ self._precision
-        quad = stats["xPx"] - 2 * (pm_ * stats["x"]).sum(-1) + counts * (pm_ * m).sum(-1)
+        m0 = self.prior["m"]
+        d = post["m"] - m0
+        pd = d @ self._precision
+        s = stats["x"] - counts.unsqueeze(-1) * m0
+        quad = stats["xPx"] - 2 * (pd * s).sum(-1) + counts * (pd * d).sum(-1)
         return counts * self._const(post) - 0.5 * quad
 
     def kl_to_prior(self, post):
@@ -141,8 +144,8 @@ class KnownCovGaussian(ConjugateFamily):
         post = self.posterior(counts, stats)
         P0 = self._prior_precision
         prec = P0 + counts[:, None, None] * self._precision
-        m = post["m"]
-        fit = stats["xPx"] + p["m"] @ P0 @ p["m"] - torch.einsum("kd,kde,ke->k", m, prec, m)
+        m = post["m"] - p["m"]  # centred at the prior mean, where the prior's mean is zero
+        fit = stats["xPx"] - torch.einsum("kd,kde,ke->k", m, prec, m)
         logdet_q = _logdet(safe_cholesky(post["S"], "known-gauss posterior covariance S"))
         logdet_p = _logdet(safe_cholesky(p["S"], "known-gauss prior covariance S"))
         return (-0.5 * counts * (self.dim * math.log(2 * math.pi) + _logdet(self._noise_chol))

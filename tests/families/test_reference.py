@@ -269,6 +269,63 @@ class DiagGaussSpec(GaussSpec):
         return {"mu": rng.normal(size=(n, self.dim)), "lambda": rng.uniform(0.3, 3.0, size=(n, self.dim))}
 
 
+class KnownGaussSpec(GaussSpec):
+    """Normal-Normal with a known noise covariance ``R``: ``mu ~ N(m, S)``, ``x ~ N(mu, R)``. The
+    references know ``R`` from the last prior drawn (``_setup`` draws the prior first)."""
+
+    name = "known-gauss"
+
+    def _cov(self, rng, d):
+        return _spd(rng, d)
+
+    def prior(self, rng, d=None):
+        d = d or self.dim
+        self.noise = self._cov(rng, d)
+        return {"m": rng.normal(size=d), "S": self._cov(rng, d), "noise": self.noise}
+
+    def sample(self, p, rng, s):
+        return {"mu": rng.multivariate_normal(p["m"], p["S"], size=s), "noise": p["noise"]}
+
+    def loglik(self, x, smp):
+        return _mvn_logpdf_prec(x[None], smp["mu"][:, None], np.linalg.inv(smp["noise"]))
+
+    def logq(self, p, smp):
+        return np.atleast_1d(stats.multivariate_normal.logpdf(smp["mu"], mean=p["m"], cov=p["S"]))
+
+    def loglik_scipy(self, x, params):
+        return np.array([stats.multivariate_normal.logpdf(xi, mean=mi, cov=self.noise)
+                         for xi, mi in zip(x, params["mu"], strict=True)])
+
+    def logprior_scipy(self, p, params):
+        return np.array([stats.multivariate_normal.logpdf(mi, mean=p["m"], cov=p["S"]) for mi in params["mu"]])
+
+    def textbook_posterior(self, p, xk, w):
+        """Gaussian mean with known covariance, written with explicit inverses."""
+        r_inv, s0_inv = np.linalg.inv(p["noise"]), np.linalg.inv(p["S"])
+        cov = np.linalg.inv(s0_inv + w.sum() * r_inv)
+        return {"m": cov @ (s0_inv @ p["m"] + r_inv @ (w @ xk)), "S": cov, "noise": p["noise"]}
+
+    def log_marginal_chain(self, p, xk):
+        """Chain rule of Gaussian predictives N(m, S + R), one rank-one update per point."""
+        m, cov, noise = p["m"].copy(), p["S"].copy(), p["noise"]
+        total = 0.0
+        for x in xk:
+            total += stats.multivariate_normal.logpdf(x, mean=m, cov=cov + noise)
+            gain = cov @ np.linalg.inv(cov + noise)
+            m, cov = m + gain @ (x - m), cov - gain @ cov
+        return total
+
+    def random_params(self, rng, n):
+        return {"mu": rng.normal(size=(n, self.dim))}
+
+
+class KnownDiagGaussSpec(KnownGaussSpec):
+    name = "known-diag-gauss"
+
+    def _cov(self, rng, d):
+        return np.diag(rng.uniform(0.5, 2.0, size=d))
+
+
 class MultSpec:
     name = "mult"
     dim = 4
@@ -411,7 +468,8 @@ class PoissonSpec:
 
 SPECS = {
     s.name: s
-    for s in (GaussSpec(), ZeroMeanGaussSpec(), DiagGaussSpec(), MultSpec(), BernSpec(), PoissonSpec())
+    for s in (GaussSpec(), ZeroMeanGaussSpec(), DiagGaussSpec(), KnownGaussSpec(), KnownDiagGaussSpec(),
+              MultSpec(), BernSpec(), PoissonSpec())
 }
 NAMES = list(SPECS)
 
