@@ -318,7 +318,10 @@ def _probe_doc_plate(model, args, kwargs, doc_site, changes):
     except Exception:  # noqa: BLE001 - a probe that fails only rules a reading out
         return None
     site = trace.nodes.get(doc_site)
-    return None if site is None or len(site["cond_indep_stack"]) != 1 else int(site["cond_indep_stack"][0].size)
+    if site is None or len(site["cond_indep_stack"]) != 1:
+        return None
+    frame = site["cond_indep_stack"][0]
+    return int(frame.size if frame.full_size is None else frame.full_size)
 
 
 def _find_num_docs(model, args, kwargs, doc_site, num_docs, doc_arg, word_arg):
