@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from pyro import poutine
-from pyro.infer import SVI, Predictive, Trace_ELBO
+from pyro.infer import SVI, Predictive, Trace_ELBO, TraceEnum_ELBO
 from pyro.ops.indexing import Vindex
 from scipy import stats
 
@@ -150,16 +150,19 @@ def test_predictive_on_new_documents():
     assert top[0] == top[3] and top[1] == top[4] and len({int(top[0]), int(top[1]), int(top[2])}) == 3
 
 
-def test_trace_elbo_on_the_full_corpus_after_batch_training():
+@pytest.mark.filterwarnings("ignore:TraceEnum_ELBO found no sample sites")
+@pytest.mark.parametrize("pyro_elbo", [Trace_ELBO, TraceEnum_ELBO])
+def test_trace_elbo_on_the_full_corpus_after_batch_training(pyro_elbo):
     """The guide's exact bound (``guide.elbo``) is the HDP bound, which bounds the Dirichlet
-    log-normaliser of each document's prior from below: Pyro's Trace_ELBO of the guide (float64)
-    estimates the bound plus that closed-form normaliser gap, not the bound itself."""
+    log-normaliser of each document's prior from below: Pyro's Trace_ELBO (and TraceEnum_ELBO, no
+    site enumerated) of the guide (float64) estimates the bound plus that closed-form normaliser
+    gap, not the bound itself."""
     doc_of, words, D, V = corpus(7, D=6, V=9, length=8)
     pyro.clear_param_store()
     guide, _, _ = train(doc_of, words, D, V, batch_size=4, laps=5)
     bound, gap = guide.elbo(doc_of, words, D, V), guide.normaliser_gap(doc_of, words, D, V)
     pyro.set_rng_seed(0)
-    elbo = Trace_ELBO(num_particles=3000, vectorize_particles=True, max_plate_nesting=1)
+    elbo = pyro_elbo(num_particles=3000, vectorize_particles=True, max_plate_nesting=1)
     estimates = [-elbo.loss(model, guide, doc_of, words, D, V) for _ in range(10)]
     mean, se = np.mean(estimates), np.std(estimates, ddof=1) / math.sqrt(len(estimates))
     assert gap > 0
