@@ -216,3 +216,16 @@ def test_median_quantiles_and_sample_posterior_of_the_global_sites():
     np.testing.assert_allclose(median["topic"][K].numpy(), np.full(V, tail), atol=0.03)
     with pytest.raises(RuntimeError, match="has not seen the model"):
         pm.HDPGuide(model, prefix="unused").median()
+
+
+def test_pyro_memos_own_model_counts_new_documents_from_their_tokens():
+    doc_of, words, D, V = corpus(11)
+    pyro.clear_param_store()
+    own = pm.models.HDPTopicModel(V, K, alpha=ALPHA, gamma=GAMMA, lam0=LAM0)
+    result = pm.fit_memoized(own, doc_of, words, num_batches=2, laps=3, seed=0)
+    new_doc, new_words, D2, _ = corpus(12, D=4, V=V)
+    with torch.no_grad():
+        trace = poutine.trace(result.guide).get_trace(new_doc, new_words)
+    assert trace.nodes["pi"]["value"].shape == (D2, K + 1)
+    samples = Predictive(own, guide=result.guide, num_samples=3)(new_doc, new_words)
+    assert samples["pi"].shape == (3, D2, K + 1) and samples["z"].shape == (3, len(new_doc))
