@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from pyro import poutine
-from pyro.infer import SVI, Predictive, Trace_ELBO, TraceEnum_ELBO
+from pyro.infer import SVI, Predictive, Trace_ELBO, TraceEnum_ELBO, config_enumerate, infer_discrete
 from pyro.ops.indexing import Vindex
 from scipy import stats
 
@@ -229,3 +229,17 @@ def test_pyro_memos_own_model_counts_new_documents_from_their_tokens():
     assert trace.nodes["pi"]["value"].shape == (D2, K + 1)
     samples = Predictive(own, guide=result.guide, num_samples=3)(new_doc, new_words)
     assert samples["pi"].shape == (3, D2, K + 1) and samples["z"].shape == (3, len(new_doc))
+
+
+def test_infer_discrete_decodes_assignments_after_batch_training():
+    doc_of, words, D, V = corpus(13)
+    pyro.clear_param_store()
+    guide, _, _ = train(doc_of, words, D, V)
+    pyro.set_rng_seed(1)
+    globals_trace = poutine.trace(poutine.block(guide, hide=["c"])).get_trace(doc_of, words, D, V)
+    decode = infer_discrete(config_enumerate(poutine.replay(model, trace=globals_trace)), first_available_dim=-2,
+                            temperature=0)
+    c = poutine.trace(decode).get_trace(doc_of, words, D, V).nodes["c"]["value"]
+    theta, topic = globals_trace.nodes["theta"]["value"], globals_trace.nodes["topic"]["value"]
+    expected = (theta[doc_of].log() + topic[:, words].T.log()).argmax(-1)
+    assert torch.equal(c, expected)
