@@ -73,6 +73,7 @@ def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, cal
     driver = MemoizedHDP(K=spec.K, alpha=spec.alpha, gamma=spec.gamma, lam0=spec.lam0, laps=laps, tol=tol, seed=seed)
     fit = driver.fit(from_counts(matrix), num_batches, callback=callback)
     guide.set_posterior(fit.posterior)
+    guide.record_data(*args, **kwargs)
     posterior = guide.posterior  # as the guide reads it back from the param store
     every = spec.batch(args, kwargs, docs=torch.arange(spec.num_docs))
     guide.doc_topic_counts, guide.memo = None, SummaryCache()

@@ -9,7 +9,8 @@ from torch.distributions import constraints, transform_to
 from ..allocation import stick_breaking_weights
 from ..inference import SummaryCache
 from ..topics import HDPPosterior
-from .param_store import check_shapes, default_prefix
+from .hdp_gap import normaliser_gap
+from .param_store import DataFingerprint, check_shapes, default_prefix
 from .recognition import ModelStructureError, recognize_model
 
 _CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive}
@@ -28,6 +29,18 @@ class HDPGuide:
     current globals (:meth:`local_params`), so the guide is a deterministic function of the
     param store and those counts. Documents without counts get a full local step from scratch.
 
+    Like any Pyro guide it runs on any call of the model: a batch of documents (the document
+    plate's ``subsample``, uneven last batches included), the whole corpus, or new documents (a
+    corpus of another number of documents over the same vocabulary); the document plate's size
+    and subsample are read from each call (:meth:`~.hdp_recognition.HDPSpec.plate_size`). The
+    stored counts belong to one corpus (checked by a checksum of its tokens); on any other
+    corpus every document gets a full local step from scratch. So ``pyro.infer.Predictive`` on
+    new documents and ``Trace_ELBO`` on the full corpus work after batch training; the latter
+    estimates :meth:`elbo` plus :meth:`normaliser_gap` (the HDP bound is not the ELBO of the
+    guide's own distribution, see :mod:`.hdp_gap`). :meth:`median`, :meth:`quantiles` and
+    :meth:`sample_posterior` read out the global sites (sticks and topics) as Pyro's
+    ``AutoGuide`` does.
+
     :param model: the Pyro HDP topic model.
     :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
         :mod:`pyro_memo.bridge.param_store`); stored globals of other shapes raise ``ValueError``.
@@ -42,6 +55,9 @@ class HDPGuide:
         self.local_iters, self.local_tol = int(local_iters), float(local_tol)
         self.spec = None
         self.doc_topic_counts = None
+        #: the corpus key (:meth:`~.hdp_recognition.HDPSpec.corpus_key`) of :attr:`doc_topic_counts`
+        self.counts_corpus = None
+        self._fingerprint = DataFingerprint()
         #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
         self.memo = SummaryCache()
 
@@ -58,17 +74,31 @@ class HDPGuide:
         check_shapes(self.prefix, self._names(), {"rho": (K,), "omega": (K,), "lam": (K, V)})
         if self._missing_params():
             self.set_posterior(self.initial_posterior(*args, **kwargs))
-            self.doc_topic_counts, self.memo = None, SummaryCache()
+            self.doc_topic_counts, self.counts_corpus, self.memo = None, None, SummaryCache()
+            self._fingerprint.record(self.prefix, self.spec.raw_data(args, kwargs))
         return self
+
+    def check_data(self, *args, **kwargs):
+        """Before training on this call's corpus: warn (:class:`~pyro_memo.bridge.param_store.WarmStartWarning`)
+        if the stored globals were fitted to other documents, then record this corpus' fingerprint. The
+        memo and the stored document counts of another corpus are dropped (the globals are kept)."""
+        self._fingerprint.check(self.prefix, self.spec.raw_data(args, kwargs))
+        if self.counts_corpus is not None and self.counts_corpus != self.spec.corpus_key(args, kwargs):
+            self.doc_topic_counts, self.counts_corpus, self.memo = None, None, SummaryCache()
+
+    def record_data(self, *args, **kwargs):
+        """Record this call's corpus as the one the stored globals are fitted to (no warning)."""
+        self._fingerprint.record(self.prefix, self.spec.raw_data(args, kwargs))
 
     def initial_posterior(self, *args, **kwargs):
         """Sticks at their prior; topic ``k`` is ``lam0`` plus the word counts of a random document."""
         spec = self.spec
         doc, word = spec.tokens(args, kwargs)
-        counts = torch.zeros(spec.num_docs, spec.V, dtype=torch.float64).index_put_(
+        size = spec.plate_size(args, kwargs)
+        counts = torch.zeros(size, spec.V, dtype=torch.float64).index_put_(
             (doc.cpu(), word.cpu()), torch.ones(len(doc), dtype=torch.float64), accumulate=True)
         g = torch.Generator().manual_seed(self.seed)
-        pick = torch.randint(spec.num_docs, (spec.K,), generator=g)
+        pick = torch.randint(size, (spec.K,), generator=g)
         lam = spec.lam0 + counts[pick] + 0.01 * torch.rand(spec.K, spec.V, generator=g, dtype=torch.float64)
         rho = torch.full((spec.K,), 1.0 / (1.0 + spec.gamma), dtype=torch.float64)
         omega = torch.full((spec.K,), 1.0 + spec.gamma, dtype=torch.float64)
@@ -116,28 +146,36 @@ class HDPGuide:
         """A batch visit's local step: warm-started from the batch documents' stored counts
         (never lowering the bound of those local parameters under ``posterior``), or from
         scratch. Stores the new counts; returns ``(resp, summary)``."""
-        warm = None if self.doc_topic_counts is None else self.doc_topic_counts[batch.docs]
-        if warm is not None and bool(torch.isnan(warm[:, 0]).any()):
-            warm = None
+        warm = self._stored(batch)
         resp, counts, summary, _ = posterior.local_step(batch.pair_doc, batch.pair_word, batch.pair_count,
                                                         batch.num_docs, init_counts=warm, max_iter=self.local_iters,
                                                         tol=self.local_tol)
-        self.store_counts(batch.docs, counts)
+        self.store_counts(batch.docs, counts, batch)
         return resp, summary
 
-    def store_counts(self, docs, counts):
-        """Record documents ``docs``' expected topic counts (the local parameters' state)."""
-        if self.doc_topic_counts is None or self.doc_topic_counts.shape[1] != counts.shape[1]:
-            self.doc_topic_counts = torch.full((self.spec.num_docs, counts.shape[1]), float("nan"),
+    def _stored(self, batch):
+        """The batch documents' stored counts, if every one of them has counts of this corpus."""
+        if self.doc_topic_counts is None or (batch.corpus and batch.corpus != self.counts_corpus):
+            return None
+        stored = self.doc_topic_counts[batch.docs]
+        return None if bool(torch.isnan(stored[:, 0]).any()) else stored
+
+    def store_counts(self, docs, counts, batch=None):
+        """Record documents ``docs``' expected topic counts (the local parameters' state) of the corpus
+        of ``batch`` (default: the recognised one); counts of another corpus are dropped."""
+        size = self.spec.num_docs if batch is None else batch.size
+        corpus = None if batch is None else batch.corpus
+        if (self.doc_topic_counts is None or self.doc_topic_counts.shape != (size, counts.shape[1])
+                or corpus != self.counts_corpus):
+            self.doc_topic_counts = torch.full((size, counts.shape[1]), float("nan"),
                                                dtype=counts.dtype, device=counts.device)
+            self.counts_corpus = corpus
         self.doc_topic_counts[docs] = counts
 
     def local_params(self, posterior, batch):
         """The guide's ``(resp per pair, theta, summary)`` for ``batch``: one exact sweep
         (``max_iter = 1``) from the stored counts, or a full local step where there are none."""
-        stored = None if self.doc_topic_counts is None else self.doc_topic_counts[batch.docs]
-        if stored is not None and bool(torch.isnan(stored[:, 0]).any()):
-            stored = None
+        stored = self._stored(batch)
         options = {"max_iter": self.local_iters, "tol": self.local_tol} if stored is None else {"max_iter": 1}
         resp, counts, summary, _ = posterior.local_step(batch.pair_doc, batch.pair_word, batch.pair_count,
                                                         batch.num_docs, init_counts=stored, **options)
@@ -158,13 +196,65 @@ class HDPGuide:
         lam = torch.cat([post.lam, torch.full_like(post.lam[:1], post.lam0)])
         with pyro.plate(spec.topic_plate, spec.K + 1):
             pyro.sample(spec.topic_site, dist.Dirichlet(lam.to(**like)))
-        subsample = None if spec.subsample_arg is None else batch.docs
-        with pyro.plate(spec.doc_plate, spec.num_docs, subsample=subsample):
+        with pyro.plate(spec.doc_plate, batch.size, subsample=spec.batch_indices(args, kwargs)):
             pyro.sample(spec.doc_site, dist.Dirichlet(theta.to(**like)))
         probs = torch.cat([resp, resp.new_zeros(len(resp), 1)], 1)[batch.token_pair]
         if spec.token_subsampled:
-            plate = pyro.plate(spec.token_plate, spec.num_tokens, subsample=batch.tokens)
+            plate = pyro.plate(spec.token_plate, len(spec.raw_data(args, kwargs)), subsample=batch.tokens)
         else:
             plate = pyro.plate(spec.token_plate, len(batch.tokens))
         with plate:
             pyro.sample(spec.assignment_site, dist.Categorical(probs=probs.to(**like)))
+
+    # ------------------------------------------------------------ the bound
+    def elbo(self, *args, **kwargs):
+        """The exact HDP bound of the guide on this call's documents (the batch the call passes,
+        else the whole corpus) under the current globals: the bound of the very local parameters
+        the guide samples from. Pyro's ``Trace_ELBO`` of the guide estimates ``elbo + normaliser_gap``."""
+        self.setup(*args, **kwargs)
+        post = self.posterior
+        batch = self.spec.batch(args, kwargs)
+        _, _, summary = self.local_params(post, batch)
+        return float(post.elbo(summary))
+
+    def normaliser_gap(self, *args, **kwargs):
+        """The true ELBO of the guide's distribution minus :meth:`elbo` for a corpus of this call's
+        number of documents (closed form, :func:`~pyro_memo.bridge.hdp_gap.normaliser_gap`)."""
+        self.setup(*args, **kwargs)
+        post = self.posterior
+        docs = self.spec.batch_indices(args, kwargs)
+        size = self.spec.plate_size(args, kwargs) if docs is None else len(docs)
+        return normaliser_gap(post.rho, post.omega, self.spec.alpha, size)
+
+    # -------------------------------------------------- AutoGuide-style read-outs
+    def _require_spec(self):
+        if self.spec is None:
+            raise RuntimeError("the guide has not seen the model yet: call guide.setup(*args) (or fit it) first")
+
+    def sample_posterior(self, num_samples=1):
+        """``num_samples`` draws of the global latent sites from the guide: the top-level sticks
+        ``(num_samples, K)`` and the ``K + 1`` topics ``(num_samples, K + 1, V)`` (the last at its
+        prior): dict site name -> tensor. The document-level sites depend on the documents: run the
+        guide (or ``Predictive``) for them."""
+        self._require_spec()
+        spec, post, n = self.spec, self.posterior, int(num_samples)
+        like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
+        lam = torch.cat([post.lam, torch.full_like(post.lam[:1], post.lam0)])
+        with torch.no_grad():
+            sticks = dist.Beta(post.rho * post.omega, (1 - post.rho) * post.omega).sample((n,))
+            topics = dist.Dirichlet(lam).sample((n,))
+        return {spec.stick_site: sticks.to(**like), spec.topic_site: topics.to(**like)}
+
+    def quantiles(self, quantiles, num_samples=2000, seed=0):
+        """Elementwise quantiles of the global sites under the guide: dict site -> tensor
+        ``(len(quantiles), *site shape)``, estimated from ``num_samples`` draws of a generator seeded
+        with ``seed`` (deterministic; the global RNG is left as it was)."""
+        qs = torch.as_tensor(quantiles, dtype=torch.float64)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            draws = self.sample_posterior(num_samples)
+        return {k: torch.quantile(v.double(), qs.to(v.device), dim=0).to(v.dtype) for k, v in draws.items()}
+
+    def median(self, num_samples=2000, seed=0):
+        """Posterior medians of the global sites (elementwise; as :meth:`quantiles` at 0.5): dict site -> tensor."""
+        return {k: v[0] for k, v in self.quantiles([0.5], num_samples=num_samples, seed=seed).items()}

@@ -68,6 +68,9 @@ class TokenBatch:
     :ivar pair_doc, pair_word, pair_count: the distinct (row, word) pairs and their counts,
         the input of :meth:`~pyro_memo.topics.HDPPosterior.local_step`.
     :ivar token_pair: ``(n,)`` each token's pair.
+    :ivar size: the number of documents of the call's corpus (the document plate's size).
+    :ivar corpus: a key of the call's corpus (its size and a checksum of its tokens): stored
+        document-level parameters belong to the corpus of one key.
     """
 
     docs: torch.Tensor
@@ -77,6 +80,8 @@ class TokenBatch:
     pair_word: torch.Tensor
     pair_count: torch.Tensor
     token_pair: torch.Tensor
+    size: int = 0
+    corpus: tuple = ()
 
     @property
     def num_docs(self):
@@ -107,20 +112,63 @@ class HDPSpec(ArgumentReader):
     word_arg: tuple
     subsample_arg: tuple = None
     token_subsampled: bool = False
+    num_docs_arg: tuple = None
+    docs_from_tokens: bool = False
     extra: dict = field(default_factory=dict)
 
     kind = "hdp"
 
-
-    def tokens(self, args, kwargs):
-        """The model's ``(doc, word)`` token arrays (all documents), validated."""
+    def _raw_tokens(self, args, kwargs):
         doc = torch.as_tensor(self._get(self.doc_arg, args, kwargs)).long()
         word = torch.as_tensor(self._get(self.word_arg, args, kwargs)).long()
         if doc.shape != word.shape or doc.dim() != 1:
             raise ValueError(f"document ids {tuple(doc.shape)} and word ids {tuple(word.shape)} must be equal-length "
                              "1-D arrays")
-        if len(doc) and (int(doc.min()) < 0 or int(doc.max()) >= self.num_docs):
-            raise ValueError(f"document ids must lie in [0, {self.num_docs})")
+        return doc, word
+
+    def plate_size(self, args, kwargs):
+        """The number of documents of this call (the document plate's size), read from the call:
+        the argument that gives it (:attr:`num_docs_arg`), else ``max(doc) + 1`` when the model
+        counts its documents from the tokens (:attr:`docs_from_tokens`), else the recognised size."""
+        if self.num_docs_arg is not None:
+            value = self._get(self.num_docs_arg, args, kwargs, None)
+            if value is not None:
+                return int(value)
+        if self.docs_from_tokens:
+            doc, _ = self._raw_tokens(args, kwargs)
+            return int(doc.max()) + 1 if len(doc) else 0
+        return self.num_docs
+
+    def raw_data(self, args, kwargs):
+        """The call's tokens as one ``(N, 2)`` tensor of (document id, word id) rows, the object the
+        data fingerprint is taken of; the same tensor object while the call's token arrays are."""
+        doc = self._get(self.doc_arg, args, kwargs)
+        word = self._get(self.word_arg, args, kwargs)
+        versions = (getattr(doc, "_version", None), getattr(word, "_version", None))
+        cached = self.extra.get("_raw")
+        if cached is not None and cached[0] is doc and cached[1] is word and cached[2] == versions:
+            return cached[3]
+        d, w = self._raw_tokens(args, kwargs)
+        raw = torch.stack([d, w], 1)
+        self.extra["_raw"] = (doc, word, versions, raw, None)
+        return raw
+
+    def corpus_key(self, args, kwargs):
+        """``(number of documents, number of tokens, checksum of the tokens)`` of this call's corpus."""
+        raw = self.raw_data(args, kwargs)
+        cached = self.extra["_raw"]
+        if cached[4] is None:
+            from .param_store import fingerprint
+
+            self.extra["_raw"] = cached[:4] + (int(fingerprint(raw)[2]),)
+        return self.plate_size(args, kwargs), len(raw), self.extra["_raw"][4]
+
+    def tokens(self, args, kwargs):
+        """The model's ``(doc, word)`` token arrays (all documents), validated."""
+        doc, word = self._raw_tokens(args, kwargs)
+        size = self.plate_size(args, kwargs)
+        if len(doc) and (int(doc.min()) < 0 or int(doc.max()) >= size):
+            raise ValueError(f"document ids must lie in [0, {size}) (the document plate's size)")
         if len(word) and (int(word.min()) < 0 or int(word.max()) >= self.V):
             raise ValueError(f"word ids must lie in [0, {self.V}) (the topics' vocabulary)")
         return doc, word
@@ -130,13 +178,15 @@ class HDPSpec(ArgumentReader):
         doc, word = self.tokens(args, kwargs)
         if docs is None:
             docs = self.batch_indices(args, kwargs)
+        size = self.plate_size(args, kwargs)
         if docs is None:
-            docs = torch.arange(self.num_docs, device=doc.device)
+            docs = torch.arange(size, device=doc.device)
         docs = torch.as_tensor(docs, dtype=torch.long, device=doc.device)
-        tokens, local = batch_tokens(doc, docs, self.num_docs)
+        tokens, local = batch_tokens(doc, docs, size)
         key = local * self.V + word[tokens]
         pairs, token_pair, count = torch.unique(key, return_inverse=True, return_counts=True)
-        return TokenBatch(docs, tokens, local, pairs // self.V, pairs % self.V, count.to(torch.float64), token_pair)
+        return TokenBatch(docs, tokens, local, pairs // self.V, pairs % self.V, count.to(torch.float64), token_pair,
+                          size, self.corpus_key(args, kwargs))
 
 
 def is_hdp(global_sites, T):
@@ -253,6 +303,48 @@ def _find_token_args(args, kwargs, trace, names, num_docs, subsample):
         f"(under a document batch, the rows of the batch: see pyro_memo.batch_tokens). Supported HDP form: {HDP_FORM}")
 
 
+def _probe_doc_plate(model, args, kwargs, doc_site, changes):
+    """The document plate's size when the model runs with the arguments ``changes`` replaced
+    (``None`` if it does not run)."""
+    args, kwargs = list(args), dict(kwargs)
+    for (kind, key), value in changes:
+        if kind == "arg":
+            args[key] = value
+        else:
+            kwargs[key] = value
+    try:
+        with torch.no_grad(), poutine.block():
+            trace = poutine.trace(model).get_trace(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - a probe that fails only rules a reading out
+        return None
+    site = trace.nodes.get(doc_site)
+    if site is None or len(site["cond_indep_stack"]) != 1:
+        return None
+    frame = site["cond_indep_stack"][0]
+    return int(frame.size if frame.full_size is None else frame.full_size)
+
+
+def _find_num_docs(model, args, kwargs, doc_site, num_docs, doc_arg, word_arg):
+    """Where a call gives the number of documents: ``(num_docs_arg, docs_from_tokens)``.
+
+    Each integer argument equal to ``num_docs`` is raised by one; the one that raises the document
+    plate's size is the size's argument. Failing that, a token of a new document is appended to the
+    token arrays: if the plate grows, the model counts its documents from the tokens."""
+    for kind, key, value in _candidates(args, kwargs):
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        is_int = is_int or (torch.is_tensor(value) and value.dim() == 0 and not value.is_floating_point()
+                            and value.dtype != torch.bool)
+        if is_int and int(value) == num_docs:
+            if _probe_doc_plate(model, args, kwargs, doc_site, [((kind, key), value + 1)]) == num_docs + 1:
+                return (kind, key), False
+    doc = ArgumentReader._get(doc_arg, args, kwargs)
+    word = ArgumentReader._get(word_arg, args, kwargs)
+    more = [(doc_arg, torch.cat([doc, doc.new_full((1,), num_docs)])), (word_arg, torch.cat([word, word[:1]]))]
+    if len(word) and _probe_doc_plate(model, args, kwargs, doc_site, more) == num_docs + 1:
+        return None, True
+    return None, False
+
+
 def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites):
     """The :class:`HDPSpec` of a traced HDP topic model (see the module docstring).
 
@@ -289,6 +381,8 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
         token_subsampled=int(size) == num_tokens and batch_size != num_tokens,
     )
     spec.extra.update(model_dtype=first.dtype, model_device=first.device)
+    spec.num_docs_arg, spec.docs_from_tokens = _find_num_docs(model, args, kwargs, doc_site["name"], num_docs,
+                                                              doc_arg, word_arg)
     verify_hdp_wiring(model, args, kwargs, spec)
     return spec
 

@@ -105,10 +105,11 @@ class MemoizedELBO(ELBO):
         that move the globals to their closed-form optimum given the new memo."""
         if isinstance(guide, HDPGuide):
             self._check(model, guide, args, kwargs)
+            guide.check_data(*args, **kwargs)
             posterior, key, summary = self._hdp_step(guide, args, kwargs, store=True)
             guide.memo.replace(key, summary)
             total = guide.memo.total
-            self._move(guide, guide.spec.num_docs, posterior.updated(total))
+            self._move(guide, guide.spec.plate_size(args, kwargs), posterior.updated(total))
             return -float(posterior.elbo(total))
         guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
         guide.check_data(*args, **kwargs)
