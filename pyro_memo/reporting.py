@@ -92,6 +92,10 @@ def summary_text(out, description):
         f"K         {out['K']} components with weight > {ACTIVE_WEIGHT:g}" + _k_hint(out),
         f"weights   {top}" + (" ..." if out["K"] > 10 else ""),
     ]
+    if out.get("alpha_prior"):
+        s1, s2 = out["alpha_prior"]
+        lines.append(f"alpha     E[alpha] = {out['alpha']:.4g} learnt (prior Gamma({s1:g}, {s2:g}), "
+                     f"mean {s1 / s2:.4g})")
     if out.get("moves"):
         totals = {}
         for lap in out["moves"]:

@@ -11,7 +11,7 @@ from pyro_memo.cli import build_parser, main
 from tests.conftest import make_data
 
 OPTIONS = ["--family", "--algo", "--K", "--batches", "--laps", "--seed", "--device", "--json", "--save",
-           "--resume", "--tol", "--alpha", "--init", "--dtype", "--quiet", "--moves"]
+           "--resume", "--tol", "--alpha", "--init", "--dtype", "--quiet", "--moves", "--alpha-prior"]
 
 
 def test_help_documents_every_option():
@@ -290,3 +290,23 @@ def test_the_summary_suggests_moves_only_when_every_component_is_in_use(blobs, c
     assert main(["fit", str(blobs / "blobs.npz"), "--K", "1", "--laps", "3", "--quiet", "--algo", "memo",
                  "--batches", "2", "--moves", "birth,merge,delete"]) == 0
     assert "in use" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("algo", ["vb", "memo"])
+def test_alpha_prior_learns_alpha_and_reports_it(blobs, tmp_path, capsys, algo):
+    """--alpha-prior 1,1 learns q(alpha): E[alpha] in the summary and --json, away from the prior mean 1;
+    a memoized fit resumes with the same prior."""
+    out_json, save = tmp_path / "fit.json", tmp_path / "save"
+    argv = ["fit", str(blobs / "blobs.npz"), "--algo", algo, "--K", "6", "--laps", "30", "--alpha-prior", "1,1",
+            "--quiet", "--json", str(out_json)]
+    if algo == "memo":
+        argv += ["--batches", "3", "--save", str(save)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    out = json.loads(out_json.read_text())
+    assert out["alpha_prior"] == [1.0, 1.0] and out["alpha"] == pytest.approx(out["q_alpha"][0] / out["q_alpha"][1])
+    assert out["q_alpha"][0] == pytest.approx(1.0 + 6) and abs(out["alpha"] - 1.0) > 0.05
+    assert f"E[alpha] = {out['alpha']:.4g} learnt" in text
+    if algo == "memo":
+        assert main(argv[:-2] + ["--laps", "31", "--resume", str(save), "--json", str(out_json)]) == 0
+        assert json.loads(out_json.read_text())["resumed_laps"] >= 1

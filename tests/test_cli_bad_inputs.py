@@ -55,6 +55,8 @@ def _checkpoints(d):
 
     assert main(["fit", str(d / "good.npz"), "--algo", "memo", "--laps", "1", "--save", str(d / "dp_state"),
                  "--quiet"]) == 0
+    assert main(["fit", str(d / "good.npz"), "--algo", "memo", "--laps", "1", "--alpha-prior", "1,1",
+                 "--save", str(d / "dp_alpha_state"), "--quiet"]) == 0
     assert main(["fit", "bars", "--model", "hdp", "--K", "4", "--batches", "2", "--laps", "1",
                  "--save", str(d / "hdp_state"), "--quiet"]) == 0
     state = (d / "dp_state" / "state.pt").read_bytes()
@@ -87,6 +89,9 @@ def cases(f):
         (fit + ["--tol", "inf"], "--tol"), (fit + ["--alpha", "0"], "--alpha"), (fit + ["--alpha", "-2"], "--alpha"),
         (fit + ["--alpha", "nan"], "--alpha"), (fit + ["--alpha", "inf"], "--alpha"),
         (fit + ["--seed", "-1"], "--seed"),
+        (fit + ["--alpha-prior", "0,1"], "--alpha-prior"), (fit + ["--alpha-prior", "1,-2"], "--alpha-prior"),
+        (fit + ["--alpha-prior", "nan,1"], "--alpha-prior"), (fit + ["--alpha-prior", "1,inf"], "--alpha-prior"),
+        (memo + ["--alpha-prior", "0,0"], "--alpha-prior"),
         (memo + ["--batches", "0"], "--batches"), (memo + ["--batches", "-3"], "--batches"),
         (memo + ["--batches", "61"], "batches"), (memo + ["--K", "0"], "--K"), (memo + ["--tol", "-0.5"], "--tol"),
         (hdp + ["--K", "0"], "--K"), (hdp + ["--laps", "0"], "--laps"), (hdp + ["--gamma", "0"], "--gamma"),
@@ -97,6 +102,9 @@ def cases(f):
         (fit + ["--K", "x"], "--K"), (fit + ["--K", "2.5"], "--K"), (fit + ["--laps", "ten"], "--laps"),
         (fit + ["--tol", "small"], "--tol"), (fit + ["--alpha", ""], "--alpha"), (hdp + ["--gamma", "g"], "--gamma"),
         (cmp + ["--passes", "many"], "--passes"), (cmp + ["--seeds", "a,b"], "--seeds"),
+        (fit + ["--alpha-prior", "1"], "--alpha-prior"), (fit + ["--alpha-prior", "1,2,3"], "--alpha-prior"),
+        (fit + ["--alpha-prior", "a,b"], "--alpha-prior"), (fit + ["--alpha-prior", "1;2"], "--alpha-prior"),
+        (fit + ["--alpha-prior", ","], "--alpha-prior"),
         # choices and option / model mismatches
         (fit + ["--family", "cauchy"], "cauchy"), (fit + ["--algo", "gibbs"], "gibbs"),
         (fit + ["--init", "magic"], "magic"), (fit + ["--dtype", "float16"], "float16"),
@@ -104,6 +112,7 @@ def cases(f):
         (fit + ["--moves", "birth"], "--moves"), (memo + ["--moves", "split"], "split"),
         (hdp + ["--moves", "delete,explode"], "explode"), (hdp + ["--family", "gauss"], "--family"),
         (fit + ["--gamma", "1"], "--gamma"), (fit + ["--vocab", "v.txt"], "--vocab"),
+        (hdp + ["--alpha-prior", "1,1"], "--alpha-prior"), (cmp + ["--alpha-prior", "1,1"], "--alpha-prior"),
         (fit + ["--device", "tpu"], "tpu"), (fit + ["--device", "cuda:7"], "cuda"), (fit + ["--unknown"], "--unknown"),
         (["fit", good, good], "unrecognized"), (["frobnicate"], "frobnicate"), ([], "command"),
         # bad data, dp
@@ -164,6 +173,9 @@ def cases(f):
         (memo + ["--resume", str(f / "dp_state"), "--batches", "5"], "--batches"),
         (memo + ["--resume", str(f / "dp_state"), "--family", "diag-gauss"], "--family"),
         (memo + ["--resume", str(f / "dp_state"), "--alpha", "2"], "--alpha"),
+        (memo + ["--resume", str(f / "dp_state"), "--alpha-prior", "1,1"], "--alpha-prior"),
+        (memo + ["--resume", str(f / "dp_alpha_state")], "--alpha-prior"),
+        (memo + ["--resume", str(f / "dp_alpha_state"), "--alpha-prior", "2,1"], "--alpha-prior"),
         (memo + ["--resume", str(f / "dp_state"), "--dtype", "float32"], "--dtype"),
         (["fit", str(f / "more.npz"), "--algo", "memo", "--resume", str(f / "dp_state")], "items"),
         (["fit", str(f / "wide.npz"), "--algo", "memo", "--resume", str(f / "dp_state")], "columns"),

@@ -110,7 +110,9 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :returns: a :class:`~pyro_memo.inference.FitResult` whose ``guide`` attribute holds
         the fitted guide (its parameters are in Pyro's param store) and whose ``elbo`` is the exact
         ELBO of that guide (responsibilities re-optimised under the final globals); for an HDP topic
-        model a :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps).
+        model a :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps). A model with a
+        latent concentration ``alpha ~ Gamma(s1, s2)`` learns :math:`q(\\alpha)`: read
+        ``result.posterior.expected_alpha()``.
     :warns ConvergenceWarning: when the fit stops at ``max_iter`` before the ELBO converged.
     """
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
@@ -186,7 +188,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
         source = ArrayBatches(x, num_batches, shuffle_seed=seed)
         index_sets = [source.indices(b) for b in range(source.num_batches)]
     driver = MemoizedVB(guide.spec.family, guide.K, guide.spec.alpha, guide.sticks.truncation, laps=laps,
-                        tol=tol, seed=seed, shuffle=shuffle)
+                        tol=tol, seed=seed, shuffle=shuffle, alpha_prior=guide.spec.alpha_prior)
     result = driver.fit(source, posterior=guide.posterior, callback=callback)
     guide.set_posterior(result.posterior)
     guide.memo = SummaryCache()

@@ -34,6 +34,11 @@ class DPMixtureGuide:
     :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
         :mod:`pyro_memo.bridge.param_store`: two models keep their own parameters).
 
+    A model with a latent DP concentration (``alpha = pyro.sample("alpha", dist.Gamma(s1, s2))``, see
+    :mod:`.recognition`) gets its factor :math:`q(\\alpha) = Gamma(w_1, w_2)` (Blei & Jordan 2006, §5):
+    the guide samples the alpha site from it, with ``(w1, w2)`` in the param store under
+    ``"{prefix}.q_alpha"``, and sticks beyond ``K`` from their conditional prior ``Beta(1, alpha)``.
+
     Like any Pyro guide it runs on any call of the model: a batch (the data plate's ``subsample``),
     the whole data (``guide(data)``, ``guide(data, None)``, ``guide(data, torch.arange(N))``) or new
     data of another size; the plate's size and subsample are read from each call. So
@@ -89,6 +94,8 @@ class DPMixtureGuide:
         K = self.K
         expected = {k: v.shape for k, v in self.spec.family.prior_posterior(K).items()}
         expected.update(eta1=(K,), eta0=(K,))
+        if self.spec.alpha_prior is not None:
+            expected.update(q_alpha=(2,))
         check_shapes(self.prefix, self._names(), expected)
 
     def adopt(self, spec):
@@ -105,16 +112,19 @@ class DPMixtureGuide:
 
     @property
     def sticks(self):
-        return DPSticks(self.spec.alpha, "direct" if self.K == self.spec.T else "nested")
+        return DPSticks(self.spec.alpha, "direct" if self.K == self.spec.T else "nested", self.spec.alpha_prior)
 
     def vb(self, **options):
         """A :class:`~pyro_memo.inference.FullBatchVB` matching this guide's family and truncation."""
         options.setdefault("init", self.init)
         options.setdefault("seed", self.seed)
-        return FullBatchVB(self.spec.family, self.K, self.spec.alpha, self.sticks.truncation, **options)
+        return FullBatchVB(self.spec.family, self.K, self.spec.alpha, self.sticks.truncation,
+                           alpha_prior=self.spec.alpha_prior, **options)
 
     def _names(self):
         keys = ["eta1", "eta0"] + list(self.spec.family.prior_names)
+        if self.spec.alpha_prior is not None:
+            keys.append("q_alpha")
         return {k: f"{self.prefix}.{k}" for k in keys}
 
     def _missing_params(self):
@@ -134,7 +144,17 @@ class DPMixtureGuide:
         if detach:
             values = {k: v.detach().clone() for k, v in values.items()}
         component = {k: values[k] for k in self.spec.family.prior_names}
-        return DPMixturePosterior(self.spec.family, self.sticks, component, values["eta1"], values["eta0"])
+        return DPMixturePosterior(self.spec.family, self.sticks, component, values["eta1"], values["eta0"],
+                                  values.get("q_alpha"))
+
+    @staticmethod
+    def _values(posterior):
+        """The param-store values of ``posterior``: component parameters, sticks and (learnt alpha) ``q_alpha``."""
+        values = dict(posterior.component, eta1=posterior.eta1, eta0=posterior.eta0)
+        if posterior.sticks.alpha_prior is not None:
+            q = posterior.q_alpha
+            values["q_alpha"] = posterior.eta1.new_tensor(posterior.sticks.alpha_prior) if q is None else q
+        return values
 
     def _constraint(self, key):
         """The param-store constraint of ``key``, as the family declares it (sticks: positive)."""
@@ -144,7 +164,7 @@ class DPMixtureGuide:
         """Write ``posterior``'s parameters into the param store (replacing old values)."""
         store = pyro.get_param_store()
         names = self._names()
-        values = dict(posterior.component, eta1=posterior.eta1, eta0=posterior.eta0)
+        values = self._values(posterior)
         for key, name in names.items():
             if name in store:
                 del store[name]
@@ -156,7 +176,7 @@ class DPMixtureGuide:
         A unit gradient step then lands exactly on ``target``: this is how the closed-form
         update travels through Pyro's ``SVI.step`` (see :class:`ClosedFormOptimizer`).
         """
-        values = dict(target.component, eta1=target.eta1, eta0=target.eta0)
+        values = self._values(target)
         for key, name in self._names().items():
             unconstrained = pyro.param(name).unconstrained()
             constraint = self._constraint(key)
@@ -165,15 +185,23 @@ class DPMixtureGuide:
 
     # ------------------------------------------------------------- the guide
     def _globals(self, post):
-        """Sample the global sites (sticks, then the ``T`` components; beyond ``K`` at the prior)."""
+        """Sample the global sites (a latent alpha, the sticks, then the ``T`` components; beyond ``K`` at
+        the prior, sticks beyond ``K`` at their conditional prior ``Beta(1, alpha)``)."""
         spec, T, K, fam = self.spec, self.spec.T, self.K, self.spec.family
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
+        alpha = spec.alpha
+        if spec.alpha_site is not None:
+            q = post.q_alpha.to(**like)
+            alpha = pyro.sample(spec.alpha_site, dist.Gamma(q[0], q[1]))
         if T > 1:
             n = min(K, T - 1)
-            eta1 = torch.cat([post.eta1[:n], post.eta1.new_ones(T - 1 - n)])
-            eta0 = torch.cat([post.eta0[:n], post.eta0.new_full((T - 1 - n,), spec.alpha)])
+            eta1 = torch.cat([post.eta1[:n], post.eta1.new_ones(T - 1 - n)]).to(**like)
+            eta0 = torch.cat([post.eta0[:n], post.eta0.new_ones(T - 1 - n)]).to(**like)
+            if n < T - 1:
+                tail = torch.arange(T - 1, device=eta0.device) >= n
+                eta0 = torch.where(tail, torch.as_tensor(alpha, **like), eta0)
             with pyro.plate(spec.stick_plate, T - 1):
-                pyro.sample(spec.stick_site, dist.Beta(eta1.to(**like), eta0.to(**like)))
+                pyro.sample(spec.stick_site, dist.Beta(eta1, eta0))
         prior = fam.prior_posterior(T - K)
         hyper = {k: torch.cat([v, prior[k]]).to(**like) for k, v in post.component.items()}
         with pyro.plate(spec.component_plate, T):
@@ -216,6 +244,8 @@ class DPMixtureGuide:
         names = set(self.spec.param_sites.values())
         if self.spec.stick_site is not None:
             names.add(self.spec.stick_site)
+        if self.spec.alpha_site is not None:
+            names.add(self.spec.alpha_site)
         return names
 
     def quantiles(self, quantiles, num_samples=2000, seed=0):

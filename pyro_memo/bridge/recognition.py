@@ -15,9 +15,15 @@ and Pyro's DP-mixture tutorial follow):
    (``Normal``, ``Poisson``, ``Bernoulli`` observations with component sites of shape
    ``(T,)``) are read as ``D = 1``.
 
+5. Optionally a latent DP concentration (Blei & Jordan 2006, §5): one global site outside any
+   plate, ``alpha = pyro.sample("alpha", dist.Gamma(s1, s2))``, used as the sticks' second
+   parameter, ``Beta(1, alpha)`` (or ``Beta(torch.ones(T - 1), alpha)``). Its prior is recorded in
+   the spec (``alpha_site``, ``alpha_prior``) and the fit learns :math:`q(\alpha) = Gamma(w_1, w_2)`.
+
 ``pyro.deterministic`` sites are ignored. ``pyro.param`` sites, ``pyro.factor`` terms,
-masked observations, ``MixtureSameFamily`` observations, a latent DP concentration and a
-nested feature plate are refused, each with the nearest supported form.
+masked observations, ``MixtureSameFamily`` observations, a latent DP concentration with another
+prior than a Gamma or inside a plate, and a nested feature plate are refused, each with the nearest
+supported form.
 
 After reading the structure, three numerical checks run at random values: the
 assignment probabilities equal the stick-breaking weights, the observation's log_prob
@@ -69,6 +75,10 @@ class ModelSpec(ArgumentReader):
     #: the data are ``(N,)`` scalars, read as one column
     scalar: bool = False
     extra: dict = field(default_factory=dict)
+    #: the latent DP concentration's site (``alpha ~ Gamma(s1, s2)`` outside any plate), if any
+    alpha_site: str = None
+    #: ``(s1, s2)``: shape and rate of its Gamma prior (``alpha`` is then the prior mean ``s1 / s2``)
+    alpha_prior: tuple = None
 
     kind = "dp"
 
@@ -286,7 +296,7 @@ def _refuse_params(trace):
         raise ModelStructureError(
             f"site {params[0]!r} is a pyro.param: pyro-memo fits no point-estimated hyperparameters (it would stay "
             "frozen at its initial value); pass a constant tensor instead, e.g. torch.tensor(1.0). For the DP "
-            "concentration alpha: pass a constant (a latent Gamma prior on alpha is planned)"
+            f"concentration alpha: pass a constant, or learn it with a Gamma prior: {ALPHA_FORM}"
         )
 
 
@@ -321,6 +331,71 @@ def _quiet_wishart():
         yield
 
 
+#: the latent DP concentration pyro-memo learns (Blei & Jordan 2006, §5)
+ALPHA_FORM = ("alpha = pyro.sample('alpha', dist.Gamma(s1, s2)) outside any plate, then "
+              "v = pyro.sample('v', dist.Beta(1, alpha)) in the sticks' plate")
+
+
+def _stick_concentration0(global_sites, T):
+    """The stick site's second Beta parameter, expanded to the site's shape (``None`` without a stick site)."""
+    sticks = [s for s in global_sites if isinstance(_base(s["fn"]), dist.Beta)
+              and [f.size for f in s["cond_indep_stack"]] == [T - 1] and s["fn"].event_shape == ()]
+    if len(sticks) != 1:
+        return None, None  # _find_sticks explains
+    return sticks[0], _base(sticks[0]["fn"]).concentration0.expand(sticks[0]["value"].shape)
+
+
+def _find_latent_alpha(model, args, kwargs, global_sites, T):
+    """The latent DP concentration: the one other global site whose value the sticks' ``Beta(1, alpha)``
+    takes as ``alpha`` (checked by re-running the model with the site conditioned on another value).
+    Returns ``(site, (s1, s2))`` or ``(None, None)``; refuses another prior than a scalar Gamma, or
+    the site inside a plate."""
+    stick, c0 = _stick_concentration0(global_sites, T)
+    if stick is None:
+        return None, None
+    found = None
+    for site in global_sites:
+        value = site["value"]
+        if site is stick or not torch.is_tensor(value) or not value.is_floating_point() or value.numel() == 0:
+            continue
+        try:
+            same = bool(torch.equal(torch.broadcast_to(value, c0.shape).to(c0), c0))
+        except RuntimeError:
+            continue
+        if same:
+            found = site
+            break
+    if found is None:
+        return None, None
+    name, prior = found["name"], _base(found["fn"])
+    if found["cond_indep_stack"]:
+        raise ModelStructureError(
+            f"site '{name}' is a latent DP concentration inside plate(s) "
+            f"{[f.name for f in found['cond_indep_stack']]}; "
+            f"pyro-memo learns one alpha shared by all sticks: {ALPHA_FORM}"
+        )
+    if not isinstance(prior, dist.Gamma) or found["value"].numel() != 1 or found["fn"].event_shape != ():
+        raise ModelStructureError(
+            f"site '{name}' is a latent DP concentration with a {type(prior).__name__} prior; pyro-memo learns "
+            f"alpha in closed form under a scalar Gamma prior only: {ALPHA_FORM}"
+        )
+    s1, s2 = float(prior.concentration.reshape(-1)[0]), float(prior.rate.reshape(-1)[0])
+    if not (s1 > 0 and s2 > 0 and s1 < float("inf") and s2 < float("inf")):
+        raise ModelStructureError(f"site '{name}': its Gamma prior's shape and rate must be positive and finite; "
+                                  f"got ({s1}, {s2})")
+    # the wiring: conditioned on another value of alpha, the sticks' second parameter follows it
+    probe = found["value"].detach() * 0 + 0.5 + 1.37 * float(found["value"].detach().reshape(-1)[0])
+    with torch.no_grad(), poutine.block():
+        cond = poutine.trace(poutine.condition(model, data={name: probe})).get_trace(*args, **kwargs)
+    got = _base(cond.nodes[stick["name"]]["fn"]).concentration0.expand(stick["value"].shape)
+    if not bool(torch.allclose(got.double(), probe.double().expand(got.shape), rtol=1e-6, atol=0)):
+        raise ModelStructureError(
+            f"site '{name}' looks like the DP concentration, but the stick site '{stick['name']}' does not take it "
+            f"as its Beta(1, alpha) parameter; supported form: {ALPHA_FORM}"
+        )
+    return found, (s1, s2)
+
+
 def _refuse_latent_alpha(global_sites, stick_site, alpha):
     for site in global_sites:
         if site is stick_site or site["cond_indep_stack"] or site["value"].numel() != 1:
@@ -328,13 +403,13 @@ def _refuse_latent_alpha(global_sites, stick_site, alpha):
         value = float(site["value"].reshape(()))
         if stick_site is not None and abs(value - alpha) <= 1e-6 * (1 + abs(alpha)):
             raise ModelStructureError(
-                f"site '{site['name']}' is a latent DP concentration ({type(_base(site['fn'])).__name__} prior on "
-                "the sticks' alpha); not supported here: pass alpha as a constant (a latent Gamma prior on "
-                "alpha is planned)"
+                f"site '{site['name']}' looks like a latent DP concentration ({type(_base(site['fn'])).__name__} "
+                f"prior on the sticks' alpha) but is not wired as one; supported form: {ALPHA_FORM}"
             )
         raise ModelStructureError(
             f"site '{site['name']}' is a global latent outside any plate; pyro-memo supports only the sticks "
-            "(plate of size T - 1) and component parameters (plate of size T)"
+            "(plate of size T - 1), component parameters (plate of size T) and a latent DP concentration "
+            f"({ALPHA_FORM})"
         )
 
 
@@ -404,7 +479,12 @@ def _recognize(model, args, kwargs, trace, dtype):
     global_sites = [s for s in latent if s is not z_site]
     if is_hdp(global_sites, T):
         return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
+    alpha_site, alpha_prior = _find_latent_alpha(model, args, kwargs, global_sites, T)
+    if alpha_site is not None:
+        global_sites = [s for s in global_sites if s is not alpha_site]
     stick_site, alpha = _find_sticks(global_sites, T)
+    if alpha_site is not None:
+        alpha = alpha_prior[0] / alpha_prior[1]
     _refuse_latent_alpha(global_sites, stick_site, alpha)
     comp = {s["name"]: s for s in global_sites if s is not stick_site}
     if not comp:
@@ -449,6 +529,8 @@ def _recognize(model, args, kwargs, trace, dtype):
         subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
         one_hot=type(obs_fn).__name__ in family_cls.pyro_one_hot,
         scalar=scalar,
+        alpha_site=None if alpha_site is None else alpha_site["name"],
+        alpha_prior=alpha_prior,
     )
     if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
         spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)

@@ -251,6 +251,24 @@ def parse_prior(text, family):
     return values
 
 
+def parse_alpha_prior(text):
+    """``(s1, s2)`` from an ``--alpha-prior S1,S2`` value (shape and rate of a Gamma prior on the DP
+    concentration), ``None`` for an empty one; raises unless it is two positive finite numbers."""
+    if text is None or not str(text).strip():
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 2 or len(parts) != 2:
+        raise ValueError(f"--alpha-prior takes two numbers S1,S2 (shape and rate of alpha's Gamma prior, "
+                         f"e.g. 1,1); got '{text}'")
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError(f"--alpha-prior: shape and rate must be positive finite numbers; got '{text}'")
+    return tuple(values)
+
+
 def parse_list(text, option, kind=str):
     """A comma-separated list of ``kind`` values; raises for an empty or malformed one."""
     try:

@@ -188,9 +188,20 @@ def param_rate(data, T=4):
         pyro.sample("x", dist.Poisson(lam[z]), obs=data)
 
 
-def latent_alpha(data, T=4):
-    alpha = pyro.sample("alpha", dist.Gamma(1.0, 1.0))
+def lognormal_alpha(data, T=4):
+    alpha = pyro.sample("alpha", dist.LogNormal(0.0, 1.0))
     with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, alpha))
+    with pyro.plate("components", T):
+        p = pyro.sample("p", dist.Beta(2.0, 2.0))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Bernoulli(p[z]), obs=data)
+
+
+def plate_alpha(data, T=4):
+    with pyro.plate("sticks", T - 1):
+        alpha = pyro.sample("alpha", dist.Gamma(1.0, 1.0))
         v = pyro.sample("v", dist.Beta(1.0, alpha))
     with pyro.plate("components", T):
         p = pyro.sample("p", dist.Beta(2.0, 2.0))
@@ -254,9 +265,10 @@ def scalar_data_vector_components(data, T=4):
 
 
 @pytest.mark.parametrize("model,data,message", [
-    (param_alpha, binary, r"site 'alpha' is a pyro.param.*pass a constant.*latent Gamma prior on alpha is planned"),
+    (param_alpha, binary, r"site 'alpha' is a pyro.param.*pass a constant.*Gamma prior.*dist.Gamma\(s1, s2\)"),
     (param_rate, counts, r"site 'rate_b' is a pyro.param.*pass a constant tensor"),
-    (latent_alpha, binary, r"site 'alpha' is a latent DP concentration \(Gamma prior.*pass alpha as a constant"),
+    (lognormal_alpha, binary, r"'alpha' is a latent DP concentration with a LogNormal prior.*Gamma\(s1, s2\)"),
+    (plate_alpha, binary, r"'alpha' is a latent DP concentration inside plate\(s\) \['sticks'\].*outside any plate"),
     (marginalised, reals, r"(?s)'obs' is a MixtureSameFamily.*Categorical\(weights\).*loc\[z\]"),
     (feature_plate, lambda: binary(40).reshape(20, 2), r"'x' sits in a nested feature plate 'features'.*to_event"),
     (factor_model, binary, r"site 'penalty' is a pyro.factor"),

@@ -33,7 +33,7 @@ def variant(rng):
         "plates": {k: rng.choice([f"{k}s", f"{k}_plate", f"P{rng.randrange(10)}"]) for k in ("stick", "comp", "data")},
         "subsample": rng.random() < 0.3,
         "keyword": rng.random() < 0.5,
-        "alpha": rng.choice(["const"] * 6 + ["param", "latent"]),
+        "alpha": rng.choice(["const"] * 6 + ["param", "latent", "latent_lognormal"]),
         "hyper": rng.choice(["const"] * 5 + ["param"]),
         "deterministic": rng.random() < 0.4,
         "sticks": rng.choice(["beta", "beta", "beta", "missing", "wrong"]),
@@ -50,7 +50,9 @@ def variant(rng):
         if v["alpha"] == "param":
             alpha = pyro.param("alpha", c(1.0))
         elif v["alpha"] == "latent":
-            alpha = pyro.sample("alpha", dist.Gamma(c(1.0), c(1.0)))
+            alpha = pyro.sample("alpha", dist.Gamma(c(1.0), c(1.0)))  # accepted: q(alpha) is learnt
+        elif v["alpha"] == "latent_lognormal":
+            alpha = pyro.sample("alpha", dist.LogNormal(c(0.0), c(1.0)))
         else:
             alpha = c(1.0)
         hyper = pyro.param("hyper", c(2.0)) if v["hyper"] == "param" else c(2.0)
@@ -132,12 +134,12 @@ def test_no_raw_error_escapes_recognition_or_fit():
 
 
 def test_refusals_are_model_structure_errors_naming_a_site():
-    """Refused variants with a pyro.param or a latent alpha say which site it is."""
+    """Refused variants with a pyro.param or a latent alpha of another prior than a Gamma say which site it is."""
     rng = random.Random(7)
     seen = 0
     for _ in range(NUM_VARIANTS):
         model, args, kwargs, v = variant(rng)
-        if not (v["alpha"] == "param" or v["alpha"] == "latent" and v["sticks"] == "beta"):
+        if not (v["alpha"] == "param" or v["alpha"] == "latent_lognormal" and v["sticks"] == "beta"):
             continue
         pyro.clear_param_store()
         with pytest.raises(pm.ModelStructureError, match=r"site 'alpha'|site 'hyper'"):

@@ -11,6 +11,7 @@ from ..common import (
     check_resume_matches,
     compare_progress,
     load_resume,
+    parse_alpha_prior,
     parse_methods,
     parse_moves,
     parse_prior,
@@ -61,6 +62,11 @@ for _command in ("fit", "compare"):
     register_option(_command, Option("--prior", PRIOR_HELP, {"metavar": "KEY=NUMBER,..."}))
     register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
+ALPHA_PRIOR_HELP = ("learn the DP concentration: alpha ~ Gamma(S1, S2) (shape S1, rate S2; prior mean S1 / S2) "
+                    "with its closed-form posterior q(alpha) (Blei & Jordan 2006), in place of a fixed --alpha; "
+                    "the summary and --json (key alpha) report E[alpha].")
+register_option("fit", Option("--alpha-prior", ALPHA_PRIOR_HELP, {"metavar": "S1,S2"}))
+
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
     "data": Use(_DATA + "; a .npy file is read from disk batch by batch with --algo memo", default="digits"),
@@ -72,6 +78,7 @@ _FIT_USES = {
     "laps": Use(default=100),
     "tol": Use(default=1e-7),
     "alpha": Use("DP concentration", default=1.0),
+    "alpha_prior": Use(default=""),
     "prior": Use(default=""),
     "prior_scale": Use(default=1.0),
     "init": Use("initial responsibilities", default="kmeans++", choices=("kmeans++", "random")),
@@ -151,7 +158,8 @@ def _labels(posterior, data, family):
 def _run(args, data, family, state, progress):
     """Fit by the chosen algorithm (``state``: a memoized fit's, possibly resumed); returns the result."""
     if args.algo == "vb":
-        vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed)
+        vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed,
+                         alpha_prior=parse_alpha_prior(args.alpha_prior))
 
         def vb_callback(lap, elbo, posterior):
             progress(lap, elbo, posterior, emptied=state.emptied[-1])
@@ -160,7 +168,7 @@ def _run(args, data, family, state, progress):
         return vb.fit(data, state=state, callback=vb_callback)
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
-                      moves=args.moves)
+                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior))
 
     def callback(lap, elbo, posterior):
         progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None, state.emptied[-1])
@@ -174,8 +182,16 @@ def _run(args, data, family, state, progress):
 def _check_resume(args, state, num_items, family):
     """Refuse a checkpoint fitted with other options or data than this run's."""
     post, total = state.posterior, state.cache.total
+    given_prior, saved_prior = parse_alpha_prior(args.alpha_prior), post.sticks.alpha_prior
+
+    def prior_text(prior):
+        return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
+
     saved = {"--family": (args.family, post.family.name), "--dtype": (args.dtype, str(post.dtype).split(".")[-1]),
-             "--alpha": (float(args.alpha), float(post.sticks.alpha)), "columns in DATA": (family.dim, post.family.dim)}
+             "--alpha-prior": (prior_text(given_prior), prior_text(saved_prior)),
+             "columns in DATA": (family.dim, post.family.dim)}
+    if given_prior is None and saved_prior is None:  # a learnt alpha makes --alpha unused
+        saved["--alpha"] = (float(args.alpha), float(post.sticks.alpha))
     if not args.moves:  # moves change the number of components
         saved["--K"] = (args.K, post.K)
     if state.cache.batches:
@@ -226,6 +242,7 @@ class DPMixture(CliModel):
                              f"--prior ({', '.join(PRIOR_NAMES[args.family])})")
         if command == "fit":
             parse_moves(args.moves, DP_MOVE_NAMES, self.name)
+            parse_alpha_prior(args.alpha_prior)
             check_device(args.device)
         else:  # names known at parse time: a bad list fails before torch is imported
             parse_methods(args.methods, DP_METHOD_NAMES, self.name)
@@ -261,6 +278,11 @@ class DPMixture(CliModel):
             "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
             "prior": parse_prior(args.prior, args.family),
         }
+        if post.sticks.alpha_prior is not None:  # learnt: E_q[alpha] and the Gamma factor q(alpha) = Gamma(w1, w2)
+            out.update(alpha=post.expected_alpha(), alpha_prior=list(post.sticks.alpha_prior),
+                       q_alpha=[float(v) for v in post.q_alpha])
+        else:
+            out["alpha"] = float(post.sticks.alpha)
         if args.algo == "memo":
             out["moves"] = result.state.move_log
         if labels is not None and len(labels) == len(pred):
