@@ -11,36 +11,18 @@ Gamma(alpha + N)) for the true and the found count.
 
 import time
 
-import numpy as np
 import torch
 from _common import make_parser
-from scipy.special import gammaln
 
 import pyro_memo as pm
+from pyro_memo.allocation import alpha_posterior_mean
+from pyro_memo.data import crp_gaussian_mixture
 from pyro_memo.families import KnownCovGaussian
 
 
-def crp_data(n, alpha, D, seed, spread=10.0):
-    """``n`` items from a CRP(alpha) mixture of unit-covariance Gaussians around N(0, spread^2 I) centres."""
-    rng = np.random.default_rng(seed)
-    counts, labels = [], np.empty(n, dtype=int)
-    for i in range(n):
-        p = np.array(counts + [alpha], dtype=float)
-        k = rng.choice(len(p), p=p / p.sum())
-        if k == len(counts):
-            counts.append(0)
-        counts[k] += 1
-        labels[i] = k
-    centers = spread * rng.standard_normal((len(counts), D))
-    return torch.tensor(centers[labels] + rng.standard_normal((n, D))), labels
-
-
-def antoniak_mean(K, N, s1, s2):
-    """Posterior mean of alpha ~ Gamma(s1, s2) given K clusters among N items (on a fine grid)."""
-    a = np.linspace(1e-3, 50, 200_000)
-    lp = (s1 - 1 + K) * np.log(a) - s2 * a + gammaln(a) - gammaln(a + N)
-    w = np.exp(lp - lp.max())
-    return float((a * w).sum() / w.sum())
+def _crp(n, alpha, D, seed):
+    x, labels = crp_gaussian_mixture(n, D, alpha, seed=seed)
+    return torch.as_tensor(x), labels
 
 
 def fit_alpha(x, seed, D, spread=10.0, prior=(1.0, 0.1), K=100, laps=100):
@@ -61,14 +43,15 @@ def main():
     args = parser.parse_args()
     prior = (1.0, 0.1)
     for seed in range(args.seeds):
-        x, labels = crp_data(args.n, args.alpha, args.dim, seed)
+        x, labels = _crp(args.n, args.alpha, args.dim, seed)
         start = time.perf_counter()
         post = fit_alpha(x, seed, args.dim, prior=prior, laps=args.laps)
         found = int((post.responsibilities(x).sum(0) > 0.5).sum())
         true = int(labels.max()) + 1
+        exact_true, exact_found = (alpha_posterior_mean(c, args.n, *prior) for c in (true, found))
         print(f"seed {seed}: clusters true {true} found {found} (K = {post.K}); E_q[alpha] = "
-              f"{post.expected_alpha():.3f}; exact E[alpha | K] true {antoniak_mean(true, args.n, *prior):.3f} "
-              f"found {antoniak_mean(found, args.n, *prior):.3f}; {time.perf_counter() - start:.0f} s", flush=True)
+              f"{post.expected_alpha():.3f}; exact E[alpha | K] true {exact_true:.3f} found {exact_found:.3f}; "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -26,3 +26,31 @@ def test_dp_gaussian_mixture_clusters_around_their_means():
         assert abs(x[labels == k].std(0).mean() - 1.0) < 0.1
     again, _ = dp_gaussian_mixture(5_000, 4, alpha=2.0, seed=3)
     assert np.array_equal(x, again)
+
+
+def test_crp_mixture_draws_the_dp_prior_number_of_clusters():
+    from pyro_memo.data import crp_gaussian_mixture
+
+    alpha, n = 3.0, 400
+    counts = [int(crp_gaussian_mixture(n, 2, alpha, seed=s)[1].max()) + 1 for s in range(40)]
+    expected = sum(alpha / (alpha + i) for i in range(n))  # E[C] under the CRP, exactly
+    assert abs(np.mean(counts) - expected) < 4 * np.std(counts) / np.sqrt(len(counts))
+    x, labels = crp_gaussian_mixture(50, 3, alpha, seed=1)
+    assert x.shape == (50, 3) and sorted(set(labels.tolist())) == list(range(labels.max() + 1))
+
+
+def test_alpha_posterior_mean_matches_quadrature():
+    from scipy import integrate
+    from scipy.special import gammaln
+
+    from pyro_memo.allocation import alpha_posterior_mean
+
+    C, N, s1, s2 = 12, 500, 2.0, 0.5
+
+    def log_post(a):
+        return (s1 - 1 + C) * np.log(a) - s2 * a + gammaln(a) - gammaln(a + N)
+
+    top = log_post(np.linspace(0.01, 60, 10_000)).max()
+    moments = [integrate.quad(lambda a, k=k: a**k * np.exp(log_post(a) - top), 0, np.inf)[0] for k in (0, 1)]
+    ref = moments[1] / moments[0]
+    assert abs(alpha_posterior_mean(C, N, s1, s2) - ref) < 1e-4 * ref

@@ -158,3 +158,15 @@ class DPSticks:
         if q_alpha is not None:
             value = value - self.alpha_kl(q_alpha)
         return value
+
+
+def alpha_posterior_mean(num_clusters, num_items, s1, s2, grid=200_000, upper=None):
+    """:math:`E[\\alpha \\mid C]` for :math:`\\alpha \\sim \\mathrm{Gamma}(s_1, s_2)` given only the number of
+    clusters ``C`` among ``N`` items of a DP (Antoniak 1974: :math:`p(C \\mid \\alpha) \\propto
+    \\alpha^C \\Gamma(\\alpha) / \\Gamma(\\alpha + N)`), by quadrature on a grid up to ``upper``
+    (default: far into the tail of the prior and of the likelihood). A reference for a learnt q(alpha)."""
+    upper = upper or 10.0 * (s1 + num_clusters) / s2 + 50.0
+    a = torch.linspace(upper / grid, upper, grid, dtype=torch.float64)
+    log_post = (s1 - 1 + num_clusters) * torch.log(a) - s2 * a + torch.lgamma(a) - torch.lgamma(a + num_items)
+    w = torch.exp(log_post - log_post.max())
+    return float((a * w).sum() / w.sum())

@@ -8,6 +8,7 @@ from torch.distributions import constraints, transform_to
 from ..allocation import DPSticks
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .param_store import DataFingerprint, check_shapes, default_prefix
+from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 
 #: constraint names a family may declare in ``pyro_constraints`` (others: positive)
@@ -15,7 +16,7 @@ CONSTRAINTS = {"real": constraints.real, "positive_definite": constraints.positi
                "positive": constraints.positive}
 
 
-class DPMixtureGuide:
+class DPMixtureGuide(GlobalSiteReadouts):
     """Variational family :math:`q(v)q(\\phi)q(z)` of a DP-mixture Pyro model (Hughes & Sudderth 2013, §2.1).
 
     ``q(v_k) = Beta(eta1_k, eta0_k)`` and ``q(phi_k)`` (the family's conjugate form)
@@ -247,17 +248,3 @@ class DPMixtureGuide:
         if self.spec.alpha_site is not None:
             names.add(self.spec.alpha_site)
         return names
-
-    def quantiles(self, quantiles, num_samples=2000, seed=0):
-        """Elementwise quantiles of the global sites under the guide: dict site -> tensor
-        ``(len(quantiles), *site shape)``, estimated from ``num_samples`` draws of a generator seeded
-        with ``seed`` (deterministic; the global RNG is left as it was)."""
-        qs = torch.as_tensor(quantiles, dtype=torch.float64)
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            draws = self.sample_posterior(num_samples)
-        return {k: torch.quantile(v.double(), qs.to(v.device), dim=0).to(v.dtype) for k, v in draws.items()}
-
-    def median(self, num_samples=2000, seed=0):
-        """Posterior medians of the global sites (elementwise; as :meth:`quantiles` at 0.5): dict site -> tensor."""
-        return {k: v[0] for k, v in self.quantiles([0.5], num_samples=num_samples, seed=seed).items()}

@@ -11,12 +11,13 @@ from ..inference import SummaryCache
 from ..topics import HDPPosterior
 from .hdp_gap import normaliser_gap
 from .param_store import DataFingerprint, check_shapes, default_prefix
+from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 
 _CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive}
 
 
-class HDPGuide:
+class HDPGuide(GlobalSiteReadouts):
     """``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(phi_k) = Dir(lam_k)`` (the
     tail topic at its prior), ``q(pi_d) = Dir(theta_d)`` and ``q(z_n) = Cat(r_n)`` (no mass on
     the tail) for a recognised HDP topic model (see :mod:`.hdp_recognition`).
@@ -244,17 +245,3 @@ class HDPGuide:
             sticks = dist.Beta(post.rho * post.omega, (1 - post.rho) * post.omega).sample((n,))
             topics = dist.Dirichlet(lam).sample((n,))
         return {spec.stick_site: sticks.to(**like), spec.topic_site: topics.to(**like)}
-
-    def quantiles(self, quantiles, num_samples=2000, seed=0):
-        """Elementwise quantiles of the global sites under the guide: dict site -> tensor
-        ``(len(quantiles), *site shape)``, estimated from ``num_samples`` draws of a generator seeded
-        with ``seed`` (deterministic; the global RNG is left as it was)."""
-        qs = torch.as_tensor(quantiles, dtype=torch.float64)
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            draws = self.sample_posterior(num_samples)
-        return {k: torch.quantile(v.double(), qs.to(v.device), dim=0).to(v.dtype) for k, v in draws.items()}
-
-    def median(self, num_samples=2000, seed=0):
-        """Posterior medians of the global sites (elementwise; as :meth:`quantiles` at 0.5): dict site -> tensor."""
-        return {k: v[0] for k, v in self.quantiles([0.5], num_samples=num_samples, seed=seed).items()}

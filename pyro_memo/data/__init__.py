@@ -7,7 +7,7 @@ from .corpus import Corpus, from_counts, read_ldac, split_documents, split_token
 from .datasets import BUNDLED, FASHION_MNIST_DIR, load_dataset, load_fashion_mnist
 from .files import write_atomically
 from .home import DATA_HOME_ENV, DataUnavailableError, get_data_home
-from .synthetic import bars_corpus, dp_gaussian_mixture, edge_covariances, toy_patches
+from .synthetic import bars_corpus, crp_gaussian_mixture, dp_gaussian_mixture, edge_covariances, toy_patches
 from .wikipedia import fetch_wikipedia, load_wikipedia
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "IndexBatches",
     "ListBatches",
     "bars_corpus",
+    "crp_gaussian_mixture",
     "dp_gaussian_mixture",
     "edge_covariances",
     "fetch_wikipedia",

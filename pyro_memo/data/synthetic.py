@@ -73,6 +73,28 @@ def dp_gaussian_mixture(num_items, dim, alpha=1.0, separation=3.0, seed=0):
     return x, labels
 
 
+def crp_gaussian_mixture(num_items, dim, alpha=1.0, spread=10.0, seed=0):
+    """Items from a DP mixture drawn through its Chinese restaurant process: item ``i`` joins an existing
+    cluster with probability proportional to its size, or a new one with probability proportional
+    to ``alpha`` (Antoniak 1974; Blei & Jordan 2006 §2); each cluster is a unit-covariance Gaussian around
+    a centre from :math:`N(0, \\text{spread}^2 I)`. Unlike :func:`dp_gaussian_mixture`, the number of
+    clusters has exactly the prior distribution of a DP with ``alpha`` for ``num_items`` items.
+
+    :returns: ``(x, labels)``: ``(N, dim)`` float64 array and ``(N,)`` cluster labels ``0 .. C-1``.
+    """
+    rng = np.random.default_rng(seed)
+    counts, labels = [], np.empty(num_items, dtype=np.int64)
+    for i in range(num_items):
+        p = np.array(counts + [alpha], dtype=float)
+        k = rng.choice(len(p), p=p / p.sum())
+        if k == len(counts):
+            counts.append(0)
+        counts[k] += 1
+        labels[i] = k
+    centers = spread * rng.standard_normal((len(counts), dim))
+    return centers[labels] + rng.standard_normal((num_items, dim)), labels
+
+
 def bars_corpus(num_docs=500, doc_length=60, side=5, alpha=0.5, seed=0):
     """Griffiths & Steyvers' "bars" topic data: the vocabulary is a ``side x side`` pixel
     grid (``V = side**2``), the ``2 * side`` true topics are its rows and columns (uniform
