@@ -10,9 +10,16 @@ closed form. We bound it below by :math:`K\\log\\alpha + \\sum_{k=1}^{K+1} \\log
 the difference is :math:`g(\\alpha) - \\sum_k g(\\alpha\\beta_k)`, non-negative because ``g`` is
 convex with ``g(0) = 0``, hence superadditive. The objective below is that bound, evaluated
 exactly; sticks are optimised on it numerically (L-BFGS on ``logit rho``, ``log omega``).
+
+Either concentration may be learnt (:class:`~pyro_memo.allocation.concentration.GammaConcentration`):
+the bound's terms in :math:`\\alpha` are :math:`DK\\,E[\\log\\alpha] + E[\\alpha]\\sum_k E[\\beta_k]\\sum_d
+E\\log\\pi_{dk}`, in :math:`\\gamma` they are :math:`K\\,E[\\log\\gamma] + (E[\\gamma] - 1)\\sum_k E\\log(1 - u_k)`,
+both of the Gamma form, so :func:`concentration_terms` gives each factor's closed-form update.
 """
 
 import torch
+
+from .concentration import expected_log
 
 
 def _log_beta(a, b):
@@ -61,11 +68,20 @@ def top_level_objective(rho, omega, num_docs, sum_log_pi, alpha, gamma):
     K = rho.shape[0]
     e_log_u, e_log_1mu = expected_log_u(rho, omega)
     a, b = rho * omega, (1 - rho) * omega
-    prior = -_log_beta(torch.ones_like(rho), gamma * torch.ones_like(rho)) + (gamma - 1) * e_log_1mu
+    prior = expected_log(gamma) + (float(gamma) - 1) * e_log_1mu  # E log Beta(u | 1, gamma)
     entropy_part = _log_beta(a, b) - (a - 1) * e_log_u - (b - 1) * e_log_1mu
-    docs = num_docs * (K * torch.log(torch.as_tensor(alpha, dtype=rho.dtype, device=rho.device))
-                       + expected_log_beta(rho, omega).sum())
-    return docs + alpha * (expected_beta(rho) * sum_log_pi).sum() + (prior + entropy_part).sum()
+    docs = num_docs * (K * expected_log(alpha) + expected_log_beta(rho, omega).sum())
+    return docs + float(alpha) * (expected_beta(rho) * sum_log_pi).sum() + (prior + entropy_part).sum()
+
+
+def concentration_terms(rho, omega, num_docs, sum_log_pi):
+    """The statistics ``(n, t)`` of the bound's terms :math:`n E[\\log c] - t E[c]` in each
+    concentration: ``{"alpha": (D K, -sum_k E[beta_k] sum_d E log pi_dk), "gamma": (K, -sum_k E log(1 - u_k))}``
+    (:meth:`~pyro_memo.allocation.concentration.GammaConcentration.updated` takes them)."""
+    K = rho.shape[0]
+    _, e_log_1mu = expected_log_u(rho, omega)
+    return {"alpha": (num_docs * K, -float((expected_beta(rho) * sum_log_pi).sum())),
+            "gamma": (K, -float(e_log_1mu.sum()))}
 
 
 def prior_sticks(K, gamma, dtype=torch.float64, device=None):

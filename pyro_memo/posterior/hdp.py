@@ -12,7 +12,14 @@ groups of Gaussian pixel features, the setting of Gomes, Welling & Perona 2008).
 
 import torch
 
-from ..allocation.hdp_sticks import expected_beta, optimize_sticks, prior_sticks, top_level_objective
+from ..allocation.concentration import GammaConcentration, concentration_from_state, concentration_state
+from ..allocation.hdp_sticks import (
+    concentration_terms,
+    expected_beta,
+    optimize_sticks,
+    prior_sticks,
+    top_level_objective,
+)
 from ..families import family_from_state
 from ..summaries import GroupSummary
 from .base import VariationalPosterior
@@ -42,13 +49,19 @@ class GroupedHDPPosterior(VariationalPosterior):
 
     :param rho: ``(K,)`` stick means.
     :param omega: ``(K,)`` stick concentrations.
-    :param float alpha: group-level concentration.
-    :param float gamma: top-level concentration.
+    :param alpha: group-level concentration: a float, or a
+        :class:`~pyro_memo.allocation.concentration.GammaConcentration` to learn it.
+    :param gamma: top-level concentration, likewise.
     """
 
     def __init__(self, rho, omega, alpha, gamma):
         self.rho, self.omega = rho, omega
-        self.alpha, self.gamma = float(alpha), float(gamma)
+        self.alpha, self.gamma = (c if isinstance(c, GammaConcentration) else float(c) for c in (alpha, gamma))
+
+    @property
+    def learnt_concentrations(self):
+        """The names of the concentrations with a variational factor (``"alpha"``, ``"gamma"``)."""
+        return [name for name in ("alpha", "gamma") if isinstance(getattr(self, name), GammaConcentration)]
 
     @property
     def K(self):
@@ -86,17 +99,32 @@ class GroupedHDPPosterior(VariationalPosterior):
         raise NotImplementedError
 
     # ------------------------------------------------------------ global step
-    def updated(self, summary, stick_iters=100):
+    def updated(self, summary, stick_iters=100, rounds=3):
         """The globals optimal for ``summary``: components in closed form, sticks by
         :func:`~pyro_memo.allocation.hdp_sticks.optimize_sticks` started from the current ones
-        (never lowering the bound)."""
+        (never lowering the bound); learnt concentrations and sticks then alternate for up to
+        ``rounds`` rounds, each concentration's factor its closed-form optimum given the sticks
+        (:func:`~pyro_memo.allocation.hdp_sticks.concentration_terms`), so no step lowers the bound."""
         components = self.updated_components(summary)
         rho, omega = self.rho, self.omega
         if rho.shape[0] != summary.K:
-            rho, omega = prior_sticks(summary.K, self.gamma, rho.dtype, rho.device)
-        rho, omega = optimize_sticks(rho, omega, summary.num_docs, summary.sum_log_pi, self.alpha, self.gamma,
-                                     max_iter=stick_iters)
-        return self.with_globals(rho, omega, **components)
+            rho, omega = prior_sticks(summary.K, float(self.gamma), rho.dtype, rho.device)
+        alpha, gamma = self.alpha, self.gamma
+        for _ in range(rounds if self.learnt_concentrations else 1):
+            rho, omega = optimize_sticks(rho, omega, summary.num_docs, summary.sum_log_pi, alpha, gamma,
+                                         max_iter=stick_iters)
+            if not self.learnt_concentrations:
+                break
+            terms = concentration_terms(rho, omega, summary.num_docs, summary.sum_log_pi)
+            new = [c.updated(*terms[name]) if isinstance(c, GammaConcentration) else c
+                   for name, c in (("alpha", alpha), ("gamma", gamma))]
+            moved = max(abs(float(a) - float(b)) / float(b) for a, b in zip(new, (alpha, gamma), strict=True))
+            alpha, gamma = new
+            if moved < 1e-6:
+                break
+        new = self.with_globals(rho, omega, **components)
+        new.alpha, new.gamma = alpha, gamma
+        return new
 
     def update(self, summary):
         """The engine's global step: :meth:`updated` (a new posterior; this one is unchanged)."""
@@ -175,8 +203,11 @@ class GroupedHDPPosterior(VariationalPosterior):
         """The HDP bound's terms (scalar tensors) for the groups ``summary`` describes."""
         sticks = top_level_objective(self.rho, self.omega, summary.num_docs, summary.sum_log_pi, self.alpha,
                                      self.gamma)
-        return {**self.component_terms(summary), "sticks": sticks, "documents": summary.doc_term,
-                "entropy": summary.entropy.sum()}
+        terms = {**self.component_terms(summary), "sticks": sticks, "documents": summary.doc_term,
+                 "entropy": summary.entropy.sum()}
+        if self.learnt_concentrations:
+            terms["concentrations"] = -sticks.new_tensor(sum(getattr(self, c).kl() for c in self.learnt_concentrations))
+        return terms
 
     def elbo(self, summary):
         """The bound :math:`\\mathcal{L}` of the groups ``summary`` summarises (exact, with the
@@ -224,7 +255,8 @@ class HDPMixturePosterior(GroupedHDPPosterior):
 
     def state_dict(self):
         return {**self.family.state_dict(), "component": {k: v.cpu() for k, v in self.component.items()},
-                "rho": self.rho.cpu(), "omega": self.omega.cpu(), "alpha": self.alpha, "gamma": self.gamma}
+                "rho": self.rho.cpu(), "omega": self.omega.cpu(), "alpha": concentration_state(self.alpha),
+                "gamma": concentration_state(self.gamma)}
 
     @classmethod
     def from_state_dict(cls, d, device=None):
@@ -234,4 +266,4 @@ class HDPMixturePosterior(GroupedHDPPosterior):
             return t.to(dtype=family.dtype, device=device)
 
         return cls(family, {k: move(v) for k, v in d["component"].items()}, move(d["rho"]), move(d["omega"]),
-                   d["alpha"], d["gamma"])
+                   concentration_from_state(d["alpha"]), concentration_from_state(d["gamma"]))

@@ -4,6 +4,7 @@ its bound (Hughes, Kim & Sudderth, AISTATS 2015; Sudderth's HDP talk, slides
 
 import torch
 
+from ..allocation.concentration import concentration_from_state, concentration_state
 from ..allocation.hdp_sticks import expected_beta, prior_sticks  # noqa: F401  (expected_beta re-exported)
 from ..families import Multinomial
 from ..posterior.hdp import GroupedHDPPosterior, expected_log_dirichlet, group_terms, log_dirichlet_norm
@@ -25,8 +26,9 @@ class HDPPosterior(GroupedHDPPosterior):
     :param lam: ``(K, V)`` topic-word Dirichlet parameters.
     :param rho: ``(K,)`` stick means.
     :param omega: ``(K,)`` stick concentrations.
-    :param float alpha: document-level concentration.
-    :param float gamma: top-level concentration.
+    :param alpha: document-level concentration (a float, or a
+        :class:`~pyro_memo.allocation.concentration.GammaConcentration` to learn it).
+    :param gamma: top-level concentration, likewise.
     :param float lam0: symmetric topic-word Dirichlet prior.
     """
 
@@ -87,13 +89,14 @@ class HDPPosterior(GroupedHDPPosterior):
 
     def state_dict(self):
         """Topics, sticks and hyperparameters as plain tensors and numbers (checkpoints)."""
-        return {"lam": self.lam.cpu(), "rho": self.rho.cpu(), "omega": self.omega.cpu(), "alpha": self.alpha,
-                "gamma": self.gamma, "lam0": self.lam0}
+        return {"lam": self.lam.cpu(), "rho": self.rho.cpu(), "omega": self.omega.cpu(),
+                "alpha": concentration_state(self.alpha), "gamma": concentration_state(self.gamma), "lam0": self.lam0}
 
     @classmethod
     def from_state_dict(cls, d, device=None):
         """The inverse of :meth:`state_dict`."""
-        return cls(d["lam"].to(device), d["rho"].to(device), d["omega"].to(device), d["alpha"], d["gamma"], d["lam0"])
+        return cls(d["lam"].to(device), d["rho"].to(device), d["omega"].to(device),
+                   concentration_from_state(d["alpha"]), concentration_from_state(d["gamma"]), d["lam0"])
 
     def to(self, dtype=None, device=None):
         def move(t):

@@ -6,6 +6,7 @@ from collections import namedtuple
 import numpy as np
 import torch
 
+from ..allocation.concentration import learnable
 from ..engine import FitResult, MemoizedDriver, make_moves
 from ..inference.initialization import initial_responsibilities
 from ..memo import MemoState
@@ -106,8 +107,10 @@ class HDPSteps:
     :class:`~pyro_memo.engine.StochasticDriver`) for the HDP topic model: corpus batches, the
     initial topics and the document-level local step."""
 
-    def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family=None):
-        """Validate and keep the model's settings (see :class:`MemoizedHDP`)."""
+    def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family=None,
+                  alpha_prior=None, gamma_prior=None):
+        """Validate and keep the model's settings (see :class:`MemoizedHDP`); with a Gamma prior a
+        concentration becomes a :class:`~pyro_memo.allocation.concentration.GammaConcentration`."""
         self.family = family
         for name, value in (("K", K), ("local_iters", local_iters)):
             if int(value) < 1:
@@ -118,7 +121,7 @@ class HDPSteps:
         if init not in INITS:
             raise ValueError(f"init must be one of {', '.join(INITS)}; got {init!r}")
         self.K, self.local_iters = int(K), int(local_iters)
-        self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
+        self.alpha, self.gamma, self.lam0 = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior), float(lam0)
         self.local_tol = float(local_tol)
         self.dtype, self.device = dtype, device
         self.init = init
@@ -178,9 +181,14 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     the whole corpus and no batch step lowers it.
 
     :param int K: truncation (number of topics).
-    :param float alpha: document-level concentration.
-    :param float gamma: top-level concentration.
+    :param float alpha: document-level concentration (unused with ``alpha_prior``).
+    :param float gamma: top-level concentration (unused with ``gamma_prior``).
     :param float lam0: symmetric Dirichlet prior on topic-word distributions.
+    :param alpha_prior: ``(s1, s2)``: learn the document-level concentration,
+        :math:`\\alpha \\sim Gamma(s_1, s_2)` (shape, rate), with a closed-form Gamma factor
+        :math:`q(\\alpha)` updated with the sticks at every global step (see
+        :mod:`pyro_memo.allocation.concentration`); the local steps use :math:`E_q[\\alpha]`.
+    :param gamma_prior: ``(s1, s2)``: learn the top-level concentration likewise.
     :param int laps: maximum passes through the corpus.
     :param float tol: stop when the bound's relative change over a lap is below this.
     :param int local_iters: cap on document-level iterations per visit.
@@ -216,8 +224,10 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
-                 record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None):
-        self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family)
+                 record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
+                 alpha_prior=None, gamma_prior=None):
+        self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
+                       gamma_prior)
         if family is not None and moves:
             raise ValueError("birth / merge / delete moves are implemented for the topic model only; fit an HDP "
                              "over a family without moves")
