@@ -21,4 +21,5 @@ DP_METHOD_NAMES = ("memo", "memo-moves", "memo-incremental", "vb", "svi-k0.5-d10
                    "pyro-svi", "pyro-svi-trace", "sga", "sga+m", "sga+f", "gibbs-collapsed", "gibbs-blocked",
                    "sklearn-bgm")
 #: HDP comparison methods, in the order of :data:`pyro_memo.comparison.TOPIC_METHODS`
-TOPIC_METHOD_NAMES = ("memo", "memo-moves", "svi-k0.5-d10", "svi-k0.9-d10", "gensim-hdp", "tomotopy-hdp")
+TOPIC_METHOD_NAMES = ("memo", "memo-moves", "svi-k0.5-d10", "svi-k0.9-d10", "gensim-hdp", "tomotopy-hdp",
+                      "tomotopy-lda")

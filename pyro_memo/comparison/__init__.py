@@ -22,7 +22,11 @@ from .topic_methods import (
     TopicSettings,
     add_tomotopy_documents,
     bag_of_words,
+    point_estimate,
     posterior_from_topics,
+    run_tomotopy_lda,
+    tomotopy_lda_model,
+    tomotopy_lda_posterior,
     tomotopy_topics,
 )
 from .topic_task import TOPIC_COLUMNS, TOPIC_TABLE, TopicTask, compare_topics
@@ -31,4 +35,6 @@ __all__ = ["COLUMNS", "METHODS", "MIXTURE_TABLE", "TOPIC_COLUMNS", "TOPIC_METHOD
            "MixtureTask", "Run", "Settings", "Table", "Task", "TopicRun", "TopicSettings", "TopicTask", "compare",
            "compare_topics", "load_array_split", "markdown_tables", "merge_outputs", "read_outputs",
            "run_comparison", "summarize", "write_outputs", "add_tomotopy_documents", "bag_of_words",
-           "posterior_from_topics", "tomotopy_topics"]
+           "point_estimate", "posterior_from_topics", "run_tomotopy_lda", "tomotopy_lda_model",
+           "tomotopy_lda_posterior",
+           "tomotopy_topics"]

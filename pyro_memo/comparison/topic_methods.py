@@ -1,5 +1,8 @@
-"""HDP topic-model methods behind one signature, scored alike: memoized HDP (with and without
-moves), stochastic online HDP, and gensim's / tomotopy's HDP when installed.
+"""Topic-model methods behind one signature, scored alike: memoized HDP (with and without
+moves), stochastic online HDP, gensim's / tomotopy's HDP when installed, and tomotopy's
+LDA (``"tomotopy-lda"``: collapsed Gibbs with ``K`` topics and its own asymmetric
+:math:`\alpha` optimisation, scored as the point-estimate LDA it fits, see
+:func:`run_tomotopy_lda`).
 
 A runner takes the training :class:`~pyro_memo.topics.Corpus`, a
 :class:`~pyro_memo.comparison.Budget` (laps or seconds), the shared :class:`TopicSettings`
@@ -46,20 +49,60 @@ class TopicRun:
     posterior: HDPPosterior = None
 
 
-def posterior_from_topics(topic_word, weights, settings, tokens):
-    """An :class:`HDPPosterior` whose topics have means ``topic_word`` ``(K, V)`` and
-    ``tokens`` expected tokens in all, shared by ``weights`` ``(K,)``, whose top-level
-    weights are ``weights`` (scaled to leave 1% for the tail), sharply concentrated."""
+#: total concentration of the point-estimate topics' Dirichlets: with ``lam = phi * POINT``,
+#: :math:`\psi(\lambda_v) - \psi(\sum\lambda) = \log\phi_v - 1 / (2\lambda_v) + O(\lambda_v^{-2})`,
+#: within 5e-7 of :math:`\log\phi_v` for every :math:`\phi_v \ge 10^{-6}`
+POINT = 1e12
+
+
+def posterior_from_topics(topic_word, weights, settings, tokens, *, alpha=None, tail=0.01, point=False):
+    """An :class:`HDPPosterior` from external topics ``topic_word`` ``(K, V)`` (rows are
+    normalised) with top-level weights ``weights`` ``(K,)`` (normalised; clamped at 1e-10).
+    Topics are reordered by decreasing weight. The sticks are sharply concentrated
+    (``omega = 1e4``) at expected weights :math:`E[\beta_k] = (1 - \text{tail})\\,w_k` and
+    :math:`E[\beta_{K+1}] = \text{tail}`.
+
+    :param tokens: with ``point=False``, the topics' Dirichlets are :math:`\\lambda_k =
+        \\lambda_0 + \\phi_k\\, w_k\\, \text{tokens}` (``lam0 = settings.lam0``): ``tokens``
+        expected tokens in all, shared by the weights. Unused with ``point=True``.
+    :param alpha: the documents' total concentration :math:`A` (the posterior's ``alpha``);
+        ``None``: ``settings.alpha``. The documents' prior is :math:`\\mathrm{Dir}(A
+        E[\beta_1], \\dots, A E[\beta_K], A E[\beta_{K+1}])`; an LDA's
+        :math:`\\mathrm{Dir}(\alpha_1..\alpha_K)` is ``weights = alpha_vector``,
+        ``alpha = sum(alpha_vector)`` and a tiny ``tail``.
+    :param float tail: the tail's expected weight :math:`E[\beta_{K+1}]` (mass of the
+        topics beyond ``K``, which predict uniformly over words), in (0, 1).
+    :param bool point: ``False``: the Dirichlets above (their :math:`E[\\log\\phi]` lies below
+        :math:`\\log\\phi` for rare words). ``True``: point-estimate topics,
+        :math:`\\lambda_k = \\phi_k \\cdot` :data:`POINT` and nothing else (no ``lam0``), so
+        :math:`E[\\log\\phi_k] \approx \\log\\phi_k` and the documents' local step folds in
+        the given topics themselves.
+    """
+    if not 0 < tail < 1:
+        raise ValueError(f"tail must be in (0, 1); got {tail}")
     topic_word = torch.as_tensor(np.asarray(topic_word), dtype=settings.dtype)
     weights = torch.as_tensor(np.asarray(weights), dtype=settings.dtype).clamp_min(1e-10)
     weights = weights / weights.sum()
     order = torch.argsort(weights, descending=True)
     topic_word, weights = topic_word[order], weights[order]
-    mass = (weights * float(tokens))[:, None]
-    lam = settings.lam0 + topic_word / topic_word.sum(1, keepdim=True) * mass
-    rho = rho_from_weights(torch.cat([0.99 * weights, weights.new_full((1,), 0.01)]))
+    means = topic_word / topic_word.sum(1, keepdim=True)
+    if point:
+        lam = means * POINT
+    else:
+        lam = settings.lam0 + means * (weights * float(tokens))[:, None]
+    rho = rho_from_weights(torch.cat([(1 - tail) * weights, weights.new_full((1,), tail)]))
     omega = torch.full_like(weights, 1e4)
-    return HDPPosterior(lam, rho, omega, settings.alpha, settings.gamma, settings.lam0)
+    return HDPPosterior(lam, rho, omega, settings.alpha if alpha is None else float(alpha), settings.gamma,
+                        settings.lam0)
+
+
+def point_estimate(posterior):
+    """The point-estimate form of a fitted :class:`HDPPosterior`: its topic means
+    :math:`E[\\phi_k]` times :data:`POINT` as the topics' Dirichlets (so
+    :math:`E[\\log\\phi_k] \approx \\log E[\\phi_k]`), the same sticks, ``alpha``, ``gamma``
+    and ``lam0``: the fold-in of :func:`posterior_from_topics` with ``point=True``."""
+    return HDPPosterior(posterior.topic_means() * POINT, posterior.rho, posterior.omega, posterior.alpha,
+                        posterior.gamma, posterior.lam0)
 
 
 def _effective(post):
@@ -184,6 +227,56 @@ def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
     return run
 
 
+def run_tomotopy_lda(corpus, budget, settings, seed, every=10):
+    """tomotopy's collapsed Gibbs ``LDAModel`` with ``K`` topics (one thread), ``alpha``
+    starting at ``settings.alpha / K`` per topic and optimised by tomotopy itself (its default
+    ``optim_interval=10``), ``eta=0.01``, ``every`` sweeps per trace point until the budget's
+    seconds (or ``passes`` sweeps).
+
+    Scored as the LDA it is: the documents' prior is tomotopy's learnt
+    :math:`\\mathrm{Dir}(\alpha_1..\alpha_K)` (tail mass 1e-9) and the fold-in uses its point
+    topics ``get_topic_word_dist`` (``posterior_from_topics(..., point=True)``)."""
+    model = tomotopy_lda_model(corpus, settings, seed)
+    run = TopicRun()
+    seconds = sweeps = 0
+    while not budget.spent(sweeps, seconds):
+        start = clock.now()
+        model.train(every, workers=1)
+        seconds += clock.now() - start
+        sweeps += every
+        run.laps.append(sweeps)
+        run.seconds.append(seconds)
+        run.bound.append(float("nan"))
+        run.K.append(settings.K)
+    run.posterior = tomotopy_lda_posterior(model, corpus, settings)
+    if run.K:
+        run.K[-1] = _effective(run.posterior)
+    return run
+
+
+def tomotopy_lda_model(corpus, settings, seed):
+    """An untrained tomotopy ``LDAModel(k=K, alpha=settings.alpha / K, eta=0.01, seed=seed)``
+    (tomotopy's default ``optim_interval=10``: it re-fits its asymmetric ``alpha`` every 10
+    sweeps) holding ``corpus``'s documents."""
+    try:
+        import tomotopy
+    except ImportError as err:
+        raise ImportError("method tomotopy-lda needs tomotopy (pip install tomotopy)") from err
+    model = tomotopy.LDAModel(k=settings.K, alpha=settings.alpha / settings.K, eta=0.01, seed=seed)
+    add_tomotopy_documents(model, corpus)
+    return model
+
+
+def tomotopy_lda_posterior(model, corpus, settings):
+    """A tomotopy ``LDAModel`` as the point-estimate :class:`HDPPosterior` it is: topics
+    ``get_topic_word_dist`` in ``corpus``'s word ids, documents' prior its learnt
+    ``model.alpha`` (``alpha = sum``, weights ``alpha / sum``, tail 1e-9)."""
+    phi = tomotopy_topics(model, corpus, range(model.k))
+    alpha = np.asarray(model.alpha, dtype=float)
+    return posterior_from_topics(phi, alpha, settings, corpus.num_tokens, alpha=alpha.sum(), tail=1e-9,
+                                 point=True)
+
+
 #: topic-model methods by name
 TOPIC_METHODS = {
     "memo": run_memo,
@@ -192,4 +285,5 @@ TOPIC_METHODS = {
     "svi-k0.9-d10": lambda c, b, s, seed: run_stochastic(c, b, s, seed, 0.9, 10.0),
     "gensim-hdp": run_gensim_hdp,
     "tomotopy-hdp": run_tomotopy_hdp,
+    "tomotopy-lda": run_tomotopy_lda,
 }

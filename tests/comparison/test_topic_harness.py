@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pyro_memo.comparison import TOPIC_COLUMNS, Budget, TopicSettings, compare_topics
-from pyro_memo.comparison.topic_methods import TOPIC_METHODS, posterior_from_topics
+from pyro_memo.comparison.topic_methods import TOPIC_METHODS, point_estimate, posterior_from_topics
 from pyro_memo.synthetic import bars_corpus
 from pyro_memo.topics import document_completion, split_documents
 
@@ -75,7 +75,65 @@ def test_posterior_from_topics_keeps_the_topics_and_weights():
     assert beta[-1] == pytest.approx(0.01, rel=1e-6)
 
 
-@pytest.mark.parametrize("method,module", [("gensim-hdp", "gensim"), ("tomotopy-hdp", "tomotopy")])
+def test_posterior_from_topics_defaults_match_a_hand_computed_case():
+    phi = np.array([[2.0, 1.0, 1.0], [1.0, 1.0, 2.0]])  # rows normalised inside
+    settings = TopicSettings(alpha=0.5, gamma=10.0, lam0=0.1)
+    post = posterior_from_topics(phi, [1.0, 3.0], settings, tokens=100)
+    # the heavier topic (weight 0.75) first; lam = lam0 + phi_k / sum(phi_k) * w_k * tokens
+    lam = np.array([[0.1 + 18.75, 0.1 + 18.75, 0.1 + 37.5], [0.1 + 12.5, 0.1 + 6.25, 0.1 + 6.25]])
+    np.testing.assert_allclose(post.lam.numpy(), lam, rtol=1e-14)
+    # E[beta] = (0.99 * 0.75, 0.99 * 0.25, 0.01): rho_1 = 0.7425, rho_2 = 0.2475 / (1 - 0.7425)
+    np.testing.assert_allclose(post.rho.numpy(), [0.7425, 0.2475 / 0.2575], rtol=1e-14)
+    np.testing.assert_allclose(post.omega.numpy(), [1e4, 1e4])
+    assert (post.alpha, post.gamma, post.lam0) == (0.5, 10.0, 0.1)
+
+
+def test_posterior_from_topics_point_topics_and_alpha_vector():
+    rng = np.random.default_rng(1)
+    phi = rng.dirichlet(np.full(200, 0.3), size=6)
+    alpha = rng.gamma(1.0, 0.1, size=6)
+    post = posterior_from_topics(phi, alpha, TopicSettings(), tokens=1e6, alpha=alpha.sum(), tail=1e-9, point=True)
+    order = np.argsort(-alpha, kind="stable")
+    means = phi[order]
+    # point topics: E[log phi] is log phi wherever phi >= 1e-6
+    big = means >= 1e-6
+    assert big.mean() > 0.5 and (~big).any()
+    np.testing.assert_allclose(post.e_log_phi.numpy()[big], np.log(means[big]), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(post.topic_means().numpy(), means, rtol=1e-12)
+    # the documents' prior is Dir(alpha_1..alpha_K), with (almost) nothing in the tail
+    prior = (post.alpha * post.expected_beta()).numpy()
+    np.testing.assert_allclose(prior[:-1], alpha[order], rtol=1e-6)
+    assert prior[-1] <= 1e-6 * alpha.sum()
+    # point_estimate turns a posterior into the same form: same sticks and alpha, E[log phi] = log E[phi]
+    soft = posterior_from_topics(phi, alpha, TopicSettings(), tokens=1e3)
+    hard = point_estimate(soft)
+    assert torch.equal(hard.rho, soft.rho) and torch.equal(hard.omega, soft.omega) and hard.alpha == soft.alpha
+    np.testing.assert_allclose(hard.topic_means().numpy(), soft.topic_means().numpy(), rtol=1e-12)
+    means = soft.topic_means().numpy()
+    np.testing.assert_allclose(hard.e_log_phi.numpy(), np.log(means), rtol=0, atol=1e-6)
+    assert (soft.e_log_phi.numpy() < np.log(means) - 1e-3).any()  # what the point form removes
+    with pytest.raises(ValueError, match="tail"):
+        posterior_from_topics(phi, alpha, TopicSettings(), tokens=1e3, tail=0)
+
+
+def test_tomotopy_lda_runs_on_bars_and_scores(bars):
+    pytest.importorskip("tomotopy")
+    train, test, _ = bars
+    settings = TopicSettings(K=10)
+    run = TOPIC_METHODS["tomotopy-lda"](train, Budget(passes=30), settings, 0)
+    assert run.laps == [10, 20, 30] and len(run.seconds) == 3
+    post = run.posterior
+    assert post.K == 10 and post.lam.shape == (10, train.vocab_size)
+    # LDA's prior: total concentration tomotopy's sum(alpha), nothing in the tail
+    assert post.alpha * post.expected_beta()[-1] <= 1e-6 * post.alpha
+    heldout = document_completion(post, test)
+    assert np.isfinite(heldout)
+    assert heldout > document_completion(posterior_from_topics(np.ones((1, train.vocab_size)), [1.0], settings,
+                                                               train.num_tokens), test)
+
+
+@pytest.mark.parametrize("method,module", [("gensim-hdp", "gensim"), ("tomotopy-hdp", "tomotopy"),
+                                           ("tomotopy-lda", "tomotopy")])
 def test_optional_libraries_missing_give_one_clear_error(bars, method, module, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)
     if module == "gensim":

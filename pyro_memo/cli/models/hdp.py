@@ -175,7 +175,8 @@ class HDPTopics(CliModel):
         },
         "compare": {
             **_COMMON,
-            "methods": Use("HDP methods: memo, memo-moves, svi-k0.5-d10, svi-k0.9-d10, gensim-hdp, tomotopy-hdp",
+            "methods": Use("topic-model methods: memo, memo-moves, svi-k0.5-d10, svi-k0.9-d10, gensim-hdp, "
+                           "tomotopy-hdp, tomotopy-lda",
                            default="memo,memo-moves,svi-k0.5-d10"),
             "seeds": Use(default="0"),
             "passes": Use(default=20.0),
