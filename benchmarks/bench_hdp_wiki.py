@@ -67,6 +67,9 @@ def main():
     parser.add_argument("--incremental-first-lap", action="store_true",
                         help="refit the globals after every batch of lap 1 (the classic schedule)")
     parser.add_argument("--save", metavar="PATH", help="torch.save the fitted globals here")
+    parser.add_argument("--alpha-prior", metavar="S1,S2", help="learn alpha with a Gamma(S1, S2) prior")
+    parser.add_argument("--gamma-prior", metavar="S1,S2", help="learn gamma with a Gamma(S1, S2) prior")
+    parser.add_argument("--learn-lam0", action="store_true", help="learn lam0 by type-II maximum likelihood")
     args = parser.parse_args()
 
     corpus = fetch_wikipedia()
@@ -89,6 +92,9 @@ def main():
     def callback(lap, elbo, posterior):
         elapsed = time.perf_counter() - start
         line = f"lap {lap + 1}: bound {elbo / train.num_tokens:.4f}/token, {elapsed:.0f} s"
+        if args.alpha_prior or args.gamma_prior or args.learn_lam0:
+            line += (f", alpha {float(posterior.alpha):.4f}, gamma {float(posterior.gamma):.3f}, "
+                     f"lam0 {float(posterior.lam0):.4f}")
         if (lap + 1) % args.eval_every == 0:
             heldout = document_completion(posterior, test)
             scored.append((lap + 1, elapsed, heldout))
@@ -96,8 +102,10 @@ def main():
         print(line, flush=True)
         return time.perf_counter() - start > budget
 
+    priors = {f"{name}_prior": tuple(float(v) for v in text.split(","))
+              for name, text in (("alpha", args.alpha_prior), ("gamma", args.gamma_prior)) if text}
     model = MemoizedHDP(K=args.K, laps=args.laps, seed=args.seed, dtype=dtype, moves=args.moves, init=args.init,
-                        incremental_first_lap=args.incremental_first_lap)
+                        incremental_first_lap=args.incremental_first_lap, learn_lam0=args.learn_lam0, **priors)
     fit = model.fit(train, args.batches, callback=callback)
     seconds = time.perf_counter() - start
     final = document_completion(fit.posterior, test)
@@ -110,8 +118,8 @@ def main():
           f"{bnpy_protocol:.4f} nats/token")
     if args.save:
         p = fit.posterior
-        torch.save({"lam": p.lam, "rho": p.rho, "omega": p.omega, "alpha": p.alpha, "gamma": p.gamma,
-                    "lam0": p.lam0}, args.save)
+        torch.save({"lam": p.lam, "rho": p.rho, "omega": p.omega, "alpha": float(p.alpha), "gamma": float(p.gamma),
+                    "lam0": float(p.lam0)}, args.save)
     for k, w, words in top_words(fit.posterior, train.vocab, 8)[:10]:
         print(f"  topic {k:3d} ({w:.3f}): {' '.join(words)}")
     if args.skip_gensim:

@@ -112,7 +112,9 @@ def cases(f):
         (fit + ["--moves", "birth"], "--moves"), (memo + ["--moves", "split"], "split"),
         (hdp + ["--moves", "delete,explode"], "explode"), (hdp + ["--family", "gauss"], "--family"),
         (fit + ["--gamma", "1"], "--gamma"), (fit + ["--vocab", "v.txt"], "--vocab"),
-        (hdp + ["--alpha-prior", "1,1"], "--alpha-prior"), (cmp + ["--alpha-prior", "1,1"], "--alpha-prior"),
+        (hdp + ["--alpha-prior", "1,x"], "--alpha-prior"), (cmp + ["--alpha-prior", "1,1"], "--alpha-prior"),
+        (hdp + ["--gamma-prior", "0,1"], "--gamma-prior"), (hdp + ["--gamma-prior", "1"], "--gamma-prior"),
+        (fit + ["--gamma-prior", "1,1"], "--gamma-prior"), (fit + ["--learn-lam0"], "--learn-lam0"),
         (fit + ["--device", "tpu"], "tpu"), (fit + ["--device", "cuda:7"], "cuda"), (fit + ["--unknown"], "--unknown"),
         (["fit", good, good], "unrecognized"), (["frobnicate"], "frobnicate"), ([], "command"),
         # bad data, dp

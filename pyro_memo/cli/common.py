@@ -251,9 +251,17 @@ def parse_prior(text, family):
     return values
 
 
-def parse_alpha_prior(text):
-    """``(s1, s2)`` from an ``--alpha-prior S1,S2`` value (shape and rate of a Gamma prior on the DP
-    concentration), ``None`` for an empty one; raises unless it is two positive finite numbers."""
+#: ``--alpha-prior``, shared by the models that can learn their concentration alpha
+ALPHA_PRIOR_OPTION = Option("--alpha-prior", "learn the concentration alpha (the DP's; the HDP's document level): "
+                            "alpha ~ Gamma(S1, S2) (shape S1, rate S2; prior mean S1 / S2) with its closed-form "
+                            "posterior q(alpha) (Blei & Jordan 2006), in place of a fixed --alpha; the summary and "
+                            "--json (key alpha) report E[alpha].", {"metavar": "S1,S2"})
+
+
+def parse_alpha_prior(text, option="--alpha-prior"):
+    """``(s1, s2)`` from an ``--alpha-prior S1,S2`` (or ``--gamma-prior``) value: shape and rate of a
+    Gamma prior on a concentration; ``None`` for an empty one; raises unless it is two positive finite
+    numbers."""
     if text is None or not str(text).strip():
         return None
     parts = [p.strip() for p in str(text).split(",")]
@@ -261,11 +269,12 @@ def parse_alpha_prior(text):
         values = [float(p) for p in parts]
     except ValueError:
         values = []
+    name = option.lstrip("-").split("-")[0]
     if len(values) != 2 or len(parts) != 2:
-        raise ValueError(f"--alpha-prior takes two numbers S1,S2 (shape and rate of alpha's Gamma prior, "
+        raise ValueError(f"{option} takes two numbers S1,S2 (shape and rate of {name}'s Gamma prior, "
                          f"e.g. 1,1); got '{text}'")
     if not all(math.isfinite(v) and v > 0 for v in values):
-        raise ValueError(f"--alpha-prior: shape and rate must be positive finite numbers; got '{text}'")
+        raise ValueError(f"{option}: shape and rate must be positive finite numbers; got '{text}'")
     return tuple(values)
 
 

@@ -7,6 +7,7 @@ import torch
 from ..allocation.concentration import concentration_from_state, concentration_state
 from ..allocation.hdp_sticks import expected_beta, prior_sticks  # noqa: F401  (expected_beta re-exported)
 from ..families import Multinomial
+from ..families.type2 import Learnt, symmetric_dirichlet_ml
 from ..posterior.hdp import GroupedHDPPosterior, expected_log_dirichlet, group_terms, log_dirichlet_norm
 from ..summaries import TopicSummary
 
@@ -29,12 +30,13 @@ class HDPPosterior(GroupedHDPPosterior):
     :param alpha: document-level concentration (a float, or a
         :class:`~pyro_memo.allocation.concentration.GammaConcentration` to learn it).
     :param gamma: top-level concentration, likewise.
-    :param float lam0: symmetric topic-word Dirichlet prior.
+    :param lam0: symmetric topic-word Dirichlet prior: a float, or a
+        :class:`~pyro_memo.families.type2.Learnt` value re-estimated at every global step.
     """
 
     def __init__(self, lam, rho, omega, alpha, gamma, lam0):
         super().__init__(rho, omega, alpha, gamma)
-        self.lam, self.lam0 = lam, float(lam0)
+        self.lam, self.lam0 = lam, lam0 if isinstance(lam0, Learnt) else float(lam0)
         self._e_log_phi = None
 
     @classmethod
@@ -62,12 +64,25 @@ class HDPPosterior(GroupedHDPPosterior):
         e_log_phi = self.e_log_phi
         return torch.exp(e_log_phi - e_log_phi.max(0, keepdim=True).values).T[word]
 
-    def updated_components(self, summary):
-        """:math:`\\lambda_k = \\lambda_0 + S_k` (closed form)."""
-        return {"lam": self.lam0 + summary.word_counts}
+    def updated_components(self, summary, rounds=20, rtol=1e-6):
+        """:math:`\\lambda_k = \\lambda_0 + S_k` (closed form). A :class:`~pyro_memo.families.type2.Learnt`
+        :math:`\\lambda_0` alternates with the topics for up to ``rounds`` rounds, each its exact
+        maximiser given them (:func:`~pyro_memo.families.type2.symmetric_dirichlet_ml`), so no round
+        lowers the bound."""
+        lam0 = self.lam0
+        lam = lam0 + summary.word_counts
+        if isinstance(lam0, Learnt):
+            K, V = lam.shape
+            for _ in range(rounds):
+                new = Learnt(symmetric_dirichlet_ml(K, V, expected_log_dirichlet(lam.double()).sum()))
+                moved = abs(new - lam0) / lam0
+                lam0, lam = new, new + summary.word_counts
+                if moved < rtol:
+                    break
+        return {"lam": lam, "lam0": lam0}
 
-    def with_globals(self, rho, omega, lam):
-        return HDPPosterior(lam, rho, omega, self.alpha, self.gamma, self.lam0)
+    def with_globals(self, rho, omega, lam, lam0=None):
+        return HDPPosterior(lam, rho, omega, self.alpha, self.gamma, self.lam0 if lam0 is None else lam0)
 
     def summarize(self, doc, word, count, resp, theta, e_log_pi, counts):
         """The :class:`TopicSummary` of local parameters ``resp`` and ``theta``."""
@@ -90,13 +105,15 @@ class HDPPosterior(GroupedHDPPosterior):
     def state_dict(self):
         """Topics, sticks and hyperparameters as plain tensors and numbers (checkpoints)."""
         return {"lam": self.lam.cpu(), "rho": self.rho.cpu(), "omega": self.omega.cpu(),
-                "alpha": concentration_state(self.alpha), "gamma": concentration_state(self.gamma), "lam0": self.lam0}
+                "alpha": concentration_state(self.alpha), "gamma": concentration_state(self.gamma),
+                "lam0": float(self.lam0), "learn_lam0": isinstance(self.lam0, Learnt)}
 
     @classmethod
     def from_state_dict(cls, d, device=None):
         """The inverse of :meth:`state_dict`."""
         return cls(d["lam"].to(device), d["rho"].to(device), d["omega"].to(device),
-                   concentration_from_state(d["alpha"]), concentration_from_state(d["gamma"]), d["lam0"])
+                   concentration_from_state(d["alpha"]), concentration_from_state(d["gamma"]),
+                   Learnt(d["lam0"]) if d.get("learn_lam0") else d["lam0"])
 
     def to(self, dtype=None, device=None):
         def move(t):

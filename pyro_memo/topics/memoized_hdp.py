@@ -8,6 +8,7 @@ import torch
 
 from ..allocation.concentration import learnable
 from ..engine import FitResult, MemoizedDriver, make_moves
+from ..families.type2 import Learnt
 from ..inference.initialization import initial_responsibilities
 from ..memo import MemoState
 from ..posterior.hdp import HDPMixturePosterior
@@ -108,7 +109,7 @@ class HDPSteps:
     initial topics and the document-level local step."""
 
     def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family=None,
-                  alpha_prior=None, gamma_prior=None):
+                  alpha_prior=None, gamma_prior=None, learn_lam0=False):
         """Validate and keep the model's settings (see :class:`MemoizedHDP`); with a Gamma prior a
         concentration becomes a :class:`~pyro_memo.allocation.concentration.GammaConcentration`."""
         self.family = family
@@ -122,6 +123,11 @@ class HDPSteps:
             raise ValueError(f"init must be one of {', '.join(INITS)}; got {init!r}")
         self.K, self.local_iters = int(K), int(local_iters)
         self.alpha, self.gamma, self.lam0 = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior), float(lam0)
+        if learn_lam0:
+            if family is not None:
+                raise ValueError("learn_lam0 learns the topics' Dirichlet prior; an HDP over a family keeps the "
+                                 "family's prior")
+            self.lam0 = Learnt(lam0)
         self.local_tol = float(local_tol)
         self.dtype, self.device = dtype, device
         self.init = init
@@ -189,6 +195,9 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         :math:`q(\\alpha)` updated with the sticks at every global step (see
         :mod:`pyro_memo.allocation.concentration`); the local steps use :math:`E_q[\\alpha]`.
     :param gamma_prior: ``(s1, s2)``: learn the top-level concentration likewise.
+    :param bool learn_lam0: learn the topics' symmetric Dirichlet prior :math:`\\lambda_0` (from
+        ``lam0``) by type-II maximum likelihood on the exact bound at every global step
+        (:mod:`pyro_memo.families.type2`).
     :param int laps: maximum passes through the corpus.
     :param float tol: stop when the bound's relative change over a lap is below this.
     :param int local_iters: cap on document-level iterations per visit.
@@ -225,9 +234,9 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
-                 alpha_prior=None, gamma_prior=None):
+                 alpha_prior=None, gamma_prior=None, learn_lam0=False):
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
-                       gamma_prior)
+                       gamma_prior, learn_lam0)
         if family is not None and moves:
             raise ValueError("birth / merge / delete moves are implemented for the topic model only; fit an HDP "
                              "over a family without moves")

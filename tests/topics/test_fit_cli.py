@@ -33,6 +33,26 @@ def test_hdp_fit_writes_json_topics_and_resumes(tmp_path, capsys):
     np.testing.assert_allclose(resumed, direct, rtol=1e-8)
 
 
+def test_hdp_fit_learns_its_hyperparameters_and_resumes_only_alike(tmp_path, capsys):
+    common = ["fit", "bars", "--model", "hdp", "--K", "8", "--batches", "4", "--quiet", "--alpha-prior", "1,1",
+              "--gamma-prior", "1,0.5", "--learn-lam0"]
+    assert main(common + ["--laps", "2", "--save", str(tmp_path / "run"), "--json", str(tmp_path / "a.json")]) == 0
+    out = json.loads((tmp_path / "a.json").read_text())
+    assert out["alpha"] != 0.5 and out["gamma"] != 10.0 and out["lam0"] != 0.1  # learnt, not the defaults
+    assert np.all(np.diff(out["elbo_trace"]) > 0)
+    assert main(common + ["--laps", "3", "--resume", str(tmp_path / "run"), "--json", str(tmp_path / "b.json")]) == 0
+    assert main(common + ["--laps", "3", "--json", str(tmp_path / "c.json")]) == 0
+    np.testing.assert_allclose(json.loads((tmp_path / "b.json").read_text())["elbo_trace"],
+                               json.loads((tmp_path / "c.json").read_text())["elbo_trace"], rtol=1e-8)
+    plain = ["fit", "bars", "--model", "hdp", "--K", "8", "--batches", "4", "--quiet", "--laps", "3", "--resume",
+             str(tmp_path / "run")]
+    for extra, option in (([], "--alpha-prior"), (["--alpha-prior", "1,2"], "--alpha-prior"),
+                          (["--alpha-prior", "1,1", "--gamma-prior", "1,0.5"], "--learn-lam0")):
+        capsys.readouterr()
+        assert main(plain + extra) != 0
+        assert f"the saved fit has {option}" in capsys.readouterr().err
+
+
 def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     corpus, _, _ = bars_corpus(60, 30, seed=1)
     sp.save_npz(tmp_path / "c.npz", sp.csr_matrix(corpus.to_dense()))

@@ -7,6 +7,7 @@ import sys
 import time
 
 from ..common import (
+    ALPHA_PRIOR_OPTION,
     check_device,
     check_resume_matches,
     compare_progress,
@@ -62,10 +63,7 @@ for _command in ("fit", "compare"):
     register_option(_command, Option("--prior", PRIOR_HELP, {"metavar": "KEY=NUMBER,..."}))
     register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
-ALPHA_PRIOR_HELP = ("learn the DP concentration: alpha ~ Gamma(S1, S2) (shape S1, rate S2; prior mean S1 / S2) "
-                    "with its closed-form posterior q(alpha) (Blei & Jordan 2006), in place of a fixed --alpha; "
-                    "the summary and --json (key alpha) report E[alpha].")
-register_option("fit", Option("--alpha-prior", ALPHA_PRIOR_HELP, {"metavar": "S1,S2"}))
+register_option("fit", ALPHA_PRIOR_OPTION)
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {

@@ -7,11 +7,13 @@ import sys
 import time
 
 from ..common import (
+    ALPHA_PRIOR_OPTION,
     check_device,
     check_resume_matches,
     compare_progress,
     laps_text,
     load_resume,
+    parse_alpha_prior,
     parse_methods,
     parse_moves,
     parse_seeds,
@@ -28,11 +30,13 @@ def _imports():
     is built: ``--help`` and option errors return at once."""
     global np, torch, bars_corpus, fetch_wikipedia, from_counts, read_ldac, load_state, save_state
     global per_lap, write_atomically, write_trace_plot, HDPState, MemoizedHDP, split_documents, top_words
-    global save_model
+    global save_model, GammaConcentration, Learnt
     import numpy as np
     import torch
 
+    from ...allocation.concentration import GammaConcentration
     from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
+    from ...families.type2 import Learnt
     from ...memo import load_state, save_state
     from ...model_file import save_model
     from ...reporting import per_lap, write_atomically, write_trace_plot
@@ -52,6 +56,14 @@ for _command in ("fit", "compare"):
                                      {"type": float}))
     register_option(_command, Option("--vocab", "vocabulary file of an LDA-C corpus, one word per line.",
                                      {"metavar": "PATH"}))
+
+register_option("fit", ALPHA_PRIOR_OPTION)
+register_option("fit", Option("--gamma-prior", "learn the HDP's top-level concentration: gamma ~ Gamma(S1, S2) "
+                                                "(shape, rate) with its closed-form posterior q(gamma), in place "
+                                                "of a fixed --gamma.", {"metavar": "S1,S2"}))
+register_option("fit", Option("--learn-lam0", "learn the topics' Dirichlet prior lam0 (starting from --lam0) by "
+                                               "type-II maximum likelihood on the exact bound.",
+                              {"action": "store_true"}))
 
 _DATA = ("a corpus: an LDA-C file (.ldac, with --vocab or a vocab.txt beside it), a scipy sparse count matrix "
          f"(.npz), or a bundled corpus: {', '.join(BUNDLED_CORPORA)}; no default")
@@ -115,8 +127,7 @@ def _write_topics(folder, topics, post, weights):
 def _summary(args, out, description, fit, topics, num_tokens):
     """The printed summary of a fit."""
     lines = [f"data      {description}",
-             f"model     HDP topic model, truncation K = {args.K}, alpha {args.alpha}, gamma {args.gamma}, "
-             f"lam0 {args.lam0}",
+             f"model     HDP topic model, truncation K = {args.K}, {_hyper_text(args, out)}",
              f"inference memoized, {args.batches} batches: {laps_text(out)}"
              + ("" if fit.converged else " (not converged: raise --laps)"),
              f"bound     {fit.elbo:.6g} nats ({fit.elbo / num_tokens:.4f} per token)",
@@ -131,12 +142,35 @@ def _summary(args, out, description, fit, topics, num_tokens):
     return "\n".join(lines)
 
 
+def _hyper_text(args, out):
+    """``alpha 0.5, gamma 10, lam0 0.1``, a learnt one as its final value and how it was learnt."""
+    learnt = {"alpha": args.alpha_prior and f"E[alpha] {out['alpha']:.4g} (Gamma({args.alpha_prior}) prior)",
+              "gamma": args.gamma_prior and f"E[gamma] {out['gamma']:.4g} (Gamma({args.gamma_prior}) prior)",
+              "lam0": args.learn_lam0 and f"lam0 {out['lam0']:.4g} (type-II ML)"}
+    return ", ".join(learnt[name] or f"{name} {getattr(args, name):g}" for name in learnt)
+
+
 def _check_resume(args, state, corpus):
     """Refuse a checkpoint fitted with other options or corpus than this run's."""
     post, total = state.posterior, state.cache.total
-    saved = {"--dtype": (args.dtype, str(post.lam.dtype).split(".")[-1]), "--alpha": (float(args.alpha), post.alpha),
-             "--gamma": (float(args.gamma), post.gamma), "--lam0": (float(args.lam0), post.lam0),
+
+    def prior_text(c):
+        return ",".join(f"{v:g}" for v in c.prior) if isinstance(c, GammaConcentration) else "none"
+
+    def given_text(option, text):
+        prior = parse_alpha_prior(text, option)
+        return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
+
+    learns_lam0 = isinstance(post.lam0, Learnt)
+    saved = {"--dtype": (args.dtype, str(post.lam.dtype).split(".")[-1]),
+             "--alpha-prior": (given_text("--alpha-prior", args.alpha_prior), prior_text(post.alpha)),
+             "--gamma-prior": (given_text("--gamma-prior", args.gamma_prior), prior_text(post.gamma)),
+             "--learn-lam0": (bool(args.learn_lam0), learns_lam0),
              "words in the vocabulary": (corpus.vocab_size, post.lam.shape[1])}
+    for name, value, learnt in (("alpha", post.alpha, args.alpha_prior), ("gamma", post.gamma, args.gamma_prior),
+                                ("lam0", post.lam0, args.learn_lam0)):
+        if not learnt and not isinstance(value, (GammaConcentration, Learnt)):
+            saved[f"--{name}"] = (float(getattr(args, name)), float(value))
     if not args.moves:  # moves change the number of topics
         saved["--K"] = (args.K, post.lam.shape[0])
     if state.cache.batches:
@@ -172,6 +206,10 @@ class HDPTopics(CliModel):
                         "DIR/topics.txt (top words per topic), DIR/topics.npz (topic_word, weights), DIR/trace.png "
                         "and DIR/state.pt (after every lap; resumable)"),
             "resume": Use(),
+            "alpha_prior": Use("learn the document-level concentration: alpha ~ Gamma(S1, S2) (shape, rate) with "
+                               "its closed-form posterior q(alpha), in place of a fixed --alpha", default=""),
+            "gamma_prior": Use(default=""),
+            "learn_lam0": Use(default=False),
         },
         "compare": {
             **_COMMON,
@@ -198,6 +236,8 @@ class HDPTopics(CliModel):
         if command == "fit":
             parse_moves(args.moves, TOPIC_MOVES, self.name)
             check_device(args.device)
+            parse_alpha_prior(args.alpha_prior)
+            parse_alpha_prior(args.gamma_prior, "--gamma-prior")
         elif not 0 < args.heldout < 1:
             raise ValueError(f"--heldout must lie in (0, 1) for --model hdp; got {args.heldout}")
         else:  # names known at parse time: a bad list fails before torch is imported
@@ -213,7 +253,9 @@ class HDPTopics(CliModel):
             raise ValueError(f"--batches {args.batches} exceeds the number of documents ({corpus.num_docs})")
         model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps,
                             tol=args.tol, seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
-                            moves=args.moves, init=args.init)
+                            moves=args.moves, init=args.init, alpha_prior=parse_alpha_prior(args.alpha_prior),
+                            gamma_prior=parse_alpha_prior(args.gamma_prior, "--gamma-prior"),
+                            learn_lam0=args.learn_lam0)
         state = HDPState(rng=np.random.default_rng(args.seed))
         if args.resume:
             state = load_resume(args, self.name)
@@ -244,6 +286,7 @@ class HDPTopics(CliModel):
             "emptied": fit.emptied, "resumed_laps": resumed_laps,
             "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],
             "moves": fit.state.move_log,
+            "alpha": float(post.alpha), "gamma": float(post.gamma), "lam0": float(post.lam0),
         }
         if args.save:
             save_model(os.path.join(args.save, "model.pt"), fit)

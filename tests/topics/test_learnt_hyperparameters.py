@@ -1,6 +1,7 @@
-"""The HDP's concentrations learnt with Gamma priors (``alpha_prior`` / ``gamma_prior``): the bound
-never falls, each factor is its closed-form optimum, a sharp prior reproduces the fixed value, and
-the factors survive checkpoints and model files."""
+"""The HDP's hyperparameters learnt: concentrations with Gamma priors (``alpha_prior`` /
+``gamma_prior``) and the topics' Dirichlet prior by type-II maximum likelihood (``learn_lam0``). The
+bound never falls, each is its exact optimum, a sharp prior reproduces the fixed value, and they
+survive checkpoints and model files."""
 
 import numpy as np
 import pytest
@@ -9,8 +10,9 @@ import torch
 import pyro_memo as pm
 from pyro_memo.allocation.concentration import GammaConcentration
 from pyro_memo.allocation.hdp_sticks import concentration_terms
+from pyro_memo.families.type2 import Learnt, symmetric_dirichlet_ml
 from pyro_memo.posterior.hdp import HDPMixturePosterior
-from pyro_memo.topics import MemoizedHDP
+from pyro_memo.topics import HDPPosterior, MemoizedHDP
 from tests.engine.test_hdp_any_family import gaussian_groups
 from tests.topics.test_memoized_hdp import random_corpus
 
@@ -104,3 +106,62 @@ def test_checkpoints_and_model_files_keep_the_factors(tmp_path):
 def test_bad_priors_are_refused():
     with pytest.raises(ValueError, match="positive finite"):
         MemoizedHDP(alpha_prior=(1.0, 0.0))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_symmetric_dirichlet_ml_maximises_its_terms(seed):
+    from scipy import optimize, special
+
+    rng = np.random.default_rng(seed)
+    K, V = int(rng.integers(1, 30)), int(rng.integers(2, 500))
+    lam0 = rng.uniform(0.01, 2.0)
+    T = K * V * (special.digamma(lam0) - special.digamma(V * lam0)) * rng.uniform(0.8, 1.2)
+
+    def f(x):
+        return K * (special.gammaln(V * x) - V * special.gammaln(x)) + x * T
+
+    best = optimize.minimize_scalar(lambda u: -f(np.exp(u)), bounds=(np.log(1e-6), np.log(1e3)), method="bounded",
+                                    options={"xatol": 1e-12})
+    found = symmetric_dirichlet_ml(K, V, T)
+    assert f(found) >= -best.fun - 1e-9 * abs(best.fun)
+    assert found == pytest.approx(np.exp(best.x), rel=1e-4)
+
+
+def test_symmetric_dirichlet_ml_at_its_bounds():
+    assert symmetric_dirichlet_ml(3, 10, 0.0) == 1e3  # uniform topics: unbounded, clipped
+    assert symmetric_dirichlet_ml(3, 10, -1e12) == 1e-6
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_learnt_lam0_never_lowers_the_bound_and_is_its_optimum(seed):
+    corpus = random_corpus(20 + seed)
+    fit = MemoizedHDP(K=5 + seed, laps=6, tol=0, seed=seed, local_iters=30, record_batch_elbos=True, learn_lam0=True,
+                      lam0=[0.05, 0.1, 1.0, 3.0][seed], alpha_prior=(1.0, 1.0) if seed % 2 else None).fit(corpus, 3)
+    assert _monotone(fit.batch_elbos) and _monotone(fit.elbo_trace)
+    post, total = fit.posterior, fit.state.cache.total
+    assert isinstance(post.lam0, Learnt)
+    torch.testing.assert_close(post.lam, post.lam0 + total.word_counts)  # topics optimal for it
+    best = float(post.elbo(total))
+    for factor in (0.98, 1.02):
+        other = HDPPosterior(post.lam, post.rho, post.omega, post.alpha, post.gamma, float(post.lam0) * factor)
+        assert float(other.elbo(total)) < best
+
+
+def test_a_learnt_lam0_survives_checkpoints_and_model_files(tmp_path):
+    corpus = random_corpus(7)
+    model = dict(K=5, tol=0, seed=2, learn_lam0=True)
+    direct = MemoizedHDP(laps=4, **model).fit(corpus, 3)
+    part = MemoizedHDP(laps=2, **model).fit(corpus, 3)
+    pm.save_state(tmp_path / "state.pt", part.state)
+    state = pm.load_state(tmp_path / "state.pt")
+    assert isinstance(state.posterior.lam0, Learnt) and state.posterior.lam0 == part.posterior.lam0
+    resumed = MemoizedHDP(laps=4, **model).fit(corpus, 3, state=state)
+    np.testing.assert_allclose(resumed.elbo_trace, direct.elbo_trace, rtol=1e-12)
+    pm.save_model(tmp_path / "hdp.pt", direct)
+    assert isinstance(pm.load_model(tmp_path / "hdp.pt").posterior.lam0, Learnt)
+
+
+def test_learn_lam0_is_for_the_topic_model_only():
+    family = pm.Gaussian.from_data(np.arange(10.0).reshape(5, 2))
+    with pytest.raises(ValueError, match="learn_lam0"):
+        MemoizedHDP(family=family, learn_lam0=True)
