@@ -352,7 +352,7 @@ def read_graph_tool(path, label_attr="value", name=None):
     the magic ``⛾ gt``, a version byte (1) and an endianness byte; a comment string (strings are a
     uint64 length and bytes); a directedness byte and the vertex count ``N`` (uint64); the
     adjacency, each vertex's out-degree (uint64) then its out-neighbours, stored in the narrowest
-    unsigned integer holding ``N`` (8, 16, 32 or 64 bits); then the property maps: their count
+    unsigned integer holding ``N`` (8 bits when ``N < 2**8``, else 16, 32 or 64); then the property maps: their count
     (uint64) and for each a key type byte (0 graph, 1 vertex, 2 edge), a name string, a value type
     byte and the values (one, ``N`` or one per edge in adjacency order). A directed graph is
     symmetrised; loops and parallel edges are dropped / merged.
@@ -381,7 +381,7 @@ def read_graph_tool(path, label_attr="value", name=None):
     num_nodes = reader.scalar("Q")
     if num_nodes < 1:
         raise ValueError(f"{path}: the graph has no vertices")
-    width = next(code for code, bits in (("B", 8), ("H", 16), ("I", 32), ("Q", 64)) if num_nodes <= 2 ** bits)
+    width = next(code for code, bits in (("B", 8), ("H", 16), ("I", 32), ("Q", 64)) if num_nodes < 2 ** bits)
     sources, targets = [], []
     for v in range(num_nodes):
         out = reader.array(width, reader.scalar("Q"))

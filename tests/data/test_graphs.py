@@ -5,6 +5,8 @@ import gzip
 import os
 import pathlib
 import struct
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -151,6 +153,17 @@ def test_karate_and_lesmis():
         from_networkx(directed, label_attr="club")
     with pytest.raises(ValueError, match="unknown networkx graph"):
         load_networkx_graph("football")
+
+
+def test_networkx_is_optional(monkeypatch):
+    """Importing the data package never imports networkx; loading a networkx graph without it says what to install."""
+    code = "import sys, pyro_memo.data; assert 'networkx' not in sys.modules"
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    monkeypatch.setitem(sys.modules, "networkx", None)
+    with pytest.raises(ImportError, match="pip install networkx"):
+        load_networkx_graph("karate")
 
 
 # ---------------------------------------------------------------- graph-tool's gt format
