@@ -1,4 +1,4 @@
-"""Clustering and density metrics shared by every method in a comparison."""
+"""Clustering, density and link prediction metrics shared by every method in a comparison."""
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -47,3 +47,49 @@ def effective_k(pred, min_fraction=0.01):
     pred = _labels(pred, "pred")
     _, counts = np.unique(pred, return_counts=True)
     return int((counts >= min_fraction * pred.size).sum())
+
+
+def _scored_pairs(values, labels, name):
+    """``(values, labels)`` as 1-D float64 and 0/1 int64 arrays of one length, checked."""
+    values = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values, dtype=np.float64)
+    labels = _labels(labels, "labels")
+    if values.ndim != 1 or values.shape != labels.shape:
+        raise ValueError(f"{name} and labels must be 1-D of one length; got shapes {values.shape} and {labels.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} contain NaN or inf")
+    if not np.all((labels == 0) | (labels == 1)):
+        raise ValueError("labels must be 0 (non-link) or 1 (link)")
+    return values, labels
+
+
+def link_auc(scores, labels):
+    """Area under the ROC curve of held-out link prediction: the probability that a random link
+    scores above a random non-link, ties counted half. Computed from the average ranks of the
+    scores (the Mann-Whitney statistic), so ties need no special care.
+
+    :raises ValueError: unless both links and non-links are present.
+    """
+    from scipy.stats import rankdata
+
+    scores, labels = _scored_pairs(scores, labels, "scores")
+    n_pos = int(labels.sum())
+    n_neg = labels.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"AUC needs both links and non-links; got {n_pos} and {n_neg}")
+    ranks = rankdata(scores)
+    return float((ranks[labels == 1].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def link_log_likelihood(probs, labels, clip=1e-12):
+    """Mean Bernoulli log-likelihood per held-out pair, :math:`\\frac{1}{M} \\sum_m y_m \\log p_m +
+    (1 - y_m) \\log(1 - p_m)`, with the probabilities clipped to ``[clip, 1 - clip]``.
+
+    :raises ValueError: on probabilities outside ``[0, 1]`` or labels other than 0/1.
+    """
+    probs, labels = _scored_pairs(probs, labels, "probs")
+    if probs.size == 0:
+        raise ValueError("no held-out pairs")
+    if np.any(probs < 0) or np.any(probs > 1):
+        raise ValueError(f"probs must lie in [0, 1]; got [{probs.min()}, {probs.max()}]")
+    p = np.clip(probs, clip, 1 - clip)
+    return float(np.mean(np.where(labels == 1, np.log(p), np.log1p(-p))))

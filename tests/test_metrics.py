@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyro_memo.metrics import effective_k, hungarian_accuracy, nmi
+from pyro_memo.metrics import effective_k, hungarian_accuracy, link_auc, link_log_likelihood, nmi
 
 
 def test_hungarian_accuracy_hand_case():
@@ -32,3 +32,55 @@ def test_bad_labels(bad, match):
         nmi(bad, np.zeros(3))
     with pytest.raises(ValueError, match="same length"):
         hungarian_accuracy([0, 1], [0, 1, 1])
+
+
+def test_labels_from_an_argmax_of_memberships():
+    """Relational models report (N, K) memberships; their argmax, numpy or torch, is accepted as labels."""
+    rng = np.random.default_rng(1)
+    memberships = rng.dirichlet(np.full(4, 0.1), size=200)
+    truth = memberships.argmax(1)
+    permuted = memberships[:, [2, 0, 3, 1]]
+    assert nmi(truth, permuted.argmax(1)) == pytest.approx(1.0)
+    assert hungarian_accuracy(truth, torch.as_tensor(permuted).argmax(1)) == 1.0
+    assert effective_k(torch.as_tensor(memberships).argmax(dim=1), min_fraction=0.1) == 4
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_link_auc_matches_sklearn(seed):
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 400))
+    labels = rng.integers(2, size=n)
+    labels[:2] = [0, 1]
+    # continuous scores, then heavily tied ones (few distinct values), then scores that carry signal
+    for scores in (rng.random(n), rng.integers(3, size=n).astype(float), labels + rng.normal(0, 1, n).round(1)):
+        assert link_auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+
+
+def test_link_auc_hand_cases():
+    assert link_auc([0.9, 0.8, 0.1, 0.2], [1, 1, 0, 0]) == 1.0
+    assert link_auc([0.1, 0.2, 0.9, 0.8], [1, 1, 0, 0]) == 0.0
+    assert link_auc([0.5, 0.5, 0.5], [1, 0, 0]) == 0.5          # every comparison a tie: half each
+    assert link_auc(torch.tensor([0.3, 0.7]), torch.tensor([0, 1])) == 1.0
+    with pytest.raises(ValueError, match="both links and non-links"):
+        link_auc([0.1, 0.2], [1, 1])
+    with pytest.raises(ValueError, match="0 \\(non-link\\) or 1"):
+        link_auc([0.1, 0.2], [0, 2])
+    with pytest.raises(ValueError, match="one length"):
+        link_auc([0.1, 0.2, 0.3], [0, 1])
+    with pytest.raises(ValueError, match="NaN"):
+        link_auc([0.1, np.nan], [0, 1])
+
+
+def test_link_log_likelihood():
+    probs, labels = np.array([0.9, 0.2, 0.5]), np.array([1, 0, 1])
+    expected = (np.log(0.9) + np.log(0.8) + np.log(0.5)) / 3
+    assert link_log_likelihood(probs, labels) == pytest.approx(expected)
+    # certain and wrong is clipped, not -inf
+    assert link_log_likelihood([0.0, 1.0], [1, 0]) == pytest.approx(np.log(1e-12))
+    assert link_log_likelihood([1.0, 0.0], [1, 0]) == pytest.approx(0.0, abs=1e-11)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        link_log_likelihood([1.5], [1])
+    with pytest.raises(ValueError, match="no held-out pairs"):
+        link_log_likelihood([], [])

@@ -1,4 +1,4 @@
-"""Data in and out, with no model knowledge: fixed batches, bag-of-words corpora, array files,
+"""Data in and out, with no model knowledge: fixed batches, bag-of-words corpora, graphs, array files,
 synthetic generators and downloaded datasets (``fetch_*`` downloads once, ``load_*`` reads the cache).
 """
 
@@ -6,6 +6,19 @@ from .batches import ArrayBatches, BatchSource, FileBatches, IndexBatches, ListB
 from .corpus import Corpus, from_counts, read_ldac, split_documents, split_tokens, split_types
 from .datasets import BUNDLED, FASHION_MNIST_DIR, load_dataset, load_fashion_mnist
 from .files import write_atomically
+from .graphs import (
+    NETWORKX_GRAPHS,
+    Graph,
+    assortative_graph,
+    assortative_link_probability,
+    from_adjacency,
+    from_networkx,
+    load_networkx_graph,
+    read_edge_list,
+    read_graph_tool,
+    read_npz,
+    split_pairs,
+)
 from .home import DATA_HOME_ENV, DataUnavailableError, get_data_home
 from .synthetic import bars_corpus, crp_gaussian_mixture, dp_gaussian_mixture, edge_covariances, toy_patches
 from .wikipedia import fetch_wikipedia, load_wikipedia
@@ -19,21 +32,32 @@ __all__ = [
     "DataUnavailableError",
     "FASHION_MNIST_DIR",
     "FileBatches",
+    "Graph",
     "IndexBatches",
     "ListBatches",
+    "NETWORKX_GRAPHS",
+    "assortative_graph",
+    "assortative_link_probability",
     "bars_corpus",
     "crp_gaussian_mixture",
     "dp_gaussian_mixture",
     "edge_covariances",
     "fetch_wikipedia",
+    "from_adjacency",
     "from_counts",
+    "from_networkx",
     "get_data_home",
     "load_dataset",
     "load_fashion_mnist",
+    "load_networkx_graph",
     "load_wikipedia",
     "make_batches",
+    "read_edge_list",
+    "read_graph_tool",
     "read_ldac",
+    "read_npz",
     "split_documents",
+    "split_pairs",
     "split_tokens",
     "split_types",
     "toy_patches",
