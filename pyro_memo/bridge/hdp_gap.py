@@ -127,7 +127,7 @@ def normaliser_gap(rho, omega, alpha, num_docs):
     :param rho: ``(K,)`` stick means.
     :param omega: ``(K,)`` stick concentrations.
     :param float alpha: the documents' concentration (at most 20: the series' terms shrink like
-        :math:`(\alpha / (1 + \alpha))^m`).
+        :math:`(\\alpha / (1 + \\alpha))^m`).
     :param int num_docs: ``D``.
     :returns: a Python float, non-negative.
     """

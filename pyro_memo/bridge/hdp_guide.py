@@ -28,7 +28,8 @@ class HDPGuide(GlobalSiteReadouts):
     ``"{prefix}.lam"``; a latent concentration (``alpha ~ Gamma(s1, s2)`` / ``gamma ~ Gamma(s1, s2)``
     outside every plate, see :mod:`.hdp_recognition`) adds its factor ``q = Gamma(w1, w2)`` as
     ``"{prefix}.q_alpha"`` / ``"{prefix}.q_gamma"`` (``(w1, w2)``, written by the closed-form step like
-    the other globals), and the guide samples it at the model's site. The document-level parameters are the local step's:
+    the other globals), and the guide samples it at the model's site. The document-level
+    parameters are the local step's:
     :attr:`doc_topic_counts` holds every document's expected topic counts (``(D, K)``, written by
     :class:`~pyro_memo.bridge.MemoizedELBO` and :func:`~pyro_memo.bridge.fit_memoized`), and
     whenever the guide runs, ``r`` and ``theta`` are one exact local sweep from them under the
@@ -260,8 +261,8 @@ class HDPGuide(GlobalSiteReadouts):
     def sample_posterior(self, num_samples=1):
         """``num_samples`` draws of the global latent sites from the guide: the top-level sticks
         ``(num_samples, K)`` and the ``K + 1`` topics ``(num_samples, K + 1, V)`` (the last at its
-        prior), and the latent concentrations ``(num_samples,)``: dict site name -> tensor. The document-level sites depend on the documents: run the
-        guide (or ``Predictive``) for them."""
+        prior), and the latent concentrations ``(num_samples,)``: dict site name -> tensor. The
+        document-level sites depend on the documents: run the guide (or ``Predictive``) for them."""
         self._require_spec()
         spec, post, n = self.spec, self.posterior, int(num_samples)
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}

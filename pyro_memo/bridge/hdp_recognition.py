@@ -18,7 +18,7 @@ Conventions (the shape of :class:`~pyro_memo.models.HDPTopicModel`; any site and
    ``gamma`` (the sticks' second Beta parameter) and / or one used as ``alpha`` (the document
    Dirichlet's scale); see :data:`CONCENTRATION_FORM`. Each is identified by its wiring: the model
    is re-run with the site conditioned on another value, and the sticks' (resp. the documents')
-   parameters must follow it. The fit then learns :math:`q(\alpha)` / :math:`q(\gamma)`.
+   parameters must follow it. The fit then learns :math:`q(\\alpha)` / :math:`q(\\gamma)`.
 
 The checks run at random values: the document Dirichlet's concentration is ``alpha`` times
 the stick-breaking weights, the assignment's probabilities are the document weights indexed
@@ -401,7 +401,7 @@ def _latent_concentrations(model, args, kwargs, global_sites, T):
 
     Each candidate is a scalar Gamma site outside every plate; the model is re-run with it
     conditioned on a value ``v`` other than its traced one and every stick at 1/2 (so that
-    :math:`\beta_1 = 1/2` exactly): it is ``gamma`` if the sticks' second Beta parameter is ``v``
+    :math:`\\beta_1 = 1/2` exactly): it is ``gamma`` if the sticks' second Beta parameter is ``v``
     everywhere, ``alpha`` if the document Dirichlet's first concentration is ``v / 2``.
     """
     extras = [s for s in global_sites if not isinstance(_base(s["fn"]), dist.Dirichlet) and not _is_stick_like(s, T)]
