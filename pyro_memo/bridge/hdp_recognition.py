@@ -397,14 +397,16 @@ def _gamma_prior_of(site):
 def _latent_concentrations(model, args, kwargs, global_sites, T):
     """The latent concentrations among the global sites: ``{"alpha": (site, prior), "gamma": (site, prior)}``
     (absent ones left out), identified by their wiring. Every global site that is neither a stick
-    site nor a Dirichlet must be one of them.
+    site nor a Dirichlet, and is outside every plate or scalar within its plates, must be one of them.
 
     Each candidate is a scalar Gamma site outside every plate; the model is re-run with it
     conditioned on a value ``v`` other than its traced one and every stick at 1/2 (so that
     :math:`\\beta_1 = 1/2` exactly): it is ``gamma`` if the sticks' second Beta parameter is ``v``
     everywhere, ``alpha`` if the document Dirichlet's first concentration is ``v / 2``.
     """
-    extras = [s for s in global_sites if not isinstance(_base(s["fn"]), dist.Dirichlet) and not _is_stick_like(s, T)]
+    extras = [s for s in global_sites if not isinstance(_base(s["fn"]), dist.Dirichlet) and not _is_stick_like(s, T)
+              and (not s["cond_indep_stack"] or s["fn"].event_shape == ())]  # (event-shaped plated sites: the
+    # topics' or documents' place, explained by _topics_and_documents)
     if not extras:
         return {}
     sticks = [s for s in global_sites if _is_stick_like(s, T)]
