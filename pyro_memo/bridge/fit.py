@@ -59,7 +59,7 @@ def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, cal
 
     from ..inference import SummaryCache
     from ..topics import MemoizedHDP, from_counts
-    from .hdp_gap import normaliser_gap
+    from .hdp_gap import expected_normaliser_gap
     from .hdp_guide import HDPGuide
 
     guide = guide or HDPGuide(model, seed=seed)
@@ -70,7 +70,8 @@ def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, cal
     doc, word = spec.tokens(args, kwargs)
     ones = torch.ones(len(doc)).numpy()
     matrix = sp.coo_matrix((ones, (doc.cpu().numpy(), word.cpu().numpy())), shape=(spec.num_docs, spec.V))
-    driver = MemoizedHDP(K=spec.K, alpha=spec.alpha, gamma=spec.gamma, lam0=spec.lam0, laps=laps, tol=tol, seed=seed)
+    driver = MemoizedHDP(K=spec.K, alpha=spec.alpha, gamma=spec.gamma, lam0=spec.lam0, laps=laps, tol=tol, seed=seed,
+                         alpha_prior=spec.alpha_prior, gamma_prior=spec.gamma_prior)
     fit = driver.fit(from_counts(matrix), num_batches, callback=callback)
     guide.set_posterior(fit.posterior)
     guide.record_data(*args, **kwargs)
@@ -80,7 +81,7 @@ def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, cal
     guide.local_step(posterior, every)
     _, _, summary = guide.local_params(posterior, every)
     return TopicFitResult(posterior, float(posterior.elbo(summary)), list(fit.elbo_trace), guide,
-                          normaliser_gap(posterior.rho, posterior.omega, spec.alpha, spec.num_docs),
+                          expected_normaliser_gap(posterior.rho, posterior.omega, posterior.alpha, spec.num_docs),
                           list(fit.lap_seconds), bool(fit.converged), fit)
 
 

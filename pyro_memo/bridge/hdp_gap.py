@@ -29,6 +29,13 @@ stick :math:`R_k = \\prod_{\\ell<k}(1 - u_\\ell)`, :math:`1 - \\beta_k = (1 - R_
 and :math:`1 - R_{k+1} = (1 - R_k) + R_k u_k` are sums of non-negative terms, so the joint moments
 :math:`E[(1 - R_k)^p R_k^q]` follow by binomial expansion from the Beta moments
 :math:`E[u^i (1 - u)^j] = B(a + i, b + j) / B(a, b)` with no cancellation.
+
+A latent :math:`\\alpha` with factor :math:`q(\\alpha) = \\mathrm{Gamma}(w_1, w_2)`: the bound's
+:math:`\\alpha` terms are linear in :math:`E_q[\\alpha]` and :math:`E_q[\\log\\alpha]`, exactly as the
+true ELBO's terms other than the normalisers, so the gap is :math:`E_{q(\\alpha)}[\\text{gap}(\\alpha)]`
+(:func:`expected_normaliser_gap`). The moments :math:`E_q[(1 - \\beta_k)^m]` do not depend on
+:math:`\\alpha`: they are computed once, and the expectation over :math:`\\alpha` is an ``n``-point
+Gauss rule for the Gamma density (:func:`gamma_quadrature`).
 """
 
 import math
@@ -88,23 +95,106 @@ def one_minus_beta_moments(rho, omega, M):
     return torch.stack(rows)
 
 
+def _scaled_zeta(m, q):
+    """:math:`q^m \\zeta(m, q) = 1 + \\sum_{j\\ge 1} (q / (q + j))^m` for ``q >= 1``, without the
+    overflow of :math:`q^m` (or underflow of :math:`\\zeta`) at large ``m``: where :math:`m\\log q` is
+    large the sum is taken directly, its terms :math:`e^{-m\\log(1 + j/q)}` decaying fast, plus the
+    integral bound of its tail."""
+    m, log_q = torch.as_tensor(m, dtype=torch.float64), math.log(q)
+    small = m * log_q < 600
+    direct = torch.special.zeta(m, torch.tensor(q, dtype=torch.float64)) * torch.exp(torch.where(small, m, 0) * log_q)
+    J = int(4 * math.ceil(q)) + 64
+    j = torch.arange(1, J + 1, dtype=torch.float64)
+    big = torch.where(small, 3.0, m)  # (any m > 1 works where it is not used)
+    terms = torch.exp(-big[:, None] * torch.log1p(j[None, :] / q)).sum(1)
+    tail = q / (big - 1) * torch.exp(-(big - 1) * math.log1p(J / q))
+    return torch.where(small, direct, 1.0 + terms + tail)
+
+
+def _per_doc_gap(moments, alpha, K):
+    """``gap / D`` at concentration ``alpha`` from the moments table (enough terms for ``alpha``)."""
+    M = _terms_needed(alpha)
+    m = torch.arange(2, M + 1, dtype=torch.float64)
+    a1 = torch.tensor(1.0 + alpha, dtype=torch.float64)
+    coef = _scaled_zeta(m, 1.0 + alpha) * torch.exp(m * math.log(alpha / (1.0 + alpha))) / m
+    series = float((moments[:, 2:M + 1] * coef).sum())
+    return K * (alpha * float(torch.special.digamma(a1)) - math.lgamma(1.0 + alpha)) - series
+
+
 def normaliser_gap(rho, omega, alpha, num_docs):
     """``ELBO_true - bound`` of ``num_docs`` documents (see the module docstring), in closed form.
 
     :param rho: ``(K,)`` stick means.
     :param omega: ``(K,)`` stick concentrations.
     :param float alpha: the documents' concentration (at most 20: the series' terms shrink like
-        :math:`(\alpha / (1 + \alpha))^m`).
+        :math:`(\\alpha / (1 + \\alpha))^m`).
     :param int num_docs: ``D``.
     :returns: a Python float, non-negative.
     """
     alpha = float(alpha)
+    moments = one_minus_beta_moments(rho, omega, _terms_needed(alpha))  # (K + 1, M + 1)
+    return num_docs * _per_doc_gap(moments, alpha, len(rho))
+
+
+def gamma_quadrature(w1, w2, n=40):
+    """Nodes and weights of the ``n``-point Gauss rule for :math:`\\mathrm{Gamma}(w_1, w_2)` (shape,
+    rate): :math:`E[f(\\alpha)] \\approx \\sum_i p_i f(a_i)`, exact for polynomials of degree
+    :math:`\\le 2n - 1`.
+
+    The generalised Laguerre weight :math:`x^{w_1 - 1} e^{-x}` has the monic three-term recurrence
+    :math:`b_j = 2j + w_1` (``j = 0..n-1``), :math:`c_j = j (j + w_1 - 1)`; the nodes are the
+    eigenvalues of its symmetric Jacobi matrix and the weights the squared first components of
+    the eigenvectors (Golub & Welsch 1969), then :math:`a_i = x_i / w_2`. This is stable for any
+    shape :math:`w_1 > 0` (no factorials or Laguerre polynomials are evaluated), in float64.
+
+    :returns: ``(nodes, weights)``, float64 tensors of length ``n``; the weights sum to 1.
+    """
+    j = torch.arange(n, dtype=torch.float64)
+    diag = 2 * j + float(w1)
+    off = torch.sqrt(j[1:] * (j[1:] + float(w1) - 1))
+    jacobi = torch.diag(diag) + torch.diag(off, 1) + torch.diag(off, -1)
+    x, vectors = torch.linalg.eigh(jacobi)
+    weights = vectors[0] ** 2
+    return x / float(w2), weights / weights.sum()
+
+
+def expected_normaliser_gap(rho, omega, alpha, num_docs, nodes=40, max_alpha=20.0):
+    """:math:`E_{q(\\alpha)}[\\text{gap}(\\alpha)]` of ``num_docs`` documents: the gap of a latent
+    document-level concentration with factor ``alpha.q = (w1, w2)`` (a
+    :class:`~pyro_memo.allocation.concentration.GammaConcentration`); a plain float ``alpha`` gives
+    :func:`normaliser_gap`.
+
+    Accuracy: the per-document gap :math:`h(\\alpha) = E_u[g(\\alpha) - \\sum_k g(\\alpha\\beta_k)]`,
+    :math:`g(x) = \\log\\Gamma(1 + x)`, is analytic for :math:`\\mathrm{Re}\\,\\alpha > -1` (the pole of
+    :math:`\\Gamma(1 + x)` at :math:`-1`, and :math:`0 \\le \\beta_k \\le 1`) and grows like
+    :math:`\\alpha\\log\\alpha`, so Gauss rules for the Gamma weight converge fast: on a fitted
+    factor (shape :math:`w_1 = s_1 + DK`, tens or more) ``n = 40`` nodes agree with 80 to about 1e-12
+    relative, on a shape-1 factor (an exponential) to about 1e-7 (tested, and against Monte Carlo over
+    :math:`q(\\alpha) q(u)`, in ``tests/bridge/test_hdp_latent_concentrations.py``). Nodes beyond
+    ``max_alpha`` (where the series would need too many terms), or whose weight times the bound
+    below is under 1e-15 of the total, are bounded instead of evaluated: there
+    :math:`0 \\le h(\\alpha) \\le K[\\alpha\\psi(1 + \\alpha) - g(\\alpha)]` (every series term is
+    non-negative), the midpoint is used, and if that bound's weighted half-width exceeds 1e-6 of the
+    result a ``ValueError`` says so.
+    """
+    if not hasattr(alpha, "q"):
+        return normaliser_gap(rho, omega, alpha, num_docs)
+    w1, w2 = alpha.q
+    points, weights = gamma_quadrature(w1, w2, nodes)
     K = len(rho)
-    M = _terms_needed(alpha)
-    moments = one_minus_beta_moments(rho, omega, M)  # (K + 1, M + 1)
-    m = torch.arange(2, M + 1, dtype=torch.float64)
-    a1 = torch.tensor(1.0 + alpha, dtype=torch.float64)
-    coef = torch.special.zeta(m, a1) * torch.exp(m * math.log(alpha)) / m
-    series = float((moments[:, 2:] * coef).sum())
-    per_doc = K * (alpha * float(torch.special.digamma(a1)) - math.lgamma(1.0 + alpha)) - series
-    return num_docs * per_doc
+    a1 = 1.0 + points
+    upper = K * (points * torch.special.digamma(a1) - torch.lgamma(a1))  # h(alpha) <= upper
+    share = weights * upper
+    # nodes evaluated: those up to max_alpha that carry more than 1e-15 of the bound's weighted total
+    evaluate = (points <= max_alpha) & (share > 1e-15 * float(share.sum()))
+    total, slack = 0.0, 0.0
+    if bool(evaluate.any()):
+        moments = one_minus_beta_moments(rho, omega, _terms_needed(float(points[evaluate].max())))
+        total = sum(float(p) * _per_doc_gap(moments, float(a), K)
+                    for a, p in zip(points[evaluate], weights[evaluate], strict=True))
+    slack = float(share[~evaluate].sum()) / 2
+    total += slack  # the midpoint of [0, upper] at the nodes not evaluated
+    if slack > 1e-6 * max(abs(total), 1e-300):
+        raise ValueError(f"q(alpha) = Gamma({w1:.6g}, {w2:.6g}) puts too much mass above alpha = {max_alpha}, where "
+                         "the normaliser gap's series is not evaluated")
+    return num_docs * total

@@ -7,14 +7,16 @@ import torch
 from torch.distributions import constraints, transform_to
 
 from ..allocation import stick_breaking_weights
+from ..allocation.concentration import GammaConcentration, learnable
 from ..inference import SummaryCache
 from ..topics import HDPPosterior
-from .hdp_gap import normaliser_gap
+from .hdp_gap import expected_normaliser_gap
 from .param_store import DataFingerprint, check_shapes, default_prefix
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 
-_CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive}
+_CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive,
+                "q_alpha": constraints.positive, "q_gamma": constraints.positive}
 
 
 class HDPGuide(GlobalSiteReadouts):
@@ -23,7 +25,11 @@ class HDPGuide(GlobalSiteReadouts):
     the tail) for a recognised HDP topic model (see :mod:`.hdp_recognition`).
 
     The globals are in Pyro's param store under ``"{prefix}.rho"``, ``"{prefix}.omega"`` and
-    ``"{prefix}.lam"``. The document-level parameters are the local step's:
+    ``"{prefix}.lam"``; a latent concentration (``alpha ~ Gamma(s1, s2)`` / ``gamma ~ Gamma(s1, s2)``
+    outside every plate, see :mod:`.hdp_recognition`) adds its factor ``q = Gamma(w1, w2)`` as
+    ``"{prefix}.q_alpha"`` / ``"{prefix}.q_gamma"`` (``(w1, w2)``, written by the closed-form step like
+    the other globals), and the guide samples it at the model's site. The document-level
+    parameters are the local step's:
     :attr:`doc_topic_counts` holds every document's expected topic counts (``(D, K)``, written by
     :class:`~pyro_memo.bridge.MemoizedELBO` and :func:`~pyro_memo.bridge.fit_memoized`), and
     whenever the guide runs, ``r`` and ``theta`` are one exact local sweep from them under the
@@ -72,7 +78,8 @@ class HDPGuide(GlobalSiteReadouts):
                                           "pyro_memo.DPMixtureGuide")
             self.spec = spec
         K, V = self.spec.K, self.spec.V
-        check_shapes(self.prefix, self._names(), {"rho": (K,), "omega": (K,), "lam": (K, V)})
+        check_shapes(self.prefix, self._names(), {"rho": (K,), "omega": (K,), "lam": (K, V), "q_alpha": (2,),
+                                                  "q_gamma": (2,)})
         if self._missing_params():
             self.set_posterior(self.initial_posterior(*args, **kwargs))
             self.doc_topic_counts, self.counts_corpus, self.memo = None, None, SummaryCache()
@@ -103,10 +110,17 @@ class HDPGuide(GlobalSiteReadouts):
         lam = spec.lam0 + counts[pick] + 0.01 * torch.rand(spec.K, spec.V, generator=g, dtype=torch.float64)
         rho = torch.full((spec.K,), 1.0 / (1.0 + spec.gamma), dtype=torch.float64)
         omega = torch.full((spec.K,), 1.0 + spec.gamma, dtype=torch.float64)
-        return HDPPosterior(lam, rho, omega, spec.alpha, spec.gamma, spec.lam0)
+        return HDPPosterior(lam, rho, omega, learnable(spec.alpha, spec.alpha_prior),
+                            learnable(spec.gamma, spec.gamma_prior), spec.lam0)
+
+    def _keys(self):
+        keys = ["rho", "omega", "lam"]
+        if self.spec is not None:
+            keys += [f"q_{c}" for c in self.spec.concentration_sites]
+        return keys
 
     def _names(self):
-        return {k: f"{self.prefix}.{k}" for k in _CONSTRAINTS}
+        return {k: f"{self.prefix}.{k}" for k in self._keys()}
 
     def _missing_params(self):
         store = pyro.get_param_store()
@@ -119,11 +133,19 @@ class HDPGuide(GlobalSiteReadouts):
         which later steps do not change."""
         v = {k: pyro.param(n).detach().double().clone() for k, n in self._names().items()}
         s = self.spec
-        return HDPPosterior(v["lam"], v["rho"], v["omega"], s.alpha, s.gamma, s.lam0)
+        alpha = s.alpha if "q_alpha" not in v else GammaConcentration(s.alpha_prior, v["q_alpha"].tolist())
+        gamma = s.gamma if "q_gamma" not in v else GammaConcentration(s.gamma_prior, v["q_gamma"].tolist())
+        return HDPPosterior(v["lam"], v["rho"], v["omega"], alpha, gamma, s.lam0)
 
-    @staticmethod
-    def _values(posterior):
-        return {"rho": posterior.rho, "omega": posterior.omega, "lam": posterior.lam}
+    def _values(self, posterior):
+        values = {"rho": posterior.rho, "omega": posterior.omega, "lam": posterior.lam}
+        for c in self.spec.concentration_sites:
+            conc = getattr(posterior, c)
+            if not isinstance(conc, GammaConcentration):
+                raise ValueError(f"the model's {c} is latent (site '{self.spec.concentration_sites[c]}'); the "
+                                 f"posterior to store needs a Gamma factor for it (fit with {c}_prior)")
+            values[f"q_{c}"] = posterior.rho.new_tensor(conc.q)
+        return values
 
     def set_posterior(self, posterior):
         """Write ``posterior``'s globals into the param store (replacing old values)."""
@@ -191,6 +213,9 @@ class HDPGuide(GlobalSiteReadouts):
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
         batch = spec.batch(args, kwargs)
         resp, theta, _ = self.local_params(post, batch)
+        for c, site in spec.concentration_sites.items():  # outside every plate, before the sticks, as the model
+            w1, w2 = getattr(post, c).q
+            pyro.sample(site, dist.Gamma(torch.tensor(w1, **like), torch.tensor(w2, **like)))
         with pyro.plate(spec.stick_plate, spec.K):
             pyro.sample(spec.stick_site, dist.Beta((post.rho * post.omega).to(**like),
                                                    ((1 - post.rho) * post.omega).to(**like)))
@@ -220,12 +245,13 @@ class HDPGuide(GlobalSiteReadouts):
 
     def normaliser_gap(self, *args, **kwargs):
         """The true ELBO of the guide's distribution minus :meth:`elbo` for a corpus of this call's
-        number of documents (closed form, :func:`~pyro_memo.bridge.hdp_gap.normaliser_gap`)."""
+        number of documents (closed form, :func:`~pyro_memo.bridge.hdp_gap.normaliser_gap`; with a latent
+        alpha its expectation under ``q(alpha)``, :func:`~pyro_memo.bridge.hdp_gap.expected_normaliser_gap`)."""
         self.setup(*args, **kwargs)
         post = self.posterior
         docs = self.spec.batch_indices(args, kwargs)
         size = self.spec.plate_size(args, kwargs) if docs is None else len(docs)
-        return normaliser_gap(post.rho, post.omega, self.spec.alpha, size)
+        return expected_normaliser_gap(post.rho, post.omega, post.alpha, size)
 
     # -------------------------------------------------- AutoGuide-style read-outs
     def _require_spec(self):
@@ -235,8 +261,8 @@ class HDPGuide(GlobalSiteReadouts):
     def sample_posterior(self, num_samples=1):
         """``num_samples`` draws of the global latent sites from the guide: the top-level sticks
         ``(num_samples, K)`` and the ``K + 1`` topics ``(num_samples, K + 1, V)`` (the last at its
-        prior): dict site name -> tensor. The document-level sites depend on the documents: run the
-        guide (or ``Predictive``) for them."""
+        prior), and the latent concentrations ``(num_samples,)``: dict site name -> tensor. The
+        document-level sites depend on the documents: run the guide (or ``Predictive``) for them."""
         self._require_spec()
         spec, post, n = self.spec, self.posterior, int(num_samples)
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
@@ -244,4 +270,8 @@ class HDPGuide(GlobalSiteReadouts):
         with torch.no_grad():
             sticks = dist.Beta(post.rho * post.omega, (1 - post.rho) * post.omega).sample((n,))
             topics = dist.Dirichlet(lam).sample((n,))
-        return {spec.stick_site: sticks.to(**like), spec.topic_site: topics.to(**like)}
+            out = {spec.stick_site: sticks.to(**like), spec.topic_site: topics.to(**like)}
+            for c, site in spec.concentration_sites.items():
+                w1, w2 = getattr(post, c).q
+                out[site] = dist.Gamma(torch.tensor(w1, dtype=torch.float64), w2).sample((n,)).to(**like)
+        return out

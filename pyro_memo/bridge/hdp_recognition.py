@@ -14,6 +14,12 @@ Conventions (the shape of :class:`~pyro_memo.models.HDPTopicModel`; any site and
    order (see :func:`batch_tokens`), either as ``plate(N, subsample=tokens)`` or as a plate of
    their number.
 
+5. Optionally, latent concentrations: a scalar ``Gamma(s1, s2)`` site outside every plate used as
+   ``gamma`` (the sticks' second Beta parameter) and / or one used as ``alpha`` (the document
+   Dirichlet's scale); see :data:`CONCENTRATION_FORM`. Each is identified by its wiring: the model
+   is re-run with the site conditioned on another value, and the sticks' (resp. the documents')
+   parameters must follow it. The fit then learns :math:`q(\\alpha)` / :math:`q(\\gamma)`.
+
 The checks run at random values: the document Dirichlet's concentration is ``alpha`` times
 the stick-breaking weights, the assignment's probabilities are the document weights indexed
 by each token's document, and the word's ``log_prob`` is ``log phi[z, word]``. Anything else
@@ -33,6 +39,11 @@ from .structure import ArgumentReader, ModelStructureError, _base, _constant_ove
 HDP_FORM = ("u ~ Beta(1, gamma) in a plate of size K; phi ~ Dirichlet(lam0 * ones(V)) in a plate of size K + 1; "
             "pi ~ Dirichlet(alpha * beta(u)) in a document plate; z ~ Categorical(pi[doc]) and "
             "x ~ Categorical(phi[z]) (observed) in a token plate")
+
+#: the latent concentrations pyro-memo learns in an HDP topic model
+CONCENTRATION_FORM = ("gamma = pyro.sample('gamma', dist.Gamma(s1, s2)) and / or alpha = pyro.sample('alpha', "
+                      "dist.Gamma(s1, s2)), scalars outside every plate, then u ~ Beta(1, gamma) in the sticks' "
+                      "plate and pi ~ Dirichlet(alpha * beta(u)) in the document plate")
 
 
 def batch_tokens(doc, batch, num_docs):
@@ -114,9 +125,22 @@ class HDPSpec(ArgumentReader):
     token_subsampled: bool = False
     num_docs_arg: tuple = None
     docs_from_tokens: bool = False
+    #: the latent document-level concentration's site (``alpha ~ Gamma(s1, s2)`` outside every plate), if any
+    alpha_site: str = None
+    #: ``(s1, s2)``: shape and rate of its Gamma prior (:attr:`alpha` is then the prior mean ``s1 / s2``)
+    alpha_prior: tuple = None
+    #: the latent top-level concentration's site, if any
+    gamma_site: str = None
+    #: ``(s1, s2)`` of its Gamma prior (:attr:`gamma` is then the prior mean)
+    gamma_prior: tuple = None
     extra: dict = field(default_factory=dict)
 
     kind = "hdp"
+
+    @property
+    def concentration_sites(self):
+        """``{"alpha": site, "gamma": site}`` of the latent concentrations (absent ones left out)."""
+        return {k: v for k, v in (("alpha", self.alpha_site), ("gamma", self.gamma_site)) if v is not None}
 
     def _raw_tokens(self, args, kwargs):
         doc = torch.as_tensor(self._get(self.doc_arg, args, kwargs)).long()
@@ -345,6 +369,86 @@ def _find_num_docs(model, args, kwargs, doc_site, num_docs, doc_arg, word_arg):
     return None, False
 
 
+def _is_stick_like(site, T):
+    return isinstance(_base(site["fn"]), dist.Beta) and [f.size for f in site["cond_indep_stack"]] == [T - 1] \
+        and site["fn"].event_shape == ()
+
+
+def _gamma_prior_of(site):
+    """``(s1, s2)`` of a scalar Gamma site outside every plate; else :class:`ModelStructureError`."""
+    name, prior = site["name"], _base(site["fn"])
+    if site["cond_indep_stack"]:
+        raise ModelStructureError(
+            f"site '{name}' ({type(prior).__name__}) sits inside plate(s) {[f.name for f in site['cond_indep_stack']]};"
+            f" besides the HDP's sticks, topics and document weights the only global latents pyro-memo supports "
+            f"are latent concentrations, one scalar each outside every plate: {CONCENTRATION_FORM}")
+    if not isinstance(prior, dist.Gamma) or site["value"].numel() != 1 or site["fn"].event_shape != ():
+        raise ModelStructureError(
+            f"site '{name}' is a global latent outside every plate with a {type(prior).__name__} prior of shape "
+            f"{tuple(site['value'].shape)}; pyro-memo learns a concentration in closed form under a scalar Gamma "
+            f"prior only: {CONCENTRATION_FORM}")
+    s1, s2 = float(prior.concentration.reshape(-1)[0]), float(prior.rate.reshape(-1)[0])
+    if not (0 < s1 < float("inf") and 0 < s2 < float("inf")):
+        raise ModelStructureError(f"site '{name}': its Gamma prior's shape and rate must be positive and finite; "
+                                  f"got ({s1}, {s2})")
+    return s1, s2
+
+
+def _latent_concentrations(model, args, kwargs, global_sites, T):
+    """The latent concentrations among the global sites: ``{"alpha": (site, prior), "gamma": (site, prior)}``
+    (absent ones left out), identified by their wiring. Every global site that is neither a stick
+    site nor a Dirichlet, and is outside every plate or scalar within its plates, must be one of them.
+
+    Each candidate is a scalar Gamma site outside every plate; the model is re-run with it
+    conditioned on a value ``v`` other than its traced one and every stick at 1/2 (so that
+    :math:`\\beta_1 = 1/2` exactly): it is ``gamma`` if the sticks' second Beta parameter is ``v``
+    everywhere, ``alpha`` if the document Dirichlet's first concentration is ``v / 2``.
+    """
+    extras = [s for s in global_sites if not isinstance(_base(s["fn"]), dist.Dirichlet) and not _is_stick_like(s, T)
+              and (not s["cond_indep_stack"] or s["fn"].event_shape == ())]  # (event-shaped plated sites: the
+    # topics' or documents' place, explained by _topics_and_documents)
+    if not extras:
+        return {}
+    sticks = [s for s in global_sites if _is_stick_like(s, T)]
+    docs = [s for s in global_sites if isinstance(_base(s["fn"]), dist.Dirichlet) and s["fn"].event_shape[-1:] == (T,)
+            and len(s["cond_indep_stack"]) == 1]
+    found = {}
+    for site in extras:
+        prior = _gamma_prior_of(site)
+        name = site["name"]
+        value = float(site["value"].detach().reshape(()))
+        probe = site["value"].detach() * 0 + (0.5 + 1.37 * value)
+        data = {name: probe}
+        data.update({s["name"]: torch.full_like(s["value"], 0.5) for s in sticks})
+        with torch.no_grad(), poutine.block():
+            cond = poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
+        v = float(probe)
+        roles = []
+        for s in sticks:
+            c0 = _base(cond.nodes[s["name"]]["fn"]).concentration0.expand(s["value"].shape).double()
+            if bool(torch.allclose(c0, torch.full_like(c0, v), rtol=1e-6, atol=0)):
+                roles.append("gamma")
+        for s in docs:
+            node = cond.nodes[s["name"]]
+            conc = _base(node["fn"]).concentration.expand(node["value"].shape).double()
+            if bool(torch.allclose(2 * conc[..., 0], torch.full_like(conc[..., 0], v), rtol=1e-6, atol=0)):
+                roles.append("alpha")
+        if len(roles) != 1:
+            what = "neither" if not roles else "both"
+            raise ModelStructureError(
+                f"site '{name}' is a scalar Gamma latent outside every plate, but it is wired as {what} of the HDP's "
+                f"concentrations (conditioned on {v:.6g}, the sticks' Beta(1, gamma) parameter and the document "
+                f"Dirichlet's alpha * beta {'do not follow' if not roles else 'both follow'} it); supported form: "
+                f"{CONCENTRATION_FORM}")
+        role = roles[0]
+        if role in found:
+            raise ModelStructureError(
+                f"sites '{found[role][0]['name']}' and '{name}' are both wired as the HDP's {role}; one latent "
+                f"{role} is supported: {CONCENTRATION_FORM}")
+        found[role] = (site, prior)
+    return found
+
+
 def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites):
     """The :class:`HDPSpec` of a traced HDP topic model (see the module docstring).
 
@@ -355,6 +459,9 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
         raise ModelStructureError(f"observed site '{obs['name']}' is {type(obs_fn).__name__}; an HDP topic model "
                                   f"observes word ids with Categorical(phi[z]). Supported HDP form: {HDP_FORM}")
     T = z_fn.probs.shape[-1]
+    latent = _latent_concentrations(model, args, kwargs, global_sites, T)
+    taken = [site for site, _ in latent.values()]
+    global_sites = [s for s in global_sites if not any(s is t for t in taken)]
     stick, gamma = _find_sticks(global_sites, T)
     if stick is None:
         raise ModelStructureError(f"an HDP topic model needs a Beta(1, gamma) stick site in a plate of size K; "
@@ -363,6 +470,11 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
     lam0, V = _read_lam0(topic, T)
     doc_plate, num_docs, subsample = _document_plate(doc_site, plates)
     alpha = _read_alpha(model, args, kwargs, stick, doc_site)
+    priors = {role: prior for role, (_, prior) in latent.items()}
+    if "alpha" in priors:
+        alpha = priors["alpha"][0] / priors["alpha"][1]
+    if "gamma" in priors:
+        gamma = priors["gamma"][0] / priors["gamma"][1]
     names = {"obs": obs["name"], "z": z_site["name"], "doc": doc_site["name"]}
     doc_arg, word_arg, num_tokens, batch_size = _find_token_args(args, kwargs, trace, names, num_docs, subsample)
     token_plate = next(iter(_plates(obs)))
@@ -379,6 +491,8 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
         token_plate=token_plate, num_docs=num_docs, num_tokens=num_tokens, doc_arg=doc_arg, word_arg=word_arg,
         subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
         token_subsampled=int(size) == num_tokens and batch_size != num_tokens,
+        alpha_site=latent["alpha"][0]["name"] if "alpha" in latent else None, alpha_prior=priors.get("alpha"),
+        gamma_site=latent["gamma"][0]["name"] if "gamma" in latent else None, gamma_prior=priors.get("gamma"),
     )
     spec.extra.update(model_dtype=first.dtype, model_device=first.device)
     spec.num_docs_arg, spec.docs_from_tokens = _find_num_docs(model, args, kwargs, doc_site["name"], num_docs,
@@ -405,14 +519,26 @@ def verify_hdp_wiring(model, args, kwargs, spec):
     tb = spec.batch(args, kwargs)
     z = torch.randint(spec.K + 1, (len(tb.tokens),), generator=g).to(like["device"])
     data = {spec.stick_site: u, spec.topic_site: phi, spec.assignment_site: z}
+    alpha = spec.alpha
+    if spec.alpha_site is not None:  # a latent alpha at a random value
+        alpha = float(0.2 + 3 * torch.rand((), generator=g, dtype=torch.float64))
+        data[spec.alpha_site] = torch.tensor(alpha, **like)
+    if spec.gamma_site is not None:
+        data[spec.gamma_site] = torch.tensor(float(0.2 + 3 * torch.rand((), generator=g, dtype=torch.float64)), **like)
     with torch.no_grad(), poutine.block():
         trace = poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
+    if spec.gamma_site is not None:
+        c0 = _base(trace.nodes[spec.stick_site]["fn"]).concentration0.double()
+        want = data[spec.gamma_site].double()
+        if not _close(c0.reshape(-1), want.expand(c0.reshape(-1).shape), like["dtype"]):
+            raise ModelStructureError(f"stick site '{spec.stick_site}': its Beta(1, gamma) parameter does not follow "
+                                      f"the latent gamma '{spec.gamma_site}'; supported form: {CONCENTRATION_FORM}")
     conc = _base(trace.nodes[spec.doc_site]["fn"]).concentration.double()
-    expected = spec.alpha * stick_breaking_weights(u.double())
+    expected = alpha * stick_breaking_weights(u.double())
     if not _close(conc.reshape(-1, spec.K + 1), expected.expand(conc.reshape(-1, spec.K + 1).shape), like["dtype"]):
         raise ModelStructureError(
             f"document-weight site '{spec.doc_site}': its concentration is not alpha * beta with beta_k = u_k "
-            f"prod_(l<k) (1 - u_l) the stick-breaking weights of site '{spec.stick_site}' (alpha = {spec.alpha:.6g})")
+            f"prod_(l<k) (1 - u_l) the stick-breaking weights of site '{spec.stick_site}' (alpha = {alpha:.6g})")
     obs = trace.nodes[spec.obs_site]
     word = obs["value"].long().reshape(-1)
     ours = torch.log(phi.double()[z, word])

@@ -1,12 +1,27 @@
 """The HDP topic model written as an ordinary Pyro program, and the guide of a fitted
 :class:`~pyro_memo.topics.HDPPosterior`."""
 
+import math
+
 import pyro
 import pyro.distributions as dist
 import torch
 from pyro.ops.indexing import Vindex
 
 from ..allocation import stick_breaking_weights
+
+
+def _gamma_prior(name, prior):
+    """``None``, or ``(s1, s2)`` as two positive finite floats (else ``ValueError``)."""
+    if prior is None:
+        return None
+    try:
+        s1, s2 = (float(a) for a in prior)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be None or a pair (shape, rate); got {prior!r}") from None
+    if not (0 < s1 < math.inf and 0 < s2 < math.inf):
+        raise ValueError(f"{name}: a Gamma prior's shape and rate must be positive and finite; got ({s1}, {s2})")
+    return s1, s2
 
 
 class HDPTopicModel:
@@ -24,9 +39,12 @@ class HDPTopicModel:
     :param float alpha: document-level concentration.
     :param float gamma: top-level concentration.
     :param float lam0: symmetric Dirichlet prior on topics.
+    :param alpha_prior: ``(s1, s2)`` (shape, rate): make the document-level concentration latent,
+        ``alpha = pyro.sample("alpha", dist.Gamma(s1, s2))`` outside any plate (``alpha`` unused).
+    :param gamma_prior: ``(s1, s2)``: likewise ``gamma = pyro.sample("gamma", dist.Gamma(s1, s2))``.
     """
 
-    def __init__(self, V, K, alpha=0.5, gamma=10.0, lam0=0.1):
+    def __init__(self, V, K, alpha=0.5, gamma=10.0, lam0=0.1, alpha_prior=None, gamma_prior=None):
         if int(V) < 1 or int(K) < 1:
             raise ValueError(f"V and K must be positive integers; got V={V}, K={K}")
         for name, value in (("alpha", alpha), ("gamma", gamma), ("lam0", lam0)):
@@ -34,19 +52,28 @@ class HDPTopicModel:
                 raise ValueError(f"{name} must be positive; got {value}")
         self.V, self.K = int(V), int(K)
         self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
+        self.alpha_prior = _gamma_prior("alpha_prior", alpha_prior)
+        self.gamma_prior = _gamma_prior("gamma_prior", gamma_prior)
+
+    def _concentration(self, name, value, prior, one):
+        if prior is None:
+            return value * one
+        return pyro.sample(name, dist.Gamma(prior[0] * one, prior[1] * one))
 
     def __call__(self, doc, word=None, num_docs=None):
         """Run the model on tokens: ``doc`` ``(N,)`` document index of each token, ``word``
         ``(N,)`` observed word ids (``None`` to generate)."""
         one = torch.ones((), dtype=torch.float64)
         num_docs = int(doc.max()) + 1 if num_docs is None else int(num_docs)
+        alpha = self._concentration("alpha", self.alpha, self.alpha_prior, one)
+        gamma = self._concentration("gamma", self.gamma, self.gamma_prior, one)
         with pyro.plate("sticks", self.K):
-            u = pyro.sample("u", dist.Beta(one, self.gamma * one))
+            u = pyro.sample("u", dist.Beta(one, gamma))
         beta = stick_breaking_weights(u)  # (..., K + 1)
         with pyro.plate("topics", self.K + 1):
             phi = pyro.sample("phi", dist.Dirichlet(torch.full((self.V,), self.lam0, dtype=torch.float64)))
         with pyro.plate("documents", num_docs):
-            pi = pyro.sample("pi", dist.Dirichlet(self.alpha * beta.unsqueeze(-2)))
+            pi = pyro.sample("pi", dist.Dirichlet(alpha.unsqueeze(-1) * beta.unsqueeze(-2)))
         with pyro.plate("tokens", len(doc)):
             z = pyro.sample("z", dist.Categorical(pi[..., doc, :]))
             return pyro.sample("x", dist.Categorical(Vindex(phi.unsqueeze(-3))[..., z, :]), obs=word)
