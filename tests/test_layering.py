@@ -45,8 +45,8 @@ LAYERS = {
     "summaries": ["pyro_memo.summaries", "pyro_memo.posterior"],
     # drivers, moves, checkpoints
     "engine": ["pyro_memo.engine", "pyro_memo.memo", "pyro_memo.inference"],
-    # the HDP topic model
-    "topics": ["pyro_memo.topics"],
+    # the HDP topic model and the HDP relational model
+    "topics": ["pyro_memo.topics", "pyro_memo.relational"],
     # Pyro models and the bridge from Pyro programs to the engine; baseline methods
     "pyro": ["pyro_memo.models", "pyro_memo.bridge", "pyro_memo.baselines"],
     # applications: comparisons, command lines, reports, and the package's public namespace

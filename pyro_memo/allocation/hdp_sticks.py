@@ -19,7 +19,7 @@ both of the Gamma form, so :func:`concentration_terms` gives each factor's close
 
 import torch
 
-from .concentration import expected_log
+from .concentration import GammaConcentration, expected_log
 
 
 def _log_beta(a, b):
@@ -128,3 +128,23 @@ def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100
             rho, omega = r.detach(), w.detach()
     eps = torch.finfo(dtype).eps
     return rho.to(dtype).clamp(eps, 1 - eps), omega.to(dtype)
+
+
+def fit_top_level(rho, omega, num_docs, sum_log_pi, alpha, gamma, stick_iters=100, rounds=3):
+    """Sticks (:func:`optimize_sticks`) and learnt concentrations
+    (:class:`~pyro_memo.allocation.concentration.GammaConcentration`, closed form given the sticks:
+    :func:`concentration_terms`) alternated for up to ``rounds`` rounds, each step exact, so none
+    lowers the bound. Returns ``(rho, omega, alpha, gamma)``."""
+    learnt = any(isinstance(c, GammaConcentration) for c in (alpha, gamma))
+    for _ in range(rounds if learnt else 1):
+        rho, omega = optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=stick_iters)
+        if not learnt:
+            break
+        terms = concentration_terms(rho, omega, num_docs, sum_log_pi)
+        new = [c.updated(*terms[name]) if isinstance(c, GammaConcentration) else c
+               for name, c in (("alpha", alpha), ("gamma", gamma))]
+        moved = max(abs(float(a) - float(b)) / float(b) for a, b in zip(new, (alpha, gamma), strict=True))
+        alpha, gamma = new
+        if moved < 1e-6:
+            break
+    return rho, omega, alpha, gamma

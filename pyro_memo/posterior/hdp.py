@@ -13,13 +13,7 @@ groups of Gaussian pixel features, the setting of Gomes, Welling & Perona 2008).
 import torch
 
 from ..allocation.concentration import GammaConcentration, concentration_from_state, concentration_state
-from ..allocation.hdp_sticks import (
-    concentration_terms,
-    expected_beta,
-    optimize_sticks,
-    prior_sticks,
-    top_level_objective,
-)
+from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, top_level_objective
 from ..families import family_from_state
 from ..summaries import GroupSummary
 from .base import VariationalPosterior
@@ -109,19 +103,8 @@ class GroupedHDPPosterior(VariationalPosterior):
         rho, omega = self.rho, self.omega
         if rho.shape[0] != summary.K:
             rho, omega = prior_sticks(summary.K, float(self.gamma), rho.dtype, rho.device)
-        alpha, gamma = self.alpha, self.gamma
-        for _ in range(rounds if self.learnt_concentrations else 1):
-            rho, omega = optimize_sticks(rho, omega, summary.num_docs, summary.sum_log_pi, alpha, gamma,
-                                         max_iter=stick_iters)
-            if not self.learnt_concentrations:
-                break
-            terms = concentration_terms(rho, omega, summary.num_docs, summary.sum_log_pi)
-            new = [c.updated(*terms[name]) if isinstance(c, GammaConcentration) else c
-                   for name, c in (("alpha", alpha), ("gamma", gamma))]
-            moved = max(abs(float(a) - float(b)) / float(b) for a, b in zip(new, (alpha, gamma), strict=True))
-            alpha, gamma = new
-            if moved < 1e-6:
-                break
+        rho, omega, alpha, gamma = fit_top_level(rho, omega, summary.num_docs, summary.sum_log_pi, self.alpha,
+                                                 self.gamma, stick_iters, rounds)
         new = self.with_globals(rho, omega, **components)
         new.alpha, new.gamma = alpha, gamma
         return new

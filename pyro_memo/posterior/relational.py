@@ -1,189 +1,175 @@
-"""The pair terms of the assortative HDP relational bound, in O((E + N) K).
+"""Global variational factors of the assortative HDP relational model and its exact bound.
 
-Model (Kim, Gopalan, Blei & Sudderth 2013; Gopalan et al. 2012, the assortative MMSB): node
-memberships :math:`\\pi_i \\sim \\mathrm{Dir}(\\alpha\\beta)`, community link probabilities
-:math:`w_k \\sim \\mathrm{Beta}(\\tau_a, \\tau_b)`, a fixed background probability :math:`\\epsilon`, and
-for each unordered pair :math:`i < j`: roles :math:`s_{ij} \\sim \\mathrm{Cat}(\\pi_i)`,
-:math:`r_{ij} \\sim \\mathrm{Cat}(\\pi_j)` and a link :math:`y_{ij} \\sim \\mathrm{Bern}(w_k)` if
-:math:`s_{ij} = r_{ij} = k`, else :math:`\\mathrm{Bern}(\\epsilon)`. Roles take the ``K`` explicit
-communities only (nested truncation).
+The model and the pairs' factors are those of :mod:`pyro_memo.posterior.relational_pairs`. The
+globals: top-level sticks :math:`q(u_k)` (:mod:`pyro_memo.allocation.hdp_sticks`, the HDP's), node
+memberships :math:`q(\\pi_i) = \\mathrm{Dir}(\\theta_i)` over ``K + 1`` entries (the last the tail), and
+community link probabilities :math:`q(w_k) = \\mathrm{Beta}(a_k, b_k)`. Node memberships are global
+(each node's roles live in pairs of every batch), as in bnpy's relational models.
 
-Variational family of the roles (a restriction of the structured family of Kim et al.):
+The bound (Kim, Gopalan, Blei & Sudderth 2013, with the surrogate of Hughes, Kim & Sudderth 2015,
+eq. 11, for the memberships' Dirichlet normalisers):
 
-* a **linked** pair has the structured factor that couples its two roles only on the diagonal,
-  at its optimum given the globals (eq. R1):
-  :math:`q(s = k, r = l) = A_{ik} A_{jl} e^{g_{kl}} / Z_{ij}`, with
-  :math:`A_{ik} = \\exp E\\log\\pi_{ik}`, :math:`g_{kk} = E\\log w_k`, :math:`g_{kl} = \\log\\epsilon`
-  for :math:`k \\ne l`, so :math:`Z_{ij} = \\epsilon (S_i S_j - \\sum_k A_{ik} A_{jk}) + \\sum_k A_{ik}
-  A_{jk} e^{E\\log w_k}` with :math:`S_i = \\sum_k A_{ik}`: O(K) per link;
-* a **non-linked** pair of a batch with source nodes ``S`` (the pairs ``i < j`` with ``i`` in ``S``)
-  has the product of two node factors of the batch (eq. R2): :math:`q(s = k, r = l) = m_{ik}
-  \\bar m_{jl}`, one factor :math:`m_i` per source for its role as the smaller node and one
-  :math:`\\bar m_j` per node for its role as the larger. Its terms are sums of node terms and of
-  :math:`\\sum_k m_{ik} \\bar m_{jk}`, so over the batch's non-linked pairs they reduce to
-  per-community sums over nodes minus the links' share (eq. R3):
-  :math:`\\sum_{i \\in S, j > i, y_{ij}=0} m_{ik} \\bar m_{jk} = \\sum_{i \\in S} m_{ik} \\sum_{j>i}
-  \\bar m_{jk} - \\sum_{(i,j) \\in E, i \\in S} m_{ik} \\bar m_{jk}`: no N x N loop. Both factors of a
-  batch are local parameters of that batch, so the summaries stay additive over batches.
-  Given the globals, the optimal sources' factors for fixed :math:`\\bar m` (and vice versa) are
-  closed-form (eq. R5, :func:`nonlink_factors`): with :math:`c_k = E\\log(1 - w_k) - \\log(1 - \\epsilon)`,
-  :math:`m_{ik} \\propto \\exp(E\\log\\pi_{ik} + c_k T_{ik} / n_i)` where :math:`T_{ik}` sums :math:`\\bar m_{jk}`
-  over the :math:`n_i` non-linked partners :math:`j > i`, and
-  :math:`\\bar m_{jk} \\propto \\exp(E\\log\\pi_{jk} + c_k U_{jk} / n'_j)` where :math:`U_{jk}` sums
-  :math:`m_{ik}` over the :math:`n'_j` non-linked sources :math:`i < j`. Alternating them is block
-  coordinate ascent on the batch's terms, so it never lowers them. With
-  :math:`m = \\bar m = A / S` (no coupling) the non-linked terms are Jensen's bound on their optimal
-  structured factor's :math:`\\log Z_{ij}`.
+.. math::
 
-A set of pairs (those whose smaller node lies in a batch of source nodes) is summarised by
-:class:`PairSummary`: every field adds over disjoint sets of pairs, and with the globals it gives the
-pairs' exact terms of the bound (:func:`pair_terms`; eq. R4):
-:math:`\\sum_{ik} N_{ik} E\\log\\pi_{ik} + \\sum_k [D^1_k E\\log w_k + D^0_k E\\log(1 - w_k)] +
-(L - \\sum_k D^1_k)\\log\\epsilon + (U - \\sum_k D^0_k)\\log(1 - \\epsilon) + H`, with role counts
-:math:`N`, diagonal masses of linked (:math:`D^1`) and non-linked (:math:`D^0`) pairs, ``L`` links,
-``U`` non-links and the roles' entropy ``H``.
+    \\mathcal L = \\text{pairs (eq. R4)} - \\sum_i \\Big[c(\\theta_i) + \\sum_{k \\le K+1} \\theta_{ik}
+    E\\log\\pi_{ik}\\Big] + \\text{top level}(N, \\textstyle\\sum_i E\\log\\pi_i)
+    - \\sum_k KL(q(w_k) \\| \\mathrm{Beta}(\\tau_a, \\tau_b)),
+
+where the top level is the HDP's (:func:`~pyro_memo.allocation.hdp_sticks.top_level_objective`, the
+nodes playing the documents). Global step, each part exact given the others (eq. G1):
+:math:`a_k = \\tau_a + D^1_k`, :math:`b_k = \\tau_b + D^0_k`; :math:`\\theta_i = \\alpha E[\\beta] + N_i`
+(roles, tail :math:`\\alpha E[\\beta_{K+1}]`); sticks (and learnt concentrations) by
+:func:`~pyro_memo.allocation.hdp_sticks.fit_top_level`; memberships and sticks alternate.
 """
 
-from dataclasses import dataclass, field
+import math
 
 import torch
 
-from ..summaries.base import AdditiveSummary
+from ..allocation.concentration import GammaConcentration, concentration_from_state, concentration_state
+from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, top_level_objective
+from ..families._special import kl_beta
+from .base import VariationalPosterior
+from .hdp import expected_log_dirichlet, log_dirichlet_norm
+from .relational_pairs import nonlink_factors, pair_summary, pair_terms
 
-__all__ = ["PairSummary", "link_roles", "node_weights", "nonlink_factors", "pair_summary", "pair_terms"]
+__all__ = ["RelationalPosterior"]
 
 
-@dataclass
-class PairSummary(AdditiveSummary):
-    """The pairs' statistics (eq. R4 of the module docstring); all fields add over disjoint sets of pairs.
+class RelationalPosterior(VariationalPosterior):
+    """``q(u)``, ``q(pi_i) = Dir(theta_i)`` and ``q(w_k) = Beta(a_k, b_k)`` of the assortative HDP
+    relational model.
 
-    :ivar role_counts: ``(K, N)`` expected roles of each node in the pairs (component axis first).
-    :ivar link_diag: ``(K,)`` :math:`D^1_k`, linked pairs' mass on ``s = r = k``.
-    :ivar nonlink_diag: ``(K,)`` :math:`D^0_k`, non-linked pairs' mass on ``s = r = k``.
-    :ivar entropy: scalar, the roles' entropy.
-    :ivar num_links: linked pairs summarised.
-    :ivar num_nonlinks: scalar tensor, non-linked pairs summarised.
+    :param theta: ``(N, K + 1)`` membership Dirichlets.
+    :param rho: ``(K,)`` stick means; ``omega``: ``(K,)`` stick concentrations.
+    :param w_a: ``(K,)``; ``w_b``: ``(K,)`` the link probabilities' Beta factors.
+    :param alpha: membership concentration (a float or a
+        :class:`~pyro_memo.allocation.concentration.GammaConcentration`); ``gamma``: top-level one.
+    :param tau: ``(tau_a, tau_b)`` the link probabilities' Beta prior.
+    :param float eps: background link probability between different communities.
     """
 
-    role_counts: torch.Tensor
-    link_diag: torch.Tensor
-    nonlink_diag: torch.Tensor
-    entropy: torch.Tensor
-    num_nonlinks: torch.Tensor
-    num_links: int = 0
-    extras: dict = field(default_factory=dict)
+    def __init__(self, theta, rho, omega, w_a, w_b, alpha, gamma, tau=(1.0, 1.0), eps=1e-4):
+        self.theta, self.rho, self.omega, self.w_a, self.w_b = theta, rho, omega, w_a, w_b
+        self.alpha, self.gamma = (c if isinstance(c, GammaConcentration) else float(c) for c in (alpha, gamma))
+        self.tau, self.eps = (float(tau[0]), float(tau[1])), float(eps)
+        self._e_log_pi = None
 
-    component_fields = ("role_counts", "link_diag", "nonlink_diag")
-    scalar_fields = ("entropy", "num_nonlinks")
-    count_field = "num_links"
+    @classmethod
+    def from_memberships(cls, memberships, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, scale=None):
+        """Sticks at the prior, links at their prior and ``theta = alpha E[beta] + scale * memberships``
+        (``memberships`` ``(N, K)`` rows on the simplex; ``scale`` default ``N - 1``, each node's pairs)."""
+        N, K = memberships.shape
+        rho, omega = prior_sticks(K, float(gamma), memberships.dtype, memberships.device)
+        prior = float(alpha) * expected_beta(rho)
+        scale = N - 1 if scale is None else scale
+        theta = torch.cat([prior[:K] + scale * memberships, prior[K:].expand(N, 1)], 1)
+        ones = memberships.new_ones(K)
+        return cls(theta, rho, omega, tau[0] * ones, tau[1] * ones, alpha, gamma, tau, eps)
 
+    @property
+    def K(self):
+        return self.rho.shape[0]
 
-def node_weights(e_log_pi):
-    """``(m, log S)``: :math:`m_i = A_i / S_i` over the ``K`` explicit communities and
-    :math:`\\log S_i = \\mathrm{logsumexp}_k E\\log\\pi_{ik}` (``e_log_pi`` is ``(N, K)``)."""
-    log_s = torch.logsumexp(e_log_pi, -1)
-    return torch.exp(e_log_pi - log_s[:, None]), log_s
+    @property
+    def N(self):
+        return self.theta.shape[0]
 
+    @property
+    def dtype(self):
+        return self.theta.dtype
 
-def link_roles(e_log_pi_src, e_log_pi_dst, e_log_w, log_eps):
-    """The structured factor of linked pairs (eq. R1), from the rows of their two nodes.
+    @property
+    def e_log_pi(self):
+        """``(N, K + 1)`` :math:`E\\log\\pi_{ik}`."""
+        if self._e_log_pi is None:
+            self._e_log_pi = expected_log_dirichlet(self.theta)
+        return self._e_log_pi
 
-    :param e_log_pi_src: ``(L, K)`` :math:`E\\log\\pi_{ik}` of each link's smaller node.
-    :param e_log_pi_dst: ``(L, K)`` the same for its larger node.
-    :param e_log_w: ``(K,)`` :math:`E\\log w_k`.
-    :param float log_eps: :math:`\\log\\epsilon`.
-    :returns: ``(q_src, q_dst, diag, entropy)``: role marginals ``(L, K)`` of each end, the diagonal
-        :math:`q(s = r = k)` ``(L, K)`` and the factors' entropies ``(L,)``.
-    """
-    a, log_si = node_weights(e_log_pi_src)  # a = A_i / S_i
-    b, log_sj = node_weights(e_log_pi_dst)
-    bk = torch.exp(e_log_w - log_eps)  # e^{E log w_k} / eps
-    ab = a * b
-    # Z / (eps S_i S_j) = 1 - sum_k a_k b_k + sum_k a_k b_k B_k / eps  (both parts non-negative)
-    off = (1.0 - ab.sum(-1)).clamp_min(0.0)
-    z = off + (ab * bk).sum(-1)
-    diag = ab * bk / z[:, None]
-    q_src = a * ((1.0 - b) + b * bk) / z[:, None]
-    q_dst = b * ((1.0 - a) + a * bk) / z[:, None]
-    log_z = log_eps + log_si + log_sj + torch.log(z)
-    on = diag.sum(-1)
-    entropy = (log_z - (q_src * e_log_pi_src).sum(-1) - (q_dst * e_log_pi_dst).sum(-1) - (diag * e_log_w).sum(-1)
-               - (1.0 - on) * log_eps)
-    return q_src, q_dst, diag, entropy
+    def e_log_w(self):
+        """:math:`(E\\log w_k, E\\log(1 - w_k))`, each ``(K,)``."""
+        total = torch.digamma(self.w_a + self.w_b)
+        return torch.digamma(self.w_a) - total, torch.digamma(self.w_b) - total
 
+    def expected_beta(self):
+        return expected_beta(self.rho)
 
-def _nonlink_partners(N, edges, sources, dtype):
-    """``(later, earlier)``: each source's non-linked partners ``j > i`` and each node's non-linked
-    sources ``i < j`` (``(N,)`` each), and the batch's links ``(src, dst)``."""
-    index = torch.arange(N, device=sources.device)
-    src_f = sources.to(dtype)
-    mine = sources[edges[:, 0]]
-    src, dst = edges[mine, 0], edges[mine, 1]
-    ones = torch.ones(src.shape[0], dtype=dtype, device=src_f.device)
-    later = (N - 1 - index).to(dtype) * src_f - src_f.new_zeros(N).index_add_(0, src, ones)
-    earlier = torch.cumsum(src_f, 0) - src_f - src_f.new_zeros(N).index_add_(0, dst, ones)
-    return later, earlier, src, dst
+    def memberships(self):
+        """``(N, K)`` :math:`E[\\pi_{ik}]` over the explicit communities."""
+        return (self.theta / self.theta.sum(1, keepdim=True))[:, : self.K]
 
+    def link_probabilities(self):
+        """``(K,)`` :math:`E[w_k]`."""
+        return self.w_a / (self.w_a + self.w_b)
 
-def _partner_sums(m_src, m_dst, sources, src, dst):
-    """``(T, U)``: :math:`T_i = \\sum_{j>i, y=0} \\bar m_j` for sources and :math:`U_j = \\sum_{i \\in S,
-    i<j, y=0} m_i` (eq. R5), each ``(N, K)``."""
-    after = m_dst.sum(0) - torch.cumsum(m_dst, 0)
-    t = after - torch.zeros_like(after).index_add_(0, src, m_dst[dst])
-    masked = m_src * sources.to(m_src.dtype)[:, None]
-    before = torch.cumsum(masked, 0) - masked
-    u = before - torch.zeros_like(before).index_add_(0, dst, m_src[src])
-    return t, u
+    # ------------------------------------------------------------- local step
+    def local_step(self, edges, sources, start=None, iters=10):
+        """The pairs of the batch with source nodes ``sources`` ``(N,)`` bool: linked pairs at their
+        optimum (eq. R1), non-linked factors by ``iters`` block rounds from ``start`` (eq. R5).
+        Returns ``(factors, summary)``."""
+        e_log_pi = self.e_log_pi[:, : self.K]
+        e_log_w, e_log_1mw = self.e_log_w()
+        factors = nonlink_factors(e_log_pi, edges, sources, e_log_w, e_log_1mw, math.log1p(-self.eps), iters, start)
+        return factors, pair_summary(e_log_pi, edges, sources, e_log_w, math.log(self.eps), factors)
 
+    def pair_terms(self, summary):
+        """The pairs' terms of the bound (eq. R4) under these globals."""
+        e_log_w, e_log_1mw = self.e_log_w()
+        return pair_terms(summary, self.e_log_pi[:, : self.K], e_log_w, e_log_1mw, math.log(self.eps),
+                          math.log1p(-self.eps))
 
-def nonlink_factors(e_log_pi, edges, sources, e_log_w, e_log_1mw, log_1meps, iters=10, start=None):
-    """The batch's non-linked factors ``(m, m_bar)`` (each ``(N, K)``; eq. R5): ``iters`` rounds of
-    block coordinate ascent from ``start`` (default :math:`A / S` for both), sources first; no round
-    lowers the batch's terms."""
-    N = e_log_pi.shape[0]
-    later, earlier, src, dst = _nonlink_partners(N, edges, sources, e_log_pi.dtype)
-    c = e_log_1mw - log_1meps
-    m, m_bar = start if start is not None else (node_weights(e_log_pi)[0],) * 2
-    for _ in range(int(iters)):
-        t, _ = _partner_sums(m, m_bar, sources, src, dst)
-        m = torch.softmax(e_log_pi + c * t / later.clamp_min(1.0)[:, None], -1)
-        _, u = _partner_sums(m, m_bar, sources, src, dst)
-        m_bar = torch.softmax(e_log_pi + c * u / earlier.clamp_min(1.0)[:, None], -1)
-    return m, m_bar
+    # ------------------------------------------------------------ global step
+    def updated(self, summary, rounds=2, stick_iters=100):
+        """The globals optimal for ``summary`` (eq. G1): links in closed form, then memberships and
+        top level alternated ``rounds`` times; no step lowers the bound."""
+        K, N = self.K, self.N
+        w_a, w_b = self.tau[0] + summary.link_diag, self.tau[1] + summary.nonlink_diag
+        rho, omega, alpha, gamma = self.rho, self.omega, self.alpha, self.gamma
+        roles = summary.role_counts.T
+        for _ in range(rounds):
+            prior = float(alpha) * expected_beta(rho)
+            theta = torch.cat([prior[:K] + roles, prior[K:].expand(N, 1)], 1)
+            sum_log_pi = expected_log_dirichlet(theta).sum(0)
+            rho, omega, alpha, gamma = fit_top_level(rho, omega, N, sum_log_pi, alpha, gamma, stick_iters)
+        return RelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, self.eps)
 
+    def update(self, summary):
+        return self.updated(summary)
 
-def pair_summary(e_log_pi, edges, sources, e_log_w, log_eps, factors=None):
-    """The :class:`PairSummary` of the pairs ``i < j`` whose node ``i`` is a source.
+    def optimal_for(self, summary):
+        return self.updated(summary)
 
-    :param e_log_pi: ``(N, K)`` :math:`E\\log\\pi_{ik}` of every node (explicit communities).
-    :param edges: ``(E, 2)`` long tensor of the graph's links ``i < j`` (all of them).
-    :param sources: ``(N,)`` bool mask of the batch's source nodes.
-    :param e_log_w: ``(K,)`` :math:`E\\log w_k`; ``log_eps``: :math:`\\log\\epsilon`.
-    :param factors: ``(m, m_bar)`` non-linked factors (eq. R2; :func:`nonlink_factors`); default
-        :math:`A / S` for both.
-    """
-    N, K = e_log_pi.shape
-    later, earlier, src, dst = _nonlink_partners(N, edges, sources, e_log_pi.dtype)
-    # linked pairs (eq. R1)
-    q_src, q_dst, diag, h_link = link_roles(e_log_pi[src], e_log_pi[dst], e_log_w, log_eps)
-    counts = e_log_pi.new_zeros(N, K).index_add_(0, src, q_src).index_add_(0, dst, q_dst)  # (N, K) here
-    # non-linked pairs (eqs. R2, R3)
-    m, m_bar = factors if factors is not None else (node_weights(e_log_pi)[0],) * 2
-    t, _ = _partner_sums(m, m_bar, sources, src, dst)
-    counts = counts + later[:, None] * m + earlier[:, None] * m_bar
-    nonlink_diag = (sources.to(m.dtype)[:, None] * m * t).sum(0)
+    # ------------------------------------------------------------------ bound
+    def elbo_terms(self, summary):
+        e_log_pi = self.e_log_pi
+        links = -kl_beta(self.w_a, self.w_b, torch.full_like(self.w_a, self.tau[0]),
+                         torch.full_like(self.w_b, self.tau[1])).sum()
+        terms = {
+            "pairs": self.pair_terms(summary),
+            "memberships": -(log_dirichlet_norm(self.theta).sum() + (self.theta * e_log_pi).sum()),
+            "sticks": top_level_objective(self.rho, self.omega, self.N, e_log_pi.sum(0), self.alpha, self.gamma),
+            "links": links,
+        }
+        learnt = [c for c in (self.alpha, self.gamma) if isinstance(c, GammaConcentration)]
+        if learnt:
+            terms["concentrations"] = -links.new_tensor(sum(c.kl() for c in learnt))
+        return terms
 
-    def entropy(p):
-        return -torch.special.xlogy(p, p).sum(-1)
+    # ------------------------------------------------------------ persistence
+    def state_dict(self):
+        return {"theta": self.theta.cpu(), "rho": self.rho.cpu(), "omega": self.omega.cpu(), "w_a": self.w_a.cpu(),
+                "w_b": self.w_b.cpu(), "alpha": concentration_state(self.alpha),
+                "gamma": concentration_state(self.gamma), "tau": list(self.tau), "eps": self.eps}
 
-    h = h_link.sum() + (later * entropy(m)).sum() + (earlier * entropy(m_bar)).sum()
-    return PairSummary(counts.T.contiguous(), diag.sum(0), nonlink_diag, h, later.sum(), int(src.shape[0]))
+    @classmethod
+    def from_state_dict(cls, d, device=None):
+        return cls(*(d[k].to(device) for k in ("theta", "rho", "omega", "w_a", "w_b")),
+                   concentration_from_state(d["alpha"]), concentration_from_state(d["gamma"]), tuple(d["tau"]),
+                   d["eps"])
 
+    def to(self, dtype=None, device=None):
+        def move(t):
+            return t.to(dtype=dtype, device=device)
 
-def pair_terms(summary, e_log_pi, e_log_w, e_log_1mw, log_eps, log_1meps):
-    """The pairs' exact terms of the bound (eq. R4) under the globals ``e_log_pi`` ``(N, K)``,
-    :math:`E\\log w`, :math:`E\\log(1 - w)` ``(K,)``, :math:`\\log\\epsilon`, :math:`\\log(1 - \\epsilon)`."""
-    s = summary
-    return ((s.role_counts.T * e_log_pi).sum() + (s.link_diag * e_log_w).sum() + (s.nonlink_diag * e_log_1mw).sum()
-            + (s.num_links - s.link_diag.sum()) * log_eps + (s.num_nonlinks - s.nonlink_diag.sum()) * log_1meps
-            + s.entropy)
+        return RelationalPosterior(move(self.theta), move(self.rho), move(self.omega), move(self.w_a),
+                                   move(self.w_b), self.alpha, self.gamma, self.tau, self.eps)

@@ -1,5 +1,5 @@
 """The assortative pair terms in O((E + N) K) against a brute-force O(N^2 K^2) evaluation
-(:mod:`pyro_memo.posterior.relational`)."""
+(:mod:`pyro_memo.posterior.relational_pairs`)."""
 
 import itertools
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyro_memo.posterior.relational import link_roles, nonlink_factors, pair_summary, pair_terms
+from pyro_memo.posterior.relational_pairs import link_roles, nonlink_factors, pair_summary, pair_terms
 
 
 def random_case(seed, N=None, K=None):
@@ -82,7 +82,8 @@ def test_summaries_add_over_a_partition_of_the_sources(seed):
     whole = pair_summary(fitted[0], edges, torch.ones(N, dtype=torch.bool), fitted[1], math.log(eps))
     total = parts[0] + parts[1] + parts[2]
     torch.testing.assert_close(total.role_counts, whole.role_counts, rtol=1e-12, atol=1e-12)
-    assert total.num_links == len(edges) and float(total.num_nonlinks) == N * (N - 1) / 2 - len(edges)
+    assert float(total.num_links) == len(edges) and float(total.num_nonlinks) == N * (N - 1) / 2 - len(edges)
+    assert total.num_sources == N
     # every pair gives each of its two nodes one role
     torch.testing.assert_close(whole.role_counts.sum(0), torch.full((N,), N - 1.0, dtype=torch.float64))
     assert terms(total, scored, eps) == pytest.approx(terms(whole, scored, eps), rel=1e-12)

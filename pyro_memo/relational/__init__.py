@@ -1,0 +1,7 @@
+"""The assortative HDP relational model (mixed-membership communities; Kim, Gopalan, Blei & Sudderth
+2013) on the one memoized engine."""
+
+from ..posterior.relational import RelationalPosterior
+from .memoized_relational import MemoizedRelational, NodeBatches
+
+__all__ = ["MemoizedRelational", "NodeBatches", "RelationalPosterior"]

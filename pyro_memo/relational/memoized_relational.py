@@ -1,0 +1,120 @@
+"""Memoized inference for the assortative HDP relational model over fixed batches of nodes.
+
+A batch holds the pairs ``i < j`` whose smaller node ``i`` is one of its source nodes; every
+unordered pair belongs to exactly one batch. The local step is the pairs' (eqs. R1, R5 of
+:mod:`pyro_memo.posterior.relational_pairs`), the global step the memberships', links' and sticks'
+(eq. G1 of :mod:`pyro_memo.posterior.relational`); the driver, memo and checkpoints are the engine's.
+"""
+
+import numpy as np
+import torch
+
+from ..allocation.concentration import learnable
+from ..data.graphs import Graph
+from ..engine import MemoizedDriver
+from ..posterior.relational import RelationalPosterior
+from ..topics.memoized_hdp import document_parts
+from .initialization import spectral_memberships
+
+__all__ = ["MemoizedRelational", "NodeBatches"]
+
+
+class NodeBatches:
+    """A graph's nodes in fixed batches: batch ``b`` is ``(edges, sources)``, the graph's links
+    ``(E, 2)`` (a long tensor on ``device``, shared by every batch) and a ``(N,)`` bool mask of the
+    batch's source nodes."""
+
+    def __init__(self, graph, parts, device=None):
+        self.graph = graph
+        self.edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long, device=device).reshape(-1, 2)
+        self.masks = []
+        for part in parts:
+            mask = torch.zeros(graph.num_nodes, dtype=torch.bool, device=device)
+            mask[torch.as_tensor(part, dtype=torch.long, device=device)] = True
+            self.masks.append(mask)
+
+    @property
+    def num_batches(self):
+        return len(self.masks)
+
+    @property
+    def num_items(self):
+        return self.graph.num_nodes
+
+    def batch(self, b):
+        return self.edges, self.masks[b]
+
+
+class MemoizedRelational(MemoizedDriver):
+    """Memoized coordinate ascent for the assortative HDP relational model.
+
+    :param int K: truncation (number of communities).
+    :param float alpha: membership concentration (unused with ``alpha_prior``).
+    :param float gamma: top-level concentration (unused with ``gamma_prior``).
+    :param tau: ``(tau_a, tau_b)``, Beta prior of the communities' link probabilities.
+    :param float eps: background link probability (fixed; Kim et al. 2013 use a small constant).
+    :param int nonlink_iters: block rounds of the non-linked factors per visit (eq. R5).
+    :param alpha_prior: ``(s1, s2)``: learn alpha with a Gamma prior; ``gamma_prior`` likewise.
+    :param int laps: maximum passes; ``tol``: relative change of the bound over a lap to stop at.
+    :param int seed: seeds the batches, the initial memberships and the batch order.
+    :param dtype: ``torch.float64`` (default) or ``torch.float32``; ``device``: torch device.
+    :param str init: initial memberships: ``"spectral"`` (default) or ``"random"``.
+
+    Each visit continues the batch's non-linked factors from its last visit (block coordinate
+    ascent from there cannot lower the batch's terms) and sets its linked pairs to their optimum,
+    so from the end of lap 1 no batch step lowers the exact bound.
+    """
+
+    def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
+                 seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
+                 record_batch_elbos=False, init="spectral"):
+        if int(K) < 1:
+            raise ValueError(f"K must be a positive integer; got {K}")
+        for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
+            if not float(value) > 0:
+                raise ValueError(f"{name} must be positive; got {value}")
+        if not 0 < float(eps) < 1:
+            raise ValueError(f"eps must lie in (0, 1); got {eps}")
+        super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos)
+        self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
+        self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
+        self.nonlink_iters = int(nonlink_iters)
+        self.dtype, self.device = dtype, device
+        if init not in ("spectral", "random"):
+            raise ValueError(f"init must be 'spectral' or 'random'; got {init!r}")
+        self.init = init
+
+    def make_source(self, data, num_batches):
+        """A :class:`~pyro_memo.data.Graph` in ``num_batches`` fixed random batches of source nodes."""
+        if isinstance(data, NodeBatches):
+            return data
+        if not isinstance(data, Graph):
+            raise TypeError(f"fit needs a pyro_memo.data.Graph; got {type(data).__name__}")
+        if data.num_nodes < 2:
+            raise ValueError(f"a relational model needs at least 2 nodes; the graph has {data.num_nodes}")
+        return NodeBatches(data, document_parts(data.num_nodes, num_batches or 1, self.seed), self.device)
+
+    def initial_posterior(self, source, order=None):
+        """Memberships from the graph's spectral embedding (``init="spectral"``,
+        :func:`~pyro_memo.relational.initialization.spectral_memberships`) or a flat Dirichlet draw per
+        node (``"random"``), worth one pair each; sticks and links at their prior."""
+        if self.init == "spectral":
+            m = spectral_memberships(source.graph, self.K, self.seed, self.dtype, self.device)
+        else:
+            rng = np.random.default_rng(self.seed)
+            m = torch.as_tensor(rng.dirichlet(np.ones(self.K), size=source.num_items), dtype=self.dtype,
+                                device=self.device)
+        return RelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, scale=1.0)
+
+    def local_step(self, state, key, batch):
+        """The batch's pairs under the current globals, its non-linked factors continued from its
+        last visit. Returns ``(factors, summary)``."""
+        start = state.warm_starts.get(key)  # (2, N, K): the factors m, m_bar
+        start = None if start is None or start.shape[2] != state.posterior.K else tuple(start)
+        edges, sources = batch
+        return state.posterior.local_step(edges, sources, start, self.nonlink_iters)
+
+    def memoize(self, state, key, local, summary):
+        """Keep the batch's non-linked factors as the next visit's start, then memoize."""
+        state.warm_starts[key] = torch.stack(local)
+        super().memoize(state, key, local, summary)
