@@ -18,7 +18,7 @@ and Pyro's DP-mixture tutorial follow):
 5. Optionally a latent DP concentration (Blei & Jordan 2006, §5): one global site outside any
    plate, ``alpha = pyro.sample("alpha", dist.Gamma(s1, s2))``, used as the sticks' second
    parameter, ``Beta(1, alpha)`` (or ``Beta(torch.ones(T - 1), alpha)``). Its prior is recorded in
-   the spec (``alpha_site``, ``alpha_prior``) and the fit learns :math:`q(\alpha) = Gamma(w_1, w_2)`.
+   the spec (``alpha_site``, ``alpha_prior``) and the fit learns :math:`q(\\alpha) = Gamma(w_1, w_2)`.
 
 ``pyro.deterministic`` sites are ignored. ``pyro.param`` sites, ``pyro.factor`` terms,
 masked observations, ``MixtureSameFamily`` observations, a latent DP concentration with another

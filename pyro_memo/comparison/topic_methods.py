@@ -1,7 +1,7 @@
 """Topic-model methods behind one signature, scored alike: memoized HDP (with and without
 moves), stochastic online HDP, gensim's / tomotopy's HDP when installed, and tomotopy's
 LDA (``"tomotopy-lda"``: collapsed Gibbs with ``K`` topics and its own asymmetric
-:math:`\alpha` optimisation, scored as the point-estimate LDA it fits, see
+:math:`\\alpha` optimisation, scored as the point-estimate LDA it fits, see
 :func:`run_tomotopy_lda`).
 
 A runner takes the training :class:`~pyro_memo.topics.Corpus`, a
@@ -59,23 +59,23 @@ def posterior_from_topics(topic_word, weights, settings, tokens, *, alpha=None, 
     """An :class:`HDPPosterior` from external topics ``topic_word`` ``(K, V)`` (rows are
     normalised) with top-level weights ``weights`` ``(K,)`` (normalised; clamped at 1e-10).
     Topics are reordered by decreasing weight. The sticks are sharply concentrated
-    (``omega = 1e4``) at expected weights :math:`E[\beta_k] = (1 - \text{tail})\\,w_k` and
-    :math:`E[\beta_{K+1}] = \text{tail}`.
+    (``omega = 1e4``) at expected weights :math:`E[\\beta_k] = (1 - \\text{tail})\\,w_k` and
+    :math:`E[\\beta_{K+1}] = \\text{tail}`.
 
     :param tokens: with ``point=False``, the topics' Dirichlets are :math:`\\lambda_k =
-        \\lambda_0 + \\phi_k\\, w_k\\, \text{tokens}` (``lam0 = settings.lam0``): ``tokens``
+        \\lambda_0 + \\phi_k\\, w_k\\, \\text{tokens}` (``lam0 = settings.lam0``): ``tokens``
         expected tokens in all, shared by the weights. Unused with ``point=True``.
     :param alpha: the documents' total concentration :math:`A` (the posterior's ``alpha``);
         ``None``: ``settings.alpha``. The documents' prior is :math:`\\mathrm{Dir}(A
-        E[\beta_1], \\dots, A E[\beta_K], A E[\beta_{K+1}])`; an LDA's
-        :math:`\\mathrm{Dir}(\alpha_1..\alpha_K)` is ``weights = alpha_vector``,
+        E[\\beta_1], \\dots, A E[\\beta_K], A E[\\beta_{K+1}])`; an LDA's
+        :math:`\\mathrm{Dir}(\\alpha_1..\\alpha_K)` is ``weights = alpha_vector``,
         ``alpha = sum(alpha_vector)`` and a tiny ``tail``.
-    :param float tail: the tail's expected weight :math:`E[\beta_{K+1}]` (mass of the
+    :param float tail: the tail's expected weight :math:`E[\\beta_{K+1}]` (mass of the
         topics beyond ``K``, which predict uniformly over words), in (0, 1).
     :param bool point: ``False``: the Dirichlets above (their :math:`E[\\log\\phi]` lies below
         :math:`\\log\\phi` for rare words). ``True``: point-estimate topics,
         :math:`\\lambda_k = \\phi_k \\cdot` :data:`POINT` and nothing else (no ``lam0``), so
-        :math:`E[\\log\\phi_k] \approx \\log\\phi_k` and the documents' local step folds in
+        :math:`E[\\log\\phi_k] \\approx \\log\\phi_k` and the documents' local step folds in
         the given topics themselves.
     """
     if not 0 < tail < 1:
@@ -99,7 +99,7 @@ def posterior_from_topics(topic_word, weights, settings, tokens, *, alpha=None, 
 def point_estimate(posterior):
     """The point-estimate form of a fitted :class:`HDPPosterior`: its topic means
     :math:`E[\\phi_k]` times :data:`POINT` as the topics' Dirichlets (so
-    :math:`E[\\log\\phi_k] \approx \\log E[\\phi_k]`), the same sticks, ``alpha``, ``gamma``
+    :math:`E[\\log\\phi_k] \\approx \\log E[\\phi_k]`), the same sticks, ``alpha``, ``gamma``
     and ``lam0``: the fold-in of :func:`posterior_from_topics` with ``point=True``."""
     return HDPPosterior(posterior.topic_means() * POINT, posterior.rho, posterior.omega, posterior.alpha,
                         posterior.gamma, posterior.lam0)
@@ -198,16 +198,9 @@ def tomotopy_topics(model, corpus, topics):
     return phi
 
 
-def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
-    """tomotopy's collapsed Gibbs ``HDPModel`` (one thread), ``every`` sweeps per trace point,
-    until the budget's seconds (or ``passes`` sweeps)."""
-    try:
-        import tomotopy
-    except ImportError as err:
-        raise ImportError("method tomotopy-hdp needs tomotopy (pip install tomotopy)") from err
-    model = tomotopy.HDPModel(initial_k=min(settings.K, 10), alpha=settings.alpha, eta=settings.lam0,
-                              gamma=settings.gamma, seed=seed)
-    add_tomotopy_documents(model, corpus)
+def train_tomotopy(model, budget, every, live_topics):
+    """Train a tomotopy model ``every`` sweeps at a time (one thread) until ``budget`` is spent;
+    the :class:`TopicRun` trace (sweeps, own seconds, ``live_topics()`` after each call)."""
     run = TopicRun()
     seconds = sweeps = 0
     while not budget.spent(sweeps, seconds):
@@ -218,7 +211,21 @@ def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
         run.laps.append(sweeps)
         run.seconds.append(seconds)
         run.bound.append(float("nan"))
-        run.K.append(int(model.live_k))
+        run.K.append(live_topics())
+    return run
+
+
+def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
+    """tomotopy's collapsed Gibbs ``HDPModel`` (one thread), ``every`` sweeps per trace point,
+    until the budget's seconds (or ``passes`` sweeps)."""
+    try:
+        import tomotopy
+    except ImportError as err:
+        raise ImportError("method tomotopy-hdp needs tomotopy (pip install tomotopy)") from err
+    model = tomotopy.HDPModel(initial_k=min(settings.K, 10), alpha=settings.alpha, eta=settings.lam0,
+                              gamma=settings.gamma, seed=seed)
+    add_tomotopy_documents(model, corpus)
+    run = train_tomotopy(model, budget, every, lambda: int(model.live_k))
     topics = [k for k in range(model.k) if model.is_live_topic(k)]
     phi = tomotopy_topics(model, corpus, topics)
     sizes = np.asarray(model.get_count_by_topics(), dtype=float)[topics]
@@ -234,20 +241,10 @@ def run_tomotopy_lda(corpus, budget, settings, seed, every=10):
     seconds (or ``passes`` sweeps).
 
     Scored as the LDA it is: the documents' prior is tomotopy's learnt
-    :math:`\\mathrm{Dir}(\alpha_1..\alpha_K)` (tail mass 1e-9) and the fold-in uses its point
+    :math:`\\mathrm{Dir}(\\alpha_1..\\alpha_K)` (tail mass 1e-9) and the fold-in uses its point
     topics ``get_topic_word_dist`` (``posterior_from_topics(..., point=True)``)."""
     model = tomotopy_lda_model(corpus, settings, seed)
-    run = TopicRun()
-    seconds = sweeps = 0
-    while not budget.spent(sweeps, seconds):
-        start = clock.now()
-        model.train(every, workers=1)
-        seconds += clock.now() - start
-        sweeps += every
-        run.laps.append(sweeps)
-        run.seconds.append(seconds)
-        run.bound.append(float("nan"))
-        run.K.append(settings.K)
+    run = train_tomotopy(model, budget, every, lambda: settings.K)
     run.posterior = tomotopy_lda_posterior(model, corpus, settings)
     if run.K:
         run.K[-1] = _effective(run.posterior)
