@@ -2,6 +2,8 @@
 
 from .component_sites import index_components, sites_for
 from .dp_mixture import DPMixtureModel
+from .hdp_relational import HDPRelationalGuide, HDPRelationalModel
 from .hdp_topic import HDPTopicGuide, HDPTopicModel
 
-__all__ = ["DPMixtureModel", "HDPTopicGuide", "HDPTopicModel", "index_components", "sites_for"]
+__all__ = ["DPMixtureModel", "HDPRelationalGuide", "HDPRelationalModel", "HDPTopicGuide", "HDPTopicModel",
+           "index_components", "sites_for"]
