@@ -9,6 +9,7 @@ from .hdp_recognition import HDPSpec, batch_tokens
 from .memoized_elbo import MemoizedELBO
 from .pyro_svi import PyroSVI
 from .recognition import ModelSpec, ModelStructureError, recognize_model
+from .relational_gap import relational_normaliser_gap
 
 __all__ = [
     "ClosedFormOptimizer",
@@ -26,4 +27,5 @@ __all__ = [
     "fit_vb",
     "normaliser_gap",
     "recognize_model",
+    "relational_normaliser_gap",
 ]
