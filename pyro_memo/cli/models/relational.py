@@ -75,7 +75,7 @@ def load_graph(source):
                          f"an .npz or .gt file, or {' / '.join(BUNDLED_GRAPHS)}")
     if source == "synthetic":
         return assortative_graph(500, 5, seed=0)[0], BUNDLED_GRAPHS["synthetic"]
-    if source in ("karate", "lesmis"):
+    if source in BUNDLED_GRAPHS:  # networkx's (tests/test_cli_startup.py checks the names)
         try:
             return load_networkx_graph(source), BUNDLED_GRAPHS[source]
         except ImportError:
