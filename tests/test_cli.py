@@ -150,10 +150,13 @@ def test_help_names_the_models_of_every_option():
             if action.dest in ("help", "model"):
                 continue
             takers = action.help.split("]")[0]
-            assert takers in ("[dp, hdp", "[dp", "[hdp"), (command, action.dest, action.help)
+            names = takers.lstrip("[").split(", ")
+            assert takers.startswith("[") and names and set(names) <= {"dp", "hdp", "relational"}, \
+                (command, action.dest, action.help)
     fit = build_parser()._subparsers._group_actions[0].choices["fit"]
     helps = {action.dest: action.help for action in fit._actions}
     assert helps["family"].startswith("[dp]") and helps["gamma"].startswith("[hdp]")
+    assert helps["eps"].startswith("[relational]") and helps["heldout"].startswith("[relational]")
     assert "default kmeans++" in helps["init"] and "default kmeans." in helps["init"]
     assert "dp: " in helps["batches"] and "needs --algo memo" in helps["batches"]
 

@@ -42,6 +42,8 @@ def files(tmp_path_factory):
     (d / "vocab.txt").write_text("a\n")  # one word, the corpus uses two
     (d / "save_nostate").mkdir()
     (d / "empty.ldac").write_text("")
+    (d / "one_column.txt").write_text("0\n1\n2\n")
+    (d / "negative.edges").write_text("0 1\n-3 2\n")
     np.savez(d / "more.npz", x=rng.normal(size=(80, 2)))  # other N than good.npz
     np.savez(d / "wide.npz", x=rng.normal(size=(60, 3)))  # other D
     _checkpoints(d)
@@ -136,6 +138,24 @@ def cases(f):
         (["fit", str(f / "ok.ldac"), "--model", "hdp", "--vocab", str(f / "vocab.txt")], "vocab"),
         (["fit", str(f / "ok.ldac"), "--model", "hdp", "--vocab", str(f / "novocab.txt")], "novocab.txt"),
         (["fit", good, "--model", "hdp"], "good.npz"),
+        # bad data and options, relational
+        (["fit", "--model", "relational"], "graph"),
+        (["fit", str(f / "missing.edges"), "--model", "relational"], "missing.edges"),
+        (["fit", str(f / "one_column.txt"), "--model", "relational"], "one field"),
+        (["fit", str(f / "negative.edges"), "--model", "relational"], "negative"),
+        (["fit", str(f / "garbage.npz"), "--model", "relational"], "garbage.npz"),
+        (["fit", "synthetic", "--model", "relational", "--heldout", "1.5"], "--heldout"),
+        (["fit", "synthetic", "--model", "relational", "--heldout", "-0.1"], "--heldout"),
+        (["fit", "synthetic", "--model", "relational", "--moves", "birth"], "--moves"),
+        (["fit", "synthetic", "--model", "relational", "--eps", "0"], "--eps"),
+        (["fit", "synthetic", "--model", "relational", "--eps", "1"], "--eps"),
+        (["fit", "synthetic", "--model", "relational", "--eps", "nan"], "--eps"),
+        (["fit", "synthetic", "--model", "relational", "--batches", "501"], "batches"),
+        (["fit", "synthetic", "--model", "relational", "--K", "0"], "--K"),
+        (["fit", "synthetic", "--model", "relational", "--family", "gauss"], "--family"),
+        (["fit", "synthetic", "--model", "relational", "--init", "kmeans"], "kmeans"),
+        (["fit", "synthetic", "--model", "relational", "--resume", str(f / "hdp_state")], "--model hdp checkpoint"),
+        (fit + ["--eps", "0.1"], "--eps"), (fit + ["--heldout", "0.1"], "--heldout"),
         # places that cannot be written
         (fit + ["--json", str(f)], "--json"), (fit + ["--json", os.path.join(unwritable, "out.json")], "--json"),
         (fit + ["--json", str(f / "nofolder" / "out.json")], "--json"),

@@ -32,7 +32,9 @@ ARGVS = [["fit", "--help"], ["compare", "--help"], ["fit", "--model", "hdp", "--
          ["compare", "--methods", "memo,adam"], ["compare", "--seeds", "0,x"],
          ["compare", "--model", "hdp", "--methods", "lda"], ["compare", "--model", "hdp", "--heldout", "1"],
          ["predict", "--help"], ["predict", "no-such-model.pt", "data.npz"], ["predict", "tests"],
-         ["predict", "tests", "data.npz"]]
+         ["predict", "tests", "data.npz"], ["fit", "--model", "relational", "--help"],
+         ["fit", "--model", "relational", "--eps", "0"], ["fit", "--model", "relational", "--moves", "birth"],
+         ["fit", "--model", "relational", "--heldout", "1.5"]]
 
 
 @pytest.mark.parametrize("argv", ARGVS)
@@ -116,3 +118,10 @@ def test_load_corpus_imports_what_it_needs_by_itself():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True,
                           timeout=300)
     assert done.stdout.strip() == "500", done.stderr
+
+
+def test_the_bundled_graph_names_agree_with_the_graph_readers():
+    from pyro_memo.cli.models.relational import BUNDLED_GRAPHS
+    from pyro_memo.data.graphs import NETWORKX_GRAPHS
+
+    assert set(BUNDLED_GRAPHS) == set(NETWORKX_GRAPHS) | {"synthetic"}

@@ -170,7 +170,7 @@ def check_outputs(args):
 
 
 #: posterior class of a checkpoint -> the --model that wrote it
-CHECKPOINT_MODELS = {"DPMixturePosterior": "dp", "HDPPosterior": "hdp"}
+CHECKPOINT_MODELS = {"DPMixturePosterior": "dp", "HDPPosterior": "hdp", "RelationalPosterior": "relational"}
 
 
 def load_resume(args, model):

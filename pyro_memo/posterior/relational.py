@@ -102,6 +102,32 @@ class RelationalPosterior(VariationalPosterior):
         """``(K,)`` :math:`E[w_k]`."""
         return self.w_a / (self.w_a + self.w_b)
 
+    def link_probability(self, pairs):
+        """Predictive probability that each node pair is linked, ``(M,)`` for ``pairs`` ``(M, 2)``
+        (node ids, a long tensor or array), under the posterior means:
+
+        .. math::
+
+            p(y_{ij} = 1) = \\sum_k \\bar\\pi_{ik} \\bar\\pi_{jk} E[w_k]
+            + \\epsilon \\Big(1 - \\sum_k \\bar\\pi_{ik} \\bar\\pi_{jk}\\Big),
+
+        where :math:`\\bar\\pi_i` is :math:`E[\\pi_i]` over the ``K`` explicit communities
+        renormalised to sum to 1 (the tail's mass, which no explicit community holds, is spread over
+        them in proportion). Each value is a convex combination of the :math:`E[w_k]` and
+        :math:`\\epsilon`, so it lies in ``(0, 1)``.
+
+        :raises ValueError: unless ``pairs`` is ``(M, 2)`` with ids in ``[0, N)``.
+        """
+        pairs = torch.as_tensor(pairs, dtype=torch.long, device=self.theta.device)
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise ValueError(f"pairs must be an (M, 2) array of node ids; got shape {tuple(pairs.shape)}")
+        if pairs.numel() and (int(pairs.min()) < 0 or int(pairs.max()) >= self.N):
+            raise ValueError(f"node ids must lie in [0, {self.N}); found [{int(pairs.min())}, {int(pairs.max())}]")
+        explicit = self.theta[:, : self.K]
+        pi = explicit / explicit.sum(1, keepdim=True)
+        both = pi[pairs[:, 0]] * pi[pairs[:, 1]]
+        return both @ self.link_probabilities() + self.eps * (1.0 - both.sum(1))
+
     # ------------------------------------------------------------- local step
     def local_step(self, edges, sources, start=None, iters=10):
         """The pairs of the batch with source nodes ``sources`` ``(N,)`` bool: linked pairs at their

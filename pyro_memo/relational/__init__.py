@@ -2,6 +2,7 @@
 2013) on the one memoized engine."""
 
 from ..posterior.relational import RelationalPosterior
+from .heldout import link_prediction
 from .memoized_relational import MemoizedRelational, NodeBatches
 
-__all__ = ["MemoizedRelational", "NodeBatches", "RelationalPosterior"]
+__all__ = ["MemoizedRelational", "NodeBatches", "RelationalPosterior", "link_prediction"]

@@ -1,0 +1,271 @@
+"""``--model relational``: the assortative HDP relational model (mixed-membership communities;
+Kim, Gopalan, Blei & Sudderth 2013) over an undirected graph, fitted by memoized inference, with
+held-out link prediction."""
+
+import os
+import time
+
+from ..common import (
+    ALPHA_PRIOR_OPTION,
+    check_device,
+    check_resume_matches,
+    laps_text,
+    load_resume,
+    parse_alpha_prior,
+    report,
+    stop_requested,
+)
+from ..registry import CliModel, Option, Use, register_model, register_option
+
+
+def _imports():
+    """Import the heavy modules (torch, the relational model) when a command runs, not when the
+    parser is built: ``--help`` and option errors return at once."""
+    global np, torch, assortative_graph, load_networkx_graph, read_edge_list, read_graph_tool, read_npz
+    global split_pairs, save_state, per_lap, write_atomically, write_trace_plot, GammaConcentration
+    global MemoizedRelational, link_prediction, nmi, hungarian_accuracy
+    import numpy as np
+    import torch
+
+    from ...allocation.concentration import GammaConcentration
+    from ...data.graphs import (
+        assortative_graph,
+        load_networkx_graph,
+        read_edge_list,
+        read_graph_tool,
+        read_npz,
+        split_pairs,
+    )
+    from ...memo import save_state
+    from ...metrics import hungarian_accuracy, nmi
+    from ...relational import MemoizedRelational, link_prediction
+    from ...reporting import per_lap, write_atomically, write_trace_plot
+
+
+#: graphs pyro-memo can load by name
+BUNDLED_GRAPHS = {
+    "karate": "Zachary's karate club (34 members, 78 ties, the two factions as labels; needs networkx)",
+    "lesmis": "Les Miserables co-appearances (77 characters, 254 links, no labels; needs networkx)",
+    "synthetic": "a synthetic assortative mixed-membership graph (500 nodes, 5 communities, known labels)",
+}
+#: the fraction of communities' weight E[beta] above which a community counts in K
+MIN_WEIGHT = 0.01
+
+register_option("fit", ALPHA_PRIOR_OPTION)
+register_option("fit", Option("--eps", "background probability of a link between nodes in different communities "
+                                       "(fixed, in (0, 1)).", {"type": float}))
+register_option("fit", Option("--heldout", "fraction of the links held out, with as many non-links, for held-out "
+                                           "link prediction (0: fit the whole graph).", {"type": float}))
+
+_DATA = ("a graph: an edge-list text file (two integer node ids per line; .txt, .edges, .csv, a header allowed), "
+         "a scipy sparse adjacency matrix (.npz), a graph-tool file (.gt, .gt.gz), or a bundled graph: "
+         f"{', '.join(BUNDLED_GRAPHS)}; no default")
+_WHY_NOT = {"moves": "birth, merge and delete moves are not implemented for the relational model yet",
+            "family": "its links are Bernoulli given the communities, with a Beta prior on each community's "
+                      "link probability",
+            "algo": "it is always fitted by memoized inference over --batches fixed batches of nodes"}
+
+
+def load_graph(source):
+    """A :class:`~pyro_memo.data.Graph` and its description from a name in :data:`BUNDLED_GRAPHS`,
+    an edge-list text file, a ``.npz`` sparse adjacency matrix or a graph-tool ``.gt`` / ``.gt.gz`` file."""
+    _imports()
+    if source is None:
+        raise ValueError("--model relational needs a graph GRAPH: an edge-list file (.txt, .edges, .csv), "
+                         f"an .npz or .gt file, or {' / '.join(BUNDLED_GRAPHS)}")
+    if source == "synthetic":
+        return assortative_graph(500, 5, seed=0)[0], BUNDLED_GRAPHS["synthetic"]
+    if source in BUNDLED_GRAPHS:  # networkx's (tests/test_cli_startup.py checks the names)
+        try:
+            return load_networkx_graph(source), BUNDLED_GRAPHS[source]
+        except ImportError:
+            raise ValueError(f"the bundled graph {source} needs networkx, an optional dependency: "
+                             "pip install networkx") from None
+    if not os.path.exists(source):
+        raise ValueError(f"{source}: no such file, and not a bundled graph ({', '.join(BUNDLED_GRAPHS)})")
+    if os.path.isdir(source):
+        raise ValueError(f"{source}: is a directory, not a graph file")
+    try:
+        if source.endswith(".npz"):
+            graph = read_npz(source)
+        elif source.endswith((".gt", ".gt.gz")):
+            graph = read_graph_tool(source)
+        else:
+            graph = read_edge_list(source)
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        message = str(err) if not isinstance(err, UnicodeDecodeError) else "not a text edge list (undecodable bytes)"
+        raise ValueError(message if message.startswith(source) else f"{source}: {message}") from None
+    return graph, source
+
+
+def _graph_text(graph, description):
+    labels = "" if graph.labels is None else f", {len(np.unique(graph.labels))} label classes"
+    return f"{description}: {graph.num_nodes} nodes, {graph.num_edges} links{labels}"
+
+
+def _hyper_text(args, out):
+    alpha = (f"E[alpha] {out['alpha']:.4g} (Gamma({args.alpha_prior}) prior)" if args.alpha_prior
+             else f"alpha {args.alpha:g}")
+    return f"{alpha}, eps {args.eps:g}"
+
+
+def _summary(args, out, description, fit):
+    """The printed summary of a fit."""
+    lines = [f"data      {description}",
+             f"model     assortative HDP relational model, truncation K = {args.K}, {_hyper_text(args, out)}",
+             f"inference memoized, {args.batches} batch{'es' if args.batches > 1 else ''} of nodes: {laps_text(out)}"
+             + ("" if fit.converged else " (not converged: raise --laps)"),
+             f"bound     {fit.elbo:.6g} nats",
+             f"K         {out['K']} communities with E[beta] > {MIN_WEIGHT:g}"]
+    weights, links = out["weights"], out["link_probabilities"]
+    kept = [k for k in sorted(range(len(weights)), key=lambda k: -weights[k]) if weights[k] > MIN_WEIGHT]
+    lines += [f"community {k:<4d}weight {weights[k]:.3f}  link probability {links[k]:.3f}" for k in kept[:10]]
+    if "nmi" in out:
+        lines.append(f"labels    NMI {out['nmi']:.3f}, Hungarian accuracy {out['accuracy']:.3f}")
+    if "heldout_auc" in out:
+        lines.append(f"held out  {out['heldout_pairs']} pairs ({args.heldout:g} of the links and as many "
+                     f"non-links): AUC {out['heldout_auc']:.4f}, log-likelihood {out['heldout_log_lik']:.4f} "
+                     "per pair")
+    if args.save:
+        lines.append(f"saved     {args.save}")
+    return "\n".join(lines)
+
+
+def _check_resume(args, state, graph):
+    """Refuse a checkpoint fitted with other options or another graph than this run's."""
+    post, total = state.posterior, state.cache.total
+
+    def given_text(text):
+        prior = parse_alpha_prior(text)
+        return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
+
+    learnt = isinstance(post.alpha, GammaConcentration)
+    saved = {"--dtype": (args.dtype, str(post.theta.dtype).split(".")[-1]),
+             "--alpha-prior": (given_text(args.alpha_prior),
+                               ",".join(f"{v:g}" for v in post.alpha.prior) if learnt else "none"),
+             "--K": (args.K, post.K), "--eps": (float(args.eps), float(post.eps)),
+             "nodes in GRAPH": (graph.num_nodes, post.N)}
+    if not args.alpha_prior and not learnt:
+        saved["--alpha"] = (float(args.alpha), float(post.alpha))
+    if state.cache.batches:
+        saved["--batches"] = (args.batches, len(state.cache.batches))
+    if total is not None:
+        saved["links fitted (GRAPH, --heldout)"] = (graph.num_edges, int(round(float(total.num_links))))
+    check_resume_matches(args, saved)
+
+
+def _write_posterior(path, post):
+    """``posterior.npz``: memberships, labels, weights and link probabilities, atomically."""
+    memberships = post.memberships().cpu().numpy()
+
+    def write(tmp):
+        with open(tmp, "wb") as fh:  # a handle: np.savez would append ".npz" to the temporary name
+            np.savez(fh, memberships=memberships, labels=memberships.argmax(1).astype(np.int64),
+                     weights=post.expected_beta()[:-1].cpu().numpy(),
+                     link_probabilities=post.link_probabilities().cpu().numpy())
+
+    write_atomically(path, write)
+
+
+class Relational(CliModel):
+    """``--model relational``."""
+
+    name = "relational"
+    summary = ("the assortative HDP relational model (mixed-membership communities) over a graph DATA (an "
+               f"edge list, .npz or .gt file, or a bundled graph: {', '.join(BUNDLED_GRAPHS)})")
+    why_not = _WHY_NOT
+    uses = {
+        "fit": {
+            "data": Use(_DATA), "alpha": Use("membership concentration", default=1.0),
+            "K": Use(default=10), "batches": Use(default=1), "laps": Use(default=50), "tol": Use(default=1e-7),
+            "init": Use("initial memberships: spectral (the graph's spectral embedding) or random",
+                        default="spectral", choices=("spectral", "random")),
+            "seed": Use(default=0), "device": Use(default="cpu"),
+            "dtype": Use(default="float64", choices=("float64", "float32")),
+            "json": Use("keys: elbo, elbo_trace, K (communities with E[beta] > 1%), weights, link_probabilities, "
+                        "lap_seconds, seconds, laps, converged, nodes, edges, alpha, nmi and accuracy (labelled "
+                        "graphs), heldout_auc and heldout_log_lik (--heldout), ..."),
+            "save": Use("DIR/posterior.npz (memberships: N x K E[pi] over the explicit communities, labels: "
+                        "their argmax per node, weights: E[beta], link_probabilities: E[w]), DIR/trace.png and "
+                        "DIR/state.pt (after every lap; resumable)"),
+            "resume": Use(), "quiet": Use(default=False),
+            "alpha_prior": Use("learn the membership concentration: alpha ~ Gamma(S1, S2) (shape, rate) with its "
+                               "closed-form posterior q(alpha), in place of a fixed --alpha", default=""),
+            "eps": Use(default=1e-4),
+            "heldout": Use("drawn by split_pairs with seed 0; the fit sees the rest, the summary and --json report the "
+                           "held-out AUC and log-likelihood per pair", default=0.0),
+        },
+    }
+
+    def check(self, command, args):
+        check_device(args.device)
+        parse_alpha_prior(args.alpha_prior)
+        if not 0 < args.eps < 1:
+            raise ValueError(f"--eps must lie in (0, 1) (the background link probability); got {args.eps}")
+        if not 0 <= args.heldout < 1:
+            raise ValueError(f"--heldout must lie in [0, 1) (0: no held-out pairs); got {args.heldout}")
+
+    def fit(self, args):
+        _imports()
+        graph, description = load_graph(args.data)
+        full = graph
+        if graph.num_nodes < 2:
+            raise ValueError(f"{args.data}: the graph has {graph.num_nodes} node; the model needs at least 2")
+        if graph.num_edges == 0:
+            raise ValueError(f"{args.data}: the graph has no links")
+        if args.batches > graph.num_nodes:
+            raise ValueError(f"--batches {args.batches} exceeds the number of nodes ({graph.num_nodes})")
+        pairs = labels = None
+        if args.heldout > 0:
+            try:
+                graph, pairs, labels = split_pairs(full, args.heldout, seed=0)
+            except ValueError as err:
+                raise ValueError(f"--heldout {args.heldout:g}: {err}") from None
+        model = MemoizedRelational(K=args.K, alpha=args.alpha, eps=args.eps, laps=args.laps, tol=args.tol,
+                                   seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
+                                   alpha_prior=parse_alpha_prior(args.alpha_prior), init=args.init)
+        state = model.new_state()
+        if args.resume:
+            state = load_resume(args, self.name)
+            _check_resume(args, state, graph)
+        resumed_laps = state.laps_done
+        k_trace = state.traces.setdefault("k", [])  # kept in the state: a resumed run's trace covers all laps
+
+        def callback(lap, elbo, posterior):
+            k_trace.append(int((posterior.expected_beta()[:-1] > MIN_WEIGHT).sum()))
+            if not args.quiet:
+                print(f"lap {lap + 1}: bound {elbo:.6g}, {k_trace[-1]} communities > 1%", flush=True)
+            if args.save:
+                save_state(os.path.join(args.save, "state.pt"), state)
+            return stop_requested(args)
+
+        start = time.perf_counter()
+        fit = model.fit(graph, args.batches, state=state, callback=callback)
+        post = fit.posterior
+        weights = post.expected_beta()[:-1].cpu().numpy()
+        out = {
+            "data": args.data, "model": self.name, "nodes": full.num_nodes, "edges": full.num_edges,
+            "truncation": args.K, "batches": args.batches, "init": args.init, "eps": args.eps,
+            "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > MIN_WEIGHT).sum()),
+            "k_trace": per_lap(k_trace, len(fit.elbo_trace)), "weights": weights.tolist(),
+            "link_probabilities": post.link_probabilities().cpu().numpy().tolist(),
+            "laps": len(fit.elbo_trace), "converged": fit.converged, "lap_seconds": fit.lap_seconds,
+            "seconds": time.perf_counter() - start, "emptied": fit.emptied, "resumed_laps": resumed_laps,
+            "alpha": float(post.alpha),
+        }
+        if full.labels is not None:
+            predicted = post.memberships().argmax(1).cpu().numpy()
+            out["nmi"], out["accuracy"] = nmi(full.labels, predicted), hungarian_accuracy(full.labels, predicted)
+        if pairs is not None:
+            scores = link_prediction(post, pairs, labels)
+            out.update(heldout=args.heldout, heldout_pairs=len(labels), heldout_auc=scores["auc"],
+                       heldout_log_lik=scores["log_lik"])
+        if args.save:
+            _write_posterior(os.path.join(args.save, "posterior.npz"), post)
+            write_trace_plot(os.path.join(args.save, "trace.png"), fit.elbo_trace, k_trace or [out["K"]],
+                             description)
+            out["saved"] = args.save
+        return report(_summary(args, out, _graph_text(full, description), fit), out, args.json)
+
+
+register_model(Relational())
