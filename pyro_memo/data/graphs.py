@@ -36,10 +36,14 @@ class Graph:
     :param int num_nodes: ``N``; every id must lie in ``[0, N)`` (isolated nodes are allowed).
     :param labels: optional ``(N,)`` integer class of each node (e.g. a known community), or ``None``.
     :param str name: optional name for messages and reports.
-    :raises ValueError: on a negative or out-of-range id, non-integer ids, or labels of the wrong shape.
+    :param missing: optional ``(M, 2)`` node pairs whose link status is unobserved (held out, or
+        unknown): a model leaves them out of its likelihood; canonicalised like ``edges`` and
+        disjoint from them.
+    :raises ValueError: on a negative or out-of-range id, non-integer ids, labels of the wrong shape,
+        or a missing pair that is also a link.
     """
 
-    def __init__(self, edges, num_nodes, labels=None, name=None):
+    def __init__(self, edges, num_nodes, labels=None, name=None, missing=None):
         num_nodes = int(num_nodes)
         if num_nodes < 1:
             raise ValueError(f"num_nodes must be positive; got {num_nodes}")
@@ -58,6 +62,12 @@ class Graph:
         self._edges = _canonical_edges(raw, num_nodes)
         self._edges.setflags(write=False)
         self._keys = _edge_keys(self._edges, num_nodes)
+        self._missing = np.zeros((0, 2), dtype=np.int64)
+        if missing is not None and np.asarray(missing).size:
+            gaps = Graph(missing, num_nodes)  # the same checks and canonical form
+            if gaps.num_edges and bool(self.has_edges(gaps.edges).any()):
+                raise ValueError("a missing (unobserved) pair cannot also be a link")
+            self._missing = gaps.edges
         self._csr = None
         if labels is not None:
             labels = np.asarray(labels)
@@ -81,6 +91,11 @@ class Graph:
     def edges(self):
         """``(E, 2)`` int64 read-only array of the links ``i < j``, sorted by ``(i, j)``."""
         return self._edges
+
+    @property
+    def missing(self):
+        """``(M, 2)`` int64 read-only array of the unobserved pairs ``i < j`` (empty by default)."""
+        return self._missing
 
     @property
     def density(self):
@@ -561,7 +576,8 @@ def split_pairs(graph, fraction=0.1, seed=0):
 
     :returns: ``(train_graph, heldout_pairs (M, 2) int64 with i < j, heldout_labels (M,) int64)``
         where the label is 1 for a held-out link and 0 for a non-link, in random order; the
-        training graph keeps the nodes, labels and name.
+        training graph keeps the nodes, labels and name, and lists the held-out pairs as
+        ``missing`` (unobserved: neither links nor non-links for a model fitted to it).
     :raises ValueError: when ``fraction`` is outside ``(0, 1)`` or there are too few non-links.
     """
     if not 0 < fraction < 1:
@@ -581,5 +597,6 @@ def split_pairs(graph, fraction=0.1, seed=0):
     pairs = np.concatenate([links, non])
     labels = np.concatenate([np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)])
     order = rng.permutation(2 * m)
-    train = Graph(graph.edges[~chosen], N, labels=graph.labels, name=graph.name)
+    train = Graph(graph.edges[~chosen], N, labels=graph.labels, name=graph.name,
+                  missing=np.concatenate([graph.missing, pairs]))
     return train, pairs[order], labels[order]

@@ -129,14 +129,15 @@ class RelationalPosterior(VariationalPosterior):
         return both @ self.link_probabilities() + self.eps * (1.0 - both.sum(1))
 
     # ------------------------------------------------------------- local step
-    def local_step(self, edges, sources, start=None, iters=10):
+    def local_step(self, edges, sources, start=None, iters=10, missing=None):
         """The pairs of the batch with source nodes ``sources`` ``(N,)`` bool: linked pairs at their
-        optimum (eq. R1), non-linked factors by ``iters`` block rounds from ``start`` (eq. R5).
-        Returns ``(factors, summary)``."""
+        optimum (eq. R1), non-linked factors by ``iters`` block rounds from ``start`` (eq. R5);
+        ``missing`` ``(M, 2)`` unobserved pairs are left out. Returns ``(factors, summary)``."""
         e_log_pi = self.e_log_pi[:, : self.K]
         e_log_w, e_log_1mw = self.e_log_w()
-        factors = nonlink_factors(e_log_pi, edges, sources, e_log_w, e_log_1mw, math.log1p(-self.eps), iters, start)
-        return factors, pair_summary(e_log_pi, edges, sources, e_log_w, math.log(self.eps), factors)
+        factors = nonlink_factors(e_log_pi, edges, sources, e_log_w, e_log_1mw, math.log1p(-self.eps), iters, start,
+                                  missing)
+        return factors, pair_summary(e_log_pi, edges, sources, e_log_w, math.log(self.eps), factors, missing)
 
     def pair_terms(self, summary):
         """The pairs' terms of the bound (eq. R4) under these globals."""

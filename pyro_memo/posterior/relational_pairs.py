@@ -124,47 +124,57 @@ def link_roles(e_log_pi_src, e_log_pi_dst, e_log_w, log_eps):
     return q_src, q_dst, diag, entropy
 
 
-def _nonlink_partners(N, edges, sources, dtype):
-    """``(later, earlier)``: each source's non-linked partners ``j > i`` and each node's non-linked
-    sources ``i < j`` (``(N,)`` each), and the batch's links ``(src, dst)``."""
-    index = torch.arange(N, device=sources.device)
-    src_f = sources.to(dtype)
+def _batch_pairs(edges, sources, missing=None):
+    """The batch's links ``(src, dst)`` and the pairs its non-linked terms leave out (its links and
+    its ``missing`` unobserved pairs) ``(out_src, out_dst)``."""
     mine = sources[edges[:, 0]]
     src, dst = edges[mine, 0], edges[mine, 1]
-    ones = torch.ones(src.shape[0], dtype=dtype, device=src_f.device)
-    later = (N - 1 - index).to(dtype) * src_f - src_f.new_zeros(N).index_add_(0, src, ones)
-    earlier = torch.cumsum(src_f, 0) - src_f - src_f.new_zeros(N).index_add_(0, dst, ones)
-    return later, earlier, src, dst
+    if missing is None or missing.shape[0] == 0:
+        return src, dst, src, dst
+    gone = sources[missing[:, 0]]
+    return src, dst, torch.cat([src, missing[gone, 0]]), torch.cat([dst, missing[gone, 1]])
 
 
-def _partner_sums(m_src, m_dst, sources, src, dst):
+def _nonlink_counts(N, sources, out_src, out_dst, dtype):
+    """``(later, earlier)``: each source's non-linked partners ``j > i`` and each node's non-linked
+    sources ``i < j`` (``(N,)`` each), ``out_*`` the pairs that are not non-links."""
+    index = torch.arange(N, device=sources.device)
+    src_f = sources.to(dtype)
+    ones = torch.ones(out_src.shape[0], dtype=dtype, device=src_f.device)
+    later = (N - 1 - index).to(dtype) * src_f - src_f.new_zeros(N).index_add_(0, out_src, ones)
+    earlier = torch.cumsum(src_f, 0) - src_f - src_f.new_zeros(N).index_add_(0, out_dst, ones)
+    return later, earlier
+
+
+def _partner_sums(m_src, m_dst, sources, out_src, out_dst):
     """``(T, U)``: :math:`T_i = \\sum_{j>i, y=0} \\bar m_j` for sources and :math:`U_j = \\sum_{i \\in S,
-    i<j, y=0} m_i` (eq. R5), each ``(N, K)``."""
+    i<j, y=0} m_i` (eq. R5), each ``(N, K)``; ``out_*`` the pairs that are not non-links."""
     after = m_dst.sum(0) - torch.cumsum(m_dst, 0)
-    t = after - torch.zeros_like(after).index_add_(0, src, m_dst[dst])
+    t = after - torch.zeros_like(after).index_add_(0, out_src, m_dst[out_dst])
     masked = m_src * sources.to(m_src.dtype)[:, None]
     before = torch.cumsum(masked, 0) - masked
-    u = before - torch.zeros_like(before).index_add_(0, dst, m_src[src])
+    u = before - torch.zeros_like(before).index_add_(0, out_dst, m_src[out_src])
     return t, u
 
 
-def nonlink_factors(e_log_pi, edges, sources, e_log_w, e_log_1mw, log_1meps, iters=10, start=None):
+def nonlink_factors(e_log_pi, edges, sources, e_log_w, e_log_1mw, log_1meps, iters=10, start=None, missing=None):
     """The batch's non-linked factors ``(m, m_bar)`` (each ``(N, K)``; eq. R5): ``iters`` rounds of
     block coordinate ascent from ``start`` (default :math:`A / S` for both), sources first; no round
-    lowers the batch's terms."""
+    lowers the batch's terms. ``missing``: ``(M, 2)`` unobserved pairs ``i < j``, left out."""
     N = e_log_pi.shape[0]
-    later, earlier, src, dst = _nonlink_partners(N, edges, sources, e_log_pi.dtype)
+    _, _, out_src, out_dst = _batch_pairs(edges, sources, missing)
+    later, earlier = _nonlink_counts(N, sources, out_src, out_dst, e_log_pi.dtype)
     c = e_log_1mw - log_1meps
     m, m_bar = start if start is not None else (node_weights(e_log_pi)[0],) * 2
     for _ in range(int(iters)):
-        t, _ = _partner_sums(m, m_bar, sources, src, dst)
+        t, _ = _partner_sums(m, m_bar, sources, out_src, out_dst)
         m = torch.softmax(e_log_pi + c * t / later.clamp_min(1.0)[:, None], -1)
-        _, u = _partner_sums(m, m_bar, sources, src, dst)
+        _, u = _partner_sums(m, m_bar, sources, out_src, out_dst)
         m_bar = torch.softmax(e_log_pi + c * u / earlier.clamp_min(1.0)[:, None], -1)
     return m, m_bar
 
 
-def pair_summary(e_log_pi, edges, sources, e_log_w, log_eps, factors=None):
+def pair_summary(e_log_pi, edges, sources, e_log_w, log_eps, factors=None, missing=None):
     """The :class:`PairSummary` of the pairs ``i < j`` whose node ``i`` is a source.
 
     :param e_log_pi: ``(N, K)`` :math:`E\\log\\pi_{ik}` of every node (explicit communities).
@@ -173,15 +183,17 @@ def pair_summary(e_log_pi, edges, sources, e_log_w, log_eps, factors=None):
     :param e_log_w: ``(K,)`` :math:`E\\log w_k`; ``log_eps``: :math:`\\log\\epsilon`.
     :param factors: ``(m, m_bar)`` non-linked factors (eq. R2; :func:`nonlink_factors`); default
         :math:`A / S` for both.
+    :param missing: ``(M, 2)`` long tensor of unobserved pairs ``i < j`` (held out): in no term.
     """
     N, K = e_log_pi.shape
-    later, earlier, src, dst = _nonlink_partners(N, edges, sources, e_log_pi.dtype)
+    src, dst, out_src, out_dst = _batch_pairs(edges, sources, missing)
+    later, earlier = _nonlink_counts(N, sources, out_src, out_dst, e_log_pi.dtype)
     # linked pairs (eq. R1)
     q_src, q_dst, diag, h_link = link_roles(e_log_pi[src], e_log_pi[dst], e_log_w, log_eps)
     counts = e_log_pi.new_zeros(N, K).index_add_(0, src, q_src).index_add_(0, dst, q_dst)  # (N, K) here
     # non-linked pairs (eqs. R2, R3)
     m, m_bar = factors if factors is not None else (node_weights(e_log_pi)[0],) * 2
-    t, _ = _partner_sums(m, m_bar, sources, src, dst)
+    t, _ = _partner_sums(m, m_bar, sources, out_src, out_dst)
     counts = counts + later[:, None] * m + earlier[:, None] * m_bar
     nonlink_diag = (sources.to(m.dtype)[:, None] * m * t).sum(0)
 

@@ -3,6 +3,6 @@
 
 from ..posterior.relational import RelationalPosterior
 from .heldout import link_prediction
-from .memoized_relational import MemoizedRelational, NodeBatches
+from .memoized_relational import MemoizedRelational, NodeBatches, PairBatch
 
-__all__ = ["MemoizedRelational", "NodeBatches", "RelationalPosterior", "link_prediction"]
+__all__ = ["MemoizedRelational", "NodeBatches", "PairBatch", "RelationalPosterior", "link_prediction"]

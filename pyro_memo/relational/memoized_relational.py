@@ -6,6 +6,8 @@ unordered pair belongs to exactly one batch. The local step is the pairs' (eqs. 
 (eq. G1 of :mod:`pyro_memo.posterior.relational`); the driver, memo and checkpoints are the engine's.
 """
 
+from collections import namedtuple
+
 import numpy as np
 import torch
 
@@ -16,17 +18,21 @@ from ..posterior.relational import RelationalPosterior
 from ..topics.memoized_hdp import document_parts
 from .initialization import spectral_memberships
 
-__all__ = ["MemoizedRelational", "NodeBatches"]
+__all__ = ["MemoizedRelational", "NodeBatches", "PairBatch"]
+
+#: a batch of pairs: all links, the batch's source nodes (a bool mask) and all unobserved pairs
+PairBatch = namedtuple("PairBatch", ["edges", "sources", "missing"])
 
 
 class NodeBatches:
-    """A graph's nodes in fixed batches: batch ``b`` is ``(edges, sources)``, the graph's links
-    ``(E, 2)`` (a long tensor on ``device``, shared by every batch) and a ``(N,)`` bool mask of the
-    batch's source nodes."""
+    """A graph's nodes in fixed batches: batch ``b`` is a :class:`PairBatch`: the graph's links
+    ``(E, 2)`` and unobserved pairs ``(M, 2)`` (long tensors on ``device``, shared by every batch)
+    and a ``(N,)`` bool mask of the batch's source nodes."""
 
     def __init__(self, graph, parts, device=None):
         self.graph = graph
         self.edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long, device=device).reshape(-1, 2)
+        self.missing = torch.as_tensor(np.array(graph.missing), dtype=torch.long, device=device).reshape(-1, 2)
         self.masks = []
         for part in parts:
             mask = torch.zeros(graph.num_nodes, dtype=torch.bool, device=device)
@@ -42,7 +48,7 @@ class NodeBatches:
         return self.graph.num_nodes
 
     def batch(self, b):
-        return self.edges, self.masks[b]
+        return PairBatch(self.edges, self.masks[b], self.missing)
 
 
 class MemoizedRelational(MemoizedDriver):
@@ -111,8 +117,7 @@ class MemoizedRelational(MemoizedDriver):
         last visit. Returns ``(factors, summary)``."""
         start = state.warm_starts.get(key)  # (2, N, K): the factors m, m_bar
         start = None if start is None or start.shape[2] != state.posterior.K else tuple(start)
-        edges, sources = batch
-        return state.posterior.local_step(edges, sources, start, self.nonlink_iters)
+        return state.posterior.local_step(batch.edges, batch.sources, start, self.nonlink_iters, batch.missing)
 
     def memoize(self, state, key, local, summary):
         """Keep the batch's non-linked factors as the next visit's start, then memoize."""

@@ -61,6 +61,19 @@ def test_an_easy_assortative_graph_is_recovered():
     assert bool((fit.posterior.link_probabilities() > 0.1).all())
 
 
+def test_held_out_pairs_are_unobserved_in_the_fit():
+    graph, _, _ = assortative_graph(200, 3, link_probs=np.full(3, 0.2), epsilon=1e-3, seed=1)
+    train, pairs, labels = pm.data.split_pairs(graph, 0.1, seed=0)
+    assert len(train.missing) == len(pairs) and train.num_edges == graph.num_edges - int(labels.sum())
+    fit = MemoizedRelational(K=3, laps=3, tol=0, seed=0, record_batch_elbos=True).fit(train, 2)
+    total = fit.state.cache.total
+    N = graph.num_nodes
+    assert float(total.num_nonlinks) == N * (N - 1) / 2 - train.num_edges - len(pairs)
+    assert np.all(np.diff(fit.batch_elbos) >= -1e-9 * np.abs(np.asarray(fit.batch_elbos[1:])))
+    with pytest.raises(ValueError, match="missing"):
+        Graph(graph.edges, N, missing=graph.edges[:2])
+
+
 def test_checkpoints_resume_alike(tmp_path):
     graph = random_graph(4)
     model = dict(K=3, tol=0, seed=2, alpha_prior=(1.0, 1.0))

@@ -31,7 +31,7 @@ def random_case(seed, N=None, K=None):
     return N, K, edges, sources, globals_(), globals_(), eps
 
 
-def brute_force(N, K, edges, sources, fitted, scored, eps, factors=None):
+def brute_force(N, K, edges, sources, fitted, scored, eps, factors=None, missing=()):
     """sum over pairs i < j with a source i of E_q[log p(s, r, y | pi, w)] - E_q[log q(s, r)], with q from
     the globals ``fitted`` (structured for links; for non-links the product of the factors, default the
     node weights) and the expectations under ``scored``."""
@@ -40,8 +40,9 @@ def brute_force(N, K, edges, sources, fitted, scored, eps, factors=None):
     linked = {tuple(e) for e in edges.tolist()}
     m, m_bar = factors if factors is not None else (torch.softmax(pi_q, -1),) * 2
     total = 0.0
+    skip = {tuple(p) for p in np.asarray(missing).tolist()}
     for i, j in itertools.combinations(range(N), 2):
-        if not sources[i]:
+        if not sources[i] or (i, j) in skip:
             continue
         y = (i, j) in linked
         if y:
@@ -145,3 +146,21 @@ def test_nonlink_factor_rounds_never_lower_the_batch_terms_and_end_at_block_opti
     for _ in range(10):
         other = torch.as_tensor(rng.dirichlet(np.ones(K), size=N))
         assert value((m, other)) <= values[-1] + 1e-10 * abs(values[-1])
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_missing_pairs_are_left_out_of_every_term(seed):
+    N, K, edges, sources, fitted, scored, eps = random_case(400 + seed)
+    rng = np.random.default_rng(seed)
+    linked = {tuple(e) for e in edges.tolist()}
+    free = [(i, j) for i in range(N) for j in range(i + 1, N) if (i, j) not in linked]
+    pick = rng.permutation(len(free))[: max(1, len(free) // 4)] if free else []
+    missing = torch.tensor([free[k] for k in pick], dtype=torch.long).reshape(-1, 2)
+    pi, e_log_w, e_log_1mw = fitted
+    factors = nonlink_factors(pi, edges, sources, e_log_w, e_log_1mw, math.log1p(-eps), iters=3, missing=missing)
+    summary = pair_summary(pi, edges, sources, e_log_w, math.log(eps), factors, missing)
+    exact = brute_force(N, K, edges, sources, fitted, scored, eps, factors, missing)
+    assert terms(summary, scored, eps) == pytest.approx(exact, rel=1e-9, abs=1e-9)
+    mine = int(sum(bool(sources[i]) for i, _ in missing.tolist()))
+    expected = sum(bool(sources[i]) for i in range(N) for _ in range(i + 1, N)) - int(sources[edges[:, 0]].sum()) - mine
+    assert float(summary.num_nonlinks) == expected
