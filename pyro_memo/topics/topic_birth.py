@@ -46,7 +46,7 @@ class TopicBirthMove(CandidateMemoMove):
             if k not in tried:
                 self.target = k
                 break
-        self.num_topics = total.K
+        self.num_components = total.K
         self.target_tokens = float(total.topic_counts[self.target]) if self.target is not None else 0.0
 
     def _new_topics(self, batch, resp, post, seed):
@@ -83,7 +83,7 @@ class TopicBirthMove(CandidateMemoMove):
 
     def visit_batch(self, state, key, batch, local, summary):
         post = state.posterior
-        if self.target is None or post.K != self.num_topics:
+        if self.target is None or post.K != self.num_components:
             return summary
         if self.new_lam is None:
             self.new_lam = self._new_topics(batch, local.resp, post, seed=state.laps_done)

@@ -49,7 +49,7 @@ class TopicDeleteMove(CandidateMemoMove):
         if self.target is None:
             return
         post = state.posterior
-        self.keep, self.num_topics = [i for i in range(post.K) if i != self.target], post.K
+        self.keep, self.num_components = [i for i in range(post.K) if i != self.target], post.K
 
     def _without_target(self, post):
         """The current globals with the target topic removed (its weight moved to the tail)."""
@@ -57,7 +57,7 @@ class TopicDeleteMove(CandidateMemoMove):
         return HDPPosterior(post.lam[self.keep], rho, omega, post.alpha, post.gamma, post.lam0)
 
     def visit_batch(self, state, key, batch, local, summary):
-        if self.target is None or state.posterior.K != self.num_topics:
+        if self.target is None or state.posterior.K != self.num_components:
             return summary
         doc, word, count, num_docs = batch
         # the candidate's batch step runs under the current globals less the target, so it
