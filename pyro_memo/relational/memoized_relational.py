@@ -13,10 +13,11 @@ import torch
 
 from ..allocation.concentration import learnable
 from ..data.graphs import Graph
-from ..engine import MemoizedDriver
+from ..engine import MemoizedDriver, make_moves
 from ..posterior.relational import RelationalPosterior
 from ..topics.memoized_hdp import document_parts
 from .initialization import spectral_memberships
+from .moves import RELATIONAL_MOVES
 
 __all__ = ["MemoizedRelational", "NodeBatches", "PairBatch"]
 
@@ -65,6 +66,9 @@ class MemoizedRelational(MemoizedDriver):
     :param int seed: seeds the batches, the initial memberships and the batch order.
     :param dtype: ``torch.float64`` (default) or ``torch.float32``; ``device``: torch device.
     :param str init: initial memberships: ``"spectral"`` (default) or ``"random"``.
+    :param moves: ``"birth"``, ``"delete"``, ``"merge"`` (comma-separated) or move objects
+        (:mod:`pyro_memo.relational.moves`): community changes accepted only when the exact bound
+        of the whole graph rises; with ``K=1`` and births the data choose the number of communities.
 
     Each visit continues the batch's non-linked factors from its last visit (block coordinate
     ascent from there cannot lower the batch's terms) and sets its linked pairs to their optimum,
@@ -73,7 +77,7 @@ class MemoizedRelational(MemoizedDriver):
 
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
-                 record_batch_elbos=False, init="spectral"):
+                 record_batch_elbos=False, init="spectral", moves=()):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
@@ -81,7 +85,8 @@ class MemoizedRelational(MemoizedDriver):
                 raise ValueError(f"{name} must be positive; got {value}")
         if not 0 < float(eps) < 1:
             raise ValueError(f"eps must lie in (0, 1); got {eps}")
-        super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos)
+        super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
+                         moves=make_moves(moves, RELATIONAL_MOVES, seed=seed))
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
         self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
         self.nonlink_iters = int(nonlink_iters)

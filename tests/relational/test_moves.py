@@ -1,0 +1,49 @@
+"""Community births, deletes and merges of the relational model: accepted only on an exact rise of
+the whole graph's bound, the bound never falls, and the number of communities grows from K = 1."""
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_memo.data import assortative_graph
+from pyro_memo.metrics import nmi
+from pyro_memo.relational import MemoizedRelational
+from pyro_memo.relational.moves import CommunityBirthMove, map_factors, surgery
+from tests.relational.test_memoized_relational import random_graph
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_moves_only_raise_the_exact_bound(seed):
+    graph = random_graph(20 + seed)
+    fit = MemoizedRelational(K=1 + seed % 3, laps=8, tol=0, seed=seed, moves="birth,delete,merge").fit(graph, 2)
+    trace = np.asarray(fit.elbo_trace)
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+    for gain in fit.state.move_gains:
+        assert gain["after"] > gain["before"]
+    total = fit.state.cache.recomputed_total()
+    assert float(fit.posterior.elbo(total)) == pytest.approx(trace[-1], rel=1e-9)
+
+
+def test_births_grow_two_communities_from_one():
+    graph, _, labels = assortative_graph(200, 2, link_probs=np.full(2, 0.3), epsilon=1e-3, seed=5)
+    fit = MemoizedRelational(K=1, laps=12, seed=0, moves="birth,delete,merge").fit(graph, 2)
+    assert fit.posterior.K >= 2 and any(g["move"] == "birth" for g in fit.state.move_gains)
+    assert nmi(labels, fit.posterior.memberships().argmax(1).numpy()) >= 0.9
+
+
+def test_surgery_keeps_shapes_and_the_factors_stay_distributions():
+    graph = random_graph(3)
+    fit = MemoizedRelational(K=2, laps=2, tol=0, seed=0).fit(graph, 1)
+    post = fit.posterior
+    columns = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]], dtype=torch.float64)
+    cand = surgery(post, columns)
+    assert cand.K == 3 and cand.theta.shape == (post.N, 4) and bool((cand.theta > 0).all())
+    torch.testing.assert_close(cand.expected_beta().sum(), torch.tensor(1.0, dtype=torch.float64))
+    warm = map_factors(fit.state.warm_starts[0], columns)
+    torch.testing.assert_close(warm.sum(-1), torch.ones(2, post.N, dtype=torch.float64))
+
+
+def test_bad_moves_are_refused():
+    with pytest.raises(ValueError, match="unknown moves"):
+        MemoizedRelational(moves="explode")
+    assert CommunityBirthMove(min_nodes=3).min_nodes == 3
