@@ -146,7 +146,7 @@ def cases(f):
         (["fit", str(f / "garbage.npz"), "--model", "relational"], "garbage.npz"),
         (["fit", "synthetic", "--model", "relational", "--heldout", "1.5"], "--heldout"),
         (["fit", "synthetic", "--model", "relational", "--heldout", "-0.1"], "--heldout"),
-        (["fit", "synthetic", "--model", "relational", "--moves", "birth"], "--moves"),
+        (["fit", "synthetic", "--model", "relational", "--moves", "split"], "split"),
         (["fit", "synthetic", "--model", "relational", "--eps", "0"], "--eps"),
         (["fit", "synthetic", "--model", "relational", "--eps", "1"], "--eps"),
         (["fit", "synthetic", "--model", "relational", "--eps", "nan"], "--eps"),

@@ -33,7 +33,7 @@ ARGVS = [["fit", "--help"], ["compare", "--help"], ["fit", "--model", "hdp", "--
          ["compare", "--model", "hdp", "--methods", "lda"], ["compare", "--model", "hdp", "--heldout", "1"],
          ["predict", "--help"], ["predict", "no-such-model.pt", "data.npz"], ["predict", "tests"],
          ["predict", "tests", "data.npz"], ["fit", "--model", "relational", "--help"],
-         ["fit", "--model", "relational", "--eps", "0"], ["fit", "--model", "relational", "--moves", "birth"],
+         ["fit", "--model", "relational", "--eps", "0"], ["fit", "--model", "relational", "--moves", "split"],
          ["fit", "--model", "relational", "--heldout", "1.5"]]
 
 

@@ -109,3 +109,16 @@ def test_npz_adjacency(tmp_path):
     assert main(["fit", str(tmp_path / "a.npz"), "--model", "relational", "--K", "3", "--laps", "2", "--quiet",
                  "--json", str(tmp_path / "n.json")]) == 0
     assert json.loads((tmp_path / "n.json").read_text())["edges"] == len(edges)
+
+
+def test_moves_grow_the_communities_and_are_reported(tmp_path):
+    from pyro_memo.data import assortative_graph
+
+    graph, _, _ = assortative_graph(200, 2, link_probs=np.full(2, 0.3), epsilon=1e-3, seed=5)
+    path = tmp_path / "g.txt"
+    np.savetxt(path, graph.edges, fmt="%d")
+    assert main(["fit", str(path), "--model", "relational", "--K", "1", "--moves", "birth,delete,merge", "--laps",
+                 "12", "--batches", "2", "--quiet", "--json", str(tmp_path / "m.json")]) == 0
+    out = json.loads((tmp_path / "m.json").read_text())
+    assert len(out["moves"]) == out["laps"] and set(out["moves"][0]) == {"birth", "delete", "merge"}
+    assert sum(lap["birth"]["accepted"] for lap in out["moves"]) >= 1 and out["K"] >= 2

@@ -12,6 +12,7 @@ from ..common import (
     laps_text,
     load_resume,
     parse_alpha_prior,
+    parse_moves,
     report,
     stop_requested,
 )
@@ -60,8 +61,9 @@ register_option("fit", Option("--heldout", "fraction of the links held out, with
 _DATA = ("a graph: an edge-list text file (two integer node ids per line; .txt, .edges, .csv, a header allowed), "
          "a scipy sparse adjacency matrix (.npz), a graph-tool file (.gt, .gt.gz), or a bundled graph: "
          f"{', '.join(BUNDLED_GRAPHS)}; no default")
-_WHY_NOT = {"moves": "birth, merge and delete moves are not implemented for the relational model yet",
-            "family": "its links are Bernoulli given the communities, with a Beta prior on each community's "
+#: the community moves the fit command offers
+COMMUNITY_MOVES = ("birth", "delete", "merge")
+_WHY_NOT = {"family": "its links are Bernoulli given the communities, with a Beta prior on each community's "
                       "link probability",
             "algo": "it is always fitted by memoized inference over --batches fixed batches of nodes"}
 
@@ -143,8 +145,9 @@ def _check_resume(args, state, graph):
     saved = {"--dtype": (args.dtype, str(post.theta.dtype).split(".")[-1]),
              "--alpha-prior": (given_text(args.alpha_prior),
                                ",".join(f"{v:g}" for v in post.alpha.prior) if learnt else "none"),
-             "--K": (args.K, post.K), "--eps": (float(args.eps), float(post.eps)),
-             "nodes in GRAPH": (graph.num_nodes, post.N)}
+             "--eps": (float(args.eps), float(post.eps)), "nodes in GRAPH": (graph.num_nodes, post.N)}
+    if not args.moves:  # moves change the number of communities
+        saved["--K"] = (args.K, post.K)
     if not args.alpha_prior and not learnt:
         saved["--alpha"] = (float(args.alpha), float(post.alpha))
     if state.cache.batches:
@@ -192,6 +195,8 @@ class Relational(CliModel):
             "alpha_prior": Use("learn the membership concentration: alpha ~ Gamma(S1, S2) (shape, rate) with its "
                                "closed-form posterior q(alpha), in place of a fixed --alpha", default=""),
             "eps": Use(default=1e-4),
+            "moves": Use("birth, delete, merge (exact whole-graph bound acceptance); e.g. --moves birth,delete,merge "
+                         "--K 1 grows the communities from one", default=""),
             "heldout": Use("drawn by split_pairs with seed 0; the fit sees the rest, the summary and --json report the "
                            "held-out AUC and log-likelihood per pair", default=0.0),
         },
@@ -199,6 +204,7 @@ class Relational(CliModel):
 
     def check(self, command, args):
         check_device(args.device)
+        parse_moves(args.moves, COMMUNITY_MOVES, self.name)
         parse_alpha_prior(args.alpha_prior)
         if not 0 < args.eps < 1:
             raise ValueError(f"--eps must lie in (0, 1) (the background link probability); got {args.eps}")
@@ -223,7 +229,8 @@ class Relational(CliModel):
                 raise ValueError(f"--heldout {args.heldout:g}: {err}") from None
         model = MemoizedRelational(K=args.K, alpha=args.alpha, eps=args.eps, laps=args.laps, tol=args.tol,
                                    seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
-                                   alpha_prior=parse_alpha_prior(args.alpha_prior), init=args.init)
+                                   alpha_prior=parse_alpha_prior(args.alpha_prior), init=args.init,
+                                   moves=args.moves)
         state = model.new_state()
         if args.resume:
             state = load_resume(args, self.name)
@@ -251,7 +258,7 @@ class Relational(CliModel):
             "link_probabilities": post.link_probabilities().cpu().numpy().tolist(),
             "laps": len(fit.elbo_trace), "converged": fit.converged, "lap_seconds": fit.lap_seconds,
             "seconds": time.perf_counter() - start, "emptied": fit.emptied, "resumed_laps": resumed_laps,
-            "alpha": float(post.alpha),
+            "alpha": float(post.alpha), "moves": fit.state.move_log,
         }
         if full.labels is not None:
             predicted = post.memberships().argmax(1).cpu().numpy()
