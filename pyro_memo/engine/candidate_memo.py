@@ -9,9 +9,11 @@ globals (``posterior.optimal_for``) and replaces the memo, the globals and the w
 its exact objective is higher.
 """
 
+import torch
+
 from .moves import Move
 
-__all__ = ["CandidateMemoMove", "accept_if_better"]
+__all__ = ["CandidateMemoMove", "accept_if_better", "smallest_untried"]
 
 
 def accept_if_better(state, candidate, batches):
@@ -39,6 +41,17 @@ def accept_if_better(state, candidate, batches):
     state.cache.total = total
     state.posterior = new
     return current, value
+
+
+def smallest_untried(state, name, sizes, max_share):
+    """The smallest component (by ``sizes``) that move ``name`` has not tried since the components
+    were last renumbered and that holds at most ``max_share`` of the total; ``None`` if none."""
+    tried = state.tried_components(name, len(sizes))
+    share = sizes / sizes.sum()
+    for k in torch.argsort(sizes).tolist():
+        if k not in tried and float(share[k]) <= max_share:
+            return k
+    return None
 
 
 class CandidateMemoMove(Move):

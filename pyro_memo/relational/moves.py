@@ -21,7 +21,7 @@ import scipy.sparse.linalg as sla
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
-from ..engine.candidate_memo import CandidateMemoMove
+from ..engine.candidate_memo import CandidateMemoMove, smallest_untried
 from ..posterior.relational import RelationalPosterior
 
 #: the least membership Dirichlet parameter a candidate starts with (a start only: the candidate's
@@ -200,13 +200,7 @@ class CommunityDeleteMove(_CommunityMove):
         post = state.posterior
         if post.K < 2:
             return
-        tried = state.tried_components(self.name, post.K)
-        sizes = state.cache.total.sizes
-        share = sizes / sizes.sum()
-        for k in torch.argsort(sizes).tolist():
-            if k not in tried and float(share[k]) <= self.max_share:
-                self.target = k
-                break
+        self.target = smallest_untried(state, self.name, state.cache.total.sizes, self.max_share)
         if self.target is None:
             return
         keep = [i for i in range(post.K) if i != self.target]

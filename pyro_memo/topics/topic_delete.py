@@ -11,7 +11,8 @@ compared with the current one; the delete is kept only if the bound rises.
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
-from .candidate_memo import CandidateMemoMove, tried_topics
+from ..engine.candidate_memo import smallest_untried
+from .candidate_memo import CandidateMemoMove
 from .hdp_posterior import HDPPosterior
 
 
@@ -39,13 +40,7 @@ class TopicDeleteMove(CandidateMemoMove):
         total = state.cache.total
         if total is None or total.K < 2 or len(state.cache) == 0:
             return
-        tried = tried_topics(state, self.name, total.K)
-        sizes = total.topic_counts
-        share = sizes / sizes.sum()
-        for k in torch.argsort(sizes).tolist():
-            if k not in tried and float(share[k]) <= self.max_share:
-                self.target = k
-                break
+        self.target = smallest_untried(state, self.name, total.topic_counts, self.max_share)
         if self.target is None:
             return
         post = state.posterior
