@@ -198,6 +198,27 @@ def check_resume_matches(args, saved):
                              f"(resume with the saved run's options and DATA)")
 
 
+def prior_text(prior):
+    """A Gamma prior ``(s1, s2)`` as ``--alpha-prior`` writes it (``"1,0.5"``), or ``"none"``."""
+    return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
+
+
+def given_prior_text(text, option="--alpha-prior"):
+    """The prior an ``--alpha-prior`` (or ``--gamma-prior``) value gives, as :func:`prior_text`."""
+    return prior_text(parse_alpha_prior(text, option))
+
+
+def memo_resume_entries(args, state, K):
+    """The resume checks every memoized model shares: ``--K`` (the saved fit's ``K``; not with
+    ``--moves``, which change it) and ``--batches`` (once batches are cached)."""
+    saved = {}
+    if not args.moves:
+        saved["--K"] = (args.K, K)
+    if state.cache.batches:
+        saved["--batches"] = (args.batches, len(state.cache.batches))
+    return saved
+
+
 def check_device(name):
     """Raise a :class:`ValueError` for a device torch does not know or cannot reach (plain
     ``cpu`` is checked without importing torch)."""

@@ -165,6 +165,16 @@ class FileBatches(BatchSource):
         return rows.reshape(hi - lo, width)
 
 
+def random_parts(num_items, num_batches, seed=0):
+    """A fixed random partition of ``num_items`` items (documents, groups, nodes) into ``num_batches``
+    sorted index arrays."""
+    if not 1 <= int(num_batches) <= num_items:
+        raise ValueError(f"num_batches must lie in [1, {num_items}] (the number of documents, groups or nodes); "
+                         f"got {num_batches}")
+    order = np.random.default_rng(seed).permutation(num_items)
+    return [np.sort(part) for part in np.array_split(order, int(num_batches))]
+
+
 def make_batches(data, num_batches=1, shuffle_seed=None):
     """Wrap ``data`` as a :class:`BatchSource`.
 

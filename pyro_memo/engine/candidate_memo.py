@@ -13,7 +13,15 @@ import torch
 
 from .moves import Move
 
-__all__ = ["CandidateMemoMove", "accept_if_better", "smallest_untried"]
+__all__ = ["CandidateMemoMove", "accept_if_better", "candidate_total", "smallest_untried"]
+
+
+def candidate_total(batches):
+    """The total summary of a candidate memo (batch key -> ``(warm_start, summary)``)."""
+    total = None
+    for _, summary in batches.values():
+        total = summary if total is None else total + summary
+    return total
 
 
 def accept_if_better(state, candidate, batches):
@@ -28,9 +36,7 @@ def accept_if_better(state, candidate, batches):
         globals and the warm starts; ``None`` when it was not better.
     """
     current = float(state.posterior.elbo(state.cache.total))
-    total = None
-    for _, summary in batches.values():
-        total = summary if total is None else total + summary
+    total = candidate_total(batches)
     new = candidate.optimal_for(total)
     value = float(new.elbo(total))
     if not value > current:

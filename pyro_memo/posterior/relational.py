@@ -156,9 +156,11 @@ class RelationalPosterior(VariationalPosterior):
         for _ in range(rounds):
             prior = float(alpha) * expected_beta(rho)
             theta = torch.cat([prior[:K] + roles, prior[K:].expand(N, 1)], 1)
-            sum_log_pi = expected_log_dirichlet(theta).sum(0)
-            rho, omega, alpha, gamma = fit_top_level(rho, omega, N, sum_log_pi, alpha, gamma, stick_iters)
-        return RelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, self.eps)
+            e_log_pi = expected_log_dirichlet(theta)
+            rho, omega, alpha, gamma = fit_top_level(rho, omega, N, e_log_pi.sum(0), alpha, gamma, stick_iters)
+        new = RelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, self.eps)
+        new._e_log_pi = e_log_pi  # of this theta: computed once
+        return new
 
     def update(self, summary):
         return self.updated(summary)

@@ -12,10 +12,10 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
+from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
 from ..posterior.relational import RelationalPosterior
-from ..topics.memoized_hdp import document_parts
 from .initialization import spectral_memberships
 from .moves import RELATIONAL_MOVES
 
@@ -103,7 +103,7 @@ class MemoizedRelational(MemoizedDriver):
             raise TypeError(f"fit needs a pyro_memo.data.Graph; got {type(data).__name__}")
         if data.num_nodes < 2:
             raise ValueError(f"a relational model needs at least 2 nodes; the graph has {data.num_nodes}")
-        return NodeBatches(data, document_parts(data.num_nodes, num_batches or 1, self.seed), self.device)
+        return NodeBatches(data, random_parts(data.num_nodes, num_batches or 1, self.seed), self.device)
 
     def initial_posterior(self, source, order=None):
         """Memberships from the graph's spectral embedding (``init="spectral"``,

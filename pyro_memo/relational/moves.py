@@ -21,7 +21,7 @@ import scipy.sparse.linalg as sla
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
-from ..engine.candidate_memo import CandidateMemoMove, smallest_untried
+from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
 from ..posterior.relational import RelationalPosterior
 
 #: the least membership Dirichlet parameter a candidate starts with (a start only: the candidate's
@@ -111,10 +111,7 @@ class _CommunityMove(CandidateMemoMove):
     def end_lap(self, state, driver):
         if self.target is not None and set(self.batches) == set(state.cache.batches):
             for _ in range(self.refine):
-                total = None
-                for _, summary in self.batches.values():
-                    total = summary if total is None else total + summary
-                self.candidate = self.candidate.optimal_for(total)
+                self.candidate = self.candidate.optimal_for(candidate_total(self.batches))
                 for key, (warm, _) in self.batches.items():
                     batch = self.batch_data[key]
                     factors, summary = self.candidate.local_step(batch.edges, batch.sources, tuple(warm),

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
+from ..data.batches import random_parts
 from ..engine import FitResult, MemoizedDriver, make_moves
 from ..families.type2 import Learnt
 from ..inference.initialization import initial_responsibilities
@@ -30,15 +31,6 @@ HDPFitResult = FitResult
 
 #: a batch's local parameters: token responsibilities ``(T, K)`` and document-topic counts ``(D_b, K)``
 DocumentLocal = namedtuple("DocumentLocal", ["resp", "counts"])
-
-
-def document_parts(num_docs, num_batches, seed=0):
-    """A fixed random partition of ``num_docs`` documents (or groups) into ``num_batches`` sorted
-    index arrays."""
-    if not 1 <= int(num_batches) <= num_docs:
-        raise ValueError(f"num_batches must lie in [1, {num_docs}] (the number of documents); got {num_batches}")
-    order = np.random.default_rng(seed).permutation(num_docs)
-    return [np.sort(part) for part in np.array_split(order, int(num_batches))]
 
 
 class HeldBatches:
@@ -135,14 +127,14 @@ class HDPSteps:
     @staticmethod
     def batches(corpus, num_batches, seed=0):
         """A fixed random partition of the corpus's documents into ``num_batches`` index arrays."""
-        return document_parts(corpus.num_docs, num_batches, seed)
+        return random_parts(corpus.num_docs, num_batches, seed)
 
     def make_source(self, data, num_batches):
         """The corpus (or, with a ``family``, the list of groups) in ``num_batches`` fixed batches of
         documents (see :meth:`batches`)."""
         if self.family is not None:
             groups = as_groups(data, self.family)
-            return GroupBatches(groups, document_parts(len(groups), num_batches or 1, self.seed), self.family)
+            return GroupBatches(groups, random_parts(len(groups), num_batches or 1, self.seed), self.family)
         if not isinstance(data, Corpus):
             raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(data).__name__}")
         return CorpusBatches(data, self.batches(data, num_batches or 1, self.seed), self.dtype, self.device)

@@ -12,12 +12,14 @@ from ..common import (
     check_resume_matches,
     compare_progress,
     load_resume,
+    memo_resume_entries,
     parse_alpha_prior,
     parse_methods,
     parse_moves,
     parse_prior,
     parse_seeds,
     print_comparison,
+    prior_text,
     report,
     stop_requested,
 )
@@ -181,19 +183,11 @@ def _check_resume(args, state, num_items, family):
     """Refuse a checkpoint fitted with other options or data than this run's."""
     post, total = state.posterior, state.cache.total
     given_prior, saved_prior = parse_alpha_prior(args.alpha_prior), post.sticks.alpha_prior
-
-    def prior_text(prior):
-        return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
-
     saved = {"--family": (args.family, post.family.name), "--dtype": (args.dtype, str(post.dtype).split(".")[-1]),
              "--alpha-prior": (prior_text(given_prior), prior_text(saved_prior)),
-             "columns in DATA": (family.dim, post.family.dim)}
+             "columns in DATA": (family.dim, post.family.dim), **memo_resume_entries(args, state, post.K)}
     if given_prior is None and saved_prior is None:  # a learnt alpha makes --alpha unused
         saved["--alpha"] = (float(args.alpha), float(post.sticks.alpha))
-    if not args.moves:  # moves change the number of components
-        saved["--K"] = (args.K, post.K)
-    if state.cache.batches:
-        saved["--batches"] = (args.batches, len(state.cache.batches))
     if total is not None:
         saved["items in DATA"] = (int(num_items), int(round(float(total.counts.sum()))))
     if family.dim == post.family.dim and args.family == post.family.name:

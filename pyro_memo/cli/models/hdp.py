@@ -11,13 +11,16 @@ from ..common import (
     check_device,
     check_resume_matches,
     compare_progress,
+    given_prior_text,
     laps_text,
     load_resume,
+    memo_resume_entries,
     parse_alpha_prior,
     parse_methods,
     parse_moves,
     parse_seeds,
     print_comparison,
+    prior_text,
     report,
     stop_requested,
 )
@@ -154,27 +157,19 @@ def _check_resume(args, state, corpus):
     """Refuse a checkpoint fitted with other options or corpus than this run's."""
     post, total = state.posterior, state.cache.total
 
-    def prior_text(c):
-        return ",".join(f"{v:g}" for v in c.prior) if isinstance(c, GammaConcentration) else "none"
+    def saved_prior(c):
+        return prior_text(c.prior if isinstance(c, GammaConcentration) else None)
 
-    def given_text(option, text):
-        prior = parse_alpha_prior(text, option)
-        return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
-
-    learns_lam0 = isinstance(post.lam0, Learnt)
     saved = {"--dtype": (args.dtype, str(post.lam.dtype).split(".")[-1]),
-             "--alpha-prior": (given_text("--alpha-prior", args.alpha_prior), prior_text(post.alpha)),
-             "--gamma-prior": (given_text("--gamma-prior", args.gamma_prior), prior_text(post.gamma)),
-             "--learn-lam0": (bool(args.learn_lam0), learns_lam0),
-             "words in the vocabulary": (corpus.vocab_size, post.lam.shape[1])}
+             "--alpha-prior": (given_prior_text(args.alpha_prior), saved_prior(post.alpha)),
+             "--gamma-prior": (given_prior_text(args.gamma_prior, "--gamma-prior"), saved_prior(post.gamma)),
+             "--learn-lam0": (bool(args.learn_lam0), isinstance(post.lam0, Learnt)),
+             "words in the vocabulary": (corpus.vocab_size, post.lam.shape[1]),
+             **memo_resume_entries(args, state, post.lam.shape[0])}
     for name, value, learnt in (("alpha", post.alpha, args.alpha_prior), ("gamma", post.gamma, args.gamma_prior),
                                 ("lam0", post.lam0, args.learn_lam0)):
         if not learnt and not isinstance(value, (GammaConcentration, Learnt)):
             saved[f"--{name}"] = (float(getattr(args, name)), float(value))
-    if not args.moves:  # moves change the number of topics
-        saved["--K"] = (args.K, post.lam.shape[0])
-    if state.cache.batches:
-        saved["--batches"] = (args.batches, len(state.cache.batches))
     if total is not None:
         saved["documents in DATA"] = (corpus.num_docs, int(total.num_docs))
     check_resume_matches(args, saved)

@@ -9,10 +9,13 @@ from ..common import (
     ALPHA_PRIOR_OPTION,
     check_device,
     check_resume_matches,
+    given_prior_text,
     laps_text,
     load_resume,
+    memo_resume_entries,
     parse_alpha_prior,
     parse_moves,
+    prior_text,
     report,
     stop_requested,
 )
@@ -136,22 +139,13 @@ def _summary(args, out, description, fit):
 def _check_resume(args, state, graph):
     """Refuse a checkpoint fitted with other options or another graph than this run's."""
     post, total = state.posterior, state.cache.total
-
-    def given_text(text):
-        prior = parse_alpha_prior(text)
-        return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
-
     learnt = isinstance(post.alpha, GammaConcentration)
     saved = {"--dtype": (args.dtype, str(post.theta.dtype).split(".")[-1]),
-             "--alpha-prior": (given_text(args.alpha_prior),
-                               ",".join(f"{v:g}" for v in post.alpha.prior) if learnt else "none"),
-             "--eps": (float(args.eps), float(post.eps)), "nodes in GRAPH": (graph.num_nodes, post.N)}
-    if not args.moves:  # moves change the number of communities
-        saved["--K"] = (args.K, post.K)
+             "--alpha-prior": (given_prior_text(args.alpha_prior), prior_text(post.alpha.prior if learnt else None)),
+             "--eps": (float(args.eps), float(post.eps)), "nodes in GRAPH": (graph.num_nodes, post.N),
+             **memo_resume_entries(args, state, post.K)}
     if not args.alpha_prior and not learnt:
         saved["--alpha"] = (float(args.alpha), float(post.alpha))
-    if state.cache.batches:
-        saved["--batches"] = (args.batches, len(state.cache.batches))
     if total is not None:
         saved["links fitted (GRAPH, --heldout)"] = (graph.num_edges, int(round(float(total.num_links))))
     check_resume_matches(args, saved)
