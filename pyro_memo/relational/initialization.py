@@ -14,7 +14,7 @@ import torch
 
 from ..inference.initialization import initial_responsibilities
 
-__all__ = ["spectral_memberships"]
+__all__ = ["initial_memberships", "spectral_memberships"]
 
 
 def spectral_memberships(graph, K, seed=0, dtype=torch.float64, device=None):
@@ -33,3 +33,14 @@ def spectral_memberships(graph, K, seed=0, dtype=torch.float64, device=None):
         x = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         labels = initial_responsibilities(torch.as_tensor(x), K, "kmeans++", seed).argmax(1).numpy()
     return torch.nn.functional.one_hot(torch.as_tensor(labels, device=device), K).to(dtype)
+
+
+def initial_memberships(graph, K, init="spectral", seed=0, dtype=torch.float64, device=None):
+    """``(N, K)`` initial memberships of a relational fit: :func:`spectral_memberships` (``init="spectral"``)
+    or one flat Dirichlet draw per node (``"random"``), seeded by ``seed``."""
+    if init == "spectral":
+        return spectral_memberships(graph, K, seed, dtype, device)
+    if init != "random":
+        raise ValueError(f"init must be 'spectral' or 'random'; got {init!r}")
+    rng = np.random.default_rng(seed)
+    return torch.as_tensor(rng.dirichlet(np.ones(K), size=graph.num_nodes), dtype=dtype, device=device)
