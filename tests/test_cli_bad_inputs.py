@@ -84,6 +84,7 @@ def cases(f):
     unwritable = os.path.join(afile, "sub")  # a folder under a regular file: unwritable even as root
     fit, memo, hdp, cmp, hcmp = (["fit", good], ["fit", good, "--algo", "memo"], ["fit", "bars", "--model", "hdp"],
                                  ["compare", good], ["compare", "bars", "--model", "hdp"])
+    rcmp = ["compare", "synthetic", "--model", "relational"]
     return [
         # numbers out of range, fit (dp vb / dp memo / hdp)
         (fit + ["--K", "0"], "--K"), (fit + ["--K", "-1"], "--K"), (fit + ["--laps", "0"], "--laps"),
@@ -179,6 +180,12 @@ def cases(f):
         (["compare", str(f / "nan.npz")], "NaN"), (hcmp + ["--methods", "memo,lda"], "lda"),
         (hcmp + ["--heldout", "0"], "--heldout"), (hcmp + ["--gamma", "0"], "--gamma"),
         (["compare", "--model", "hdp"], "corpus"),
+        (rcmp + ["--methods", "memo,sbm"], "sbm"), (rcmp + ["--heldout", "0"], "--heldout"),
+        (rcmp + ["--heldout", "1"], "--heldout"), (rcmp + ["--eps", "0"], "--eps"), (rcmp + ["--K", "0"], "--K"),
+        (rcmp + ["--passes", "0"], "--passes"), (rcmp + ["--seeds", ""], "--seeds"),
+        (rcmp + ["--batches", "501"], "batches"), (rcmp + ["--out", unwritable], "--out"),
+        (rcmp + ["--gamma", "1"], "--gamma"), (["compare", "--model", "relational"], "graph"),
+        (["compare", str(f / "missing.edges"), "--model", "relational"], "missing.edges"),
         # resume: damaged, foreign or other-model checkpoints
         (memo + ["--resume", str(f / "truncated_state")], "damaged"),
         (memo + ["--resume", str(f / "garbage_state")], "state.pt"),

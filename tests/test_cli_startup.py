@@ -106,11 +106,12 @@ def test_the_parse_time_prior_names_agree_with_the_families():
 
 
 def test_the_parse_time_method_names_agree_with_the_comparison_registries():
-    from pyro_memo.cli.names import DP_METHOD_NAMES, TOPIC_METHOD_NAMES
-    from pyro_memo.comparison import METHODS, TOPIC_METHODS
+    from pyro_memo.cli.names import DP_METHOD_NAMES, RELATIONAL_METHOD_NAMES, TOPIC_METHOD_NAMES
+    from pyro_memo.comparison import METHODS, RELATIONAL_METHODS, TOPIC_METHODS
 
     assert DP_METHOD_NAMES == tuple(METHODS)
     assert TOPIC_METHOD_NAMES == tuple(TOPIC_METHODS)
+    assert RELATIONAL_METHOD_NAMES == tuple(RELATIONAL_METHODS)
 
 
 def test_load_corpus_imports_what_it_needs_by_itself():

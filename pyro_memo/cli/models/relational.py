@@ -3,22 +3,28 @@ Kim, Gopalan, Blei & Sudderth 2013) over an undirected graph, fitted by memoized
 held-out link prediction."""
 
 import os
+import sys
 import time
 
 from ..common import (
     ALPHA_PRIOR_OPTION,
     check_device,
     check_resume_matches,
+    compare_progress,
     given_prior_text,
     laps_text,
     load_resume,
     memo_resume_entries,
     parse_alpha_prior,
+    parse_methods,
     parse_moves,
+    parse_seeds,
+    print_comparison,
     prior_text,
     report,
     stop_requested,
 )
+from ..names import RELATIONAL_METHOD_NAMES
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 
@@ -56,7 +62,8 @@ BUNDLED_GRAPHS = {
 MIN_WEIGHT = 0.01
 
 register_option("fit", ALPHA_PRIOR_OPTION)
-register_option("fit", Option("--eps", "background probability of a link between nodes in different communities "
+for _command in ("fit", "compare"):
+    register_option(_command, Option("--eps", "background probability of a link between nodes in different communities "
                                        "(fixed, in (0, 1)).", {"type": float}))
 register_option("fit", Option("--heldout", "fraction of the links held out, with as many non-links, for held-out "
                                            "link prediction (0: fit the whole graph).", {"type": float}))
@@ -194,14 +201,32 @@ class Relational(CliModel):
             "heldout": Use("drawn by split_pairs with seed 0; the fit sees the rest, the summary and --json report the "
                            "held-out AUC and log-likelihood per pair", default=0.0),
         },
+        "compare": {
+            "data": Use(_DATA), "alpha": Use("membership concentration", default=1.0), "eps": Use(default=1e-4),
+            "methods": Use("relational methods: memo (fixed --K), memo-moves (from K = 1 with birth, delete, merge), "
+                           "svi-hdp (Kim et al. 2013), svi-ammsb (Gopalan et al. 2012), louvain (needs networkx)",
+                           default="memo,memo-moves,svi-hdp,svi-ammsb"),
+            "seeds": Use(default="0"), "passes": Use(default=20.0), "seconds": Use(), "K": Use(default=10),
+            "batches": Use("batches of nodes per pass (memo); the stochastic methods take max(--batches, 10) steps "
+                           "per pass", default=1),
+            "heldout": Use("fraction of the links held out with as many non-links (split_pairs, seed 0) and scored "
+                           "by link AUC and log-likelihood per pair (in (0, 1))", default=0.1),
+            "out": Use(default="compare-out"), "quiet": Use(default=False),
+        },
     }
 
     def check(self, command, args):
+        if not 0 < args.eps < 1:
+            raise ValueError(f"--eps must lie in (0, 1) (the background link probability); got {args.eps}")
+        if command == "compare":
+            if not 0 < args.heldout < 1:
+                raise ValueError(f"--heldout must lie in (0, 1) for --model relational compare; got {args.heldout}")
+            parse_methods(args.methods, RELATIONAL_METHOD_NAMES, self.name)
+            parse_seeds(args.seeds)
+            return
         check_device(args.device)
         parse_moves(args.moves, COMMUNITY_MOVES, self.name)
         parse_alpha_prior(args.alpha_prior)
-        if not 0 < args.eps < 1:
-            raise ValueError(f"--eps must lie in (0, 1) (the background link probability); got {args.eps}")
         if not 0 <= args.heldout < 1:
             raise ValueError(f"--heldout must lie in [0, 1) (0: no held-out pairs); got {args.heldout}")
 
@@ -267,6 +292,29 @@ class Relational(CliModel):
                              description)
             out["saved"] = args.save
         return report(_summary(args, out, _graph_text(full, description), fit), out, args.json)
+
+    def compare(self, args):
+        _imports()
+        from ...comparison import RELATIONAL_COLUMNS, RELATIONAL_METHODS, Budget, RelationalSettings, compare_relational
+
+        methods = parse_methods(args.methods, RELATIONAL_METHODS, self.name)
+        seeds = parse_seeds(args.seeds)
+        graph, description = load_graph(args.data)
+        if graph.num_edges == 0:
+            raise ValueError(f"{args.data}: the graph has no links")
+        if args.batches > graph.num_nodes:
+            raise ValueError(f"--batches {args.batches} exceeds the number of nodes ({graph.num_nodes})")
+        if not args.quiet:
+            print(_graph_text(graph, description), file=sys.stderr)
+        settings = RelationalSettings(K=args.K, batches=args.batches, alpha=args.alpha, eps=args.eps)
+        try:
+            rows, _ = compare_relational(graph, methods, seeds, budget=Budget(args.passes, args.seconds),
+                                         settings=settings, out_dir=args.out, progress=compare_progress(args),
+                                         heldout=args.heldout)
+        except ValueError as err:
+            raise ValueError(f"{args.data}: {err}") from None
+        print_comparison(rows, RELATIONAL_COLUMNS, args.out)
+        return 0
 
 
 register_model(Relational())
