@@ -138,7 +138,7 @@ class StochasticRelational(StochasticDriver):
 
     top_level = True
 
-    def __init__(self, K=10, kappa=0.5, delay=10.0, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4,
+    def __init__(self, K=10, kappa=0.6, delay=10.0, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4,
                  prune_threshold=PRUNE_THRESHOLD, nonlink_iters=5, laps=50, seed=0, dtype=torch.float64, device=None,
                  init="spectral", score=True):
         if int(K) < 1:
@@ -258,7 +258,7 @@ class StochasticAMMSB(StochasticRelational):
 
     top_level = False
 
-    def __init__(self, K=10, kappa=0.5, delay=10.0, alpha=None, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50,
+    def __init__(self, K=10, kappa=0.6, delay=10.0, alpha=None, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50,
                  seed=0, dtype=torch.float64, device=None, init="spectral", score=True):
         alpha = 1.0 / max(int(K), 1) if alpha is None else alpha
         super().__init__(K, kappa, delay, alpha, 1.0, tau, eps, 0.0, nonlink_iters, laps, seed, dtype, device, init,
