@@ -7,22 +7,21 @@ probabilities' factors and the sticks' weights, and the same change of the batch
 factors as their start), runs every batch's local step under it through one lap and keeps it only
 if the candidate memo's optimal globals have a higher exact bound than the fit.
 
-* **birth**: the largest community not tried since the last accepted birth is split in two along
-  the sign of the second eigenvector of the normalised adjacency of the subgraph of its members
-  (nodes whose largest expected membership it is; Shi & Malik 2000).
+* **birth**: the largest community not tried since the last accepted birth is split into up to
+  ``parts`` communities by spectral clustering of the subgraph of its members (nodes whose largest
+  expected membership it is; Ng, Jordan & Weiss 2002).
 * **delete**: the smallest community holding at most ``max_share`` of the roles is removed, its
   members' mass spread over their other communities in proportion.
 * **merge**: the smallest community is merged into the one its members link to most.
 """
 
-import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as sla
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
 from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
+from ..data.graphs import Graph
 from ..posterior.relational import RelationalPosterior
+from .initialization import spectral_memberships
 
 #: the least membership Dirichlet parameter a candidate starts with (a start only: the candidate's
 #: own global step refits the memberships from its roles)
@@ -62,14 +61,17 @@ def map_factors(warm, columns):
 class _CommunityMove(CandidateMemoMove):
     """A candidate community change run through one lap: subclasses set ``target`` and
     ``columns`` (and optionally per-node ``node_columns``) in :meth:`plan`. Before the comparison
-    the candidate is refined by ``refine`` rounds of its own global and local steps over every
-    batch (each exact, so they only raise its bound): a split or a merge needs a few rounds to
+    the candidate is refined by up to ``refine`` rounds of its own global and local steps over every
+    batch (each exact, so they only raise its bound), stopping as soon as its bound passes the
+    fit's: memberships move slowly under exact coordinate ascent (each node's roles in its ``N - 1``
+    pairs are mostly non-linked pairs that follow its current membership, so a lap moves a
+    membership by about ``degree / N`` of the way), and a split or a merge needs many rounds to
     settle, which one lap beside the fit does not give it.
 
-    :param int refine: candidate rounds after the lap.
+    :param int refine: most candidate rounds after the lap.
     """
 
-    def __init__(self, refine=25):
+    def __init__(self, refine=100):
         super().__init__()
         self.planned, self.columns, self.node_columns = True, None, None
         self.refine = int(refine)
@@ -110,6 +112,7 @@ class _CommunityMove(CandidateMemoMove):
 
     def end_lap(self, state, driver):
         if self.target is not None and set(self.batches) == set(state.cache.batches):
+            current = float(state.posterior.elbo(state.cache.total))
             for _ in range(self.refine):
                 self.candidate = self.candidate.optimal_for(candidate_total(self.batches))
                 for key, (warm, _) in self.batches.items():
@@ -117,6 +120,8 @@ class _CommunityMove(CandidateMemoMove):
                     factors, summary = self.candidate.local_step(batch.edges, batch.sources, tuple(warm),
                                                                  driver.nonlink_iters, batch.missing)
                     self.batches[key] = (torch.stack(factors), summary)
+                if float(self.candidate.elbo(candidate_total(self.batches))) > current:
+                    break  # already better: the comparison below accepts it
         super().end_lap(state, driver)
         self.planned, self.batch_data = True, {}
 
@@ -126,62 +131,75 @@ def _dominant(post):
 
 
 class CommunityBirthMove(_CommunityMove):
-    """Split the largest untried community in two by a spectral bisection of its members' subgraph.
+    """Split the largest untried community into up to ``parts`` communities by spectral clustering
+    of its members' subgraph (:func:`~pyro_memo.relational.initialization.spectral_memberships`).
 
-    :param int min_nodes: a community needs at least this many members to be split.
+    Several new communities at once, as the HDP's births propose several topics (Hughes, Kim &
+    Sudderth 2015 §5): in an assortative graph a two-way cut of a community made of many groups
+    can lower the bound (each cut link falls to the background probability) while the split into
+    its groups raises it, so one community at a time would stop short.
+
+    :param int parts: most communities a split makes (each of at least ``min_nodes`` members).
+    :param int min_nodes: a community needs at least ``2 * min_nodes`` members to be split.
+    :param int seed: seeds the clustering.
     """
 
     name = "birth"
 
-    def __init__(self, min_nodes=6):
+    def __init__(self, parts=10, min_nodes=6, seed=0):
         super().__init__()
-        self.min_nodes = int(min_nodes)
+        if int(parts) < 2 or int(min_nodes) < 1:
+            raise ValueError(f"a birth needs parts >= 2 and min_nodes >= 1; got {parts} and {min_nodes}")
+        self.parts, self.min_nodes, self.seed = int(parts), int(min_nodes), int(seed)
 
     def plan(self, state, batch):
         post = state.posterior
         tried = state.tried_components(self.name, post.K)
-        sizes = state.cache.total.sizes
         dominant = _dominant(post)
-        for k in torch.argsort(sizes, descending=True).tolist():
+        for k in torch.argsort(state.cache.total.sizes, descending=True).tolist():
             if k in tried:
                 continue
-            members = torch.nonzero(dominant == k).squeeze(-1)
-            side = self._bisect(members, batch.edges, post.N) if len(members) >= self.min_nodes else None
-            if side is None:
+            members = torch.nonzero(dominant == k).squeeze(-1).cpu()
+            parts = min(self.parts, len(members) // self.min_nodes)
+            labels = _split(members, batch.edges, parts, self.seed) if parts >= 2 else None
+            if labels is None:
                 tried.append(k)
                 continue
-            self.target = k
-            K = post.K
-            node_columns = torch.eye(K, K + 1, dtype=post.dtype, device=post.theta.device).expand(post.N, K, K + 1)
-            node_columns = node_columns.clone()
-            node_columns[members[side], k, k] = 0.0
-            node_columns[members[side], k, K] = 1.0
-            self.node_columns = node_columns
-            split = float(side.float().mean())
-            columns = torch.eye(K, K + 1, dtype=post.dtype, device=post.theta.device)
-            columns[k, k], columns[k, K] = 1.0 - split, split
-            self.columns = columns
+            self._plan_split(post, k, members, labels)
             return
 
-    @staticmethod
-    def _bisect(members, edges, N):
-        """Bool mask over ``members``: one side of the second eigenvector of their subgraph's
-        normalised adjacency (``None`` if it cannot be split: too few links or one side empty)."""
-        index = torch.full((N,), -1, dtype=torch.long)
-        index[members] = torch.arange(len(members))
-        i, j = index[edges[:, 0].cpu()], index[edges[:, 1].cpu()]
-        inside = (i >= 0) & (j >= 0)
-        n = len(members)
-        if int(inside.sum()) < n:
-            return None
-        i, j = i[inside].numpy(), j[inside].numpy()
-        a = sp.csr_matrix((np.ones(2 * len(i)), (np.concatenate([i, j]), np.concatenate([j, i]))), shape=(n, n))
-        d = np.asarray(a.sum(1)).ravel() + 1.0
-        scale = sp.diags(1.0 / np.sqrt(d))
-        matrix = scale @ (a + sp.eye(n)) @ scale
-        _, vectors = sla.eigsh(matrix, k=2, which="LA", v0=np.ones(n))
-        side = torch.as_tensor(vectors[:, 0] > np.median(vectors[:, 0]))
-        return side if 0 < int(side.sum()) < n else None
+    def _plan_split(self, post, k, members, labels):
+        """Columns sending part ``p > 0`` of community ``k``'s members to new community ``K + p - 1``."""
+        K, extra = post.K, int(labels.max())
+        eye = torch.eye(K, K + extra, dtype=post.dtype, device=post.theta.device)
+        node_columns = eye.expand(post.N, K, K + extra).clone()
+        moved = labels > 0
+        rows = members[moved].to(post.theta.device)
+        node_columns[rows, k, k] = 0.0
+        node_columns[rows, k, K + labels[moved].to(post.theta.device) - 1] = 1.0
+        share = torch.bincount(labels, minlength=extra + 1).to(post.dtype) / len(labels)
+        columns = eye.clone()
+        columns[k, k] = share[0]
+        columns[k, K:] = share[1:].to(post.theta.device)
+        self.target, self.node_columns, self.columns = k, node_columns, columns
+
+
+def _split(members, edges, parts, seed):
+    """``(n,)`` part of each member (``0 .. parts' - 1``, parts renumbered by first appearance,
+    at least two), from the spectral clustering of the members' subgraph; ``None`` when the
+    subgraph has fewer links than members or the clustering leaves one part."""
+    n = len(members)
+    index = torch.full((int(edges.max()) + 1 if edges.numel() else 0,), -1, dtype=torch.long)
+    index[members[members < len(index)]] = torch.arange(int((members < len(index)).sum()))
+    e = edges.cpu()
+    i, j = index[e[:, 0]], index[e[:, 1]]
+    inside = (i >= 0) & (j >= 0)
+    if int(inside.sum()) < n:
+        return None
+    sub = Graph(torch.stack([i[inside], j[inside]], 1).numpy(), n)
+    labels = spectral_memberships(sub, parts, seed).argmax(1).cpu()
+    _, labels = torch.unique(labels, return_inverse=True)
+    return labels if int(labels.max()) >= 1 else None
 
 
 class CommunityDeleteMove(_CommunityMove):
