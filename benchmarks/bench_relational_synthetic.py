@@ -8,6 +8,7 @@ spectral start, and from K = 1 with birth / delete / merge moves. Printed: commu
 held-out link AUC (10% of the links and as many non-links held out as unobserved pairs), laps and seconds per lap.
 
     python benchmarks/bench_relational_synthetic.py [--nodes 2000] [--communities 10] [--seeds 3] [--laps 30]
+        [--alpha 0.05]
 """
 
 import time
@@ -35,12 +36,15 @@ def main():
     parser.add_argument("--communities", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--laps", type=int, default=30)
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="the generator's membership concentration (smaller: purer memberships)")
     args = parser.parse_args()
     C = args.communities
     for seed in range(args.seeds):
-        graph, _, labels = assortative_graph(args.nodes, C, seed=seed)
+        graph, _, labels = assortative_graph(args.nodes, C, alpha=args.alpha, seed=seed)
         train, pairs, y = split_pairs(graph, 0.1, seed=seed)
-        print(f"seed {seed}: {graph.num_nodes} nodes, {graph.num_edges} links, {C} communities", flush=True)
+        print(f"seed {seed}: {graph.num_nodes} nodes, {graph.num_edges} links, {C} communities, generator alpha "
+              f"{args.alpha}", flush=True)
         for name, options in ((f"fixed K = {C}", dict(K=C)), ("K = 1 + moves", dict(K=1, moves="birth,delete,merge"))):
             K, score, auc, laps, lap = run(train, pairs, y, labels, laps=args.laps, seed=seed, **options)
             print(f"  {name:14s}: {K:3d} communities, NMI {score:.3f}, held-out AUC {auc:.3f}, {laps} laps, "

@@ -8,6 +8,7 @@ directed input is symmetrised, repeated links are merged and self loops are drop
 
 import gzip
 import math
+import os
 import re
 import struct
 
@@ -419,6 +420,7 @@ def read_graph_tool(path, label_attr="value", name=None):
             if value_type not in (0, 1, 2, 3, 4, _GT_STRING):
                 raise ValueError(f"{path}: vertex property {prop_name!r} is not scalar; cannot use it as labels")
             labels = _class_ids(values, f"{path}: vertex property {prop_name!r}")
+    name = name if name is not None else os.path.basename(str(path)).split(".gt")[0]  # football.gt.gz -> football
     return Graph(edges, num_nodes, labels=labels, name=name)
 
 

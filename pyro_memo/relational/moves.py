@@ -18,8 +18,8 @@ if the candidate memo's optimal globals have a higher exact bound than the fit.
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
-from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
 from ..data.graphs import Graph
+from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
 from ..posterior.relational import RelationalPosterior
 from .initialization import spectral_memberships
 
