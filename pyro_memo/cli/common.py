@@ -170,7 +170,8 @@ def check_outputs(args):
 
 
 #: posterior class of a checkpoint -> the --model that wrote it
-CHECKPOINT_MODELS = {"DPMixturePosterior": "dp", "HDPPosterior": "hdp", "RelationalPosterior": "relational"}
+CHECKPOINT_MODELS = {"DPMixturePosterior": "dp", "HDPPosterior": "hdp", "RelationalPosterior": "relational",
+                     "TiedRelationalPosterior": "relational"}
 
 
 def load_resume(args, model):

@@ -42,7 +42,10 @@ def accept_if_better(state, candidate, batches):
     if not value > current:
         return None
     for key, (warm, summary) in batches.items():
-        state.warm_starts[key] = warm
+        if warm is None:  # a model without local factors to keep
+            state.warm_starts.pop(key, None)
+        else:
+            state.warm_starts[key] = warm
         state.cache.batches[key] = summary
     state.cache.total = total
     state.posterior = new

@@ -1,6 +1,6 @@
 """The assortative HDP relational model written as an ordinary Pyro program, and the guide of a
-fitted :class:`~pyro_memo.relational.MemoizedRelational` (its
-:class:`~pyro_memo.posterior.relational.RelationalPosterior` and the batches' non-linked factors)."""
+fitted :class:`~pyro_memo.relational.MemoizedRelational` (its posterior and, for ``nonlinks="free"``,
+the batches' non-linked factors)."""
 
 import math
 
@@ -82,21 +82,30 @@ class HDPRelationalGuide:
     """The variational distribution of a memoized relational fit as a Pyro guide for
     :class:`HDPRelationalModel` (same signature):
     ``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(pi_i) = Dir(theta_i)``,
-    ``q(w_k) = Beta(a_k, b_k)``, and per pair ``(i, j)`` the joint ``q(s, r)`` of
-    :mod:`pyro_memo.posterior.relational_pairs` with no mass on the tail role: a linked pair's
-    structured factor (eq. R1) at its optimum under the posterior's globals, a non-linked pair's
-    product ``m_i (x) m_bar_j`` of the batch ``b`` whose sources hold ``i`` (eq. R2). ``s`` is drawn
-    from its marginal, then ``r`` from ``q(r | s)``.
+    ``q(w_k) = Beta(a_k, b_k)``, and per pair ``(i, j)`` a joint ``q(s, r)`` with no mass on the tail
+    role: a linked pair's structured factor (eq. R1 of :mod:`pyro_memo.posterior.relational_pairs`)
+    at its optimum under the posterior's globals; a non-linked pair's roles drawn from the sampled
+    memberships renormalised over the explicit communities, :math:`\\tilde\\pi_i \\otimes \\tilde\\pi_j`
+    (eq. T1 of :mod:`pyro_memo.posterior.relational_tied`, the default family), or, for a fit with
+    ``nonlinks="free"``, the product ``m_i (x) m_bar_j`` of the batch ``b`` whose sources hold ``i``
+    (eq. R2). ``s`` is drawn from its marginal, then ``r`` from ``q(r | s)``.
 
-    :param posterior: a :class:`~pyro_memo.posterior.relational.RelationalPosterior`.
-    :param factors: the batches' non-linked factors: ``factors[b]`` is ``(m, m_bar)`` (or a
-        ``(2, N, K)`` tensor), e.g. ``fit.state.warm_starts``.
-    :param masks: the batches' ``(N,)`` bool source masks (``NodeBatches.masks``); every node is a
-        source of exactly one batch.
+    :param posterior: the fit's posterior (a
+        :class:`~pyro_memo.posterior.relational_tied.TiedRelationalPosterior` or a
+        :class:`~pyro_memo.posterior.relational.RelationalPosterior`).
+    :param factors: ``nonlinks="free"`` only: the batches' non-linked factors, ``factors[b]`` is
+        ``(m, m_bar)`` (or a ``(2, N, K)`` tensor), e.g. ``fit.state.warm_starts``.
+    :param masks: ``nonlinks="free"`` only: the batches' ``(N,)`` bool source masks
+        (``NodeBatches.masks``); every node is a source of exactly one batch.
     """
 
-    def __init__(self, posterior, factors, masks):
+    def __init__(self, posterior, factors=None, masks=None):
         self.posterior = posterior
+        self.tied = factors is None
+        if self.tied:
+            if not hasattr(posterior, "pairs"):
+                raise ValueError("a fit with nonlinks='free' needs its batches' factors and masks")
+            return
         masks = torch.stack([torch.as_tensor(m, dtype=torch.bool) for m in masks])  # (B, N)
         if masks.shape[1] != posterior.N or not bool((masks.sum(0) == 1).all()):
             raise ValueError("masks must be (N,) bool masks under which every node is a source of exactly one batch")
@@ -107,8 +116,10 @@ class HDPRelationalGuide:
             raise ValueError(f"each batch's factors must be (N, K) = ({posterior.N}, {posterior.K}); got "
                              f"{tuple(self.m.shape[1:])}")
 
-    def pair_table(self, src, dst, y):
-        """``(E, K, K)`` the joint ``q(s = k, r = l)`` of each pair over the explicit communities."""
+    def pair_table(self, src, dst, y, pi=None):
+        """``(..., E, K, K)`` the joint ``q(s = k, r = l)`` of each pair over the explicit communities;
+        ``pi`` ``(..., N, K + 1)`` sampled memberships (the tied family's non-linked pairs; default
+        their means)."""
         src, dst = _pairs(src, dst)
         post = self.posterior
         e_log_pi = post.e_log_pi[:, : post.K]
@@ -118,8 +129,13 @@ class HDPRelationalGuide:
         g = g + torch.diag(e_log_w - math.log(post.eps))  # eq. R1: E log w_k on the diagonal, log eps off it
         logits = e_log_pi[src][:, :, None] + e_log_pi[dst][:, None, :] + g
         linked = torch.softmax(logits.reshape(len(src), K * K), -1).reshape(len(src), K, K)
-        b = self.batch_of[src]
-        nonlinked = self.m[b, src][:, :, None] * self.m_bar[b, dst][:, None, :]  # eq. R2
+        if self.tied:  # eq. T1
+            explicit = (post.theta if pi is None else pi)[..., :K]
+            tilde = explicit / explicit.sum(-1, keepdim=True)
+            nonlinked = tilde[..., src, :, None] * tilde[..., dst, None, :]
+        else:  # eq. R2
+            b = self.batch_of[src]
+            nonlinked = self.m[b, src][:, :, None] * self.m_bar[b, dst][:, None, :]
         return torch.where(torch.as_tensor(y).to(torch.bool)[:, None, None], linked, nonlinked.to(linked.dtype))
 
     def __call__(self, src, dst, y=None):
@@ -129,13 +145,14 @@ class HDPRelationalGuide:
         with pyro.plate("sticks", post.K):
             pyro.sample("u", dist.Beta(post.rho * post.omega, (1 - post.rho) * post.omega))
         with pyro.plate("nodes", post.N):
-            pyro.sample("pi", dist.Dirichlet(post.theta))
+            pi = pyro.sample("pi", dist.Dirichlet(post.theta))
         with pyro.plate("communities", post.K):
             pyro.sample("w", dist.Beta(post.w_a, post.w_b))
-        table = self.pair_table(src, dst, y)  # (E, K, K)
+        table = self.pair_table(src, dst, y, pi)  # (..., E, K, K)
         table = torch.nn.functional.pad(table, (0, 1, 0, 1))  # no mass on the tail role
-        marginal = table.sum(-1)  # (E, K + 1)
-        with pyro.plate("pairs", len(table)):
+        marginal = table.sum(-1)  # (..., E, K + 1)
+        E = table.shape[-3]
+        with pyro.plate("pairs", E):
             s = pyro.sample("s", dist.Categorical(marginal))
-            row = Vindex(table)[..., torch.arange(len(table)), s, :]  # (..., E, K + 1)
+            row = Vindex(table)[..., s, :]  # (..., E, K + 1): the pair axis is a batch axis of the table
             pyro.sample("r", dist.Categorical(row / row.sum(-1, keepdim=True)))

@@ -67,6 +67,10 @@ class RelationalPosterior(VariationalPosterior):
         ones = memberships.new_ones(K)
         return cls(theta, rho, omega, tau[0] * ones, tau[1] * ones, alpha, gamma, tau, eps)
 
+    def with_globals(self, theta, rho, omega, w_a, w_b):
+        """This posterior's kind with other globals (same hyperparameters)."""
+        return RelationalPosterior(theta, rho, omega, w_a, w_b, self.alpha, self.gamma, self.tau, self.eps)
+
     @property
     def K(self):
         return self.rho.shape[0]

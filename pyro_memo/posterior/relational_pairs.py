@@ -50,7 +50,8 @@ import torch
 
 from ..summaries.base import AdditiveSummary
 
-__all__ = ["PairSummary", "link_roles", "node_weights", "nonlink_factors", "pair_summary", "pair_terms"]
+__all__ = ["PairSummary", "link_roles", "link_summary", "node_weights", "nonlink_factors", "pair_summary",
+           "pair_terms"]
 
 
 @dataclass
@@ -174,35 +175,49 @@ def nonlink_factors(e_log_pi, edges, sources, e_log_w, e_log_1mw, log_1meps, ite
     return m, m_bar
 
 
-def pair_summary(e_log_pi, edges, sources, e_log_w, log_eps, factors=None, missing=None):
-    """The :class:`PairSummary` of the pairs ``i < j`` whose node ``i`` is a source.
+def link_summary(e_log_pi, edges, sources, e_log_w, log_eps, missing=None):
+    """The :class:`PairSummary` of the linked pairs ``i < j`` whose node ``i`` is a source (eq. R1),
+    with no non-linked pair in it (their fields zero).
 
     :param e_log_pi: ``(N, K)`` :math:`E\\log\\pi_{ik}` of every node (explicit communities).
     :param edges: ``(E, 2)`` long tensor of the graph's links ``i < j`` (all of them).
     :param sources: ``(N,)`` bool mask of the batch's source nodes.
     :param e_log_w: ``(K,)`` :math:`E\\log w_k`; ``log_eps``: :math:`\\log\\epsilon`.
+    :param missing: unused here (unobserved pairs are never links); kept for a common signature.
+    """
+    N, K = e_log_pi.shape
+    src, dst, _, _ = _batch_pairs(edges, sources)
+    q_src, q_dst, diag, h_link = link_roles(e_log_pi[src], e_log_pi[dst], e_log_w, log_eps)
+    counts = e_log_pi.new_zeros(N, K).index_add_(0, src, q_src).index_add_(0, dst, q_dst)
+    zero = h_link.new_zeros(())
+    return PairSummary(counts.T.contiguous(), diag.sum(0), diag.new_zeros(K), h_link.sum(),
+                       zero + float(src.shape[0]), zero, int(sources.sum()))
+
+
+def pair_summary(e_log_pi, edges, sources, e_log_w, log_eps, factors=None, missing=None):
+    """The :class:`PairSummary` of the pairs ``i < j`` whose node ``i`` is a source: the linked
+    pairs' (:func:`link_summary`) plus the non-linked pairs' under their factors (eqs. R2, R3).
+
     :param factors: ``(m, m_bar)`` non-linked factors (eq. R2; :func:`nonlink_factors`); default
         :math:`A / S` for both.
     :param missing: ``(M, 2)`` long tensor of unobserved pairs ``i < j`` (held out): in no term.
+    Other parameters as :func:`link_summary`.
     """
-    N, K = e_log_pi.shape
-    src, dst, out_src, out_dst = _batch_pairs(edges, sources, missing)
+    links = link_summary(e_log_pi, edges, sources, e_log_w, log_eps)
+    N = e_log_pi.shape[0]
+    _, _, out_src, out_dst = _batch_pairs(edges, sources, missing)
     later, earlier = _nonlink_counts(N, sources, out_src, out_dst, e_log_pi.dtype)
-    # linked pairs (eq. R1)
-    q_src, q_dst, diag, h_link = link_roles(e_log_pi[src], e_log_pi[dst], e_log_w, log_eps)
-    counts = e_log_pi.new_zeros(N, K).index_add_(0, src, q_src).index_add_(0, dst, q_dst)  # (N, K) here
-    # non-linked pairs (eqs. R2, R3)
     m, m_bar = factors if factors is not None else (node_weights(e_log_pi)[0],) * 2
     t, _ = _partner_sums(m, m_bar, sources, out_src, out_dst)
-    counts = counts + later[:, None] * m + earlier[:, None] * m_bar
+    counts = later[:, None] * m + earlier[:, None] * m_bar
     nonlink_diag = (sources.to(m.dtype)[:, None] * m * t).sum(0)
 
     def entropy(p):
         return -torch.special.xlogy(p, p).sum(-1)
 
-    h = h_link.sum() + (later * entropy(m)).sum() + (earlier * entropy(m_bar)).sum()
-    return PairSummary(counts.T.contiguous(), diag.sum(0), nonlink_diag, h, h.new_tensor(float(src.shape[0])),
-                       later.sum(), int(sources.sum()))
+    h = (later * entropy(m)).sum() + (earlier * entropy(m_bar)).sum()
+    return links + PairSummary(counts.T.contiguous(), links.link_diag.new_zeros(links.K), nonlink_diag, h,
+                               h.new_zeros(()), later.sum(), 0)
 
 
 def pair_terms(summary, e_log_pi, e_log_w, e_log_1mw, log_eps, log_1meps):

@@ -1,9 +1,18 @@
 """Memoized inference for the assortative HDP relational model over fixed batches of nodes.
 
 A batch holds the pairs ``i < j`` whose smaller node ``i`` is one of its source nodes; every
-unordered pair belongs to exactly one batch. The local step is the pairs' (eqs. R1, R5 of
-:mod:`pyro_memo.posterior.relational_pairs`), the global step the memberships', links' and sticks'
-(eq. G1 of :mod:`pyro_memo.posterior.relational`); the driver, memo and checkpoints are the engine's.
+unordered pair belongs to exactly one batch. Two variational families of the roles:
+
+* ``nonlinks="tied"`` (default; :mod:`pyro_memo.posterior.relational_tied`): linked pairs' roles at
+  their optimum (eq. R1), non-linked pairs' roles following the memberships (eq. T1), so a batch's
+  summary holds its links only and the non-linked pairs enter the global step in closed form
+  (eqs. T2, T3);
+* ``nonlinks="free"`` (Kim, Gopalan, Blei & Sudderth 2013): every pair's roles free of the
+  memberships (eqs. R1, R5 of :mod:`pyro_memo.posterior.relational_pairs`), the batches'
+  non-linked factors kept as warm starts, the global step of eq. G1
+  (:mod:`pyro_memo.posterior.relational`).
+
+The driver, memo, moves and checkpoints are the engine's.
 """
 
 from collections import namedtuple
@@ -16,6 +25,7 @@ from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
 from ..posterior.relational import RelationalPosterior
+from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from .initialization import spectral_memberships
 from .moves import RELATIONAL_MOVES
 
@@ -60,7 +70,9 @@ class MemoizedRelational(MemoizedDriver):
     :param float gamma: top-level concentration (unused with ``gamma_prior``).
     :param tau: ``(tau_a, tau_b)``, Beta prior of the communities' link probabilities.
     :param float eps: background link probability (fixed; Kim et al. 2013 use a small constant).
-    :param int nonlink_iters: block rounds of the non-linked factors per visit (eq. R5).
+    :param str nonlinks: the non-linked pairs' roles: ``"tied"`` to the memberships (default) or
+        ``"free"`` (Kim et al. 2013); see the module docstring.
+    :param int nonlink_iters: block rounds of the non-linked factors per visit (eq. R5; ``"free"`` only).
     :param alpha_prior: ``(s1, s2)``: learn alpha with a Gamma prior; ``gamma_prior`` likewise.
     :param int laps: maximum passes; ``tol``: relative change of the bound over a lap to stop at.
     :param int seed: seeds the batches, the initial memberships and the batch order.
@@ -77,7 +89,7 @@ class MemoizedRelational(MemoizedDriver):
 
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
-                 record_batch_elbos=False, init="spectral", moves=()):
+                 record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied"):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
@@ -94,6 +106,9 @@ class MemoizedRelational(MemoizedDriver):
         if init not in ("spectral", "random"):
             raise ValueError(f"init must be 'spectral' or 'random'; got {init!r}")
         self.init = init
+        if nonlinks not in ("tied", "free"):
+            raise ValueError(f"nonlinks must be 'tied' or 'free'; got {nonlinks!r}")
+        self.nonlinks = nonlinks
 
     def make_source(self, data, num_batches):
         """A :class:`~pyro_memo.data.Graph` in ``num_batches`` fixed random batches of source nodes."""
@@ -108,14 +123,20 @@ class MemoizedRelational(MemoizedDriver):
     def initial_posterior(self, source, order=None):
         """Memberships from the graph's spectral embedding (``init="spectral"``,
         :func:`~pyro_memo.relational.initialization.spectral_memberships`) or a flat Dirichlet draw per
-        node (``"random"``), worth one pair each; sticks and links at their prior."""
+        node (``"random"``), worth one pair each (``nonlinks="free"``) or the node's links plus one
+        (``"tied"``, where only links inform a membership); sticks and links at their prior."""
         if self.init == "spectral":
             m = spectral_memberships(source.graph, self.K, self.seed, self.dtype, self.device)
         else:
             rng = np.random.default_rng(self.seed)
             m = torch.as_tensor(rng.dirichlet(np.ones(self.K), size=source.num_items), dtype=self.dtype,
                                 device=self.device)
-        return RelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, scale=1.0)
+        if self.nonlinks == "free":
+            return RelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, scale=1.0)
+        pairs = graph_pairs(source.edges, source.missing, source.num_items, self.dtype)
+        links = (source.num_items - 1 - pairs.nonlinks).to(m.device)[:, None]  # each node's links (and unobserved)
+        return TiedRelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, links + 1.0,
+                                                        pairs)
 
     def local_step(self, state, key, batch):
         """The batch's pairs under the current globals, its non-linked factors continued from its
@@ -126,5 +147,6 @@ class MemoizedRelational(MemoizedDriver):
 
     def memoize(self, state, key, local, summary):
         """Keep the batch's non-linked factors as the next visit's start, then memoize."""
-        state.warm_starts[key] = torch.stack(local)
+        if local is not None:
+            state.warm_starts[key] = torch.stack(local)
         super().memoize(state, key, local, summary)

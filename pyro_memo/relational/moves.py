@@ -20,7 +20,6 @@ import torch
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
 from ..data.graphs import Graph
 from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
-from ..posterior.relational import RelationalPosterior
 from .initialization import spectral_memberships
 
 #: the least membership Dirichlet parameter a candidate starts with (a start only: the candidate's
@@ -46,7 +45,12 @@ def surgery(post, columns, node_columns=None):
     w_a, w_b = post.w_a @ share, post.w_b @ share
     omega = torch.full((columns.shape[1],), float(post.omega.mean()), dtype=post.rho.dtype, device=post.rho.device)
     rho = rho_from_weights(new_weights)
-    return RelationalPosterior(theta, rho, omega, w_a, w_b, post.alpha, post.gamma, post.tau, post.eps)
+    return post.with_globals(theta, rho, omega, w_a, w_b)
+
+
+def _stacked(factors):
+    """A local step's non-linked factors ``(m, m_bar)`` as one ``(2, N, K)`` tensor (``None``: none)."""
+    return None if factors is None else torch.stack(factors)
 
 
 def map_factors(warm, columns):
@@ -106,7 +110,7 @@ class _CommunityMove(CandidateMemoMove):
         start = None if warm is None else tuple(warm)
         factors, candidate = self.candidate.local_step(batch.edges, batch.sources, start, self.driver.nonlink_iters,
                                                        batch.missing)
-        self.batches[key] = (torch.stack(factors), candidate)
+        self.batches[key] = (_stacked(factors), candidate)
         self.batch_data[key] = batch
         return summary
 
@@ -117,9 +121,10 @@ class _CommunityMove(CandidateMemoMove):
                 self.candidate = self.candidate.optimal_for(candidate_total(self.batches))
                 for key, (warm, _) in self.batches.items():
                     batch = self.batch_data[key]
-                    factors, summary = self.candidate.local_step(batch.edges, batch.sources, tuple(warm),
+                    factors, summary = self.candidate.local_step(batch.edges, batch.sources,
+                                                                 None if warm is None else tuple(warm),
                                                                  driver.nonlink_iters, batch.missing)
-                    self.batches[key] = (torch.stack(factors), summary)
+                    self.batches[key] = (_stacked(factors), summary)
                 if float(self.candidate.elbo(candidate_total(self.batches))) > current:
                     break  # already better: the comparison below accepts it
         super().end_lap(state, driver)

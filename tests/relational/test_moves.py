@@ -12,10 +12,11 @@ from pyro_memo.relational.moves import CommunityBirthMove, map_factors, surgery
 from tests.relational.test_memoized_relational import random_graph
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_moves_only_raise_the_exact_bound(seed):
+@pytest.mark.parametrize("seed,nonlinks", [(seed, "tied") for seed in range(4)] + [(4, "free"), (5, "free")])
+def test_moves_only_raise_the_exact_bound(seed, nonlinks):
     graph = random_graph(20 + seed)
-    fit = MemoizedRelational(K=1 + seed % 3, laps=8, tol=0, seed=seed, moves="birth,delete,merge").fit(graph, 2)
+    fit = MemoizedRelational(K=1 + seed % 3, laps=8, tol=0, seed=seed, moves="birth,delete,merge",
+                             nonlinks=nonlinks).fit(graph, 2)
     trace = np.asarray(fit.elbo_trace)
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
     for gain in fit.state.move_gains:
@@ -31,14 +32,19 @@ def test_births_grow_two_communities_from_one():
     assert nmi(labels, fit.posterior.memberships().argmax(1).numpy()) >= 0.9
 
 
-def test_surgery_keeps_shapes_and_the_factors_stay_distributions():
+@pytest.mark.parametrize("nonlinks", ["tied", "free"])
+def test_surgery_keeps_shapes_and_the_factors_stay_distributions(nonlinks):
     graph = random_graph(3)
-    fit = MemoizedRelational(K=2, laps=2, tol=0, seed=0).fit(graph, 1)
+    fit = MemoizedRelational(K=2, laps=2, tol=0, seed=0, nonlinks=nonlinks).fit(graph, 1)
     post = fit.posterior
     columns = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]], dtype=torch.float64)
     cand = surgery(post, columns)
+    assert type(cand) is type(post)
     assert cand.K == 3 and cand.theta.shape == (post.N, 4) and bool((cand.theta > 0).all())
     torch.testing.assert_close(cand.expected_beta().sum(), torch.tensor(1.0, dtype=torch.float64))
+    if nonlinks == "tied":  # no local factors kept: the non-linked roles follow the memberships
+        assert fit.state.warm_starts == {} and map_factors(None, columns) is None
+        return
     warm = map_factors(fit.state.warm_starts[0], columns)
     torch.testing.assert_close(warm.sum(-1), torch.ones(2, post.N, dtype=torch.float64))
 
@@ -47,3 +53,5 @@ def test_bad_moves_are_refused():
     with pytest.raises(ValueError, match="unknown moves"):
         MemoizedRelational(moves="explode")
     assert CommunityBirthMove(min_nodes=3).min_nodes == 3
+    with pytest.raises(ValueError, match="parts"):
+        CommunityBirthMove(parts=1)

@@ -35,11 +35,13 @@ def all_pairs(graph):
     return src, dst, adjacency[src, dst]
 
 
-def fitted(seed):
+def fitted(seed, nonlinks="tied"):
     graph = small_graph(seed)
-    driver = MemoizedRelational(K=K, laps=30, seed=seed, dtype=torch.float64)
+    driver = MemoizedRelational(K=K, laps=30, seed=seed, dtype=torch.float64, nonlinks=nonlinks)
     fit = driver.fit(graph, B)
     masks = driver.make_source(graph, B).masks
+    if nonlinks == "tied":
+        return graph, fit, masks, HDPRelationalGuide(fit.posterior)
     return graph, fit, masks, HDPRelationalGuide(fit.posterior, fit.state.warm_starts, masks)
 
 
@@ -57,21 +59,26 @@ def test_the_model_generates_links_of_every_pair():
         HDPRelationalModel(N, K, eps=0.0)
 
 
-def test_the_guide_is_a_joint_over_each_pairs_explicit_roles():
-    graph, fit, masks, guide = fitted(0)
+@pytest.mark.parametrize("nonlinks", ["tied", "free"])
+def test_the_guide_is_a_joint_over_each_pairs_explicit_roles(nonlinks):
+    graph, fit, masks, guide = fitted(0, nonlinks)
     src, dst, y = all_pairs(graph)
-    table = guide.pair_table(src, dst, y)
-    assert table.shape == (len(src), K, K) and bool((table >= 0).all())
-    torch.testing.assert_close(table.sum((1, 2)), torch.ones(len(src), dtype=torch.float64))
-    # a non-linked pair is the product of its batch's factors
-    e = int(torch.nonzero(y == 0)[0])
-    i, j = int(src[e]), int(dst[e])
-    b = next(b for b, mask in enumerate(masks) if mask[i])
-    m, m_bar = fit.state.warm_starts[b]
-    torch.testing.assert_close(table[e], torch.outer(m[i], m_bar[j]))
-    # the guide samples roles among the explicit communities only, from the tables' joint
     pyro.set_rng_seed(1)
     trace = pyro.poutine.trace(guide).get_trace(src, dst, y)
+    pi = trace.nodes["pi"]["value"]
+    table = guide.pair_table(src, dst, y, pi)
+    assert table.shape == (len(src), K, K) and bool((table >= 0).all())
+    torch.testing.assert_close(table.sum((1, 2)), torch.ones(len(src), dtype=torch.float64))
+    e = int(torch.nonzero(y == 0)[0])
+    i, j = int(src[e]), int(dst[e])
+    if nonlinks == "tied":  # a non-linked pair's roles follow the sampled memberships (eq. T1)
+        tilde = pi[:, :K] / pi[:, :K].sum(1, keepdim=True)
+        torch.testing.assert_close(table[e], torch.outer(tilde[i], tilde[j]))
+    else:  # a non-linked pair is the product of its batch's factors (eq. R2)
+        b = next(b for b, mask in enumerate(masks) if mask[i])
+        m, m_bar = fit.state.warm_starts[b]
+        torch.testing.assert_close(table[e], torch.outer(m[i], m_bar[j]))
+    # the guide samples roles among the explicit communities only, from the tables' joint
     s, r = trace.nodes["s"]["value"], trace.nodes["r"]["value"]
     assert int(s.max()) < K and int(r.max()) < K
     log_q = trace.nodes["s"]["fn"].log_prob(s) + trace.nodes["r"]["fn"].log_prob(r)
@@ -80,16 +87,17 @@ def test_the_guide_is_a_joint_over_each_pairs_explicit_roles():
         guide(src, dst)
 
 
-@pytest.mark.parametrize("seed", range(2))
-def test_trace_elbo_of_the_fitted_guide_is_the_bound_plus_the_normaliser_gap(seed):
-    graph, fit, masks, guide = fitted(seed)
+@pytest.mark.parametrize("seed,nonlinks", [(0, "tied"), (1, "tied"), (0, "free"), (1, "free")])
+def test_trace_elbo_of_the_fitted_guide_is_the_bound_plus_the_normaliser_gap(seed, nonlinks):
+    graph, fit, masks, guide = fitted(seed, nonlinks)
     post = fit.posterior
     src, dst, y = all_pairs(graph)
-    # the bound of the guide's own factors under the final globals: the stored non-linked factors as
-    # they are (no block rounds) and the linked pairs at their optimum, eq. R1, as in the guide
+    # the bound of the guide's own factors under the final globals: the linked pairs at their
+    # optimum, eq. R1, as in the guide, and the stored non-linked factors as they are (no block
+    # rounds; "free") or the memberships themselves ("tied")
     edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long).reshape(-1, 2)
-    summaries = [post.local_step(edges, mask, tuple(fit.state.warm_starts[b]), iters=0)[1]
-                 for b, mask in enumerate(masks)]
+    starts = {b: None if nonlinks == "tied" else tuple(fit.state.warm_starts[b]) for b in range(len(masks))}
+    summaries = [post.local_step(edges, mask, starts[b], iters=0)[1] for b, mask in enumerate(masks)]
     total = summaries[0]
     for summary in summaries[1:]:
         total = total + summary
