@@ -14,7 +14,19 @@ import torch
 
 from ..inference.initialization import initial_responsibilities
 
-__all__ = ["initial_memberships", "spectral_memberships"]
+__all__ = ["initial_memberships", "spectral_memberships", "spectral_split"]
+
+
+def _normalised_adjacency(graph):
+    adjacency = graph.adjacency().astype(np.float64)
+    degree = np.asarray(adjacency.sum(1)).ravel()
+    scale = sp.diags(1.0 / np.sqrt(np.maximum(degree, 1.0)))
+    return scale @ adjacency @ scale
+
+
+def _cluster_rows(vectors, K, seed):
+    x = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return initial_responsibilities(torch.as_tensor(x), K, "kmeans++", seed).argmax(1).numpy()
 
 
 def spectral_memberships(graph, K, seed=0, dtype=torch.float64, device=None):
@@ -25,14 +37,27 @@ def spectral_memberships(graph, K, seed=0, dtype=torch.float64, device=None):
     if graph.num_edges == 0 or N < K + 2:
         labels = rng.integers(0, K, N)
     else:
-        adjacency = graph.adjacency().astype(np.float64)
-        degree = np.asarray(adjacency.sum(1)).ravel()
-        scale = sp.diags(1.0 / np.sqrt(np.maximum(degree, 1.0)))
-        start = rng.standard_normal(N)
-        _, vectors = sla.eigsh(scale @ adjacency @ scale, k=K, which="LA", v0=start)
-        x = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        labels = initial_responsibilities(torch.as_tensor(x), K, "kmeans++", seed).argmax(1).numpy()
+        _, vectors = sla.eigsh(_normalised_adjacency(graph), k=K, which="LA", v0=rng.standard_normal(N))
+        labels = _cluster_rows(vectors, K, seed)
     return torch.nn.functional.one_hot(torch.as_tensor(labels, device=device), K).to(dtype)
+
+
+def spectral_split(graph, max_parts, seed=0):
+    """``(N,)`` parts of a graph's nodes by spectral clustering into ``J >= 2`` groups, ``J`` chosen by
+    the largest gap after the second of the top ``max_parts + 1`` eigenvalues of the normalised
+    adjacency (the eigengap heuristic; von Luxburg 2007, §8.3: ``J`` well-separated groups give ``J``
+    eigenvalues near 1; the first gap is left out, since a split is wanted); ``None`` when the graph
+    has no links or too few nodes."""
+    N = graph.num_nodes
+    k = min(int(max_parts) + 1, N - 2)
+    if graph.num_edges == 0 or k < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    values, vectors = sla.eigsh(_normalised_adjacency(graph), k=k, which="LA", v0=rng.standard_normal(N))
+    order = np.argsort(values)[::-1]
+    values, vectors = values[order], vectors[:, order]
+    parts = int(np.argmax(values[1:-1] - values[2:])) + 2 if k >= 3 else 2
+    return _cluster_rows(vectors[:, :parts], parts, seed)
 
 
 def initial_memberships(graph, K, init="spectral", seed=0, dtype=torch.float64, device=None):

@@ -26,7 +26,7 @@ from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
 from ..posterior.relational import RelationalPosterior
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
-from .initialization import spectral_memberships
+from .initialization import initial_memberships
 from .moves import RELATIONAL_MOVES
 
 __all__ = ["MemoizedRelational", "NodeBatches", "PairBatch"]
@@ -125,12 +125,7 @@ class MemoizedRelational(MemoizedDriver):
         :func:`~pyro_memo.relational.initialization.spectral_memberships`) or a flat Dirichlet draw per
         node (``"random"``), worth one pair each (``nonlinks="free"``) or the node's links plus one
         (``"tied"``, where only links inform a membership); sticks and links at their prior."""
-        if self.init == "spectral":
-            m = spectral_memberships(source.graph, self.K, self.seed, self.dtype, self.device)
-        else:
-            rng = np.random.default_rng(self.seed)
-            m = torch.as_tensor(rng.dirichlet(np.ones(self.K), size=source.num_items), dtype=self.dtype,
-                                device=self.device)
+        m = initial_memberships(source.graph, self.K, self.init, self.seed, self.dtype, self.device)
         if self.nonlinks == "free":
             return RelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, scale=1.0)
         pairs = graph_pairs(source.edges, source.missing, source.num_items, self.dtype)

@@ -7,9 +7,9 @@ probabilities' factors and the sticks' weights, and the same change of the batch
 factors as their start), runs every batch's local step under it through one lap and keeps it only
 if the candidate memo's optimal globals have a higher exact bound than the fit.
 
-* **birth**: the largest community not tried since the last accepted birth is split into up to
-  ``parts`` communities by spectral clustering of the subgraph of its members (nodes whose largest
-  expected membership it is; Ng, Jordan & Weiss 2002).
+* **birth**: the largest community not tried since the last accepted birth is split into the
+  groups of the subgraph of its members (nodes whose largest expected membership it is) by spectral
+  clustering (Ng, Jordan & Weiss 2002), their number chosen by the eigengap (von Luxburg 2007).
 * **delete**: the smallest community holding at most ``max_share`` of the roles is removed, its
   members' mass spread over their other communities in proportion.
 * **merge**: the smallest community is merged into the one its members link to most.
@@ -20,7 +20,7 @@ import torch
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
 from ..data.graphs import Graph
 from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
-from .initialization import spectral_memberships
+from .initialization import spectral_split
 
 #: the least membership Dirichlet parameter a candidate starts with (a start only: the candidate's
 #: own global step refits the memberships from its roles)
@@ -75,7 +75,7 @@ class _CommunityMove(CandidateMemoMove):
     :param int refine: most candidate rounds after the lap.
     """
 
-    def __init__(self, refine=100):
+    def __init__(self, refine=30):
         super().__init__()
         self.planned, self.columns, self.node_columns = True, None, None
         self.refine = int(refine)
@@ -136,22 +136,24 @@ def _dominant(post):
 
 
 class CommunityBirthMove(_CommunityMove):
-    """Split the largest untried community into up to ``parts`` communities by spectral clustering
-    of its members' subgraph (:func:`~pyro_memo.relational.initialization.spectral_memberships`).
+    """Split the largest untried community into the groups of its members' subgraph, found by
+    spectral clustering with their number chosen by the eigengap (at most ``parts``;
+    :func:`~pyro_memo.relational.initialization.spectral_split`).
 
     Several new communities at once, as the HDP's births propose several topics (Hughes, Kim &
     Sudderth 2015 §5): in an assortative graph a two-way cut of a community made of many groups
     can lower the bound (each cut link falls to the background probability) while the split into
-    its groups raises it, so one community at a time would stop short.
+    its groups raises it, so one community at a time would stop short. A community whose subgraph
+    shows one group is not split (and is not retried until a birth is accepted).
 
-    :param int parts: most communities a split makes (each of at least ``min_nodes`` members).
+    :param int parts: most communities a split makes.
     :param int min_nodes: a community needs at least ``2 * min_nodes`` members to be split.
     :param int seed: seeds the clustering.
     """
 
     name = "birth"
 
-    def __init__(self, parts=10, min_nodes=6, seed=0):
+    def __init__(self, parts=16, min_nodes=6, seed=0):
         super().__init__()
         if int(parts) < 2 or int(min_nodes) < 1:
             raise ValueError(f"a birth needs parts >= 2 and min_nodes >= 1; got {parts} and {min_nodes}")
@@ -190,20 +192,23 @@ class CommunityBirthMove(_CommunityMove):
 
 
 def _split(members, edges, parts, seed):
-    """``(n,)`` part of each member (``0 .. parts' - 1``, parts renumbered by first appearance,
-    at least two), from the spectral clustering of the members' subgraph; ``None`` when the
-    subgraph has fewer links than members or the clustering leaves one part."""
+    """``(n,)`` part of each member (``0 .. J - 1``, ``2 <= J <= parts``) from the spectral clustering
+    of the members' subgraph (:func:`~pyro_memo.relational.initialization.spectral_split`); ``None``
+    when the subgraph has fewer links than members or shows one group."""
     n = len(members)
-    index = torch.full((int(edges.max()) + 1 if edges.numel() else 0,), -1, dtype=torch.long)
-    index[members[members < len(index)]] = torch.arange(int((members < len(index)).sum()))
     e = edges.cpu()
+    if e.numel() == 0:
+        return None
+    index = torch.full((max(int(e.max()), int(members.max())) + 1,), -1, dtype=torch.long)
+    index[members] = torch.arange(n)
     i, j = index[e[:, 0]], index[e[:, 1]]
     inside = (i >= 0) & (j >= 0)
     if int(inside.sum()) < n:
         return None
-    sub = Graph(torch.stack([i[inside], j[inside]], 1).numpy(), n)
-    labels = spectral_memberships(sub, parts, seed).argmax(1).cpu()
-    _, labels = torch.unique(labels, return_inverse=True)
+    labels = spectral_split(Graph(torch.stack([i[inside], j[inside]], 1).numpy(), n), parts, seed)
+    if labels is None:
+        return None
+    _, labels = torch.unique(torch.as_tensor(labels), return_inverse=True)
     return labels if int(labels.max()) >= 1 else None
 
 

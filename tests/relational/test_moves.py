@@ -55,3 +55,17 @@ def test_bad_moves_are_refused():
     assert CommunityBirthMove(min_nodes=3).min_nodes == 3
     with pytest.raises(ValueError, match="parts"):
         CommunityBirthMove(parts=1)
+
+
+@pytest.mark.parametrize("groups", [2, 3, 5])
+def test_the_split_finds_the_number_of_planted_groups(groups):
+    from pyro_memo.data import Graph
+    from pyro_memo.relational.initialization import spectral_split
+
+    rng = np.random.default_rng(groups)
+    labels = np.repeat(np.arange(groups), 15)
+    pairs = np.array([(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))])
+    same = labels[pairs[:, 0]] == labels[pairs[:, 1]]
+    graph = Graph(pairs[rng.random(len(pairs)) < np.where(same, 0.6, 0.01)], len(labels))
+    found = spectral_split(graph, 10, seed=0)
+    assert len(np.unique(found)) == groups and nmi(labels, found) > 0.95
