@@ -42,6 +42,7 @@ the bound rises, so the step never lowers it); sticks as the HDP's; the three al
 """
 
 import math
+import warnings
 from collections import namedtuple
 
 import torch
@@ -53,19 +54,34 @@ from .relational_pairs import link_summary, pair_terms
 
 __all__ = ["GraphPairs", "TiedRelationalPosterior", "graph_pairs", "nonlink_diag", "tied_nonlink_terms"]
 
-#: what the non-linked terms need of the graph: ``excluded`` ``(P, 2)`` the links and unobserved
-#: pairs, ``nonlinks`` ``(N,)`` each node's non-linked partners :math:`n_i`
-GraphPairs = namedtuple("GraphPairs", ["excluded", "nonlinks"])
+class GraphPairs(namedtuple("GraphPairs", ["excluded", "nonlinks", "adjacency"])):
+    """What the non-linked terms need of the graph: ``excluded`` ``(P, 2)`` the links and unobserved
+    pairs ``i < j``, ``nonlinks`` ``(N,)`` each node's non-linked partners :math:`n_i`, and
+    ``adjacency`` the ``N x N`` sparse symmetric 0/1 matrix of the excluded pairs."""
+
+    __slots__ = ()
+
+    def partner_sums(self, e):
+        """``(N, K)`` :math:`\\sum_{j : (i, j) \\in E \\cup M} e_j` for each node ``i`` (both ends): one sparse
+        product, with no ``(P, K)`` temporary."""
+        return self.adjacency @ e.to(self.adjacency.dtype)
+
+    def to(self, dtype=None, device=None):
+        """These pairs with float tensors in ``dtype`` on ``device``."""
+        return graph_pairs(self.excluded.to(device), None, self.nonlinks.shape[0], dtype or self.nonlinks.dtype)
 
 
 def graph_pairs(edges, missing, N, dtype=torch.float64):
-    """The :data:`GraphPairs` of an ``N``-node graph with links ``edges`` and unobserved pairs
-    ``missing`` (``(E, 2)`` and ``(M, 2)`` long tensors of pairs ``i < j``)."""
-    excluded = torch.cat([edges.reshape(-1, 2), missing.reshape(-1, 2)])
-    ones = torch.ones(excluded.shape[0], dtype=dtype, device=excluded.device)
-    touched = torch.zeros(N, dtype=dtype, device=excluded.device)
-    touched = touched.index_add(0, excluded[:, 0], ones).index_add(0, excluded[:, 1], ones)
-    return GraphPairs(excluded, (N - 1) - touched)
+    """The :class:`GraphPairs` of an ``N``-node graph with links ``edges`` and unobserved pairs
+    ``missing`` (``(E, 2)`` and ``(M, 2)`` long tensors of pairs ``i < j``; ``missing=None``: none)."""
+    excluded = edges.reshape(-1, 2) if missing is None else torch.cat([edges.reshape(-1, 2), missing.reshape(-1, 2)])
+    index = torch.cat([excluded, excluded.flip(1)]).T
+    ones = torch.ones(index.shape[1], dtype=dtype, device=excluded.device)
+    with warnings.catch_warnings():  # torch calls its sparse CSR support beta; its product is what is used
+        warnings.simplefilter("ignore", UserWarning)
+        adjacency = torch.sparse_coo_tensor(index, ones, (N, N)).coalesce().to_sparse_csr()
+    touched = torch.zeros(N, dtype=dtype, device=excluded.device).index_add_(0, index[0], ones)
+    return GraphPairs(excluded, (N - 1) - touched, adjacency)
 
 
 def _explicit_means(theta, K):
@@ -77,8 +93,7 @@ def nonlink_diag(theta, K, pairs):
     """``(K,)`` :math:`D^0_k` (eq. T2): the non-linked pairs' expected mass on ``s = r = k``."""
     e = _explicit_means(theta, K)
     total = e.sum(0)
-    inside = (e[pairs.excluded[:, 0]] * e[pairs.excluded[:, 1]]).sum(0)
-    return 0.5 * (total * total - (e * e).sum(0)) - inside
+    return 0.5 * (total * total - (e * e).sum(0) - (e * pairs.partner_sums(e)).sum(0))
 
 
 def tied_nonlink_terms(theta, K, pairs, e_log_1mw, log_1meps):
@@ -113,9 +128,7 @@ def _ascent_direction(theta, prior, roles, pairs, c):
     At a stationary point of the node's terms it returns ``theta``."""
     K = roles.shape[1]
     e = _explicit_means(theta, K)
-    ex = pairs.excluded
-    partners = torch.zeros_like(e).index_add_(0, ex[:, 0], e[ex[:, 1]]).index_add_(0, ex[:, 1], e[ex[:, 0]])
-    G = c * (e.sum(0) - e - partners)
+    G = c * (e.sum(0) - e - pairs.partner_sums(e))
     explicit = theta[:, :K].sum(1, keepdim=True)
     t0 = theta.sum(1, keepdim=True)
     g = torch.cat([(G - (G * e).sum(1, keepdim=True)) / explicit, torch.zeros_like(t0)], 1)
@@ -161,7 +174,7 @@ class TiedRelationalPosterior(RelationalPosterior):
     """
 
     def __init__(self, theta, rho, omega, w_a, w_b, alpha, gamma, tau=(1.0, 1.0), eps=1e-4, pairs=None,
-                 membership_iters=5):
+                 membership_iters=1):
         super().__init__(theta, rho, omega, w_a, w_b, alpha, gamma, tau, eps)
         if pairs is None:
             raise ValueError("a TiedRelationalPosterior needs the graph's pairs (graph_pairs(edges, missing, N))")
@@ -174,7 +187,7 @@ class TiedRelationalPosterior(RelationalPosterior):
         return cls.like(base, pairs)
 
     @classmethod
-    def like(cls, post, pairs, membership_iters=5):
+    def like(cls, post, pairs, membership_iters=1):
         """``post``'s globals (any relational posterior) in this family."""
         return cls(post.theta, post.rho, post.omega, post.w_a, post.w_b, post.alpha, post.gamma, post.tau, post.eps,
                    pairs, membership_iters)
@@ -239,11 +252,10 @@ class TiedRelationalPosterior(RelationalPosterior):
     @classmethod
     def from_state_dict(cls, d, device=None):
         base = RelationalPosterior.from_state_dict(d, device)
-        pairs = GraphPairs(d["excluded"].to(device), d["nonlinks"].to(device))
-        return cls.like(base, pairs, d.get("membership_iters", 5))
+        pairs = graph_pairs(d["excluded"].to(device), None, d["nonlinks"].shape[0], d["nonlinks"].dtype)
+        return cls.like(base, pairs, d.get("membership_iters", 1))
 
     def to(self, dtype=None, device=None):
         base = super().to(dtype, device)
-        pairs = GraphPairs(self.pairs.excluded.to(device=device),
-                           self.pairs.nonlinks.to(dtype=dtype, device=device))
+        pairs = self.pairs.to(dtype, device)
         return TiedRelationalPosterior.like(base, pairs, self.membership_iters)
