@@ -201,6 +201,7 @@ def pair_summary(e_log_pi, edges, sources, e_log_w, log_eps, factors=None, missi
     :param factors: ``(m, m_bar)`` non-linked factors (eq. R2; :func:`nonlink_factors`); default
         :math:`A / S` for both.
     :param missing: ``(M, 2)`` long tensor of unobserved pairs ``i < j`` (held out): in no term.
+
     Other parameters as :func:`link_summary`.
     """
     links = link_summary(e_log_pi, edges, sources, e_log_w, log_eps)

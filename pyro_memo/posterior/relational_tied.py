@@ -170,6 +170,7 @@ class TiedRelationalPosterior(RelationalPosterior):
 
     :param pairs: the graph's :data:`GraphPairs` (:func:`graph_pairs`).
     :param int membership_iters: fixed-point steps of the memberships per global round (eq. T4).
+
     Other parameters as :class:`~pyro_memo.posterior.relational.RelationalPosterior`.
     """
 

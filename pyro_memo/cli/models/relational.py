@@ -65,6 +65,8 @@ register_option("fit", ALPHA_PRIOR_OPTION)
 for _command in ("fit", "compare"):
     register_option(_command, Option("--eps", "background probability of a link between nodes in different communities "
                                        "(fixed, in (0, 1)).", {"type": float}))
+register_option("fit", Option("--nonlinks", "variational family of the non-linked pairs' roles.",
+                              {"metavar": "FAMILY"}))
 register_option("fit", Option("--heldout", "fraction of the links held out, with as many non-links, for held-out "
                                            "link prediction (0: fit the whole graph).", {"type": float}))
 
@@ -150,6 +152,7 @@ def _check_resume(args, state, graph):
     saved = {"--dtype": (args.dtype, str(post.theta.dtype).split(".")[-1]),
              "--alpha-prior": (given_prior_text(args.alpha_prior), prior_text(post.alpha.prior if learnt else None)),
              "--eps": (float(args.eps), float(post.eps)), "nodes in GRAPH": (graph.num_nodes, post.N),
+             "--nonlinks": (args.nonlinks, "tied" if hasattr(post, "pairs") else "free"),
              **memo_resume_entries(args, state, post.K)}
     if not args.alpha_prior and not learnt:
         saved["--alpha"] = (float(args.alpha), float(post.alpha))
@@ -184,6 +187,8 @@ class Relational(CliModel):
             "K": Use(default=10), "batches": Use(default=1), "laps": Use(default=50), "tol": Use(default=1e-7),
             "init": Use("initial memberships: spectral (the graph's spectral embedding) or random",
                         default="spectral", choices=("spectral", "random")),
+            "nonlinks": Use("tied (roles follow the memberships; default) or free (Kim et al. 2013's factors)",
+                            default="tied", choices=("tied", "free")),
             "seed": Use(default=0), "device": Use(default="cpu"),
             "dtype": Use(default="float64", choices=("float64", "float32")),
             "json": Use("keys: elbo, elbo_trace, K (communities with E[beta] > 1%), weights, link_probabilities, "
@@ -249,7 +254,7 @@ class Relational(CliModel):
         model = MemoizedRelational(K=args.K, alpha=args.alpha, eps=args.eps, laps=args.laps, tol=args.tol,
                                    seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
                                    alpha_prior=parse_alpha_prior(args.alpha_prior), init=args.init,
-                                   moves=args.moves)
+                                   moves=args.moves, nonlinks=args.nonlinks)
         state = model.new_state()
         if args.resume:
             state = load_resume(args, self.name)
@@ -272,6 +277,7 @@ class Relational(CliModel):
         out = {
             "data": args.data, "model": self.name, "nodes": full.num_nodes, "edges": full.num_edges,
             "truncation": args.K, "batches": args.batches, "init": args.init, "eps": args.eps,
+            "nonlinks": args.nonlinks,
             "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > MIN_WEIGHT).sum()),
             "k_trace": per_lap(k_trace, len(fit.elbo_trace)), "weights": weights.tolist(),
             "link_probabilities": post.link_probabilities().cpu().numpy().tolist(),
