@@ -10,6 +10,7 @@ import torch
 from pyro.ops.indexing import Vindex
 
 from ..allocation import stick_breaking_weights
+from ..posterior.relational import check_hyperparameters
 
 __all__ = ["HDPRelationalGuide", "HDPRelationalModel"]
 
@@ -48,11 +49,7 @@ class HDPRelationalModel:
     def __init__(self, N, K, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4):
         if int(N) < 2 or int(K) < 1:
             raise ValueError(f"N must be at least 2 and K positive; got N={N}, K={K}")
-        for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
-            if not float(value) > 0:
-                raise ValueError(f"{name} must be positive; got {value}")
-        if not 0 < float(eps) < 1:
-            raise ValueError(f"eps must lie in (0, 1); got {eps}")
+        check_hyperparameters(alpha, gamma, tau, eps)
         self.N, self.K = int(N), int(K)
         self.alpha, self.gamma = float(alpha), float(gamma)
         self.tau, self.eps = (float(tau[0]), float(tau[1])), float(eps)

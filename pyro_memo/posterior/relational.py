@@ -33,7 +33,17 @@ from .base import VariationalPosterior
 from .hdp import expected_log_dirichlet, log_dirichlet_norm
 from .relational_pairs import nonlink_factors, pair_summary, pair_terms
 
-__all__ = ["RelationalPosterior"]
+__all__ = ["RelationalPosterior", "check_hyperparameters"]
+
+
+def check_hyperparameters(alpha, gamma, tau, eps):
+    """Raise a ValueError naming the first bad hyperparameter of the relational model: ``alpha``,
+    ``gamma`` and ``tau = (tau_a, tau_b)`` must be positive, ``eps`` in (0, 1)."""
+    for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
+        if not float(value) > 0:
+            raise ValueError(f"{name} must be positive; got {value}")
+    if not 0 < float(eps) < 1:
+        raise ValueError(f"eps must lie in (0, 1); got {eps}")
 
 
 class RelationalPosterior(VariationalPosterior):

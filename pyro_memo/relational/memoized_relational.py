@@ -24,7 +24,7 @@ from ..allocation.concentration import learnable
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
-from ..posterior.relational import RelationalPosterior
+from ..posterior.relational import RelationalPosterior, check_hyperparameters
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from .initialization import initial_memberships
 from .moves import RELATIONAL_MOVES
@@ -92,11 +92,7 @@ class MemoizedRelational(MemoizedDriver):
                  record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied"):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
-        for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
-            if not float(value) > 0:
-                raise ValueError(f"{name} must be positive; got {value}")
-        if not 0 < float(eps) < 1:
-            raise ValueError(f"eps must lie in (0, 1); got {eps}")
+        check_hyperparameters(alpha, gamma, tau, eps)
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
                          moves=make_moves(moves, RELATIONAL_MOVES, seed=seed))
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)

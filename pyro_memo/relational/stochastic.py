@@ -54,7 +54,7 @@ from ..data.graphs import Graph
 from ..engine import StochasticDriver
 from ..families._special import kl_beta
 from ..posterior.hdp import expected_log_dirichlet, log_dirichlet_norm
-from ..posterior.relational import RelationalPosterior
+from ..posterior.relational import RelationalPosterior, check_hyperparameters
 from .initialization import initial_memberships
 from .memoized_relational import NodeBatches
 
@@ -145,11 +145,7 @@ class StochasticRelational(StochasticDriver):
             raise ValueError(f"K must be a positive integer; got {K}")
         if not 0.5 < float(kappa) <= 1.0:
             raise ValueError(f"kappa must lie in (0.5, 1] (Robbins-Monro); got {kappa}")
-        for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
-            if not float(value) > 0:
-                raise ValueError(f"{name} must be positive; got {value}")
-        if not 0 < float(eps) < 1:
-            raise ValueError(f"eps must lie in (0, 1); got {eps}")
+        check_hyperparameters(alpha, gamma, tau, eps)
         if not 0 <= float(prune_threshold) < 1:
             raise ValueError(f"prune_threshold must lie in [0, 1); got {prune_threshold}")
         if init not in ("spectral", "random"):
