@@ -228,11 +228,12 @@ class TiedRelationalPosterior(RelationalPosterior):
                 return _ascent_direction(t, prior, roles, self.pairs, c)
 
             theta = optimize_memberships(theta, objective, direction, self.membership_iters)
-            rho, omega, alpha, gamma = fit_top_level(rho, omega, N, expected_log_dirichlet(theta).sum(0), alpha,
-                                                     gamma, stick_iters)
+            e_log_pi = expected_log_dirichlet(theta)
+            rho, omega, alpha, gamma = fit_top_level(rho, omega, N, e_log_pi.sum(0), alpha, gamma, stick_iters)
         w_b = self.tau[1] + nonlink_diag(theta, K, self.pairs)
         new = TiedRelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, self.eps, self.pairs,
                                       self.membership_iters)
+        new._e_log_pi = e_log_pi  # of this theta: computed once
         return new
 
     # ------------------------------------------------------------------ bound
@@ -246,14 +247,13 @@ class TiedRelationalPosterior(RelationalPosterior):
     # ------------------------------------------------------------ persistence
     def state_dict(self):
         d = super().state_dict()
-        d.update(excluded=self.pairs.excluded.cpu(), nonlinks=self.pairs.nonlinks.cpu(),
-                 membership_iters=self.membership_iters)
+        d.update(excluded=self.pairs.excluded.cpu(), membership_iters=self.membership_iters)
         return d
 
     @classmethod
     def from_state_dict(cls, d, device=None):
         base = RelationalPosterior.from_state_dict(d, device)
-        pairs = graph_pairs(d["excluded"].to(device), None, d["nonlinks"].shape[0], d["nonlinks"].dtype)
+        pairs = graph_pairs(d["excluded"].to(device), None, base.N, base.dtype)
         return cls.like(base, pairs, d.get("membership_iters", 1))
 
     def to(self, dtype=None, device=None):

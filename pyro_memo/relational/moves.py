@@ -117,15 +117,17 @@ class _CommunityMove(CandidateMemoMove):
     def end_lap(self, state, driver):
         if self.target is not None and set(self.batches) == set(state.cache.batches):
             current = float(state.posterior.elbo(state.cache.total))
+            total = candidate_total(self.batches)
             for _ in range(self.refine):
-                self.candidate = self.candidate.optimal_for(candidate_total(self.batches))
+                self.candidate = self.candidate.optimal_for(total)
                 for key, (warm, _) in self.batches.items():
                     batch = self.batch_data[key]
                     factors, summary = self.candidate.local_step(batch.edges, batch.sources,
                                                                  None if warm is None else tuple(warm),
                                                                  driver.nonlink_iters, batch.missing)
                     self.batches[key] = (_stacked(factors), summary)
-                if float(self.candidate.elbo(candidate_total(self.batches))) > current:
+                total = candidate_total(self.batches)
+                if float(self.candidate.elbo(total)) > current:
                     break  # already better: the comparison below accepts it
         super().end_lap(state, driver)
         self.planned, self.batch_data = True, {}
