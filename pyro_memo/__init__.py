@@ -31,6 +31,7 @@ __all__ = [
     "ConjugateFamily",
     "DPMixtureGuide",
     "HDPGuide",
+    "RelationalGuide",
     "DPMixture",
     "HDPTopics",
     "ConvergenceWarning",
@@ -48,6 +49,7 @@ __all__ = [
     "Poisson",
     "Summary",
     "ZeroMeanGaussian",
+    "batch_pairs",
     "batch_tokens",
     "fit_vb",
     "full_data_elbo",
@@ -61,7 +63,7 @@ __all__ = [
 _SOURCES = {
     ".allocation": "DPSticks stick_breaking_weights".split(),
     ".bridge": ("ClosedFormOptimizer ConvergenceWarning DPMixtureGuide HDPGuide MemoizedELBO ModelStructureError "
-                "PyroSVI batch_tokens fit_memoized fit_vb recognize_model").split(),
+                "PyroSVI RelationalGuide batch_pairs batch_tokens fit_memoized fit_vb recognize_model").split(),
     ".data": "make_batches".split(),
     ".estimator": "DPMixture".split(),
     ".families": ("FAMILIES Bernoulli ConjugateFamily DiagGaussian Gaussian Multinomial Poisson "

@@ -10,6 +10,8 @@ from .memoized_elbo import MemoizedELBO
 from .pyro_svi import PyroSVI
 from .recognition import ModelSpec, ModelStructureError, recognize_model
 from .relational_gap import relational_normaliser_gap
+from .relational_guide import RelationalGuide
+from .relational_recognition import RelationalSpec, batch_pairs
 
 __all__ = [
     "ClosedFormOptimizer",
@@ -21,7 +23,10 @@ __all__ = [
     "ModelSpec",
     "ModelStructureError",
     "PyroSVI",
+    "RelationalGuide",
+    "RelationalSpec",
     "TopicFitResult",
+    "batch_pairs",
     "batch_tokens",
     "fit_memoized",
     "fit_vb",

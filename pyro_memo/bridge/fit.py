@@ -176,7 +176,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
         guide = DPMixtureGuide(model, K=K, seed=seed).adopt(spec)
     from ..data_sources import ArrayBatches, IndexBatches
     from ..inference import MemoizedVB, SummaryCache
-    from .memoized_elbo import batch_key
+    from .structure import batch_key
 
     guide = guide or DPMixtureGuide(model, K=K, seed=seed)
     guide.setup(*args, **kwargs)

@@ -1,7 +1,5 @@
 """Memoized inference as a Pyro ELBO: ``SVI(model, guide, ClosedFormOptimizer(), MemoizedELBO())``."""
 
-import hashlib
-
 import pyro
 import torch
 from pyro.infer import ELBO
@@ -9,13 +7,8 @@ from pyro.infer import ELBO
 from ..inference import DPMixturePosterior
 from .guide import DPMixtureGuide
 from .hdp_guide import HDPGuide
-
-
-def batch_key(indices):
-    """A hashable key for a batch: a digest of its subsample indices (``"all"`` for the data)."""
-    if indices is None:
-        return "all"
-    return hashlib.sha1(indices.cpu().numpy().tobytes()).hexdigest()
+from .relational_guide import RelationalGuide
+from .structure import batch_key
 
 
 class MemoizedELBO(ELBO):
@@ -35,6 +28,13 @@ class MemoizedELBO(ELBO):
     gradients) and updated once the memo covers every item, so the first lap is full-batch
     VB's first iteration; ``incremental_first_lap=True`` updates them after every batch.
 
+    With a :class:`~pyro_memo.bridge.relational_guide.RelationalGuide` the batch is the pair plate's
+    subsample (e.g. a batch of nodes' pairs, :func:`~pyro_memo.bridge.relational_recognition.batch_pairs`),
+    its summary holds the batch's links at their optimum under the globals, the non-linked pairs
+    enter every evaluation in closed form, and the loss is minus the relational bound of the tied
+    family (:mod:`pyro_memo.posterior.relational_tied`); the globals are held until the memo covers
+    every pair the call lists.
+
     With an :class:`HDPGuide` the batch is the document plate's subsample (groups of
     documents), the local step is the HDP's document-level coordinate ascent warm-started from
     the documents' last visit, and the loss is minus the HDP bound (Hughes, Kim & Sudderth
@@ -45,10 +45,10 @@ class MemoizedELBO(ELBO):
         super().__init__(num_particles=1, max_plate_nesting=1)
         self.incremental_first_lap = bool(incremental_first_lap)
 
-    def _move(self, guide, items, target):
+    def _move(self, guide, complete, target):
         """Write the update toward ``target`` as gradients, or zero gradients while the first
-        lap is held (the memo covers fewer than the model's ``items``)."""
-        if self.incremental_first_lap or guide.memo.num_items >= items:
+        lap is held (the memo is not ``complete``)."""
+        if self.incremental_first_lap or complete:
             guide.set_update_direction(target)
             return
         for name in guide._names().values():
@@ -60,8 +60,9 @@ class MemoizedELBO(ELBO):
 
     @staticmethod
     def _check(model, guide, args, kwargs):
-        if not isinstance(guide, (DPMixtureGuide, HDPGuide)):
-            raise TypeError(f"MemoizedELBO needs a pyro_memo.DPMixtureGuide or HDPGuide; got {type(guide).__name__}")
+        if not isinstance(guide, (DPMixtureGuide, HDPGuide, RelationalGuide)):
+            raise TypeError(f"MemoizedELBO needs a pyro_memo.DPMixtureGuide, HDPGuide or RelationalGuide; got "
+                            f"{type(guide).__name__}")
         if guide.model is not model:
             raise ValueError(f"the {type(guide).__name__} was built for a different model than the one passed to SVI")
         guide.setup(*args, **kwargs)
@@ -91,8 +92,18 @@ class MemoizedELBO(ELBO):
         _, summary = posterior.local_step(spec.data(args, kwargs, indices))
         return guide, posterior, batch_key(indices), summary
 
+    @classmethod
+    def _relational_step(cls, model, guide, args, kwargs):
+        cls._check(model, guide, args, kwargs)
+        posterior = guide.posterior_for(*args, **kwargs)
+        key, summary, size = guide.batch_step(posterior, *args, **kwargs)
+        return posterior, key, summary, size
+
     def loss(self, model, guide, *args, **kwargs):
         """Negative exact memoized ELBO with the current batch's summary refreshed (the memo is unchanged)."""
+        if isinstance(guide, RelationalGuide):
+            posterior, key, summary, _ = self._relational_step(model, guide, args, kwargs)
+            return -float(posterior.elbo(guide.memo.total_with(key, summary)))
         if isinstance(guide, HDPGuide):
             self._check(model, guide, args, kwargs)
             posterior, key, summary = self._hdp_step(guide, args, kwargs, store=False)
@@ -103,13 +114,23 @@ class MemoizedELBO(ELBO):
     def loss_and_grads(self, model, guide, *args, **kwargs):
         """As :meth:`loss`, then store the batch's summary in the memo and set the gradients
         that move the globals to their closed-form optimum given the new memo."""
+        if isinstance(guide, RelationalGuide):
+            guide.setup(*args, **kwargs)
+            guide.check_data(*args, **kwargs)
+            posterior, key, summary, size = self._relational_step(model, guide, args, kwargs)
+            guide.memo.replace(key, summary)
+            guide.memo_pairs[key] = size
+            total = guide.memo.total
+            complete = sum(guide.memo_pairs.values()) >= len(guide.spec.pairs(args, kwargs)[0])
+            self._move(guide, complete, posterior.updated(total))
+            return -float(posterior.elbo(total))
         if isinstance(guide, HDPGuide):
             self._check(model, guide, args, kwargs)
             guide.check_data(*args, **kwargs)
             posterior, key, summary = self._hdp_step(guide, args, kwargs, store=True)
             guide.memo.replace(key, summary)
             total = guide.memo.total
-            self._move(guide, guide.spec.plate_size(args, kwargs), posterior.updated(total))
+            self._move(guide, guide.memo.num_items >= guide.spec.plate_size(args, kwargs), posterior.updated(total))
             return -float(posterior.elbo(total))
         guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
         guide.check_data(*args, **kwargs)
@@ -117,5 +138,5 @@ class MemoizedELBO(ELBO):
         total = guide.memo.total
         loss = -float(posterior.elbo(total))
         target = DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total)
-        self._move(guide, guide.spec.plate_args(args, kwargs)[0], target)
+        self._move(guide, guide.memo.num_items >= guide.spec.plate_args(args, kwargs)[0], target)
         return loss

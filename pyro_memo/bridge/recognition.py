@@ -42,6 +42,7 @@ from pyro import poutine
 from ..families import FAMILIES
 from ..models.component_sites import sites_for
 from .hdp_recognition import is_hdp, recognize_hdp
+from .relational_recognition import is_relational, recognize_relational
 from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
 from .wiring_check import verify_wiring
 
@@ -417,7 +418,9 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     """Trace ``model(*args, **kwargs)`` and return its spec: a :class:`ModelSpec` (``kind == "dp"``)
     for a DP mixture, an :class:`~pyro_memo.bridge.hdp_recognition.HDPSpec` (``kind == "hdp"``)
     for an HDP topic model (dispatched on the model's structure: global sites in three plates, one
-    of them a Dirichlet over the assignment's categories).
+    of them a Dirichlet over the assignment's categories), a
+    :class:`~pyro_memo.bridge.relational_recognition.RelationalSpec` (``kind == "relational"``) for an
+    HDP relational model (two latent Categorical roles and an observed Bernoulli link per pair).
 
     :param model: a Pyro model following the conventions in this module's docstring, or those
         of :mod:`~pyro_memo.bridge.hdp_recognition`.
@@ -469,6 +472,9 @@ def _recognize(model, args, kwargs, trace, dtype):
     data_plate = obs_plates[0]
     latent = [s for s in sites if not s["is_observed"]]
     assignment = [s for s in latent if data_plate in _plates(s)]
+    if is_relational(obs, assignment):
+        global_sites = [s for s in latent if not any(s is a for a in assignment)]
+        return recognize_relational(model, args, kwargs, trace, plates, obs, assignment, global_sites)
     if len(assignment) != 1 or not isinstance(_base(assignment[0]["fn"]), dist.Categorical):
         found = {s["name"]: type(_base(s["fn"])).__name__ for s in assignment}
         raise ModelStructureError(

@@ -1,6 +1,8 @@
 """What model recognition (DP mixtures, HDPs) and its numerical wiring check share: the error
 they raise, the unwrapping of Pyro distributions, plates, and the sticks."""
 
+import hashlib
+
 import pyro.distributions as dist
 import torch
 
@@ -81,3 +83,10 @@ class ArgumentReader:
             return None
         value = self._get(self.subsample_arg, args, kwargs, None)
         return None if value is None else torch.as_tensor(value, dtype=torch.long)
+
+
+def batch_key(indices):
+    """A hashable key for a batch: a digest of its subsample indices (``"all"`` for the data)."""
+    if indices is None:
+        return "all"
+    return hashlib.sha1(indices.cpu().numpy().tobytes()).hexdigest()

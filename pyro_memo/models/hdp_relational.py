@@ -54,10 +54,12 @@ class HDPRelationalModel:
         self.alpha, self.gamma = float(alpha), float(gamma)
         self.tau, self.eps = (float(tau[0]), float(tau[1])), float(eps)
 
-    def __call__(self, src, dst, y=None):
-        """Run the model on the pairs ``(src[e], dst[e])`` (``src < dst``; all unordered pairs for
-        the full model), ``y`` ``(E,)`` their observed links as floats 0/1 (``None`` to generate).
-        Returns the links."""
+    def __call__(self, src, dst, y=None, batch=None):
+        """Run the model on the pairs ``(src[e], dst[e])`` (each unordered pair at most once; every
+        pair for the full model, a pair left out is unobserved), ``y`` ``(E,)`` their observed links
+        as floats 0/1 (``None`` to generate). ``batch``: the positions of a batch's pairs, the pair
+        plate's subsample (:func:`~pyro_memo.bridge.relational_recognition.batch_pairs` gives a batch
+        of nodes' pairs; default every pair). Returns the batch's links."""
         src, dst = _pairs(src, dst)
         one = torch.ones((), dtype=torch.float64)
         with pyro.plate("sticks", self.K):
@@ -68,11 +70,11 @@ class HDPRelationalModel:
         with pyro.plate("communities", self.K):
             w = pyro.sample("w", dist.Beta(self.tau[0] * one, self.tau[1] * one))  # (..., K)
         w_tail = torch.cat([w, torch.full_like(w[..., :1], self.eps)], -1)  # the tail links at eps
-        with pyro.plate("pairs", len(src)):
-            s = pyro.sample("s", dist.Categorical(pi[..., src, :]))
-            r = pyro.sample("r", dist.Categorical(pi[..., dst, :]))
+        with pyro.plate("pairs", len(src), subsample=batch) as idx:
+            s = pyro.sample("s", dist.Categorical(pi[..., src[idx], :]))
+            r = pyro.sample("r", dist.Categorical(pi[..., dst[idx], :]))
             p = torch.where(s == r, Vindex(w_tail.unsqueeze(-2))[..., s], torch.full_like(w_tail[..., :1], self.eps))
-            return pyro.sample("y", dist.Bernoulli(p), obs=y)
+            return pyro.sample("y", dist.Bernoulli(p), obs=None if y is None else y[idx])
 
 
 class HDPRelationalGuide:

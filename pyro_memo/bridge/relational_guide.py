@@ -1,0 +1,250 @@
+"""The variational family of a memoized HDP relational fit, as a Pyro guide whose globals live in
+Pyro's param store: ``SVI(model, RelationalGuide(model), ClosedFormOptimizer(), MemoizedELBO())``
+over batches of nodes."""
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from torch.distributions import constraints, transform_to
+
+from ..data import Graph
+from ..inference import SummaryCache
+from ..models import HDPRelationalGuide
+from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
+from ..relational import MemoizedRelational, NodeBatches
+from .param_store import DataFingerprint, check_shapes, default_prefix, fingerprint
+from .readouts import GlobalSiteReadouts
+from .recognition import ModelStructureError, recognize_model
+from .relational_gap import relational_normaliser_gap
+from .structure import batch_key
+
+__all__ = ["RelationalGuide", "observed_graph"]
+
+_CONSTRAINTS = {"theta": constraints.positive, "rho": constraints.unit_interval, "omega": constraints.positive,
+                "w_a": constraints.positive, "w_b": constraints.positive}
+
+
+def observed_graph(src, dst, y, N):
+    """The :class:`~pyro_memo.data.Graph` of a relational model's call: links the pairs with
+    ``y == 1``; every unordered pair the call does not list is unobserved (``missing``).
+
+    :raises ValueError: if an unordered pair is listed twice.
+    """
+    lo, hi = torch.minimum(src, dst).cpu(), torch.maximum(src, dst).cpu()
+    code = lo * N + hi
+    unique, counts = torch.unique(code, return_counts=True)
+    if bool((counts > 1).any()):
+        twice = int(unique[counts > 1][0])
+        raise ValueError(f"pair ({twice // N}, {twice % N}) is listed {int(counts.max())} times; list each unordered "
+                         "pair of nodes once")
+    missing = None
+    if len(code) < N * (N - 1) // 2:
+        every = torch.triu_indices(N, N, 1)
+        missing = every[:, ~torch.isin(every[0] * N + every[1], unique)].T.numpy()
+    links = torch.stack([lo, hi], 1)[y.cpu() == 1].numpy()
+    return Graph(links, N, missing=missing)
+
+
+class RelationalGuide(GlobalSiteReadouts):
+    """``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(pi_i) = Dir(theta_i)``,
+    ``q(w_k) = Beta(a_k, b_k)`` and per pair a joint ``q(s, r)`` over the explicit communities for a
+    recognised HDP relational model (see :mod:`.relational_recognition`): the tied family of
+    :mod:`pyro_memo.posterior.relational_tied` (a linked pair's roles at their optimum under the
+    globals, eq. R1; a non-linked pair's roles following the sampled memberships, eq. T1), the
+    family :class:`~pyro_memo.relational.MemoizedRelational` fits by default.
+
+    The globals are in Pyro's param store under ``"{prefix}.theta"``, ``"{prefix}.rho"``,
+    ``"{prefix}.omega"``, ``"{prefix}.w_a"`` and ``"{prefix}.w_b"``. A batch's local step holds no
+    state (the linked pairs' roles are a function of the globals), so the guide is a deterministic
+    function of the param store. It runs on any call of the model: a batch of pairs (the pair
+    plate's ``subsample``), every pair, or other pairs of the same nodes; without links
+    (``y=None``, e.g. ``pyro.infer.Predictive``) every pair's roles follow the memberships. Pyro's
+    ``Trace_ELBO`` of the guide on every pair estimates :meth:`elbo` plus :meth:`normaliser_gap`.
+
+    The pairs a call lists are the observed ones: the non-linked pairs enter the bound through the
+    graph they make (:func:`observed_graph`), which the guide rebuilds when the call's pairs change.
+
+    :param model: the Pyro relational model (recognised on first call).
+    :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
+        :mod:`pyro_memo.bridge.param_store`).
+    :param int seed: seeds the initial memberships.
+    :param str init: initial memberships, ``"spectral"`` (default) or ``"random"``, as
+        :class:`~pyro_memo.relational.MemoizedRelational`.
+    """
+
+    def __init__(self, model, prefix=None, seed=0, init="spectral"):
+        self.model, self.seed, self.init = model, seed, init
+        self.prefix = default_prefix(model) if prefix is None else str(prefix)
+        self.spec = None
+        self._graph = None  # (the call's pairs, Graph, GraphPairs)
+        self._fingerprint = DataFingerprint()
+        #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
+        self.memo = SummaryCache()
+        #: the number of pairs of each memoized batch
+        self.memo_pairs = {}
+
+    # ----------------------------------------------------------------- setup
+    def setup(self, *args, **kwargs):
+        """Recognise the model and initialise the globals if missing (idempotent)."""
+        if self.spec is None:
+            spec = recognize_model(self.model, *args, **kwargs)
+            if spec.kind != "relational":
+                raise ModelStructureError(f"RelationalGuide needs an HDP relational model; this model is a "
+                                          f"{spec.kind} model: use pyro_memo.DPMixtureGuide or pyro_memo.HDPGuide")
+            self.spec = spec
+        N, K = self.spec.N, self.spec.K
+        check_shapes(self.prefix, self._names(), {"theta": (N, K + 1), "rho": (K,), "omega": (K,), "w_a": (K,),
+                                                  "w_b": (K,)})
+        if any(name not in pyro.get_param_store() for name in self._names().values()):
+            self.set_posterior(self.initial_posterior(*args, **kwargs))
+            self.memo, self.memo_pairs = SummaryCache(), {}
+            self._fingerprint.record(self.prefix, self.raw_data(args, kwargs))
+        return self
+
+    def raw_data(self, args, kwargs):
+        """The call's pairs as one ``(P, 3)`` float64 tensor of (src, dst, y) rows."""
+        src, dst, y = self.spec.pairs(args, kwargs)
+        return torch.stack([src.double(), dst.double(), y], 1)
+
+    def graph(self, args, kwargs):
+        """``(Graph, GraphPairs)`` of the call's pairs (:func:`observed_graph`), rebuilt only when they change."""
+        src, dst, y = self.spec.pairs(args, kwargs)
+        seen = self._graph[0] if self._graph is not None else None
+        if seen is None or not all(torch.equal(a, b) for a, b in zip(seen, (src, dst, y), strict=True)):
+            graph = observed_graph(src, dst, y, self.spec.N)
+            edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long).reshape(-1, 2)
+            missing = torch.as_tensor(np.array(graph.missing), dtype=torch.long).reshape(-1, 2)
+            self._graph = ((src, dst, y), graph, graph_pairs(edges, missing, graph.num_nodes))
+        return self._graph[1], self._graph[2]
+
+    def check_data(self, *args, **kwargs):
+        """Before training on this call's pairs: warn (:class:`~pyro_memo.bridge.param_store.WarmStartWarning`)
+        if the stored globals were fitted to other pairs, then record these; the memo of other pairs is dropped."""
+        raw = self.raw_data(args, kwargs)
+        store = pyro.get_param_store()
+        name = f"{self.prefix}.fingerprint"
+        if name in store and not torch.equal(store[name].detach(), fingerprint(raw)):
+            self.memo, self.memo_pairs = SummaryCache(), {}
+        self._fingerprint.check(self.prefix, raw)
+
+    def initial_posterior(self, *args, **kwargs):
+        """The globals :class:`~pyro_memo.relational.MemoizedRelational` starts from on the call's graph."""
+        s = self.spec
+        graph, _ = self.graph(args, kwargs)
+        driver = MemoizedRelational(K=s.K, alpha=s.alpha, gamma=s.gamma, tau=s.tau, eps=s.eps, seed=self.seed,
+                                    init=self.init)
+        return driver.initial_posterior(NodeBatches(graph, [np.arange(graph.num_nodes)]))
+
+    def _names(self):
+        return {k: f"{self.prefix}.{k}" for k in _CONSTRAINTS}
+
+    # -------------------------------------------------------- param store I/O
+    def posterior_for(self, *args, **kwargs):
+        """The current :class:`~pyro_memo.posterior.relational_tied.TiedRelationalPosterior` on this call's
+        graph (a detached copy of the param store's values)."""
+        _, pairs = self.graph(args, kwargs)
+        return self._posterior(pairs)
+
+    def _posterior(self, pairs):
+        v = {k: pyro.param(n).detach().double().clone() for k, n in self._names().items()}
+        s = self.spec
+        return TiedRelationalPosterior(v["theta"], v["rho"], v["omega"], v["w_a"], v["w_b"], s.alpha, s.gamma, s.tau,
+                                       s.eps, pairs)
+
+    def set_posterior(self, posterior):
+        """Write ``posterior``'s globals into the param store (replacing old values)."""
+        store = pyro.get_param_store()
+        for key, name in self._names().items():
+            if name in store:
+                del store[name]
+            pyro.param(name, getattr(posterior, key).detach().clone(), constraint=_CONSTRAINTS[key])
+
+    def set_update_direction(self, target):
+        """Write ``current - target`` (unconstrained) into each global's ``.grad``, so that a unit
+        gradient step (:class:`~pyro_memo.bridge.ClosedFormOptimizer`) lands on ``target``."""
+        for key, name in self._names().items():
+            unconstrained = pyro.param(name).unconstrained()
+            goal = transform_to(_CONSTRAINTS[key]).inv(getattr(target, key).to(unconstrained))
+            unconstrained.grad = unconstrained.detach() - goal
+
+    # ------------------------------------------------------------ local step
+    def batch_step(self, posterior, *args, **kwargs):
+        """The call's batch: ``(key, summary, number of pairs)``, its links' roles at their optimum
+        under ``posterior`` (eq. R1)."""
+        src, dst, y = self.spec.pairs(args, kwargs)
+        rows = self.spec.batch_indices(args, kwargs)
+        if rows is not None:
+            src, dst, y = src[rows], dst[rows], y[rows]
+        lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
+        sources = torch.zeros(self.spec.N, dtype=torch.bool, device=lo.device)
+        sources[lo] = True
+        links = torch.stack([lo, hi], 1)[y == 1]
+        _, summary = posterior.local_step(links, sources)
+        return batch_key(rows), summary, len(src)
+
+    # ------------------------------------------------------------- the guide
+    def __call__(self, *args, **kwargs):
+        self.setup(*args, **kwargs)
+        spec = self.spec
+        like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
+        y = spec._get(spec.y_arg, args, kwargs, None)
+        if y is None:  # no links to score: the graph does not matter, every pair's roles follow the memberships
+            post = self._posterior(graph_pairs(torch.zeros(0, 2, dtype=torch.long), None, spec.N))
+        else:
+            post = self.posterior_for(*args, **kwargs)
+        links = dist.Beta(post.w_a.to(**like), post.w_b.to(**like))
+        shared = spec.link_plate == spec.stick_plate  # one plate of size K may hold both
+        with pyro.plate(spec.stick_plate, spec.K):
+            pyro.sample(spec.stick_site, dist.Beta((post.rho * post.omega).to(**like),
+                                                   ((1 - post.rho) * post.omega).to(**like)))
+            if shared:
+                pyro.sample(spec.link_site, links)
+        with pyro.plate(spec.node_plate, spec.N):
+            pi = pyro.sample(spec.membership_site, dist.Dirichlet(post.theta.to(**like)))
+        if not shared:
+            with pyro.plate(spec.link_plate, spec.K):
+                pyro.sample(spec.link_site, links)
+        src = torch.as_tensor(spec._get(spec.src_arg, args, kwargs)).long()
+        dst = torch.as_tensor(spec._get(spec.dst_arg, args, kwargs)).long()
+        y = torch.zeros(len(src), dtype=torch.float64) if y is None else torch.as_tensor(y).double()
+        rows = spec.batch_indices(args, kwargs)
+        idx = torch.arange(len(src)) if rows is None else rows
+        table = HDPRelationalGuide(post).pair_table(src[idx], dst[idx], y[idx], pi.double())
+        table = torch.nn.functional.pad(table, (0, 1, 0, 1)).to(**like)  # no mass on the tail role
+        with pyro.plate(spec.pair_plate, len(src), subsample=rows):
+            s = pyro.sample(spec.source_site, dist.Categorical(table.sum(-1)))
+            row = pyro.ops.indexing.Vindex(table)[..., s, :]
+            pyro.sample(spec.receiver_site, dist.Categorical(row / row.sum(-1, keepdim=True)))
+
+    # ------------------------------------------------------------ the bound
+    def elbo(self, *args, **kwargs):
+        """The exact relational bound of the guide on this call's graph (every pair it lists) under the
+        current globals. Pyro's ``Trace_ELBO`` of the guide estimates ``elbo + normaliser_gap``."""
+        self.setup(*args, **kwargs)
+        post = self.posterior_for(*args, **kwargs)
+        graph, _ = self.graph(args, kwargs)
+        edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long).reshape(-1, 2)
+        _, summary = post.local_step(edges, torch.ones(self.spec.N, dtype=torch.bool))
+        return float(post.elbo(summary))
+
+    def normaliser_gap(self, *args, **kwargs):
+        """The true ELBO of the guide's distribution minus :meth:`elbo` (closed form,
+        :func:`~pyro_memo.bridge.relational_gap.relational_normaliser_gap`)."""
+        self.setup(*args, **kwargs)
+        return relational_normaliser_gap(self.posterior_for(*args, **kwargs))
+
+    # -------------------------------------------------- AutoGuide-style read-outs
+    def sample_posterior(self, num_samples=1):
+        """``num_samples`` draws of the global sites: sticks ``(num_samples, K)``, memberships
+        ``(num_samples, N, K + 1)`` and link probabilities ``(num_samples, K)``: dict site -> tensor."""
+        if self.spec is None:
+            raise RuntimeError("the guide has not seen the model yet: call guide.setup(*args) (or fit it) first")
+        spec, n = self.spec, int(num_samples)
+        v = {k: pyro.param(name).detach().double() for k, name in self._names().items()}
+        like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
+        sticks = dist.Beta(v["rho"] * v["omega"], (1 - v["rho"]) * v["omega"])
+        with torch.no_grad():
+            return {spec.stick_site: sticks.sample((n,)).to(**like),
+                    spec.membership_site: dist.Dirichlet(v["theta"]).sample((n,)).to(**like),
+                    spec.link_site: dist.Beta(v["w_a"], v["w_b"]).sample((n,)).to(**like)}

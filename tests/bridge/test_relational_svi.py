@@ -1,0 +1,211 @@
+"""A hand-written Pyro HDP relational model is recognised like the DP and HDP models, and
+``SVI(model, RelationalGuide(model), ClosedFormOptimizer(), MemoizedELBO())`` runs it over batches of
+nodes: the engine's memoized fit, step for step, with the guide's Trace_ELBO equal to its bound plus
+the closed-form normaliser gap."""
+
+import math
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro.infer import SVI, Predictive, Trace_ELBO
+from pyro.ops.indexing import Vindex
+
+from pyro_memo import (
+    ClosedFormOptimizer,
+    MemoizedELBO,
+    ModelStructureError,
+    RelationalGuide,
+    batch_pairs,
+    recognize_model,
+    stick_breaking_weights,
+)
+from pyro_memo.models import HDPRelationalModel
+from pyro_memo.relational import MemoizedRelational, NodeBatches
+
+
+def random_pairs(seed, N=24, K=3, drop=0.0):
+    """Every unordered pair of an assortative graph (``drop``: the share left unlisted, unobserved)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, K, N)
+    src, dst = torch.triu_indices(N, N, 1)
+    p = np.where(labels[src] == labels[dst], 0.5, 0.03)
+    y = torch.tensor(rng.random(len(src)) < p, dtype=torch.float64)
+    keep = torch.tensor(rng.random(len(src)) >= drop)
+    return src[keep], dst[keep], y[keep]
+
+
+def users_model(num_nodes, K, alpha=0.5, gamma=2.0, tau_a=1.0, tau_b=3.0, eps=1e-3):
+    """The relational model as a user might write it: other names, keyword arguments, Beta(1, .) links."""
+
+    def graph_model(i, j, links=None, pair_batch=None):
+        with pyro.plate("topics", K):
+            sticks = pyro.sample("v", dist.Beta(torch.tensor(1.0, dtype=torch.float64), gamma))
+            strength = pyro.sample("strength", dist.Beta(torch.tensor(tau_a, dtype=torch.float64), tau_b))
+        beta = stick_breaking_weights(sticks)
+        with pyro.plate("people", num_nodes):
+            member = pyro.sample("member", dist.Dirichlet(alpha * beta.unsqueeze(-2)))
+        tail = torch.cat([strength, torch.full_like(strength[..., :1], eps)], -1).unsqueeze(-2)
+        with pyro.plate("dyads", len(i), subsample=pair_batch) as d:
+            a = pyro.sample("a", dist.Categorical(member[..., i[d], :]))
+            b = pyro.sample("b", dist.Categorical(member[..., j[d], :]))
+            prob = torch.where(a == b, Vindex(tail)[..., a], torch.tensor(eps, dtype=torch.float64))
+            pyro.sample("link", dist.Bernoulli(prob), obs=None if links is None else links[d])
+
+    return graph_model
+
+
+def test_recognition_reads_the_models_hyperparameters_and_names():
+    src, dst, y = random_pairs(0)
+    spec = recognize_model(HDPRelationalModel(24, 3, alpha=0.7, gamma=3.0, tau=(2.0, 5.0), eps=1e-3), src, dst, y)
+    assert spec.kind == "relational" and (spec.N, spec.K) == (24, 3)
+    assert spec.alpha == pytest.approx(0.7) and spec.gamma == pytest.approx(3.0)
+    assert spec.tau == pytest.approx((2.0, 5.0)) and spec.eps == pytest.approx(1e-3, rel=1e-9)
+    batch = batch_pairs(src, dst, torch.tensor([0, 5, 7]))
+    model = users_model(24, 3)
+    spec = recognize_model(model, src, dst, links=y, pair_batch=batch)
+    assert (spec.stick_site, spec.link_site, spec.membership_site) == ("v", "strength", "member")
+    assert (spec.source_site, spec.receiver_site, spec.obs_site, spec.pair_plate) == ("a", "b", "link", "dyads")
+    assert spec.tau == pytest.approx((1.0, 3.0)) and spec.alpha == pytest.approx(0.5)
+    assert spec.subsample_arg == ("kwarg", "pair_batch") and spec.y_arg == ("kwarg", "links")
+
+
+def test_batch_pairs_partition_the_pairs_by_their_smaller_node():
+    src, dst, _ = random_pairs(1)
+    parts = torch.randperm(24, generator=torch.Generator().manual_seed(0)).chunk(4)
+    batches = [batch_pairs(src, dst, nodes) for nodes in parts]
+    assert sorted(torch.cat(batches).tolist()) == list(range(len(src)))
+    for nodes, batch in zip(parts, batches, strict=True):
+        assert bool(torch.isin(torch.minimum(src[batch], dst[batch]), nodes).all())
+
+
+def _model_variant(kind):
+    N, K, eps = 10, 2, 1e-3
+
+    def model(src, dst, y=None, batch=None):
+        with pyro.plate("sticks", K):
+            u = pyro.sample("u", dist.Beta(torch.tensor(1.0, dtype=torch.float64), 2.0))
+            w = pyro.sample("w", dist.Beta(torch.tensor(2.0, dtype=torch.float64), 2.0))
+        beta = stick_breaking_weights(u)
+        conc = 0.5 * (beta if kind != "not alpha beta" else torch.ones_like(beta))
+        node_batch = torch.arange(5) if kind == "subsampled nodes" else None
+        with pyro.plate("nodes", N, subsample=node_batch):
+            pi = pyro.sample("pi", dist.Dirichlet(conc))
+        if kind == "extra site":
+            pyro.sample("noise", dist.Normal(torch.tensor(0.0, dtype=torch.float64), 1.0))
+        pi = pi if kind != "subsampled nodes" else pi.repeat(2, 1)
+        tail = torch.cat([w, w.new_full((1,), eps)])
+        size = 4 if kind == "random subsample" else None
+        with pyro.plate("pairs", len(src), subsample=batch, subsample_size=size) as d:
+            s = pyro.sample("s", dist.Categorical(pi[src[d]]))
+            r = pyro.sample("r", dist.Categorical(pi[dst[d]]))
+            other = eps * (1 + s) if kind == "eps varies" else torch.full_like(tail[s], eps)
+            prob = torch.where(s == r, tail[s], other)
+            pyro.sample("y", dist.Bernoulli(prob), obs=None if y is None else y[d])
+
+    return model
+
+
+@pytest.mark.parametrize("kind,match", [
+    ("subsampled nodes", "subsample the pair plate"),
+    ("eps varies", "observed site .y.: its link probability"),
+    ("not alpha beta", "alpha \\* beta"),
+    ("extra site", "noise"),
+    ("random subsample", "subsampled at random"),
+])
+def test_unsupported_relational_structure_is_refused_with_the_site_and_the_form(kind, match):
+    src, dst = torch.triu_indices(10, 10, 1)
+    y = (torch.arange(len(src)) % 7 == 0).double()
+    with pytest.raises(ModelStructureError, match=match):
+        recognize_model(_model_variant(kind), src, dst, y)
+
+
+def test_bad_pairs_get_one_clear_error():
+    src, dst, y = random_pairs(2, N=10)
+    model = HDPRelationalModel(10, 2)
+    guide = RelationalGuide(model, prefix="bad")
+    svi = SVI(model, guide, ClosedFormOptimizer(), MemoizedELBO())
+    pyro.clear_param_store()
+    with pytest.raises(ValueError, match="listed 2 times"):
+        svi.step(torch.cat([src, src[:1]]), torch.cat([dst, dst[:1]]), torch.cat([y, y[:1]]))
+    bad = y.clone()
+    bad[0] = 2.0
+    with pytest.raises(ValueError, match="0 or 1"):
+        svi.step(src, dst, bad)
+
+
+def _fit_svi(model, src, dst, y, batches, laps, prefix="svi"):
+    pyro.clear_param_store()
+    guide = RelationalGuide(model, prefix=prefix, seed=0)
+    svi = SVI(model, guide, ClosedFormOptimizer(), MemoizedELBO())
+    losses = [[svi.step(src, dst, y, b) for b in batches] for _ in range(laps)]
+    return guide, losses
+
+
+def test_one_batch_svi_is_the_engines_memoized_fit_step_for_step():
+    src, dst, y = random_pairs(3, drop=0.1)
+    model = HDPRelationalModel(24, 3)
+    guide, losses = _fit_svi(model, src, dst, y, [None], 6)
+    graph, _ = guide.graph((src, dst, y), {})
+    driver = MemoizedRelational(K=3, laps=6, tol=0.0, seed=0)
+    fit = driver.fit(NodeBatches(graph, [np.arange(24)]))
+    post = guide.posterior_for(src, dst, y)
+    for key in ("theta", "rho", "omega", "w_a", "w_b"):  # the same globals after every lap's closed-form step
+        torch.testing.assert_close(getattr(post, key), getattr(fit.posterior, key), rtol=1e-7, atol=1e-9)
+    # step t + 1's loss is the bound of lap t's globals with the batch's links refreshed under them,
+    # never below the driver's bound of those globals with the memo of lap t
+    refreshed = [-loss[0] for loss in losses[1:]]
+    assert all(a >= b - 1e-9 * abs(b) for a, b in zip(refreshed, fit.elbo_trace, strict=False))
+    assert refreshed[-1] == pytest.approx(fit.elbo_trace[-2], rel=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_svi_over_node_batches_holds_lap_one_then_never_lowers_the_bound(seed):
+    src, dst, y = random_pairs(seed, N=20, drop=0.05 * (seed % 3))
+    rng = torch.Generator().manual_seed(seed)
+    batches = [batch_pairs(src, dst, nodes) for nodes in torch.randperm(20, generator=rng).chunk(2 + seed % 3)]
+    model = HDPRelationalModel(20, 2 + seed % 3, alpha=0.5)
+    pyro.clear_param_store()
+    guide = RelationalGuide(model, prefix="svi", seed=seed)
+    svi = SVI(model, guide, ClosedFormOptimizer(), MemoizedELBO())
+    guide.setup(src, dst, y, batches[0])
+    start = pyro.param("svi.theta").detach().clone()
+    for b in batches[:-1]:
+        svi.step(src, dst, y, b)
+        torch.testing.assert_close(pyro.param("svi.theta").detach(), start)  # held until the memo covers every pair
+    losses = [svi.step(src, dst, y, batches[-1])]
+    for _ in range(5):
+        losses += [svi.step(src, dst, y, b) for b in batches]
+    assert all(b <= a + 1e-9 * abs(a) for a, b in zip(losses, losses[1:], strict=False))
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_trace_elbo_of_the_svi_trained_guide_is_its_bound_plus_the_normaliser_gap(seed):
+    N, K = 12, 3
+    src, dst, y = random_pairs(seed, N=N, K=K, drop=0.1)
+    model = users_model(N, K)
+    batches = [batch_pairs(src, dst, nodes) for nodes in torch.arange(N).chunk(3)]
+    guide, _ = _fit_svi(model, src, dst, y, batches, 10)
+    bound, gap = guide.elbo(src, dst, y), guide.normaliser_gap(src, dst, y)
+    pyro.set_rng_seed(seed)
+    elbo = Trace_ELBO(num_particles=4000, vectorize_particles=True, max_plate_nesting=1)
+    estimates = [-elbo.loss(model, guide, src, dst, links=y) for _ in range(20)]
+    mean, se = np.mean(estimates), np.std(estimates, ddof=1) / math.sqrt(len(estimates))
+    assert gap > 0
+    assert abs(mean - (bound + gap)) < 3 * se
+    assert abs(mean - bound) > 3 * se  # the check can fail
+
+
+def test_predictive_draws_links_of_any_pairs_from_the_trained_guide():
+    src, dst, y = random_pairs(4)
+    model = HDPRelationalModel(24, 3)
+    guide, _ = _fit_svi(model, src, dst, y, [None], 5)
+    draws = Predictive(model, guide=guide, num_samples=200, return_sites=["y", "pi"])(src, dst)
+    assert draws["y"].shape == (200, len(src)) and draws["pi"].shape == (200, 24, 4)
+    assert bool(((draws["y"] == 0) | (draws["y"] == 1)).all())
+    # linked pairs are likelier under the posterior than non-linked ones
+    rate = draws["y"].mean(0)
+    assert float(rate[y == 1].mean()) > 2 * float(rate[y == 0].mean())
