@@ -9,7 +9,8 @@ Debian's python3-graph-tool ships them: ``apt-get download python3-graph-tool`` 
 is downloaded.
 
     python benchmarks/bench_relational_networks.py GRAPH [--K 12] [--seeds 0,1,2] [--passes 30]
-        [--seconds S] [--eps 1e-4] [--alpha 1] [--methods memo,memo-moves,svi-hdp,svi-ammsb,louvain]
+        [--seconds S] [--eps 1e-4] [--learn-eps] [--alpha 1]
+        [--methods memo,memo-moves,svi-hdp,svi-ammsb,louvain]
 """
 
 from _common import make_parser
@@ -27,18 +28,23 @@ def main():
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--eps", type=float, default=1e-4)
     parser.add_argument("--alpha", type=float, default=1.0)
+    parser.add_argument("--learn-eps", action="store_true",
+                        help="the memoized methods learn eps from --eps by empirical Bayes (the stochastic keep it)")
     parser.add_argument("--methods", default="memo,memo-moves,svi-hdp,svi-ammsb,louvain")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     graph = read_graph_tool(args.graph) if ".gt" in args.graph else load_networkx_graph(args.graph)
     print(f"{graph.name}: {graph.num_nodes} nodes, {graph.num_edges} links, K = {args.K}, eps = {args.eps}, "
-          f"alpha = {args.alpha}", flush=True)
+          f"alpha = {args.alpha}, learn eps: {args.learn_eps}", flush=True)
     seeds = [int(s) for s in args.seeds.split(",")]
-    rows, _ = compare_relational(graph, args.methods.split(","), seeds, Budget(args.passes, args.seconds),
-                                 RelationalSettings(K=args.K, eps=args.eps, alpha=args.alpha), out_dir=args.out,
+    rows, runs = compare_relational(graph, args.methods.split(","), seeds, Budget(args.passes, args.seconds),
+                                 RelationalSettings(K=args.K, eps=args.eps, alpha=args.alpha, learn_eps=args.learn_eps),
+                                 out_dir=args.out,
                                  progress=lambda message: print(message, flush=True))
     for row in rows:
-        print("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+        eps = getattr(runs[row["method"], row["seed"]].posterior, "eps", float("nan"))
+        print("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+              + f"  final_eps {eps:.4g}", flush=True)
 
 
 if __name__ == "__main__":

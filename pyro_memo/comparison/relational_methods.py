@@ -30,6 +30,8 @@ class RelationalSettings:
     alpha: float = 1.0
     gamma: float = 5.0
     eps: float = 1e-4
+    #: the memoized methods learn eps from ``eps`` by empirical Bayes (the stochastic ones keep it fixed)
+    learn_eps: bool = False
     dtype: torch.dtype = torch.float64
 
 
@@ -70,7 +72,8 @@ def _run_ours(model, graph, budget, settings):
 def run_memo(graph, budget, settings, seed, moves=(), K=None):
     """:class:`~pyro_memo.relational.MemoizedRelational` (``tol=0``: runs its whole budget)."""
     model = MemoizedRelational(K=settings.K if K is None else K, alpha=settings.alpha, gamma=settings.gamma,
-                               eps=settings.eps, tol=0, seed=seed, dtype=settings.dtype, moves=moves)
+                               eps=settings.eps, tol=0, seed=seed, dtype=settings.dtype, moves=moves,
+                               learn_eps=settings.learn_eps)
     return _run_ours(model, graph, budget, settings)
 
 

@@ -49,7 +49,7 @@ import torch
 
 from ..allocation.hdp_sticks import expected_beta, fit_top_level, top_level_objective
 from .hdp import expected_log_dirichlet, log_dirichlet_norm
-from .relational import RelationalPosterior
+from .relational import RelationalPosterior, optimal_eps
 from .relational_pairs import link_summary, pair_terms
 
 __all__ = ["GraphPairs", "TiedRelationalPosterior", "graph_pairs", "nonlink_diag", "tied_nonlink_terms"]
@@ -175,28 +175,29 @@ class TiedRelationalPosterior(RelationalPosterior):
     """
 
     def __init__(self, theta, rho, omega, w_a, w_b, alpha, gamma, tau=(1.0, 1.0), eps=1e-4, pairs=None,
-                 membership_iters=1):
-        super().__init__(theta, rho, omega, w_a, w_b, alpha, gamma, tau, eps)
+                 membership_iters=1, learn_eps=False):
+        super().__init__(theta, rho, omega, w_a, w_b, alpha, gamma, tau, eps, learn_eps)
         if pairs is None:
             raise ValueError("a TiedRelationalPosterior needs the graph's pairs (graph_pairs(edges, missing, N))")
         self.pairs, self.membership_iters = pairs, int(membership_iters)
 
     @classmethod
-    def from_memberships(cls, memberships, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, scale=None, pairs=None):
+    def from_memberships(cls, memberships, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, scale=None, pairs=None,
+                         learn_eps=False):
         """As :meth:`RelationalPosterior.from_memberships`, with the graph's ``pairs``."""
-        base = RelationalPosterior.from_memberships(memberships, alpha, gamma, tau, eps, scale)
+        base = RelationalPosterior.from_memberships(memberships, alpha, gamma, tau, eps, scale, learn_eps)
         return cls.like(base, pairs)
 
     @classmethod
     def like(cls, post, pairs, membership_iters=1):
         """``post``'s globals (any relational posterior) in this family."""
         return cls(post.theta, post.rho, post.omega, post.w_a, post.w_b, post.alpha, post.gamma, post.tau, post.eps,
-                   pairs, membership_iters)
+                   pairs, membership_iters, post.learn_eps)
 
     def with_globals(self, theta, rho, omega, w_a, w_b):
         """This posterior's kind with other globals (same hyperparameters and graph)."""
         return TiedRelationalPosterior(theta, rho, omega, w_a, w_b, self.alpha, self.gamma, self.tau, self.eps,
-                                       self.pairs, self.membership_iters)
+                                       self.pairs, self.membership_iters, self.learn_eps)
 
     # ------------------------------------------------------------- local step
     def local_step(self, edges, sources, start=None, iters=None, missing=None):
@@ -230,9 +231,13 @@ class TiedRelationalPosterior(RelationalPosterior):
             theta = optimize_memberships(theta, objective, direction, self.membership_iters)
             e_log_pi = expected_log_dirichlet(theta)
             rho, omega, alpha, gamma = fit_top_level(rho, omega, N, e_log_pi.sum(0), alpha, gamma, stick_iters)
-        w_b = self.tau[1] + nonlink_diag(theta, K, self.pairs)
-        new = TiedRelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, self.eps, self.pairs,
-                                      self.membership_iters)
+        d0 = nonlink_diag(theta, K, self.pairs)
+        w_b = self.tau[1] + d0
+        eps = self.eps
+        if self.learn_eps:  # eq. E1 of pyro_memo.posterior.relational, with U = sum_i n_i / 2 non-linked pairs
+            eps = optimal_eps(summary.num_links - summary.link_diag.sum(), 0.5 * self.pairs.nonlinks.sum() - d0.sum())
+        new = TiedRelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, eps, self.pairs,
+                                      self.membership_iters, self.learn_eps)
         new._e_log_pi = e_log_pi  # of this theta: computed once
         return new
 

@@ -69,7 +69,9 @@ class MemoizedRelational(MemoizedDriver):
     :param float alpha: membership concentration (unused with ``alpha_prior``).
     :param float gamma: top-level concentration (unused with ``gamma_prior``).
     :param tau: ``(tau_a, tau_b)``, Beta prior of the communities' link probabilities.
-    :param float eps: background link probability (fixed; Kim et al. 2013 use a small constant).
+    :param float eps: background link probability (fixed, as Kim et al. 2013; or the start of ``learn_eps``).
+    :param bool learn_eps: learn ``eps`` by maximising the exact bound after every global step
+        (empirical Bayes, eq. E1 of :mod:`pyro_memo.posterior.relational`).
     :param str nonlinks: the non-linked pairs' roles: ``"tied"`` to the memberships (default) or
         ``"free"`` (Kim et al. 2013); see the module docstring.
     :param int nonlink_iters: block rounds of the non-linked factors per visit (eq. R5; ``"free"`` only).
@@ -89,7 +91,7 @@ class MemoizedRelational(MemoizedDriver):
 
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
-                 record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied"):
+                 record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied", learn_eps=False):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         check_hyperparameters(alpha, gamma, tau, eps)
@@ -105,6 +107,7 @@ class MemoizedRelational(MemoizedDriver):
         if nonlinks not in ("tied", "free"):
             raise ValueError(f"nonlinks must be 'tied' or 'free'; got {nonlinks!r}")
         self.nonlinks = nonlinks
+        self.learn_eps = bool(learn_eps)
 
     def make_source(self, data, num_batches):
         """A :class:`~pyro_memo.data.Graph` in ``num_batches`` fixed random batches of source nodes."""
@@ -123,11 +126,12 @@ class MemoizedRelational(MemoizedDriver):
         (``"tied"``, where only links inform a membership); sticks and links at their prior."""
         m = initial_memberships(source.graph, self.K, self.init, self.seed, self.dtype, self.device)
         if self.nonlinks == "free":
-            return RelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, scale=1.0)
+            return RelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, scale=1.0,
+                                                        learn_eps=self.learn_eps)
         pairs = graph_pairs(source.edges, source.missing, source.num_items, self.dtype)
         links = (source.num_items - 1 - pairs.nonlinks).to(m.device)[:, None]  # each node's links (and unobserved)
         return TiedRelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, links + 1.0,
-                                                        pairs)
+                                                        pairs, self.learn_eps)
 
     def local_step(self, state, key, batch):
         """The batch's pairs under the current globals, its non-linked factors continued from its
