@@ -122,3 +122,17 @@ def test_moves_grow_the_communities_and_are_reported(tmp_path):
     out = json.loads((tmp_path / "m.json").read_text())
     assert len(out["moves"]) == out["laps"] and set(out["moves"][0]) == {"birth", "delete", "merge"}
     assert sum(lap["birth"]["accepted"] for lap in out["moves"]) >= 1 and out["K"] >= 2
+
+
+def test_learn_eps_reports_the_learnt_value_and_resumes_only_with_it(graph_files, tmp_path, capsys):
+    common = ["fit", str(graph_files / "g.txt"), "--model", "relational", "--K", "3", "--tol", "0", "--quiet"]
+    run = tmp_path / "run"
+    assert main(common + ["--learn-eps", "--laps", "3", "--save", str(run), "--json", str(tmp_path / "a.json")]) == 0
+    out = json.loads((tmp_path / "a.json").read_text())
+    assert out["learn_eps"] and out["eps"] != 1e-4 and 0 < out["eps"] < 1
+    assert "(learnt)" in capsys.readouterr().out
+    assert main(common + ["--learn-eps", "--laps", "5", "--resume", str(run), "--json", str(tmp_path / "b.json")]) == 0
+    assert json.loads((tmp_path / "b.json").read_text())["resumed_laps"] == 3
+    capsys.readouterr()
+    assert main(common + ["--laps", "5", "--resume", str(run)]) == 2
+    assert "the saved fit has --learn-eps" in capsys.readouterr().err

@@ -65,6 +65,9 @@ register_option("fit", ALPHA_PRIOR_OPTION)
 for _command in ("fit", "compare"):
     register_option(_command, Option("--eps", "background probability of a link between nodes in different communities "
                                        "(fixed, in (0, 1)).", {"type": float}))
+for _command in ("fit", "compare"):
+    register_option(_command, Option("--learn-eps", "learn the background probability from --eps by maximising the "
+                                                    "exact bound (empirical Bayes).", {"action": "store_true"}))
 register_option("fit", Option("--nonlinks", "variational family of the non-linked pairs' roles.",
                               {"metavar": "FAMILY"}))
 register_option("fit", Option("--heldout", "fraction of the links held out, with as many non-links, for held-out "
@@ -120,7 +123,7 @@ def _graph_text(graph, description):
 def _hyper_text(args, out):
     alpha = (f"E[alpha] {out['alpha']:.4g} (Gamma({args.alpha_prior}) prior)" if args.alpha_prior
              else f"alpha {args.alpha:g}")
-    return f"{alpha}, eps {args.eps:g}"
+    return f"{alpha}, eps {out['eps']:.4g}" + (" (learnt)" if args.learn_eps else "")
 
 
 def _summary(args, out, description, fit):
@@ -151,11 +154,13 @@ def _check_resume(args, state, graph):
     learnt = isinstance(post.alpha, GammaConcentration)
     saved = {"--dtype": (args.dtype, str(post.theta.dtype).split(".")[-1]),
              "--alpha-prior": (given_prior_text(args.alpha_prior), prior_text(post.alpha.prior if learnt else None)),
-             "--eps": (float(args.eps), float(post.eps)), "nodes in GRAPH": (graph.num_nodes, post.N),
+             "--learn-eps": (bool(args.learn_eps), post.learn_eps), "nodes in GRAPH": (graph.num_nodes, post.N),
              "--nonlinks": (args.nonlinks, "tied" if hasattr(post, "pairs") else "free"),
              **memo_resume_entries(args, state, post.K)}
     if not args.alpha_prior and not learnt:
         saved["--alpha"] = (float(args.alpha), float(post.alpha))
+    if not args.learn_eps and not post.learn_eps:
+        saved["--eps"] = (float(args.eps), float(post.eps))
     if total is not None:
         saved["links fitted (GRAPH, --heldout)"] = (graph.num_edges, int(round(float(total.num_links))))
     check_resume_matches(args, saved)
@@ -201,6 +206,9 @@ class Relational(CliModel):
             "alpha_prior": Use("learn the membership concentration: alpha ~ Gamma(S1, S2) (shape, rate) with its "
                                "closed-form posterior q(alpha), in place of a fixed --alpha", default=""),
             "eps": Use(default=1e-4),
+            "learn_eps": Use("each global step sets eps to the maximiser of the bound, A / (A + B): the links' and "
+                             "the non-links' expected mass between communities (Kim et al. 2013 fix it); --eps is "
+                             "its start", default=False),
             "moves": Use("birth, delete, merge (exact whole-graph bound acceptance); e.g. --moves birth,delete,merge "
                          "--K 1 grows the communities from one", default=""),
             "heldout": Use("drawn by split_pairs with seed 0; the fit sees the rest, the summary and --json report the "
@@ -208,6 +216,8 @@ class Relational(CliModel):
         },
         "compare": {
             "data": Use(_DATA), "alpha": Use("membership concentration", default=1.0), "eps": Use(default=1e-4),
+            "learn_eps": Use("memo and memo-moves learn eps from --eps by empirical Bayes (the stochastic methods "
+                             "keep it fixed)", default=False),
             "methods": Use("relational methods: memo (fixed --K), memo-moves (from K = 1 with birth, delete, merge), "
                            "svi-hdp (Kim et al. 2013), svi-ammsb (Gopalan et al. 2012), louvain (needs networkx)",
                            default="memo,memo-moves,svi-hdp,svi-ammsb"),
@@ -254,7 +264,7 @@ class Relational(CliModel):
         model = MemoizedRelational(K=args.K, alpha=args.alpha, eps=args.eps, laps=args.laps, tol=args.tol,
                                    seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
                                    alpha_prior=parse_alpha_prior(args.alpha_prior), init=args.init,
-                                   moves=args.moves, nonlinks=args.nonlinks)
+                                   moves=args.moves, nonlinks=args.nonlinks, learn_eps=args.learn_eps)
         state = model.new_state()
         if args.resume:
             state = load_resume(args, self.name)
@@ -276,7 +286,8 @@ class Relational(CliModel):
         weights = post.expected_beta()[:-1].cpu().numpy()
         out = {
             "data": args.data, "model": self.name, "nodes": full.num_nodes, "edges": full.num_edges,
-            "truncation": args.K, "batches": args.batches, "init": args.init, "eps": args.eps,
+            "truncation": args.K, "batches": args.batches, "init": args.init, "eps": post.eps,
+            "learn_eps": bool(args.learn_eps),
             "nonlinks": args.nonlinks,
             "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > MIN_WEIGHT).sum()),
             "k_trace": per_lap(k_trace, len(fit.elbo_trace)), "weights": weights.tolist(),
@@ -312,7 +323,8 @@ class Relational(CliModel):
             raise ValueError(f"--batches {args.batches} exceeds the number of nodes ({graph.num_nodes})")
         if not args.quiet:
             print(_graph_text(graph, description), file=sys.stderr)
-        settings = RelationalSettings(K=args.K, batches=args.batches, alpha=args.alpha, eps=args.eps)
+        settings = RelationalSettings(K=args.K, batches=args.batches, alpha=args.alpha, eps=args.eps,
+                                      learn_eps=args.learn_eps)
         try:
             rows, _ = compare_relational(graph, methods, seeds, budget=Budget(args.passes, args.seconds),
                                          settings=settings, out_dir=args.out, progress=compare_progress(args),
