@@ -24,4 +24,4 @@ DP_METHOD_NAMES = ("memo", "memo-moves", "memo-incremental", "vb", "svi-k0.5-d10
 TOPIC_METHOD_NAMES = ("memo", "memo-moves", "svi-k0.5-d10", "svi-k0.9-d10", "gensim-hdp", "tomotopy-hdp",
                       "tomotopy-lda")
 #: relational comparison methods, in the order of :data:`pyro_memo.comparison.RELATIONAL_METHODS`
-RELATIONAL_METHOD_NAMES = ("memo", "memo-moves", "svi-hdp", "svi-ammsb", "louvain")
+RELATIONAL_METHOD_NAMES = ("memo", "memo-moves", "svi-hdp", "svi-ammsb", "louvain", "sbm")

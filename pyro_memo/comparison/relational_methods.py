@@ -1,8 +1,9 @@
 """Relational-model methods behind one signature, scored alike: memoized inference at fixed K
 (``memo``) and from K = 1 with births, deletes and merges (``memo-moves``), the stochastic HDP
 relational algorithm of Kim, Gopalan, Blei & Sudderth 2013 (``svi-hdp``), fixed-K stochastic a-MMSB
-of Gopalan et al. 2012 (``svi-ammsb``), and networkx's Louvain communities (``louvain``, Blondel et
-al. 2008; only where networkx is installed).
+of Gopalan et al. 2012 (``svi-ammsb``), and two reference community detectors where installed:
+networkx's Louvain communities (``louvain``, Blondel et al. 2008) and graph-tool's stochastic block
+model (``sbm``, Peixoto 2014; :func:`run_sbm`).
 
 A runner takes the training :class:`~pyro_memo.data.Graph` (held-out pairs marked ``missing``), a
 :class:`~pyro_memo.comparison.Budget`, the shared :class:`RelationalSettings` and a seed, and returns
@@ -141,6 +142,66 @@ def run_louvain(graph, budget, settings, seed):
     return run
 
 
+#: what the graph-tool subprocess runs: edges ``(E, 2)`` and the node count in, block labels out (JSON)
+_SBM_SCRIPT = """
+import json, sys
+import numpy as np
+import graph_tool.all as gt
+task = json.load(sys.stdin)
+gt.openmp_set_num_threads(1)  # with several threads its runs differ under one seed
+np.random.seed(task["seed"] + 1)
+gt.seed_rng(task["seed"] + 1)  # graph-tool draws a random seed for 0
+g = gt.Graph(directed=False)
+g.add_vertex(task["nodes"])
+g.add_edge_list(np.asarray(task["edges"], dtype=np.int64).reshape(-1, 2))
+state = gt.minimize_blockmodel_dl(g)
+json.dump([int(b) for b in state.get_blocks().a], sys.stdout)
+"""
+
+
+def _graph_tool_python():
+    """An interpreter that imports graph-tool: ``$PYRO_MEMO_GRAPH_TOOL_PYTHON``, this one, or the system's
+    ``python3`` (Debian's python3-graph-tool installs there, built for the system's numpy)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    given = os.environ.get("PYRO_MEMO_GRAPH_TOOL_PYTHON")
+    candidates = [given] if given else [sys.executable, "/usr/bin/python3", shutil.which("python3")]
+    for python in dict.fromkeys(c for c in candidates if c):
+        probe = subprocess.run([python, "-c", "import graph_tool.all"], capture_output=True, timeout=120)
+        if probe.returncode == 0:
+            return python
+    raise ImportError("method sbm needs graph-tool (not on PyPI): install Debian's python3-graph-tool "
+                      "(apt-get install python3-graph-tool) or conda-forge's graph-tool, or point "
+                      "PYRO_MEMO_GRAPH_TOOL_PYTHON at an interpreter that imports graph_tool")
+
+
+def run_sbm(graph, budget, settings, seed):
+    """graph-tool's stochastic block model (``minimize_blockmodel_dl``, Peixoto 2014: the partition of
+    minimum description length; one run, no budget to spend) on the training links, in a subprocess
+    with an interpreter that has graph-tool; scored by :class:`BlockDensity`. Its seconds include
+    that interpreter's start and imports."""
+    import json
+    import subprocess
+
+    python = _graph_tool_python()
+    run = RelationalRun()
+    start = clock.now()
+    task = {"nodes": graph.num_nodes, "edges": np.asarray(graph.edges).tolist(), "seed": int(seed)}
+    done = subprocess.run([python, "-c", _SBM_SCRIPT], input=json.dumps(task), capture_output=True, text=True,
+                          timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"graph-tool's minimize_blockmodel_dl failed: {done.stderr.strip()[-500:]}")
+    run.posterior = BlockDensity(graph, np.asarray(json.loads(done.stdout), dtype=np.int64))
+    run.laps.append(1)
+    run.seconds.append(clock.now() - start)
+    run.bound.append(float("nan"))
+    run.K.append(_communities(run.posterior))
+    return run
+
+
 #: relational methods by name
 RELATIONAL_METHODS = {
     "memo": run_memo,
@@ -148,4 +209,5 @@ RELATIONAL_METHODS = {
     "svi-hdp": run_svi,
     "svi-ammsb": lambda g, b, s, seed: run_svi(g, b, s, seed, ammsb=True),
     "louvain": run_louvain,
+    "sbm": run_sbm,
 }

@@ -49,3 +49,30 @@ def _has_networkx():
     except ImportError:
         return False
     return True
+
+
+def _system_graph_tool():
+    from pyro_memo.comparison.relational_methods import _graph_tool_python
+
+    try:
+        return _graph_tool_python()
+    except ImportError:
+        return None
+
+
+def test_sbm_without_graph_tool_says_how_to_get_it(monkeypatch):
+    monkeypatch.setenv("PYRO_MEMO_GRAPH_TOOL_PYTHON", "/bin/false")  # an interpreter that imports nothing
+    graph = assortative_graph(30, 2, seed=0)[0]
+    with pytest.raises(ImportError, match="python3-graph-tool"):
+        compare_relational(graph, ["sbm"], seeds=(0,), budget=Budget(passes=1), settings=RelationalSettings(K=2))
+
+
+@pytest.mark.skipif(_system_graph_tool() is None, reason="graph-tool is optional and not installed here")
+def test_sbm_runs_through_the_harness_once_per_seed_and_repeats_itself():
+    graph = assortative_graph(200, 3, alpha=0.01, link_probs=np.full(3, 0.3), epsilon=1e-3, seed=2)[0]
+    from pyro_memo.comparison.relational_methods import run_sbm
+
+    first, second = (run_sbm(graph, Budget(passes=1), RelationalSettings(K=3), 1).posterior.labels for _ in range(2))
+    np.testing.assert_array_equal(first, second)
+    rows, _ = compare_relational(graph, ["sbm"], seeds=(1,), budget=Budget(passes=1), settings=RelationalSettings(K=3))
+    assert rows[0]["nmi"] > 0.8 and rows[0]["heldout_auc"] > 0.75 and rows[0]["effective_communities"] >= 3

@@ -219,7 +219,8 @@ class Relational(CliModel):
             "learn_eps": Use("memo and memo-moves learn eps from --eps by empirical Bayes (the stochastic methods "
                              "keep it fixed)", default=False),
             "methods": Use("relational methods: memo (fixed --K), memo-moves (from K = 1 with birth, delete, merge), "
-                           "svi-hdp (Kim et al. 2013), svi-ammsb (Gopalan et al. 2012), louvain (needs networkx)",
+                           "svi-hdp (Kim et al. 2013), svi-ammsb (Gopalan et al. 2012), louvain (needs networkx), sbm "
+                           "(graph-tool's minimize_blockmodel_dl; needs graph-tool)",
                            default="memo,memo-moves,svi-hdp,svi-ammsb"),
             "seeds": Use(default="0"), "passes": Use(default=20.0), "seconds": Use(), "K": Use(default=10),
             "batches": Use("batches of nodes per pass (memo); the stochastic methods take max(--batches, 10) steps "
