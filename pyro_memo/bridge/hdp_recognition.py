@@ -33,7 +33,15 @@ import torch
 from pyro import poutine
 
 from ..allocation import stick_breaking_weights
-from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
+from .structure import (
+    ArgumentReader,
+    ModelStructureError,
+    _base,
+    _constant_over_components,
+    _find_sticks,
+    _plates,
+    single_plate,
+)
 
 #: the supported HDP form, quoted in error messages
 HDP_FORM = ("u ~ Beta(1, gamma) in a plate of size K; phi ~ Dirichlet(lam0 * ones(V)) in a plate of size K + 1; "
@@ -223,11 +231,7 @@ def is_hdp(global_sites, T):
 
 
 def _single_plate(site, what):
-    stack = site["cond_indep_stack"]
-    if len(stack) != 1:
-        raise ModelStructureError(f"{what} site '{site['name']}' must sit in exactly one plate; found "
-                                  f"{[f.name for f in stack]}. Supported HDP form: {HDP_FORM}")
-    return stack[0]
+    return single_plate(site, what, f"HDP form: {HDP_FORM}")
 
 
 def _topics_and_documents(sites, T):

@@ -31,7 +31,7 @@ from pyro import poutine
 
 from ..allocation import stick_breaking_weights
 from ..posterior.relational import check_hyperparameters
-from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _plates
+from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _plates, single_plate
 
 #: the supported relational form, quoted in error messages
 RELATIONAL_FORM = ("u ~ Beta(1, gamma) in a plate of size K; pi ~ Dirichlet(alpha * beta(u)) in a node plate of size "
@@ -128,11 +128,7 @@ class RelationalSpec(ArgumentReader):
 
 
 def _single_plate(site, what):
-    stack = site["cond_indep_stack"]
-    if len(stack) != 1:
-        raise ModelStructureError(f"{what} site '{site['name']}' must sit in exactly one plate; found "
-                                  f"{[f.name for f in stack]}. Supported relational form: {RELATIONAL_FORM}")
-    return stack[0]
+    return single_plate(site, what, f"relational form: {RELATIONAL_FORM}")
 
 
 def _trace(model, args, kwargs, data):

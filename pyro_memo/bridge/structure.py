@@ -26,6 +26,16 @@ def _plates(site):
     return {f.name: f for f in site["cond_indep_stack"]}
 
 
+def single_plate(site, what, form):
+    """The one plate ``site`` sits in; else a :class:`ModelStructureError` naming the site, its plates
+    and the supported ``form``."""
+    stack = site["cond_indep_stack"]
+    if len(stack) != 1:
+        raise ModelStructureError(f"{what} site '{site['name']}' must sit in exactly one plate; found "
+                                  f"{[f.name for f in stack]}. Supported {form}")
+    return stack[0]
+
+
 def _constant_over_components(t, event_dim, site, what):
     flat = t.reshape((-1,) + t.shape[t.dim() - event_dim:])
     if not bool(torch.allclose(flat, flat[:1].expand_as(flat), rtol=1e-10, atol=0)):
