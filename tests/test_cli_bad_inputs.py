@@ -180,7 +180,7 @@ def cases(f):
         (["compare", str(f / "nan.npz")], "NaN"), (hcmp + ["--methods", "memo,lda"], "lda"),
         (hcmp + ["--heldout", "0"], "--heldout"), (hcmp + ["--gamma", "0"], "--gamma"),
         (["compare", "--model", "hdp"], "corpus"),
-        (rcmp + ["--methods", "memo,sbm"], "sbm"), (rcmp + ["--heldout", "0"], "--heldout"),
+        (rcmp + ["--methods", "memo,spectral"], "spectral"), (rcmp + ["--heldout", "0"], "--heldout"),
         (rcmp + ["--heldout", "1"], "--heldout"), (rcmp + ["--eps", "0"], "--eps"), (rcmp + ["--K", "0"], "--K"),
         (rcmp + ["--passes", "0"], "--passes"), (rcmp + ["--seeds", ""], "--seeds"),
         (rcmp + ["--batches", "501"], "batches"), (rcmp + ["--out", unwritable], "--out"),

@@ -159,6 +159,18 @@ json.dump([int(b) for b in state.get_blocks().a], sys.stdout)
 """
 
 
+def check_optional_methods(methods):
+    """Raise an ImportError saying how to install what the reference detectors among ``methods`` need
+    (``louvain``: networkx; ``sbm``: graph-tool), before any method runs."""
+    if "louvain" in methods:
+        try:
+            import networkx  # noqa: F401
+        except ImportError as err:
+            raise ImportError("method louvain needs networkx (pip install networkx)") from err
+    if "sbm" in methods:
+        _graph_tool_python()
+
+
 def _graph_tool_python():
     """An interpreter that imports graph-tool: ``$PYRO_MEMO_GRAPH_TOOL_PYTHON``, this one, or the system's
     ``python3`` (Debian's python3-graph-tool installs there, built for the system's numpy)."""

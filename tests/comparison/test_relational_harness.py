@@ -76,3 +76,12 @@ def test_sbm_runs_through_the_harness_once_per_seed_and_repeats_itself():
     np.testing.assert_array_equal(first, second)
     rows, _ = compare_relational(graph, ["sbm"], seeds=(1,), budget=Budget(passes=1), settings=RelationalSettings(K=3))
     assert rows[0]["nmi"] > 0.8 and rows[0]["heldout_auc"] > 0.75 and rows[0]["effective_communities"] >= 3
+
+
+def test_cli_compare_without_graph_tool_is_one_error_before_any_method_runs(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("PYRO_MEMO_GRAPH_TOOL_PYTHON", "/bin/false")
+    argv = ["compare", "karate", "--model", "relational", "--methods", "memo,sbm", "--passes", "1", "--quiet",
+            "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sbm needs graph-tool" in err[0] and not (tmp_path / "out").exists()

@@ -314,9 +314,14 @@ class Relational(CliModel):
     def compare(self, args):
         _imports()
         from ...comparison import RELATIONAL_COLUMNS, RELATIONAL_METHODS, Budget, RelationalSettings, compare_relational
+        from ...comparison.relational_methods import check_optional_methods
 
         methods = parse_methods(args.methods, RELATIONAL_METHODS, self.name)
         seeds = parse_seeds(args.seeds)
+        try:  # an optional detector that is missing: one error before any method runs
+            check_optional_methods(methods)
+        except ImportError as err:
+            raise ValueError(str(err)) from None
         graph, description = load_graph(args.data)
         if graph.num_edges == 0:
             raise ValueError(f"{args.data}: the graph has no links")
