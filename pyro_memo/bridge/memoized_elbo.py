@@ -46,10 +46,10 @@ class MemoizedELBO(ELBO):
         self.incremental_first_lap = bool(incremental_first_lap)
 
     def _move(self, guide, complete, target):
-        """Write the update toward ``target`` as gradients, or zero gradients while the first
-        lap is held (the memo is not ``complete``)."""
+        """Write the update toward ``target()`` (the closed-form globals, computed only when used) as
+        gradients, or zero gradients while the first lap is held (the memo is not ``complete``)."""
         if self.incremental_first_lap or complete:
-            guide.set_update_direction(target)
+            guide.set_update_direction(target())
             return
         for name in guide._names().values():
             unconstrained = pyro.param(name).unconstrained()
@@ -122,7 +122,7 @@ class MemoizedELBO(ELBO):
             guide.memo_pairs[key] = size
             total = guide.memo.total
             complete = sum(guide.memo_pairs.values()) >= len(guide.spec.pairs(args, kwargs)[0])
-            self._move(guide, complete, posterior.updated(total))
+            self._move(guide, complete, lambda: posterior.updated(total))
             return -float(posterior.elbo(total))
         if isinstance(guide, HDPGuide):
             self._check(model, guide, args, kwargs)
@@ -130,13 +130,15 @@ class MemoizedELBO(ELBO):
             posterior, key, summary = self._hdp_step(guide, args, kwargs, store=True)
             guide.memo.replace(key, summary)
             total = guide.memo.total
-            self._move(guide, guide.memo.num_items >= guide.spec.plate_size(args, kwargs), posterior.updated(total))
+            complete = guide.memo.num_items >= guide.spec.plate_size(args, kwargs)
+            self._move(guide, complete, lambda: posterior.updated(total))
             return -float(posterior.elbo(total))
         guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
         guide.check_data(*args, **kwargs)
         guide.memo.replace(key, summary)
         total = guide.memo.total
         loss = -float(posterior.elbo(total))
-        target = DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total)
-        self._move(guide, guide.memo.num_items >= guide.spec.plate_args(args, kwargs)[0], target)
+        complete = guide.memo.num_items >= guide.spec.plate_args(args, kwargs)[0]
+        self._move(guide, complete,
+                   lambda: DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total))
         return loss

@@ -78,6 +78,8 @@ class RelationalGuide(GlobalSiteReadouts):
         self.prefix = default_prefix(model) if prefix is None else str(prefix)
         self.spec = None
         self._graph = None  # (the call's pairs, Graph, GraphPairs)
+        self._raw = None  # (the call's pairs, raw_data)
+        self._trained_on = None  # the raw_data check_data last saw
         self._fingerprint = DataFingerprint()
         #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
         self.memo = SummaryCache()
@@ -103,29 +105,35 @@ class RelationalGuide(GlobalSiteReadouts):
         return self
 
     def raw_data(self, args, kwargs):
-        """The call's pairs as one ``(P, 3)`` float64 tensor of (src, dst, y) rows."""
-        src, dst, y = self.spec.pairs(args, kwargs)
-        return torch.stack([src.double(), dst.double(), y], 1)
+        """The call's pairs as one ``(P, 3)`` float64 tensor of (src, dst, y) rows (the same object while
+        the call's pairs are, so the data fingerprint is taken once)."""
+        pairs = self.spec.pairs(args, kwargs)
+        if self._raw is None or self._raw[0] is not pairs:
+            src, dst, y = pairs
+            self._raw = (pairs, torch.stack([src.double(), dst.double(), y], 1))
+        return self._raw[1]
 
     def graph(self, args, kwargs):
         """``(Graph, GraphPairs)`` of the call's pairs (:func:`observed_graph`), rebuilt only when they change."""
-        src, dst, y = self.spec.pairs(args, kwargs)
+        pairs = self.spec.pairs(args, kwargs)
         seen = self._graph[0] if self._graph is not None else None
-        if seen is None or not all(torch.equal(a, b) for a, b in zip(seen, (src, dst, y), strict=True)):
-            graph = observed_graph(src, dst, y, self.spec.N)
+        if seen is not pairs and (seen is None or not all(torch.equal(a, b) for a, b in zip(seen, pairs, strict=True))):
+            graph = observed_graph(*pairs, self.spec.N)
             edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long).reshape(-1, 2)
             missing = torch.as_tensor(np.array(graph.missing), dtype=torch.long).reshape(-1, 2)
-            self._graph = ((src, dst, y), graph, graph_pairs(edges, missing, graph.num_nodes))
+            self._graph = (pairs, graph, graph_pairs(edges, missing, graph.num_nodes))
         return self._graph[1], self._graph[2]
 
     def check_data(self, *args, **kwargs):
         """Before training on this call's pairs: warn (:class:`~pyro_memo.bridge.param_store.WarmStartWarning`)
         if the stored globals were fitted to other pairs, then record these; the memo of other pairs is dropped."""
         raw = self.raw_data(args, kwargs)
-        store = pyro.get_param_store()
-        name = f"{self.prefix}.fingerprint"
-        if name in store and not torch.equal(store[name].detach(), fingerprint(raw)):
-            self.memo, self.memo_pairs = SummaryCache(), {}
+        if raw is not self._trained_on:
+            store = pyro.get_param_store()
+            name = f"{self.prefix}.fingerprint"
+            if name in store and not torch.equal(store[name].detach(), fingerprint(raw)):
+                self.memo, self.memo_pairs = SummaryCache(), {}
+            self._trained_on = raw
         self._fingerprint.check(self.prefix, raw)
 
     def initial_posterior(self, *args, **kwargs):

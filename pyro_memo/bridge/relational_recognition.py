@@ -106,10 +106,21 @@ class RelationalSpec(ArgumentReader):
         return default
 
     def pairs(self, args, kwargs):
-        """The call's ``(src, dst, y)``: every observed pair (long, long, float64), validated."""
-        src = torch.as_tensor(self._get(self.src_arg, args, kwargs)).long().reshape(-1)
-        dst = torch.as_tensor(self._get(self.dst_arg, args, kwargs)).long().reshape(-1)
-        y = self._get(self.y_arg, args, kwargs, None)
+        """The call's ``(src, dst, y)``: every observed pair (long, long, float64), validated; the same
+        tensors again while the call's arguments are the same, unmodified objects (SVI steps pass the
+        whole pair list every time)."""
+        given = tuple(self._get(where, args, kwargs, None) for where in (self.src_arg, self.dst_arg, self.y_arg))
+        key = tuple((id(v), getattr(v, "_version", None)) for v in given)
+        cached = self.extra.get("_pairs")
+        if cached is not None and cached[0] == key and all(a is b for a, b in zip(cached[1], given, strict=True)):
+            return cached[2]
+        checked = self._checked_pairs(*given)
+        self.extra["_pairs"] = (key, given, checked)
+        return checked
+
+    def _checked_pairs(self, src, dst, y):
+        src = torch.as_tensor(src).long().reshape(-1)
+        dst = torch.as_tensor(dst).long().reshape(-1)
         if y is None:
             raise ValueError(f"memoized inference needs the observed links: pass them as the model's "
                              f"'{self.obs_site}' argument")
@@ -252,6 +263,7 @@ def recognize_relational(model, args, kwargs, trace, plates, obs, roles, global_
         src_arg=src_arg, dst_arg=dst_arg, y_arg=y_arg, subsample_arg=subsample_arg)
     spec.extra.update(model_dtype=membership["value"].dtype, model_device=membership["value"].device,
                       arg_names=_positional_names(model))
+    spec.extra["num_batch_pairs"] = obs["value"].numel()
     spec.eps = _read_eps(model, args, kwargs, spec)
     try:
         check_hyperparameters(spec.alpha, spec.gamma, spec.tau, spec.eps)
@@ -286,7 +298,7 @@ def _read_eps(model, args, kwargs, spec):
     """``eps``: the link probability of a pair whose roles differ (source in community 0, receiver in
     the tail)."""
     like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
-    n = len(_trace(model, args, kwargs, {}).nodes[spec.obs_site]["value"].reshape(-1))
+    n = spec.extra["num_batch_pairs"]
     s = torch.zeros(n, dtype=torch.long, device=like["device"])
     w = torch.full((spec.K,), 0.5, **like)
     p = _link_probs(model, args, kwargs, spec, _roles_data(spec, s, s + spec.K, w))
@@ -306,7 +318,7 @@ def verify_relational_wiring(model, args, kwargs, spec):
     g = torch.Generator().manual_seed(0)
     like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
     K = spec.K
-    n = len(_trace(model, args, kwargs, {}).nodes[spec.obs_site]["value"].reshape(-1))
+    n = spec.extra["num_batch_pairs"]
     u = (0.05 + 0.9 * torch.rand(K, generator=g, dtype=torch.float64)).to(**like)
     w = (0.1 + 0.8 * torch.rand(K, generator=g, dtype=torch.float64)).to(**like)
     s = torch.randint(K + 1, (n,), generator=g)

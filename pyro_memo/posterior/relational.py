@@ -199,13 +199,17 @@ class RelationalPosterior(VariationalPosterior):
             theta = torch.cat([prior[:K] + roles, prior[K:].expand(N, 1)], 1)
             e_log_pi = expected_log_dirichlet(theta)
             rho, omega, alpha, gamma = fit_top_level(rho, omega, N, e_log_pi.sum(0), alpha, gamma, stick_iters)
-        eps = self.eps
-        if self.learn_eps:  # eq. E1
-            eps = optimal_eps(summary.num_links - summary.link_diag.sum(),
-                              summary.num_nonlinks - summary.nonlink_diag.sum())
+        eps = self.next_eps(summary, summary.num_nonlinks - summary.nonlink_diag.sum())
         new = RelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, eps, self.learn_eps)
         new._e_log_pi = e_log_pi  # of this theta: computed once
         return new
+
+    def next_eps(self, summary, off_nonlinks):
+        """The background probability after a global step: eq. E1 with ``off_nonlinks`` the non-linked
+        pairs' expected mass off the diagonal, if learnt; else the fixed value."""
+        if not self.learn_eps:
+            return self.eps
+        return optimal_eps(summary.num_links - summary.link_diag.sum(), off_nonlinks)
 
     def update(self, summary):
         return self.updated(summary)

@@ -49,7 +49,7 @@ import torch
 
 from ..allocation.hdp_sticks import expected_beta, fit_top_level, top_level_objective
 from .hdp import expected_log_dirichlet, log_dirichlet_norm
-from .relational import RelationalPosterior, optimal_eps
+from .relational import RelationalPosterior
 from .relational_pairs import link_summary, pair_terms
 
 __all__ = ["GraphPairs", "TiedRelationalPosterior", "graph_pairs", "nonlink_diag", "tied_nonlink_terms"]
@@ -233,9 +233,7 @@ class TiedRelationalPosterior(RelationalPosterior):
             rho, omega, alpha, gamma = fit_top_level(rho, omega, N, e_log_pi.sum(0), alpha, gamma, stick_iters)
         d0 = nonlink_diag(theta, K, self.pairs)
         w_b = self.tau[1] + d0
-        eps = self.eps
-        if self.learn_eps:  # eq. E1 of pyro_memo.posterior.relational, with U = sum_i n_i / 2 non-linked pairs
-            eps = optimal_eps(summary.num_links - summary.link_diag.sum(), 0.5 * self.pairs.nonlinks.sum() - d0.sum())
+        eps = self.next_eps(summary, 0.5 * self.pairs.nonlinks.sum() - d0.sum())  # U = sum_i n_i / 2 non-links
         new = TiedRelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, eps, self.pairs,
                                       self.membership_iters, self.learn_eps)
         new._e_log_pi = e_log_pi  # of this theta: computed once
