@@ -16,6 +16,7 @@ except ImportError:  # scikit-learn < 1.6: the same checks were an estimator met
     def validate_data(estimator, X, **kwargs):
         return estimator._validate_data(X, **kwargs)
 
+from .engine.threads import check_threads
 from .families import FAMILIES, ConjugateFamily, get_family
 from .inference import FullBatchVB, MemoizedVB, vb_log_predictive
 
@@ -64,6 +65,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         a number fills a vector; ``None`` keeps the defaults).
     :param float prior_scale: multiplies the family's prior covariance scale (its ``spread_key``;
         bnpy's ``sF``; 1 keeps it). See the user guide's "Choosing K, alpha and the priors".
+    :param int threads: the most intra-op threads torch may use; each fit times one thread against this
+        many and keeps the faster, and restores torch's setting afterwards (``None``: torch's setting).
 
     A fitted estimator pickles (``pickle`` / ``joblib``) and the copy predicts exactly as the
     original; :func:`~pyro_memo.save_model` ``(path, (est.posterior_, est.summary_))`` writes the
@@ -82,7 +85,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     def __init__(self, n_components=20, family="gauss", alpha=1.0, algorithm="memo", n_batches=None,
                  moves=None, max_iter=100, tol=1e-6, init="kmeans++", random_state=None, dtype="float64",
-                 prior=None, prior_scale=1.0):
+                 prior=None, prior_scale=1.0, threads=None):
         self.n_components = n_components
         self.family = family
         self.alpha = alpha
@@ -96,6 +99,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         self.dtype = dtype
         self.prior = prior
         self.prior_scale = prior_scale
+        self.threads = threads
 
     # ------------------------------------------------------------ parameters
     def _check_params(self):
@@ -112,6 +116,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         if not isinstance(self.family, ConjugateFamily):
             _check_choice("family", self.family, sorted(FAMILIES))
         _check_real("prior_scale", self.prior_scale, positive=True)
+        check_threads(self.threads)
         if self.prior is not None and not isinstance(self.prior, dict):
             raise ValueError(f"prior must be a dict of hyperparameters or None; got {self.prior!r}")
         if self.moves is not None and not isinstance(self.moves, str):
@@ -134,7 +139,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     def _make_algorithm(self, family, n_samples):
         """``(driver, num_batches)`` for the chosen algorithm, seeded from ``random_state``."""
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        common = dict(alpha=float(self.alpha), tol=float(self.tol), init=self.init, seed=seed)
+        common = dict(alpha=float(self.alpha), tol=float(self.tol), init=self.init, seed=seed, threads=self.threads)
         if self.algorithm == "vb":
             return FullBatchVB(family, self.n_components, max_iter=self.max_iter, **common), None
         batches = min(10, n_samples) if self.n_batches is None else min(self.n_batches, n_samples)

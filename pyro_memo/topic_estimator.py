@@ -8,6 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
 from .data.corpus import from_counts
+from .engine.threads import check_threads
 from .estimator import _check_int, _check_real, validate_data
 from .model_file import SavedTopics
 from .topics.memoized_hdp import TOPIC_MOVES, MemoizedHDP
@@ -53,6 +54,8 @@ class HDPTopics(TransformerMixin, BaseEstimator):
     :param int max_iter: maximum laps.
     :param float tol: stop when the bound's relative change over a lap is below this.
     :param random_state: seeds the initial topics and the batch order (int, RandomState or None).
+    :param int threads: the most intra-op threads torch may use; each fit times one thread against this
+        many and keeps the faster, and restores torch's setting afterwards (``None``: torch's setting).
 
     The initial topics are a k-means of the documents (bnpy's Bregman k-means,
     :func:`~pyro_memo.topics.topic_init.kmeans_topics`); with fewer non-empty documents than
@@ -70,7 +73,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components=50, alpha=0.5, gamma=10.0, lam0=0.1, n_batches=None, moves=None,
-                 max_iter=50, tol=1e-6, random_state=None):
+                 max_iter=50, tol=1e-6, random_state=None, threads=None):
         self.n_components = n_components
         self.alpha = alpha
         self.gamma = gamma
@@ -80,6 +83,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.threads = threads
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -97,6 +101,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         for name in ("alpha", "gamma", "lam0"):
             _check_real(name, getattr(self, name), positive=True)
         _check_real("tol", self.tol, positive=False)
+        check_threads(self.threads)
         if self.moves is None:
             return ()
         if not isinstance(self.moves, str):
@@ -131,7 +136,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         init = "kmeans" if self.n_components <= nonempty else "documents"
         driver = MemoizedHDP(K=self.n_components, alpha=float(self.alpha), gamma=float(self.gamma),
                              lam0=float(self.lam0), laps=self.max_iter, tol=float(self.tol), seed=seed,
-                             moves=moves, init=init)
+                             moves=moves, init=init, threads=self.threads)
         result = driver.fit(corpus, batches)
         self.posterior_ = result.posterior
         self.n_components_ = int(self.posterior_.K)

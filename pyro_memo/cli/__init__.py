@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from . import common  # noqa: F401  (registers the shared options)
-from .common import check_numbers, check_outputs, remove_created
+from .common import add_threads_option, check_numbers, check_outputs, remove_created, thread_limit
 from .interrupt import StopOnSignal
 from .predict import add_predict_command, run_predict
 from .registry import (
@@ -43,8 +43,8 @@ def build_parser():
                                                   f"models (pyro-memo). Models: {', '.join(MODELS)}.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        add_command(sub, command)
-    add_predict_command(sub)
+        add_threads_option(add_command(sub, command))
+    add_threads_option(add_predict_command(sub))
     return parser
 
 
@@ -54,13 +54,14 @@ def main(argv=None):
     with StopOnSignal() as stop:
         args.stop = stop
         try:
-            if args.command == "predict":
-                status = run_predict(args)
-            else:
-                model = resolve(args.command, args)
-                check_numbers(args)
-                check_outputs(args)
-                status = getattr(model, args.command)(args)
+            with thread_limit(args.threads):
+                if args.command == "predict":
+                    status = run_predict(args)
+                else:
+                    model = resolve(args.command, args)
+                    check_numbers(args)
+                    check_outputs(args)
+                    status = getattr(model, args.command)(args)
         except (ValueError, FloatingPointError, OSError) as err:
             remove_created(getattr(args, "created_folders", None))
             print(f"pyro-memo: error: {err}", file=sys.stderr)

@@ -4,8 +4,14 @@ import math
 import os
 import sys
 import tempfile
+from contextlib import contextmanager
 
 from .registry import Option, register_option
+
+THREADS_HELP = ("the most threads a run may use: torch's intra-op threads (each memoized, full-batch or stochastic "
+                "fit times one thread against this many and keeps the faster, so a busy machine does not slow it "
+                "down) and the BLAS / OpenMP threads of numpy and the baselines. Default: torch's setting (the "
+                "number of cores, or OMP_NUM_THREADS).")
 
 
 def _register_shared():
@@ -48,6 +54,32 @@ def _register_shared():
 
 
 _register_shared()
+
+
+def add_threads_option(parser):
+    """``--threads N`` on a command's parser (every command takes it, for every model)."""
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+
+
+@contextmanager
+def thread_limit(threads):
+    """Run a command with torch's intra-op threads and the BLAS / OpenMP pools (threadpoolctl) capped at
+    ``threads`` (``None``: as they are); torch's setting is restored afterwards."""
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"--threads {threads}: give a positive number of threads")
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def check_positive(args, integers=(), reals=()):

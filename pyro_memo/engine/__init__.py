@@ -3,6 +3,7 @@
 from .driver import FitResult, MemoizedDriver
 from .moves import Move, PairMergeMove, candidate_pairs, make_moves, optimal_elbo, rewrite_memo, sort_components
 from .stochastic import StochasticDriver
+from .threads import ThreadPolicy
 
 __all__ = [
     "FitResult",
@@ -10,6 +11,7 @@ __all__ = [
     "Move",
     "PairMergeMove",
     "StochasticDriver",
+    "ThreadPolicy",
     "candidate_pairs",
     "make_moves",
     "optimal_elbo",

@@ -18,6 +18,7 @@ import torch
 
 from ..memo import MemoState
 from .moves import sort_components
+from .threads import ThreadPolicy
 
 #: a component whose expected size (items, or tokens for topics) falls below this is empty
 EMPTY = 1.0
@@ -67,14 +68,23 @@ class Driver:
     :param int laps: maximum number of passes through the data.
     :param int seed: seeds the initialisation and the batch order.
     :param bool shuffle: visit batches in a new random order every lap (else in order).
+    :param int threads: the most intra-op threads the local steps may use; each fit times one
+        thread against this many and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`),
+        and restores torch's setting when it ends. ``None`` (default): torch's setting; ``1``: one thread.
     """
 
-    def __init__(self, laps=50, seed=0, shuffle=True):
+    def __init__(self, laps=50, seed=0, shuffle=True, threads=None):
         if int(laps) < 1:
             raise ValueError(f"laps must be a positive integer; got {laps}")
         self.laps = int(laps)
         self.seed = seed
         self.shuffle = shuffle
+        self.thread_policy = ThreadPolicy(threads)
+
+    @property
+    def threads(self):
+        """The most intra-op threads a fit may use (``None``: torch's setting)."""
+        return self.thread_policy.threads
 
     def make_source(self, data, num_batches):
         """Fixed batches of ``data``: an object with ``num_batches``, ``num_items`` and ``batch(b)``.
@@ -132,11 +142,12 @@ class MemoizedDriver(Driver):
         batches alone and empties some of them (``benchmarks/bench_memo_schedule.py``).
     :param bool sort_after_moves: after a lap with moves, reorder components by size when that
         raises the objective.
+    :param int threads: see :class:`Driver`.
     """
 
     def __init__(self, laps=50, tol=1e-8, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 hold_first_lap=True, sort_after_moves=False):
-        super().__init__(laps=laps, seed=seed, shuffle=shuffle)
+                 hold_first_lap=True, sort_after_moves=False, threads=None):
+        super().__init__(laps=laps, seed=seed, shuffle=shuffle, threads=threads)
         self.tol = float(tol)
         self.record_batch_elbos = record_batch_elbos
         self.moves = list(moves)
@@ -160,6 +171,10 @@ class MemoizedDriver(Driver):
             ``True`` stops the fit (a budget).
         :rtype: FitResult (with ``lap_seconds``, ``state`` and ``batch_elbos``)
         """
+        with self.thread_policy:
+            return self._fit(data, num_batches, posterior, state, callback)
+
+    def _fit(self, data, num_batches, posterior, state, callback):
         source = self.make_source(data, num_batches)
         if state is None:
             state = self.new_state()
@@ -171,6 +186,15 @@ class MemoizedDriver(Driver):
                 move.load_state_dict(state.move_states[move.name])
         result = FitResult(state.posterior, state.cache.total, state=state)
         start = time.perf_counter()
+        self._run_laps(source, state, result, callback)
+        result.posterior, result.summary = state.posterior, state.cache.total
+        result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
+        result.emptied = list(state.emptied)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_laps(self, source, state, result, callback):
+        """Laps until ``laps`` are done, the objective converges or ``callback`` stops the fit."""
         for _ in range(self.laps - state.laps_done):
             lap_start = time.perf_counter()
             self.lap(source, state, result.batch_elbos)
@@ -184,11 +208,6 @@ class MemoizedDriver(Driver):
             if self.converged(state):
                 result.converged = True
                 break
-        result.posterior, result.summary = state.posterior, state.cache.total
-        result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
-        result.emptied = list(state.emptied)
-        result.seconds = time.perf_counter() - start
-        return result
 
     def converged(self, state):
         """The objective changed by at most ``tol`` (relative) over the last lap, and no move was
@@ -226,7 +245,8 @@ class MemoizedDriver(Driver):
         for b in order:
             key = int(b)
             batch = self.read_batch(source, key)
-            local, summary = self.local_step(state, key, batch)
+            with self.thread_policy.step():
+                local, summary = self.local_step(state, key, batch)
             for move in self.moves:
                 terms = move.batch_terms(batch, local)
                 if terms is not None:

@@ -26,10 +26,11 @@ class StochasticDriver(Driver):
     :param float delay: delay :math:`d \\ge 0`.
     :param int seed: seeds the initialisation and the batch order.
     :param bool score: compute the exact objective after every lap.
+    :param int threads: the most intra-op threads (see :class:`~pyro_memo.engine.Driver`).
     """
 
-    def __init__(self, laps=50, kappa=0.5, delay=10.0, seed=0, score=True):
-        super().__init__(laps=laps, seed=seed)
+    def __init__(self, laps=50, kappa=0.5, delay=10.0, seed=0, score=True, threads=None):
+        super().__init__(laps=laps, seed=seed, threads=threads)
         if not 0.5 <= float(kappa) <= 1.0:
             raise ValueError(f"kappa must lie in [0.5, 1]; got {kappa}")
         if not float(delay) >= 0:
@@ -72,6 +73,10 @@ class StochasticDriver(Driver):
             (``objective`` is ``None`` when not scoring); returning ``True`` stops the fit.
         :rtype: FitResult (``elbo_trace``: the exact objective after each lap when ``score``)
         """
+        with self.thread_policy:
+            return self._fit(data, num_batches, state, callback)
+
+    def _fit(self, data, num_batches, state, callback):
         source = self.make_source(data, num_batches)
         state = state or self.new_state()
         if state.posterior is None:
@@ -81,7 +86,9 @@ class StochasticDriver(Driver):
         for _ in range(self.laps - state.laps_done):
             lap_start = time.perf_counter()
             for b in state.rng.permutation(source.num_batches):
-                _, summary = self.fresh_local_step(state.posterior, self.read_batch(source, int(b)))
+                batch = self.read_batch(source, int(b))
+                with self.thread_policy.step():
+                    _, summary = self.fresh_local_step(state.posterior, batch)
                 state.steps += 1
                 self.step(state, summary, source.num_items / max(summary.item_count, 1), self.rate(state.steps))
             state.laps_done += 1

@@ -28,12 +28,15 @@ class FullBatchVB(MemoizedVB):
     :param bool record_steps: keep the ELBO after every coordinate step.
     :param alpha_prior: ``(s1, s2)``: learn the concentration, :math:`\\alpha \\sim Gamma(s_1, s_2)`
         (see :class:`~pyro_memo.inference.MemoizedVB`).
+    :param int threads: the most intra-op threads of the local steps; each fit times one against this many
+        and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
-                 init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None):
+                 init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None,
+                 threads=None):
         super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, init_items=init_items,
-                         seed=seed, shuffle=False, alpha_prior=alpha_prior)
+                         seed=seed, shuffle=False, alpha_prior=alpha_prior, threads=threads)
         self.max_iter = self.laps
         self.record_steps = record_steps
         self._step_elbos = []

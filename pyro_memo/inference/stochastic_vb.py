@@ -35,12 +35,14 @@ class StochasticVB(DPMixtureSteps, StochasticDriver):
     :param int init_items: initialise from the first batches holding at least this many items.
     :param int seed: seeds the initialisation and the batch order.
     :param bool score: compute the exact ELBO after every lap (one extra pass each).
+    :param int threads: the most intra-op threads of the local steps; each fit times one against this many
+        and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, kappa=0.5, delay=10.0,
-                 init="kmeans++", init_items=10_000, seed=0, score=True):
+                 init="kmeans++", init_items=10_000, seed=0, score=True, threads=None):
         self.set_model(family, K, alpha, truncation, init, init_items)
-        super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed, score=score)
+        super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed, score=score, threads=threads)
 
     def start(self, state, source):
         """Globals optimal for the initial summary (the one memoized and full-batch VB start

@@ -134,13 +134,16 @@ class StochasticRelational(StochasticDriver):
     :class:`~pyro_memo.relational.MemoizedRelational`. ``fit(graph, batches)`` takes ``batches`` steps
     per pass, each on a fresh uniform set of ``ceil(N / batches)`` nodes. With ``score`` the exact bound
     of the globals (all pairs' local step recomputed) is logged after each pass, outside the timing.
+
+    :param int threads: the most intra-op threads of the local steps; each fit times one against this many
+        and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     """
 
     top_level = True
 
     def __init__(self, K=10, kappa=0.6, delay=10.0, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4,
                  prune_threshold=PRUNE_THRESHOLD, nonlink_iters=5, laps=50, seed=0, dtype=torch.float64, device=None,
-                 init="spectral", score=True):
+                 init="spectral", score=True, threads=None):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         if not 0.5 < float(kappa) <= 1.0:
@@ -150,7 +153,7 @@ class StochasticRelational(StochasticDriver):
             raise ValueError(f"prune_threshold must lie in [0, 1); got {prune_threshold}")
         if init not in ("spectral", "random"):
             raise ValueError(f"init must be 'spectral' or 'random'; got {init!r}")
-        super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed, score=score)
+        super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed, score=score, threads=threads)
         self.K, self.alpha, self.gamma, self.eps = int(K), float(alpha), float(gamma), float(eps)
         self.tau, self.prune_threshold = (float(tau[0]), float(tau[1])), float(prune_threshold)
         self.nonlink_iters, self.dtype, self.device, self.init = int(nonlink_iters), dtype, device, init
@@ -255,10 +258,10 @@ class StochasticAMMSB(StochasticRelational):
     top_level = False
 
     def __init__(self, K=10, kappa=0.6, delay=10.0, alpha=None, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50,
-                 seed=0, dtype=torch.float64, device=None, init="spectral", score=True):
+                 seed=0, dtype=torch.float64, device=None, init="spectral", score=True, threads=None):
         alpha = 1.0 / max(int(K), 1) if alpha is None else alpha
         super().__init__(K, kappa, delay, alpha, 1.0, tau, eps, 0.0, nonlink_iters, laps, seed, dtype, device, init,
-                         score)
+                         score, threads)
 
     def initial_posterior(self, source, order=None):
         m = initial_memberships(source.graph, self.K, self.init, self.seed, self.dtype, self.device)

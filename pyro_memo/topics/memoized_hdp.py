@@ -221,12 +221,14 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         only when the exact bound rises (logged per lap in
         ``state.move_log``, gains in ``state.move_gains``); a fit with moves converges only
         after a lap with no accepted move.
+    :param int threads: the most intra-op threads of the local steps; each fit times one against this many
+        and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
-                 alpha_prior=None, gamma_prior=None, learn_lam0=False):
+                 alpha_prior=None, gamma_prior=None, learn_lam0=False, threads=None):
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
                        gamma_prior, learn_lam0)
         if family is not None and moves:
@@ -236,7 +238,7 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         moves = sorted(make_moves(moves, TOPIC_MOVES, seed=seed),
                        key=lambda m: order.index(m.name) if m.name in order else len(order))
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
-                         hold_first_lap=not incremental_first_lap)
+                         hold_first_lap=not incremental_first_lap, threads=threads)
         self.local_restart = bool(local_restart)
         self.incremental_first_lap = bool(incremental_first_lap)
 

@@ -31,14 +31,16 @@ class StochasticHDP(HDPSteps, StochasticDriver):
     The other parameters are those of :class:`~pyro_memo.topics.MemoizedHDP` (no moves, no
     memo). The bound reported after each pass is the exact bound of the current globals with
     every document's local step recomputed (one extra pass, not counted as a step).
+    :param int threads: the most intra-op threads of the local steps; each fit times one against this many
+        and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     """
 
     def __init__(self, K=100, kappa=0.5, delay=10.0, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, local_iters=100,
-                 local_tol=1e-3, seed=0, dtype=torch.float64, device=None, init="kmeans", moves=()):
+                 local_tol=1e-3, seed=0, dtype=torch.float64, device=None, init="kmeans", moves=(), threads=None):
         if moves:
             raise ValueError("StochasticHDP takes no moves")
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init)
-        super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed)
+        super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed, threads=threads)
 
     def fresh_local_step(self, posterior, batch):
         local, summary, _ = self.document_step(posterior, batch)
