@@ -37,9 +37,10 @@ class ThreadPolicy:
 
     The first local step is a warm-up; then each candidate runs ``probes`` steps and the one with the
     lower mean time is kept. The kept candidate's own times are tracked as it runs; the other is
-    timed again for ``probes`` steps after an interval that doubles each time the choice holds (from
-    :data:`FIRST_INTERVAL` to :data:`MAX_INTERVAL` steps) and restarts when it changes, so a machine
-    whose load changes gets a new choice within a few dozen steps, at a cost of a few percent.
+    timed again after an interval that doubles each time the choice holds (from :data:`FIRST_INTERVAL`
+    to :data:`MAX_INTERVAL` steps) and restarts when it changes: one step, or ``probes`` steps when the
+    first is not slower than all of the choice's recent steps. A machine whose load changes gets a new
+    choice within a few dozen steps, and the losing count costs about one step in a hundred.
 
     :param threads: the most intra-op threads to use; ``None`` (default) takes torch's setting when
         the fit starts (``torch.get_num_threads()``: the number of cores, or ``OMP_NUM_THREADS``).
@@ -77,14 +78,21 @@ class ThreadPolicy:
             return self.choice
         if self._until_probe <= 0:
             short = [t for t in self.candidates if len(self._times[t]) < self.probes]
-            if short:
+            if short and not self._hopeless(short[0]):
                 return short[0]
             self._decide()
         return self.choice
 
+    def _hopeless(self, other):
+        """A re-measurement of ``other`` stops after one step slower than every step of the choice: on a
+        busy machine the losing count then costs one step per interval, not ``probes``."""
+        if other == self.choice or not self._times[other] or not self._times[self.choice]:
+            return False
+        return min(self._times[other]) > max(self._times[self.choice])
+
     def _decide(self):
-        """Keep the faster candidate; measure the other again after the next interval."""
-        means = {t: sum(ts) / len(ts) for t, ts in self._times.items()}
+        """Keep the faster candidate (lower mean time); measure the other again after the next interval."""
+        means = {t: sum(ts) / len(ts) for t, ts in self._times.items() if ts}
         best = min(means, key=means.get)
         self._interval = min(2 * self._interval, MAX_INTERVAL) if best == self.choice else FIRST_INTERVAL
         self.choice = best

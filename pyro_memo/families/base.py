@@ -296,8 +296,20 @@ def data_for_defaults(x, dtype, device, name):
     return x
 
 
+def outer_products(x):
+    """Each item's :math:`x_n x_n^T`, flattened: ``(N, D^2)``."""
+    n, d = x.shape
+    return (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
+
+
 def outer_product_stats(x, resp):
     """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product."""
-    n, d = x.shape
-    outer = (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
-    return (resp.T @ outer).reshape(resp.shape[1], d, d)
+    d = x.shape[-1]
+    return (resp.T @ outer_products(x)).reshape(resp.shape[1], d, d)
+
+
+def quadratic_forms(x, A):
+    """:math:`x_n^T A_k x_n = \\mathrm{tr}(A_k x_n x_n^T)` for all ``n`` and ``k``: ``(N, K)``, as one matrix
+    product of the flattened outer products with the flattened ``A_k`` (about twice as fast on CPU as ``K``
+    triangular solves of the items, and exact for any ``A_k``)."""
+    return outer_products(x) @ A.reshape(A.shape[0], -1).T

@@ -13,7 +13,7 @@ from ._wishart import (
     sample_wishart,
     wishart_terms,
 )
-from .base import ConjugateFamily, data_for_defaults, outer_product_stats
+from .base import ConjugateFamily, data_for_defaults, outer_product_stats, quadratic_forms
 
 
 class ZeroMeanGaussian(ConjugateFamily):
@@ -57,10 +57,8 @@ class ZeroMeanGaussian(ConjugateFamily):
 
     def expected_log_lik(self, x, post):
         d = self.dim
-        chol, _, _, e_logdet = wishart_terms(post["nu"], post["B"])
-        eye = torch.eye(d, dtype=x.dtype, device=x.device)
-        chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
-        quad = ((chol_inv @ x.T) ** 2).sum(1).T  # (N, K)
+        _, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
+        quad = quadratic_forms(x, B_inv)  # (N, K): x^T B_k^{-1} x
         return 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * post["nu"] * quad
 
     def expected_log_lik_from_stats(self, counts, stats, post):

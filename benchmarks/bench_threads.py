@@ -1,0 +1,142 @@
+"""Lap time of memoized VB on the toy data: pyro-memo against bnpy 0.1.7, 1 and 2 threads, quiet and busy.
+
+Paper 000 §4.1 toy data (N = 100,000 zero-mean 5x5 patches, 8 components), truncation K = 25, 100 fixed
+batches, 10 laps, fixed K, from each library's own random start. Every run is a fresh process whose
+thread pools (torch's intra-op pool, OpenMP, BLAS) are capped by OMP_NUM_THREADS / MKL_NUM_THREADS /
+OPENBLAS_NUM_THREADS; pyro-memo runs with its default thread policy (each fit times one thread against the
+cap and keeps the faster). "busy" runs a pure-Python CPU-bound process beside the fit for its whole
+length: the state of a laptop with a browser open or of a shared server. Runs are interleaved: for each
+repetition, every condition, both libraries in turn.
+
+bnpy runs in its own environment (``../shared/peers/install_bnpy.sh VENV``, Python 3.11 with old pins);
+pass ``--bnpy-venv VENV`` (or set BNPY_VENV). Without it bnpy is skipped with a message.
+
+Mean lap = mean seconds per lap over laps 2..10 (lap 1 of both includes one-time start-up work).
+
+    python benchmarks/bench_threads.py [--reps 2] [--laps 10] [--bnpy-venv VENV]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from _common import make_parser
+
+BUSY = "while True:\n    pass\n"
+
+MEMO_RUN = """
+import json, sys, numpy as np, torch, pyro_memo as pm
+path, K, batches, laps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+x = torch.as_tensor(np.load(path))
+driver = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K, laps=laps, tol=0, seed=seed)
+result = driver.fit(x, num_batches=batches)
+print(json.dumps({"lap_seconds": result.lap_seconds, "elbo": result.elbo / len(x),
+                  "threads": driver.thread_policy.history[-1:] or [1]}))
+"""
+
+BNPY_RUN = """
+import json, sys, numpy as np
+import bnpy_compat, bnpy
+path, K, batches, laps, seed, out = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                     int(sys.argv[5]), sys.argv[6])
+data = bnpy.data.XData(np.load(path))
+model, info = bnpy.run(data, 'DPMixtureModel', 'ZeroMeanGauss', 'memoVB', nLap=laps, nBatch=batches, K=K,
+                       initname='randexamples', convergeThr=0, output_path=out, ECovMat='eye', sF=1.0,
+                       doWriteStdOut=False, printEvery=1, traceEvery=1, saveEvery=-1, nTask=1, taskID=1,
+                       dataorderseed=seed, seed=seed)
+laps_done = np.asarray(info['lap_history']); clock = np.asarray(info['elapsed_time_sec_history'])
+whole = np.isclose(laps_done, np.round(laps_done)) & (laps_done >= 1)
+ends = np.concatenate([[0.0], clock[whole]])
+print(json.dumps({"lap_seconds": np.diff(ends).tolist(), "elbo": -float(info['loss']),
+                  "K": int(info['K_history'][-1])}))
+"""
+
+
+def child_env(threads):
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    return env
+
+
+def run(command, threads, busy):
+    """Run ``command`` in a fresh process with ``threads`` threads, beside a CPU-bound process when ``busy``."""
+    hog = subprocess.Popen([sys.executable, "-c", BUSY]) if busy else None
+    try:
+        done = subprocess.run(command, env=child_env(threads), capture_output=True, text=True, check=False)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[0]} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = make_parser(__doc__)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--K", type=int, default=25)
+    parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--laps", type=int, default=10)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--conditions", default="1,2,1-busy,2-busy",
+                        help="comma-separated THREADS or THREADS-busy")
+    parser.add_argument("--bnpy-venv", default=os.environ.get("BNPY_VENV", ""))
+    args = parser.parse_args()
+
+    from pyro_memo.data import toy_patches
+
+    bnpy_python = os.path.join(args.bnpy_venv, "bin", "python") if args.bnpy_venv else ""
+    if not os.path.exists(bnpy_python):
+        print("bnpy skipped: no --bnpy-venv (build one with ../shared/peers/install_bnpy.sh VENV)")
+        bnpy_python = ""
+    conditions = [(int(c.split("-")[0]), c.endswith("-busy")) for c in args.conditions.split(",")]
+    work = tempfile.mkdtemp(prefix="bench_threads_")
+    path = os.path.join(work, "toy.npy")
+    np.save(path, np.asarray(toy_patches(args.n, seed=args.seed)[0]))
+    common = [path, str(args.K), str(args.batches), str(args.laps), str(args.seed)]
+    systems = {"pyro-memo": [sys.executable, "-c", MEMO_RUN, *common]}
+    if bnpy_python:
+        systems["bnpy"] = [bnpy_python, "-c", BNPY_RUN, *common, os.path.join(work, "bnpy-out")]
+    print(f"toy data: N = {args.n}, D = 25, K = {args.K}, {args.batches} batches, {args.laps} laps, fixed K; "
+          f"{args.reps} interleaved repetitions; {os.cpu_count()} CPUs")
+    laps = {(name, c): [] for name in systems for c in conditions}
+    notes = {}
+    for rep in range(args.reps):
+        for condition in conditions:
+            for name, command in systems.items():
+                out = run(command, *condition)
+                laps[name, condition].append(float(np.mean(out["lap_seconds"][1:])))
+                notes[name, condition] = out
+                extra = f"  chose {out['threads'][0]} thread(s)" if "threads" in out else f"  K {out.get('K')}"
+                print(f"  rep {rep}  {name:9s} {condition[0]} thread(s){' busy' if condition[1] else '':5s} "
+                      f"mean lap {laps[name, condition][-1]:.3f} s  objective/item {out['elbo']:.4f}{extra}",
+                      flush=True)
+
+    def label(condition):
+        return f"{condition[0]} thread{'s' if condition[0] > 1 else ''}{', busy' if condition[1] else ''}"
+
+    print(f"\n{'condition':18s} {'pyro-memo s/lap':>16s} {'bnpy s/lap':>11s} {'bnpy / pyro-memo':>17s}")
+    for c in conditions:
+        memo = np.mean(laps["pyro-memo", c])
+        row = f"{label(c):18s} {memo:16.3f}"
+        if bnpy_python:
+            bn = np.mean(laps["bnpy", c])
+            row += f" {bn:11.3f} {bn / memo:16.1f}x"
+        print(row)
+    print("\npyro-memo, more threads against one (mean lap ratio; <= 1 means never slower):")
+    for busy in (False, True):
+        ones = [c for c in conditions if c == (1, busy)]
+        for c in conditions:
+            if c[1] == busy and c[0] > 1 and ones:
+                ratio = np.mean(laps["pyro-memo", c]) / np.mean(laps["pyro-memo", ones[0]])
+                print(f"  {label(c)} / {label(ones[0])}: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
