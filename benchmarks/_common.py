@@ -3,6 +3,10 @@ runners. Benchmarks import only the public API of ``pyro_memo``; optional peers 
 are imported inside the functions that use them, so every script imports without them."""
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 import warnings
 
@@ -67,3 +71,28 @@ def pyro_svi_trace(x, family, K, batches, epochs, lr, seed):
     result = pm.PyroSVI(family, K, loss="TraceEnum_ELBO", lr=lr, laps=epochs, seed=seed, score=False).fit(
         x, num_batches=batches, callback=callback)
     return result.lap_seconds, trace
+
+
+BUSY = "while True:\n    pass\n"
+
+
+def child_env(threads):
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    return env
+
+
+def run_isolated(command, threads, busy):
+    """Run ``command`` in a fresh process whose thread pools are capped at ``threads``, beside a pure-Python
+    CPU-bound process when ``busy``; returns the JSON object its last line of output prints."""
+    hog = subprocess.Popen([sys.executable, "-c", BUSY]) if busy else None
+    try:
+        done = subprocess.run(command, env=child_env(threads), capture_output=True, text=True, check=False)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[0]} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -16,16 +16,12 @@ Mean lap = mean seconds per lap over laps 2..10 (lap 1 of both includes one-time
     python benchmarks/bench_threads.py [--reps 2] [--laps 10] [--bnpy-venv VENV]
 """
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-from _common import make_parser
-
-BUSY = "while True:\n    pass\n"
+from _common import make_parser, run_isolated
 
 MEMO_RUN = """
 import json, sys, numpy as np, torch, pyro_memo as pm
@@ -53,27 +49,6 @@ ends = np.concatenate([[0.0], clock[whole]])
 print(json.dumps({"lap_seconds": np.diff(ends).tolist(), "elbo": -float(info['loss']),
                   "K": int(info['K_history'][-1])}))
 """
-
-
-def child_env(threads):
-    env = dict(os.environ)
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[name] = str(threads)
-    return env
-
-
-def run(command, threads, busy):
-    """Run ``command`` in a fresh process with ``threads`` threads, beside a CPU-bound process when ``busy``."""
-    hog = subprocess.Popen([sys.executable, "-c", BUSY]) if busy else None
-    try:
-        done = subprocess.run(command, env=child_env(threads), capture_output=True, text=True, check=False)
-    finally:
-        if hog is not None:
-            hog.kill()
-            hog.wait()
-    if done.returncode != 0:
-        raise RuntimeError(f"{command[0]} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -110,7 +85,7 @@ def main():
     for rep in range(args.reps):
         for condition in conditions:
             for name, command in systems.items():
-                out = run(command, *condition)
+                out = run_isolated(command, *condition)
                 laps[name, condition].append(float(np.mean(out["lap_seconds"][1:])))
                 notes[name, condition] = out
                 extra = f"  chose {out['threads'][0]} thread(s)" if "threads" in out else f"  K {out.get('K')}"
