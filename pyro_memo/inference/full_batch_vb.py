@@ -41,7 +41,8 @@ class FullBatchVB(MemoizedVB):
     def local_step(self, state, key, batch):
         """The local step; with ``record_steps`` also the two global blocks one at a time, keeping
         the ELBO after each of the three coordinate steps."""
-        resp, summary = state.posterior.local_step(batch)
+        resp, summary = self.local_globals(state).local_step(batch)
+        summary = self.memo_summary(state, summary)
         if self.record_steps:
             post = state.posterior
             self._step_elbos.append(float(post.elbo(summary)))
