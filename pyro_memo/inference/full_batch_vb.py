@@ -28,12 +28,15 @@ class FullBatchVB(MemoizedVB):
     :param bool record_steps: keep the ELBO after every coordinate step.
     :param alpha_prior: ``(s1, s2)``: learn the concentration, :math:`\\alpha \\sim Gamma(s_1, s_2)`
         (see :class:`~pyro_memo.inference.MemoizedVB`).
+    :param local_dtype: ``"float32"``: the local step in float32, the globals and ELBO in the
+        family's dtype (see :class:`~pyro_memo.inference.MemoizedVB`).
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
-                 init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None):
+                 init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None,
+                 local_dtype=None):
         super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, init_items=init_items,
-                         seed=seed, shuffle=False, alpha_prior=alpha_prior)
+                         seed=seed, shuffle=False, alpha_prior=alpha_prior, local_dtype=local_dtype)
         self.max_iter = self.laps
         self.record_steps = record_steps
         self._step_elbos = []
