@@ -60,6 +60,9 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
     :param random_state: seeds the initialisation and the batch order (int, RandomState or None).
     :param str dtype: ``"float64"`` or ``"float32"``, the dtype of the variational math.
+    :param str local_dtype: ``"float32"``: mixed precision, the local step (responsibilities and
+        batch summaries) in float32 while the globals, the memo and the ELBO stay in ``dtype``
+        (see :class:`~pyro_memo.engine.MemoizedDriver`); ``None`` (default): ``dtype`` throughout.
     :param dict prior: prior hyperparameters replacing the family's defaults, e.g.
         ``{"kappa": 0.1, "nu": 30.0}`` (see :meth:`~pyro_memo.families.ConjugateFamily.with_prior`:
         a number fills a vector; ``None`` keeps the defaults).
@@ -85,7 +88,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     def __init__(self, n_components=20, family="gauss", alpha=1.0, algorithm="memo", n_batches=None,
                  moves=None, max_iter=100, tol=1e-6, init="kmeans++", random_state=None, dtype="float64",
-                 prior=None, prior_scale=1.0, threads=None):
+                 prior=None, prior_scale=1.0, local_dtype=None, threads=None):
         self.n_components = n_components
         self.family = family
         self.alpha = alpha
@@ -99,6 +102,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         self.dtype = dtype
         self.prior = prior
         self.prior_scale = prior_scale
+        self.local_dtype = local_dtype
         self.threads = threads
 
     # ------------------------------------------------------------ parameters
@@ -139,7 +143,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     def _make_algorithm(self, family, n_samples):
         """``(driver, num_batches)`` for the chosen algorithm, seeded from ``random_state``."""
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        common = dict(alpha=float(self.alpha), tol=float(self.tol), init=self.init, seed=seed, threads=self.threads)
+        common = dict(alpha=float(self.alpha), tol=float(self.tol), init=self.init, seed=seed,
+                      local_dtype=self.local_dtype, threads=self.threads)
         if self.algorithm == "vb":
             return FullBatchVB(family, self.n_components, max_iter=self.max_iter, **common), None
         batches = min(10, n_samples) if self.n_batches is None else min(self.n_batches, n_samples)

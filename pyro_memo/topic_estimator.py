@@ -56,6 +56,9 @@ class HDPTopics(TransformerMixin, BaseEstimator):
     :param random_state: seeds the initial topics and the batch order (int, RandomState or None).
     :param int threads: the most intra-op threads torch may use; each fit times one thread against this
         many and keeps the faster, and restores torch's setting afterwards (``None``: torch's setting).
+    :param str local_dtype: ``"float32"``: mixed precision, the document-level local step in float32
+        while the topics, the memo and the bound stay in float64 (see
+        :class:`~pyro_memo.engine.MemoizedDriver`); ``None`` (default): float64 throughout.
 
     The initial topics are a k-means of the documents (bnpy's Bregman k-means,
     :func:`~pyro_memo.topics.topic_init.kmeans_topics`); with fewer non-empty documents than
@@ -73,7 +76,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components=50, alpha=0.5, gamma=10.0, lam0=0.1, n_batches=None, moves=None,
-                 max_iter=50, tol=1e-6, random_state=None, threads=None):
+                 max_iter=50, tol=1e-6, random_state=None, local_dtype=None, threads=None):
         self.n_components = n_components
         self.alpha = alpha
         self.gamma = gamma
@@ -83,6 +86,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.local_dtype = local_dtype
         self.threads = threads
 
     def __sklearn_tags__(self):
@@ -136,7 +140,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         init = "kmeans" if self.n_components <= nonempty else "documents"
         driver = MemoizedHDP(K=self.n_components, alpha=float(self.alpha), gamma=float(self.gamma),
                              lam0=float(self.lam0), laps=self.max_iter, tol=float(self.tol), seed=seed,
-                             moves=moves, init=init, threads=self.threads)
+                             moves=moves, init=init, local_dtype=self.local_dtype, threads=self.threads)
         result = driver.fit(corpus, batches)
         self.posterior_ = result.posterior
         self.n_components_ = int(self.posterior_.K)

@@ -28,6 +28,9 @@ def _register_shared():
         Option("--seed", "seed of initialisation and batch order.", {"type": int}),
         Option("--device", "torch device: cpu, cuda, cuda:1, ...", {"metavar": "DEV"}),
         Option("--dtype", "floating type of the variational math."),
+        Option("--local-dtype", "mixed precision: the floating type of the local step alone (float32: "
+               "responsibilities and batch summaries in float32; the globals, the memo and the exact ELBO stay in "
+               "--dtype). Default: --dtype.", {"metavar": "TYPE"}),
         Option("--moves", "comma-separated moves, each accepted only on an exact full-data ELBO increase.",
                {"metavar": "LIST"}),
         Option("--json", "write the results as JSON to PATH.", {"metavar": "PATH"}),

@@ -23,6 +23,33 @@ from .threads import ThreadPolicy
 #: a component whose expected size (items, or tokens for topics) falls below this is empty
 EMPTY = 1.0
 
+#: the precisions a memoized fit's local step can run in, by name (see ``local_dtype``)
+LOCAL_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def as_local_dtype(value):
+    """``local_dtype`` as a torch dtype: ``None`` (the fit's own), a name in :data:`LOCAL_DTYPES`
+    or one of its dtypes.
+
+    :raises ValueError: for anything else, in one line naming the choices.
+    """
+    if value is None or value in LOCAL_DTYPES.values():
+        return value
+    if isinstance(value, str) and value in LOCAL_DTYPES:
+        return LOCAL_DTYPES[value]
+    raise ValueError(f"local_dtype must be one of {', '.join(LOCAL_DTYPES)} (or None: the fit's dtype); got {value!r}")
+
+
+def in_dtype(value, dtype):
+    """``value`` with its floating-point tensors converted to ``dtype``: a tensor, or a tuple
+    (named or not) of tensors and other values, which are kept as they are."""
+    if torch.is_tensor(value):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, tuple):
+        items = [in_dtype(v, dtype) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return value
+
 
 @dataclass
 class FitResult:
@@ -142,17 +169,57 @@ class MemoizedDriver(Driver):
         batches alone and empties some of them (``benchmarks/bench_memo_schedule.py``).
     :param bool sort_after_moves: after a lap with moves, reorder components by size when that
         raises the objective.
+    :param local_dtype: mixed precision: ``"float32"`` runs the local step (expected
+        log-likelihoods, responsibilities, the batch's summary) on a float32 copy of the globals,
+        while the globals, the memo and the exact objective stay in the fit's dtype (float64):
+        each batch summary is converted before it enters the memo, so the memo's add and subtract
+        (eq. 11) never accumulate float32 round-off. ``None`` (default): the fit's dtype throughout.
     :param int threads: see :class:`Driver`.
     """
 
     def __init__(self, laps=50, tol=1e-8, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 hold_first_lap=True, sort_after_moves=False, threads=None):
+                 hold_first_lap=True, sort_after_moves=False, local_dtype=None, threads=None):
         super().__init__(laps=laps, seed=seed, shuffle=shuffle, threads=threads)
         self.tol = float(tol)
         self.record_batch_elbos = record_batch_elbos
         self.moves = list(moves)
         self.hold_first_lap = bool(hold_first_lap)
         self.sort_after_moves = bool(sort_after_moves)
+        self.local_dtype = as_local_dtype(local_dtype)
+        self._local_globals = None
+
+    # ------------------------------------------------------ mixed precision
+    def local_globals(self, state):
+        """The globals the local step reads: ``state.posterior``, or with a ``local_dtype`` other
+        than the fit's its copy in that precision, made once per global update (the driver drops
+        it, :meth:`globals_changed`, whenever the globals may have changed)."""
+        if self.local_dtype is None or self.local_dtype == state.posterior.dtype:
+            return state.posterior
+        if self._local_globals is None:
+            self._local_globals = state.posterior.to(dtype=self.local_dtype)
+        return self._local_globals
+
+    def globals_changed(self):
+        """Drop the copy of the globals :meth:`local_globals` made."""
+        self._local_globals = None
+
+    def memo_summary(self, state, summary):
+        """A batch summary in the globals' precision, ready for the memo (the same object when
+        the local step ran in it)."""
+        if self.local_dtype is None:
+            return summary
+        return summary.to(dtype=state.posterior.dtype)
+
+    def moves_local(self, state, local):
+        """A batch's local parameters in the globals' precision, as the moves read them with the
+        globals (``local`` itself when the local step ran in it)."""
+        if self.local_dtype is None:
+            return local
+        return in_dtype(local, state.posterior.dtype)
+
+    def local_step(self, state, key, batch):
+        """The local step of batch ``key`` under :meth:`local_globals`: ``(local, summary)``."""
+        return self.local_globals(state).local_step(batch)
 
     def memoize(self, state, key, local, summary):
         """Swap batch ``key``'s summary into the memo (eq. 11); models that keep local
@@ -240,6 +307,7 @@ class MemoizedDriver(Driver):
         hold = self.hold_first_lap and state.laps_done == 0
         for move in self.moves:
             move.start_lap(state, self)
+        self.globals_changed()
         cache = state.cache
         before = cache.total.sizes if len(cache) == source.num_batches else None
         for b in order:
@@ -247,22 +315,29 @@ class MemoizedDriver(Driver):
             batch = self.read_batch(source, key)
             with self.thread_policy.step():
                 local, summary = self.local_step(state, key, batch)
+            summary = self.memo_summary(state, summary)
+            if self.moves:
+                local = self.moves_local(state, local)
             for move in self.moves:
                 terms = move.batch_terms(batch, local)
                 if terms is not None:
                     summary.extras[move.name] = terms
                 summary = move.visit_batch(state, key, batch, local, summary)
+            if self.moves:
+                self.globals_changed()
             self.memoize(state, key, local, summary)
             complete = len(cache) == source.num_batches
             if hold and not complete and summary.K == state.posterior.K:
                 continue  # held globals, unless a move renumbered the components they describe
             state.posterior = state.posterior.update(cache.total)
+            self.globals_changed()
             if batch_elbos is not None and self.record_batch_elbos and complete \
                     and cache.num_items == source.num_items:
                 batch_elbos.append(float(state.posterior.elbo(cache.total)))
         state.emptied.append(self.count_emptied(before, cache.total.sizes))
         for move in self.moves:
             move.end_lap(state, self)
+        self.globals_changed()
         if self.moves:
             if self.sort_after_moves:
                 sort_components(state)

@@ -110,7 +110,9 @@ class DPMixturePosterior(VariationalPosterior):
 
     def local_step(self, x):
         """Optimal :math:`q(z_n)` for items ``x`` and their :class:`Summary`, computed in chunks
-        of :meth:`chunk_rows` rows (summaries are additive, so the result is the same)."""
+        of :meth:`chunk_rows` rows (summaries are additive, so the result is the same). Items of
+        another float dtype (float64 data against a float32 local step) are cast to the family's."""
+        x = torch.as_tensor(x).to(dtype=self.family.dtype, device=self.family.device)
         step = self.chunk_rows(x)
         resps, summary = [], None
         for lo in range(0, x.shape[0], step):

@@ -30,13 +30,15 @@ class FullBatchVB(MemoizedVB):
         (see :class:`~pyro_memo.inference.MemoizedVB`).
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
+    :param local_dtype: ``"float32"``: the local step in float32, the globals and ELBO in the
+        family's dtype (see :class:`~pyro_memo.inference.MemoizedVB`).
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
                  init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None,
-                 threads=None):
+                 local_dtype=None, threads=None):
         super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, init_items=init_items,
-                         seed=seed, shuffle=False, alpha_prior=alpha_prior, threads=threads)
+                         seed=seed, shuffle=False, alpha_prior=alpha_prior, local_dtype=local_dtype, threads=threads)
         self.max_iter = self.laps
         self.record_steps = record_steps
         self._step_elbos = []
@@ -44,7 +46,8 @@ class FullBatchVB(MemoizedVB):
     def local_step(self, state, key, batch):
         """The local step; with ``record_steps`` also the two global blocks one at a time, keeping
         the ELBO after each of the three coordinate steps."""
-        resp, summary = state.posterior.local_step(batch)
+        resp, summary = self.local_globals(state).local_step(batch)
+        summary = self.memo_summary(state, summary)
         if self.record_steps:
             post = state.posterior
             self._step_elbos.append(float(post.elbo(summary)))

@@ -47,17 +47,20 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         Read the result with ``posterior.expected_alpha()``.
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
+    :param local_dtype: ``"float32"``: mixed precision, the local step (responsibilities and the
+        batch summaries) in float32 against float64 globals, memo and ELBO (see
+        :class:`~pyro_memo.engine.MemoizedDriver`); ``None`` (default): the family's dtype throughout.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
                  init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 incremental_first_lap=False, alpha_prior=None, threads=None):
+                 incremental_first_lap=False, alpha_prior=None, local_dtype=None, threads=None):
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,
                          moves=moves, sort_after_moves=True, hold_first_lap=not incremental_first_lap,
-                         threads=threads)
+                         local_dtype=local_dtype, threads=threads)
         self.incremental_first_lap = bool(incremental_first_lap)
         if self.moves and truncation != "nested":
             raise ValueError("birth / merge / delete moves need the nested truncation")

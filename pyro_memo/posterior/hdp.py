@@ -134,8 +134,13 @@ class GroupedHDPPosterior(VariationalPosterior):
         :param items: the items, as :meth:`item_likelihoods` takes them (word ids, feature rows).
         :param count: ``(T,)`` multiplicity of each item (token counts; ones for feature rows).
         :returns: ``(resp (T, K), counts (num_docs, K), summary, iterations)``.
+
+        Floating-point inputs of another precision (a float64 batch, or warm start, against float32
+        globals) are converted to the globals' dtype.
         """
         K = self.K
+        items = items.to(self.dtype) if items.is_floating_point() else items
+        count = count.to(self.dtype)
         prior = self.alpha * self.expected_beta()
         phi = self.item_likelihoods(items)  # (T, K); r_dnk = Phi_nk P_dk / z_n, P = exp(E log pi) shifted
         tiny = torch.finfo(phi.dtype).tiny
@@ -153,7 +158,7 @@ class GroupedHDPPosterior(VariationalPosterior):
             start = (prior[:K] / prior[:K].max()).expand(num_docs, K)
             counts = start * component_sums(phi, doc, count, start, num_docs)
         else:
-            counts = init_counts.clone()
+            counts = init_counts.to(dtype=phi.dtype, copy=True)
         # iterate on the groups that have not converged, compacting them as they finish
         ids = torch.arange(num_docs, device=phi.device)
         a_phi, a_doc, a_count = phi, doc, count
@@ -250,3 +255,13 @@ class HDPMixturePosterior(GroupedHDPPosterior):
 
         return cls(family, {k: move(v) for k, v in d["component"].items()}, move(d["rho"]), move(d["omega"]),
                    concentration_from_state(d["alpha"]), concentration_from_state(d["gamma"]))
+
+    def to(self, dtype=None, device=None):
+        """A copy with every tensor (and the family) on ``dtype`` / ``device``."""
+        family = self.family.to(dtype=dtype, device=device)
+
+        def move(t):
+            return t.to(dtype=family.dtype, device=family.device)
+
+        return HDPMixturePosterior(family, {k: move(v) for k, v in self.component.items()}, move(self.rho),
+                                   move(self.omega), self.alpha, self.gamma)

@@ -83,6 +83,9 @@ class MemoizedRelational(MemoizedDriver):
     :param moves: ``"birth"``, ``"delete"``, ``"merge"`` (comma-separated) or move objects
         (:mod:`pyro_memo.relational.moves`): community changes accepted only when the exact bound
         of the whole graph rises; with ``K=1`` and births the data choose the number of communities.
+    :param local_dtype: ``"float32"``: mixed precision, the batches' pairs (local step) in float32
+        against globals, memo and bound in ``dtype`` (see :class:`~pyro_memo.engine.MemoizedDriver`);
+        ``None`` (default): ``dtype`` throughout.
 
     Each visit continues the batch's non-linked factors from its last visit (block coordinate
     ascent from there cannot lower the batch's terms) and sets its linked pairs to their optimum,
@@ -93,12 +96,13 @@ class MemoizedRelational(MemoizedDriver):
 
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
-                 record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied", learn_eps=False, threads=None):
+                 record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied", learn_eps=False,
+                 local_dtype=None, threads=None):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         check_hyperparameters(alpha, gamma, tau, eps)
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
-                         moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), threads=threads)
+                         moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads)
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
         self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
         self.nonlink_iters = int(nonlink_iters)
@@ -137,10 +141,12 @@ class MemoizedRelational(MemoizedDriver):
 
     def local_step(self, state, key, batch):
         """The batch's pairs under the current globals, its non-linked factors continued from its
-        last visit. Returns ``(factors, summary)``."""
+        last visit, under :meth:`~pyro_memo.engine.MemoizedDriver.local_globals` (``local_dtype``).
+        Returns ``(factors, summary)``."""
+        post = self.local_globals(state)
         start = state.warm_starts.get(key)  # (2, N, K): the factors m, m_bar
-        start = None if start is None or start.shape[2] != state.posterior.K else tuple(start)
-        return state.posterior.local_step(batch.edges, batch.sources, start, self.nonlink_iters, batch.missing)
+        start = None if start is None or start.shape[2] != post.K else tuple(start.to(post.dtype))
+        return post.local_step(batch.edges, batch.sources, start, self.nonlink_iters, batch.missing)
 
     def memoize(self, state, key, local, summary):
         """Keep the batch's non-linked factors as the next visit's start, then memoize."""

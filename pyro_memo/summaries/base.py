@@ -142,10 +142,11 @@ class AdditiveSummary:
 
     # -------------------------------------------------------------- storage
     def to(self, dtype=None, device=None):
-        """This summary with every tensor moved to ``dtype`` / ``device``."""
+        """This summary with every tensor (``extras`` included) moved to ``device`` and every
+        floating-point one converted to ``dtype``; integer tensors keep theirs."""
 
         def move(t):
-            return t.to(dtype=dtype or t.dtype, device=device)
+            return t.to(dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype, device=device)
 
         changes = {f: _map(getattr(self, f), move) for f in self._additive_fields()}
         return self._replace(extras={k: move(v) for k, v in self.extras.items()}, **changes)

@@ -223,12 +223,15 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         after a lap with no accepted move.
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
+    :param local_dtype: ``"float32"``: mixed precision, the document-level local step in float32
+        against globals, memo and bound in ``dtype`` (see :class:`~pyro_memo.engine.MemoizedDriver`);
+        ``None`` (default): ``dtype`` throughout.
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
-                 alpha_prior=None, gamma_prior=None, learn_lam0=False, threads=None):
+                 alpha_prior=None, gamma_prior=None, learn_lam0=False, local_dtype=None, threads=None):
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
                        gamma_prior, learn_lam0)
         if family is not None and moves:
@@ -238,7 +241,7 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         moves = sorted(make_moves(moves, TOPIC_MOVES, seed=seed),
                        key=lambda m: order.index(m.name) if m.name in order else len(order))
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
-                         hold_first_lap=not incremental_first_lap, threads=threads)
+                         hold_first_lap=not incremental_first_lap, local_dtype=local_dtype, threads=threads)
         self.local_restart = bool(local_restart)
         self.incremental_first_lap = bool(incremental_first_lap)
 
@@ -247,17 +250,21 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         """The document-level local step of batch ``key``: restarted (or warm-started from the
         batch's last visit when ``local_restart`` is off); a restart that is worse for the batch
         than its cached local parameters under the current globals continues from those
-        instead, so no visit lowers the bound. Returns ``(DocumentLocal, summary)``."""
+        instead, so no visit lowers the bound (compared in the globals' precision). The steps run
+        under :meth:`~pyro_memo.engine.MemoizedDriver.local_globals` (``local_dtype``). Returns
+        ``(DocumentLocal, summary)``, the summary in the globals' precision."""
         warm = state.warm_starts.get(key)
         post = state.posterior
         if warm is not None and warm.shape[1] != post.K:
             warm = None
         start = None if self.local_restart else warm
-        local, summary, iters = self.document_step(post, batch, start)
+        local, summary, iters = self.document_step(self.local_globals(state), batch, start)
+        summary = self.memo_summary(state, summary)
         old = state.cache.batches.get(key)
         if start is None and warm is not None and old is not None and old.K == post.K \
                 and float(post.elbo(summary)) < float(post.elbo(old)):
-            local, summary, more = self.document_step(post, batch, warm)
+            local, summary, more = self.document_step(self.local_globals(state), batch, warm)
+            summary = self.memo_summary(state, summary)
             iters += more
         state.local_iterations.append(iters)
         return local, summary

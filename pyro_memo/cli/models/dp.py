@@ -85,6 +85,7 @@ _FIT_USES = {
     "seed": Use(default=0),
     "device": Use(default="cpu"),
     "dtype": Use(default="float64", choices=("float64", "float32")),
+    "local_dtype": Use(default=None, choices=("float32", "float64")),
     "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
                  default="", needs=MEMO),
@@ -159,6 +160,7 @@ def _run(args, data, family, state, progress):
     """Fit by the chosen algorithm (``state``: a memoized fit's, possibly resumed); returns the result."""
     if args.algo == "vb":
         vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed,
+                         local_dtype=args.local_dtype,
                          alpha_prior=parse_alpha_prior(args.alpha_prior))
 
         def vb_callback(lap, elbo, posterior):
@@ -168,6 +170,7 @@ def _run(args, data, family, state, progress):
         return vb.fit(data, state=state, callback=vb_callback)
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
+                      local_dtype=args.local_dtype,
                       moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior))
 
     def callback(lap, elbo, posterior):

@@ -193,6 +193,7 @@ class HDPTopics(CliModel):
                         default="kmeans", choices=("kmeans", "documents")),
             "seed": Use(default=0), "device": Use(default="cpu"),
             "dtype": Use(default="float64", choices=("float64", "float32")),
+            "local_dtype": Use(default=None, choices=("float32", "float64")),
             "moves": Use("birth, merge, delete", default=""),
             "json": Use("keys: elbo, elbo_trace, K (topics > 1%), weights, top_words, lap_seconds, seconds, moves, "
                         "emptied (per lap, topics whose expected tokens fell below one: collapse), documents, "
@@ -248,6 +249,7 @@ class HDPTopics(CliModel):
             raise ValueError(f"--batches {args.batches} exceeds the number of documents ({corpus.num_docs})")
         model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps,
                             tol=args.tol, seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
+                            local_dtype=args.local_dtype,
                             moves=args.moves, init=args.init, alpha_prior=parse_alpha_prior(args.alpha_prior),
                             gamma_prior=parse_alpha_prior(args.gamma_prior, "--gamma-prior"),
                             learn_lam0=args.learn_lam0)

@@ -196,6 +196,7 @@ class Relational(CliModel):
                             default="tied", choices=("tied", "free")),
             "seed": Use(default=0), "device": Use(default="cpu"),
             "dtype": Use(default="float64", choices=("float64", "float32")),
+            "local_dtype": Use(default=None, choices=("float32", "float64")),
             "json": Use("keys: elbo, elbo_trace, K (communities with E[beta] > 1%), weights, link_probabilities, "
                         "lap_seconds, seconds, laps, converged, nodes, edges, alpha, nmi and accuracy (labelled "
                         "graphs), heldout_auc and heldout_log_lik (--heldout), ..."),
@@ -264,6 +265,7 @@ class Relational(CliModel):
                 raise ValueError(f"--heldout {args.heldout:g}: {err}") from None
         model = MemoizedRelational(K=args.K, alpha=args.alpha, eps=args.eps, laps=args.laps, tol=args.tol,
                                    seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
+                                   local_dtype=args.local_dtype,
                                    alpha_prior=parse_alpha_prior(args.alpha_prior), init=args.init,
                                    moves=args.moves, nonlinks=args.nonlinks, learn_eps=args.learn_eps)
         state = model.new_state()
