@@ -64,7 +64,7 @@ def check_positive(args, integers=(), reals=()):
 
 
 #: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
-POSITIVE_INTEGERS = ("K", "laps", "batches")
+POSITIVE_INTEGERS = ("K", "laps", "batches", "sparse_L")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")
 NON_NEGATIVE_REALS = ("tol",)
 NON_NEGATIVE_INTEGERS = ("seed",)

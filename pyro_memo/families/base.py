@@ -9,7 +9,9 @@ dimension ``K`` (Hughes & Sudderth 2013, eq. 7), which are additive over data ba
 Conventions shared by all families:
 
 - ``x`` is an ``(N, D)`` tensor (``D`` = dimension, or vocabulary size for counts).
-- ``resp`` is an ``(N, K)`` tensor of responsibilities :math:`\\hat r_{nk}`.
+- ``resp`` is an ``(N, K)`` tensor of responsibilities :math:`\\hat r_{nk}` (or, for
+  :meth:`ConjugateFamily.sparse_stats`, a :class:`~pyro_memo.families.SparseResponsibilities`
+  keeping ``L`` of them per item).
 - ``counts`` is the ``(K,)`` tensor :math:`\\hat N_k = \\sum_n \\hat r_{nk}`.
 - ``stats`` is a ``dict`` of ``(K, ...)`` tensors :math:`s_k(x)`.
 - ``post`` is a ``dict`` of ``(K, ...)`` tensors holding the parameters of
@@ -217,6 +219,18 @@ class ConjugateFamily(ABC):
     def stats(self, x, resp):
         """Responsibility-weighted sufficient statistics :math:`s_k(x)` (Hughes & Sudderth 2013, eq. 7)."""
 
+    def sparse_stats(self, x, resp):
+        """:meth:`stats` of a :class:`~pyro_memo.families.SparseResponsibilities` ``resp``, equal to
+        ``stats(x, resp.dense())`` at :math:`O(NL)` instead of :math:`O(NK)` family terms (Hughes &
+        Sudderth 2016, §3). The statistics are linear in each component's column of responsibilities,
+        so component ``k``'s are :meth:`stats` of the items that keep ``k``, with their weights as a
+        single column; components no item keeps get the statistics of no data."""
+        empty = self.stats(x[:0], x.new_zeros((0, 1)))
+        parts = [empty] * resp.K
+        for k, items, weights in resp.groups():
+            parts[k] = self.stats(x[items], weights.unsqueeze(-1))
+        return {name: torch.cat([part[name] for part in parts]) for name in empty}
+
     @abstractmethod
     def posterior(self, counts, stats):
         """Conjugate update :math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (Hughes & Sudderth 2013, eq. 10)."""
@@ -297,7 +311,11 @@ def data_for_defaults(x, dtype, device, name):
 
 
 def outer_product_stats(x, resp):
-    """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product."""
+    """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product. For one
+    component (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted
+    Gram matrix :math:`(r \\odot X)^T X`, which skips forming the ``(N, D^2)`` outer products."""
+    if resp.shape[1] == 1:
+        return ((x * resp).T @ x).unsqueeze(0)
     n, d = x.shape
     outer = (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
     return (resp.T @ outer).reshape(resp.shape[1], d, d)

@@ -3,7 +3,8 @@
 import torch
 
 from ..allocation import DPSticks
-from ..families import family_from_state
+from ..families import SparseResponsibilities, family_from_state
+from ..families._sparse import drop_underflow
 from ..posterior import VariationalPosterior
 from ..summaries import Summary
 
@@ -99,8 +100,13 @@ class DPMixturePosterior(VariationalPosterior):
         change the ELBO by less than ``N * 1e-150`` nats, and left alone they underflow into
         denormal numbers that slow the summary matrix products several-fold.
         """
-        resp = torch.softmax(self.log_joint_resp(x), dim=-1)
-        return resp.masked_fill(resp < torch.finfo(resp.dtype).tiny ** 0.5, 0.0)
+        return drop_underflow(torch.softmax(self.log_joint_resp(x), dim=-1))
+
+    def sparse_responsibilities(self, x, L):
+        """The optimal :math:`q(z_n)` supported on at most ``L`` components (Hughes & Sudderth 2016,
+        §3): eq. 9's softmax over each item's ``L`` largest log-weights, as
+        :class:`~pyro_memo.families.SparseResponsibilities` (underflow dropped as in :meth:`responsibilities`)."""
+        return SparseResponsibilities.top(self.log_joint_resp(x), L)
 
     def chunk_rows(self, x):
         """Rows per chunk of the local step: bounds its ``(K, D, rows)`` temporaries to ~8 MB in
@@ -108,9 +114,26 @@ class DPMixturePosterior(VariationalPosterior):
         d = x.shape[-1]
         return max(256, 2**20 // (self.K * d + d * d))
 
-    def local_step(self, x):
+    def local_step(self, x, sparse_L=None):
         """Optimal :math:`q(z_n)` for items ``x`` and their :class:`Summary`, computed in chunks
-        of :meth:`chunk_rows` rows (summaries are additive, so the result is the same)."""
+        of :meth:`chunk_rows` rows (summaries are additive, so the result is the same).
+
+        :param int sparse_L: keep each item's ``L`` largest responsibilities, renormalised (the
+            optimal :math:`q(z_n)` on at most ``L`` components, Hughes & Sudderth 2016; see
+            :meth:`sparse_responsibilities`); the statistics then cost :math:`O(NLD^2)` instead of
+            :math:`O(NKD^2)` for a full-covariance Gaussian. ``None`` (or ``L >= K``): dense.
+        :returns: ``(resp, summary)``, ``resp`` the ``(N, K)`` responsibilities (zero outside each
+            item's support when sparse).
+        """
+        if sparse_L is None or sparse_L >= self.K:
+            return self._dense_local_step(x)
+        step = self.chunk_rows(x)
+        resp = SparseResponsibilities.cat([self.sparse_responsibilities(x[lo:lo + step], sparse_L)
+                                           for lo in range(0, x.shape[0], step)])
+        return resp.dense(), Summary.from_sparse_responsibilities(self.family, x, resp)
+
+    def _dense_local_step(self, x):
+        """:meth:`local_step` with every responsibility kept, summarised chunk by chunk."""
         step = self.chunk_rows(x)
         resps, summary = [], None
         for lo in range(0, x.shape[0], step):

@@ -28,12 +28,14 @@ class FullBatchVB(MemoizedVB):
     :param bool record_steps: keep the ELBO after every coordinate step.
     :param alpha_prior: ``(s1, s2)``: learn the concentration, :math:`\\alpha \\sim Gamma(s_1, s_2)`
         (see :class:`~pyro_memo.inference.MemoizedVB`).
+    :param int sparse_L: keep each item's ``sparse_L`` largest responsibilities (Hughes & Sudderth
+        2016; see :class:`~pyro_memo.inference.MemoizedVB`); ``None``: all.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
-                 init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None):
+                 init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None, sparse_L=None):
         super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, init_items=init_items,
-                         seed=seed, shuffle=False, alpha_prior=alpha_prior)
+                         seed=seed, shuffle=False, alpha_prior=alpha_prior, sparse_L=sparse_L)
         self.max_iter = self.laps
         self.record_steps = record_steps
         self._step_elbos = []
@@ -41,7 +43,7 @@ class FullBatchVB(MemoizedVB):
     def local_step(self, state, key, batch):
         """The local step; with ``record_steps`` also the two global blocks one at a time, keeping
         the ELBO after each of the three coordinate steps."""
-        resp, summary = state.posterior.local_step(batch)
+        resp, summary = super().local_step(state, key, batch)
         if self.record_steps:
             post = state.posterior
             self._step_elbos.append(float(post.elbo(summary)))

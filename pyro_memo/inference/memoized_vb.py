@@ -45,12 +45,19 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         :math:`\\alpha \\sim Gamma(s_1, s_2)` (shape, rate) and its closed-form factor :math:`q(\\alpha)`
         (Blei & Jordan 2006, §5; see :class:`~pyro_memo.allocation.DPSticks`); ``alpha`` is then unused.
         Read the result with ``posterior.expected_alpha()``.
+    :param int sparse_L: keep only each item's ``sparse_L`` largest responsibilities, renormalised
+        over them (Hughes & Sudderth 2016): the optimal :math:`q(z_n)` on at most ``L`` components,
+        so the objective stays an exact ELBO that no batch step lowers, while the summaries cost
+        :math:`O(NLD^2)` instead of :math:`O(NKD^2)` (full-covariance Gaussians). ``None`` (the
+        default) or ``sparse_L >= K`` keeps them all. Moves see the responsibilities as an
+        ``(N, K)`` matrix, zero outside each item's support.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
                  init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 incremental_first_lap=False, alpha_prior=None):
+                 incremental_first_lap=False, alpha_prior=None, sparse_L=None):
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
+        self.set_sparse_L(sparse_L)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,

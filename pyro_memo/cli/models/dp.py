@@ -66,6 +66,10 @@ for _command in ("fit", "compare"):
     register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
 register_option("fit", ALPHA_PRIOR_OPTION)
+register_option("fit", Option("--sparse-L", "keep only each item's L largest responsibilities, renormalised over them "
+                              "(Hughes & Sudderth 2016): the summaries then cost O(N L) instead of O(N K) family "
+                              "terms, and the ELBO stays exact for that sparse posterior; L >= --K is dense.",
+                              {"type": int, "metavar": "L"}))
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
@@ -85,6 +89,7 @@ _FIT_USES = {
     "seed": Use(default=0),
     "device": Use(default="cpu"),
     "dtype": Use(default="float64", choices=("float64", "float32")),
+    "sparse_L": Use(),
     "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
                  default="", needs=MEMO),
@@ -159,7 +164,7 @@ def _run(args, data, family, state, progress):
     """Fit by the chosen algorithm (``state``: a memoized fit's, possibly resumed); returns the result."""
     if args.algo == "vb":
         vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed,
-                         alpha_prior=parse_alpha_prior(args.alpha_prior))
+                         alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L)
 
         def vb_callback(lap, elbo, posterior):
             progress(lap, elbo, posterior, emptied=state.emptied[-1])
@@ -168,7 +173,7 @@ def _run(args, data, family, state, progress):
         return vb.fit(data, state=state, callback=vb_callback)
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
-                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior))
+                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L)
 
     def callback(lap, elbo, posterior):
         progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None, state.emptied[-1])
@@ -268,6 +273,7 @@ class DPMixture(CliModel):
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
             "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
+            "sparse_L": args.sparse_L,
             "prior": parse_prior(args.prior, args.family),
         }
         if post.sticks.alpha_prior is not None:  # learnt: E_q[alpha] and the Gamma factor q(alpha) = Gamma(w1, w2)
