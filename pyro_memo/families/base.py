@@ -244,6 +244,12 @@ class ConjugateFamily(ABC):
     def expected_log_lik(self, x, post):
         """:math:`E_q[\\log p(x_n \\mid \\phi_k)]` for all ``n, k``: an ``(N, K)`` tensor."""
 
+    def log_lik_function(self, post):
+        """``x ->`` :meth:`expected_log_lik` ``(x, post)``. Families whose expected log-likelihood needs
+        costly terms of ``post`` alone (Cholesky factors) compute them once here, for the many chunks
+        of a local step; the default computes everything per call."""
+        return lambda x: self.expected_log_lik(x, post)
+
     @abstractmethod
     def expected_log_lik_from_stats(self, counts, stats, post):
         """:math:`\\sum_n \\hat r_{nk} E_q[\\log p(x_n \\mid \\phi_k)]` from summaries: ``(K,)``.
@@ -319,3 +325,22 @@ def outer_product_stats(x, resp):
     n, d = x.shape
     outer = (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
     return (resp.T @ outer).reshape(resp.shape[1], d, d)
+
+
+def packed_outer(x):
+    """The upper triangle of every :math:`x_n x_n^T`, ``x_{ni} x_{nj}`` for ``i <= j`` in
+    :func:`torch.triu_indices` order: ``(N, D(D+1)/2)``."""
+    i, j = torch.triu_indices(x.shape[-1], x.shape[-1], device=x.device)
+    return x[:, i] * x[:, j]
+
+
+def packed_quadratic_weights(W):
+    """Weights that turn :func:`packed_outer` rows into quadratic forms: for symmetric ``(K, D, D)``
+    ``W``, ``packed_outer(x) @ packed_quadratic_weights(W)`` is :math:`x_n^T W_k x_n` for all ``n, k``
+    (the off-diagonal entries counted twice): ``(D(D+1)/2, K)``. One matrix product of about
+    :math:`NKD^2/2` multiply-adds, half those of :math:`\\|L_k^{-1} x_n\\|^2` for every ``k``; its
+    rounding error is relative to :math:`\\sum_{ij}|x_i W_{ij} x_j|`, so it suits float64 (the
+    Cholesky form has no such cancellation)."""
+    d = W.shape[-1]
+    i, j = torch.triu_indices(d, d, device=W.device)
+    return (W[:, i, j] * torch.where(i == j, 1.0, 2.0).to(W)).T
