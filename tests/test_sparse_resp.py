@@ -205,3 +205,23 @@ def test_cli_bad_sparse_L_is_one_error_line(value, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pyro-memo: error:")
     assert "--sparse-L must be a positive integer" in err[0]
+
+
+# ------------------------------------------------ the dense log-likelihood
+def test_packed_quadratic_forms_equal_the_cholesky_form():
+    """The zero-mean Gaussian's float64 expected log-likelihood (one packed matrix product) equals
+    the whitened form float32 uses, and the packed products are the upper triangles."""
+    from pyro_memo.families.base import packed_outer
+
+    x = make_data("zm-gauss", 300, D=6, seed=2, clusters=4)
+    i, j = torch.triu_indices(6, 6)
+    assert torch.equal(packed_outer(x), x[:, i] * x[:, j])
+    family = pm.ZeroMeanGaussian.from_data(x)
+    post = pm.MemoizedVB(family, 5, seed=0).initial_posterior(family.check_data(x)).component
+    packed = family.expected_log_lik(x, post)
+    whitened = family.to(dtype=torch.float32).expected_log_lik(x.float(), {k: v.float() for k, v in post.items()})
+    torch.testing.assert_close(packed.float(), whitened, rtol=1e-5, atol=1e-4)
+    chol = torch.linalg.cholesky(post["B"])
+    quad = (torch.linalg.solve_triangular(chol, x.T.expand(5, -1, -1), upper=False) ** 2).sum(1).T
+    const = packed + 0.5 * post["nu"] * quad  # the per-component constant, the same for every item
+    torch.testing.assert_close(const, const[:1].expand_as(const), rtol=1e-10, atol=1e-10 * float(quad.max()))

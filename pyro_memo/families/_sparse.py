@@ -49,7 +49,7 @@ class SparseResponsibilities:
 
     @classmethod
     def top(cls, log_weights, L):
-        """The optimal :math:`q(z_n)` with at most ``L`` components (Hughes & Sudderth 2016, §3):
+        """The optimal :math:`q(z_n)` with at most ``L`` components (Hughes & Sudderth 2016):
         the softmax of each row's ``L`` largest unnormalised log-weights ``(N, K)``."""
         top, indices = torch.topk(log_weights, min(L, log_weights.shape[-1]), dim=-1)
         return cls(drop_underflow(torch.softmax(top, dim=-1)), indices, log_weights.shape[-1])

@@ -115,8 +115,8 @@ class DPMixturePosterior(VariationalPosterior):
         return drop_underflow(torch.softmax(self.log_joint_resp(x), dim=-1))
 
     def sparse_responsibilities(self, x, L):
-        """The optimal :math:`q(z_n)` supported on at most ``L`` components (Hughes & Sudderth 2016,
-        §3): eq. 9's softmax over each item's ``L`` largest log-weights, as
+        """The optimal :math:`q(z_n)` supported on at most ``L`` components (Hughes & Sudderth
+        2016): eq. 9's softmax over each item's ``L`` largest log-weights, as
         :class:`~pyro_memo.families.SparseResponsibilities` (underflow dropped as in :meth:`responsibilities`)."""
         return SparseResponsibilities.top(self.log_joint_resp(x), L)
 
