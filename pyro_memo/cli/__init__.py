@@ -43,7 +43,7 @@ def build_parser():
                                                   f"models (pyro-memo). Models: {', '.join(MODELS)}.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        add_threads_option(add_command(sub, command))
+        add_threads_option(add_command(sub, command), [m.name for m in MODELS.values() if command in m.uses])
     add_threads_option(add_predict_command(sub))
     return parser
 
