@@ -322,9 +322,16 @@ def outer_product_stats(x, resp):
     Gram matrix :math:`(r \\odot X)^T X`, which skips forming the ``(N, D^2)`` outer products."""
     if resp.shape[1] == 1:
         return ((x * resp).T @ x).unsqueeze(0)
-    n, d = x.shape
-    outer = (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
-    return (resp.T @ outer).reshape(resp.shape[1], d, d)
+    return unpack_symmetric(resp.T @ packed_outer(x), x.shape[-1])
+
+
+def unpack_symmetric(packed, d):
+    """``(K, D(D+1)/2)`` upper triangles in :func:`packed_outer`'s order as ``(K, D, D)`` symmetric
+    matrices (one gather: every entry reads its triangle position)."""
+    i, j = torch.triu_indices(d, d, device=packed.device)
+    position = torch.empty((d, d), dtype=torch.long, device=packed.device)
+    position[i, j] = position[j, i] = torch.arange(i.shape[0], device=packed.device)
+    return packed.index_select(1, position.reshape(-1)).reshape(packed.shape[0], d, d)
 
 
 def packed_outer(x):
