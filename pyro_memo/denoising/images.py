@@ -5,6 +5,7 @@ scikit-image (the ``denoise`` extra) is imported only when an image is read.
 """
 
 import os
+import warnings
 
 import numpy as np
 
@@ -56,7 +57,9 @@ def load_image(source):
     if not os.path.isfile(source):
         raise ValueError(f"{source}: no such image file (nor a bundled photograph: {', '.join(PHOTOGRAPHS)})")
     try:
-        array = skimage.io.imread(source)
+        with warnings.catch_warnings():  # imageio's plugins warn about themselves while probing a file
+            warnings.simplefilter("ignore", DeprecationWarning)
+            array = skimage.io.imread(source)
     except Exception as err:  # the readers raise many types for a file that is not an image
         raise ValueError(f"{source}: not a readable image ({type(err).__name__}: {str(err)[:120]})") from None
     return to_gray255(array, source)
