@@ -26,8 +26,9 @@ from _common import make_parser, run_isolated
 MEMO_RUN = """
 import json, sys, numpy as np, torch, pyro_memo as pm
 path, K, batches, laps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+local_dtype = sys.argv[6] if len(sys.argv) > 6 else None
 x = torch.as_tensor(np.load(path))
-driver = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K, laps=laps, tol=0, seed=seed)
+driver = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K, laps=laps, tol=0, seed=seed, local_dtype=local_dtype)
 result = driver.fit(x, num_batches=batches)
 print(json.dumps({"lap_seconds": result.lap_seconds, "elbo": result.elbo / len(x),
                   "threads": driver.thread_policy.history[-1:] or [1]}))
@@ -62,6 +63,8 @@ def main():
     parser.add_argument("--conditions", default="1,2,1-busy,2-busy",
                         help="comma-separated THREADS or THREADS-busy")
     parser.add_argument("--bnpy-venv", default=os.environ.get("BNPY_VENV", ""))
+    parser.add_argument("--float32-local", action="store_true",
+                        help="also run pyro-memo with local_dtype='float32' (float64 globals, memo and ELBO)")
     args = parser.parse_args()
 
     from pyro_memo.data import toy_patches
@@ -76,6 +79,8 @@ def main():
     np.save(path, np.asarray(toy_patches(args.n, seed=args.seed)[0]))
     common = [path, str(args.K), str(args.batches), str(args.laps), str(args.seed)]
     systems = {"pyro-memo": [sys.executable, "-c", MEMO_RUN, *common]}
+    if args.float32_local:
+        systems["pyro-memo f32"] = [sys.executable, "-c", MEMO_RUN, *common, "float32"]
     if bnpy_python:
         systems["bnpy"] = [bnpy_python, "-c", BNPY_RUN, *common, os.path.join(work, "bnpy-out")]
     print(f"toy data: N = {args.n}, D = 25, K = {args.K}, {args.batches} batches, {args.laps} laps, fixed K; "
@@ -89,28 +94,27 @@ def main():
                 laps[name, condition].append(float(np.mean(out["lap_seconds"][1:])))
                 notes[name, condition] = out
                 extra = f"  chose {out['threads'][0]} thread(s)" if "threads" in out else f"  K {out.get('K')}"
-                print(f"  rep {rep}  {name:9s} {condition[0]} thread(s){' busy' if condition[1] else '':5s} "
+                print(f"  rep {rep}  {name:13s} {condition[0]} thread(s){' busy' if condition[1] else '':5s} "
                       f"mean lap {laps[name, condition][-1]:.3f} s  objective/item {out['elbo']:.4f}{extra}",
                       flush=True)
 
     def label(condition):
         return f"{condition[0]} thread{'s' if condition[0] > 1 else ''}{', busy' if condition[1] else ''}"
 
-    print(f"\n{'condition':18s} {'pyro-memo s/lap':>16s} {'bnpy s/lap':>11s} {'bnpy / pyro-memo':>17s}")
+    memos = [name for name in systems if name != "bnpy"]
+    print(f"\n{'condition':18s} {'system':14s} {'s/lap':>7s} {'bnpy / it':>10s}")
     for c in conditions:
-        memo = np.mean(laps["pyro-memo", c])
-        row = f"{label(c):18s} {memo:16.3f}"
-        if bnpy_python:
-            bn = np.mean(laps["bnpy", c])
-            row += f" {bn:11.3f} {bn / memo:16.1f}x"
-        print(row)
+        for name in systems:
+            mean = np.mean(laps[name, c])
+            vs = f"{np.mean(laps['bnpy', c]) / mean:9.1f}x" if bnpy_python and name != "bnpy" else ""
+            print(f"{label(c):18s} {name:14s} {mean:7.3f} {vs:>10s}")
     print("\npyro-memo, more threads against one (mean lap ratio; <= 1 means never slower):")
-    for busy in (False, True):
-        ones = [c for c in conditions if c == (1, busy)]
-        for c in conditions:
-            if c[1] == busy and c[0] > 1 and ones:
-                ratio = np.mean(laps["pyro-memo", c]) / np.mean(laps["pyro-memo", ones[0]])
-                print(f"  {label(c)} / {label(ones[0])}: {ratio:.2f}")
+    for name in memos:
+        for busy in (False, True):
+            for c in conditions:
+                if c[1] == busy and c[0] > 1 and (1, busy) in conditions:
+                    ratio = np.mean(laps[name, c]) / np.mean(laps[name, (1, busy)])
+                    print(f"  {name}: {label(c)} / {label((1, busy))}: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,8 @@ def summary_text(out, description):
     order = np.argsort(-weights)
     top = ", ".join(f"{weights[k]:.3f}" for k in order[:10] if weights[k] > ACTIVE_WEIGHT)
     algo = {"vb": "full-batch VB", "memo": f"memoized VB, {out.get('batches', 1)} batches"}[out["algo"]]
+    if out.get("sparse_L") and out["sparse_L"] < out["truncation"]:
+        algo += f", top-{out['sparse_L']} sparse responsibilities"
     lines = [
         f"data      {description}",
         f"model     DP mixture, family {out['family']}, truncation K = {out['truncation']}",

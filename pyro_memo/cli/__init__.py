@@ -45,7 +45,7 @@ def build_parser():
                                                   f"models (pyro-memo). Models: {', '.join(MODELS)}.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        add_threads_option(add_command(sub, command))
+        add_threads_option(add_command(sub, command), [m.name for m in MODELS.values() if command in m.uses])
     for add in (add_predict_command, add_patches_command, add_denoise_command):
         add_threads_option(add(sub))
     return parser

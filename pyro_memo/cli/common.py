@@ -59,9 +59,11 @@ def _register_shared():
 _register_shared()
 
 
-def add_threads_option(parser):
-    """``--threads N`` on a command's parser (every command takes it, for every model)."""
-    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+def add_threads_option(parser, models=()):
+    """``--threads N`` on a command's parser: every command takes it, for every model (``models``,
+    named in brackets as every option's help names the models that take it)."""
+    takers = f"[{', '.join(models)}] " if models else ""
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help=takers + THREADS_HELP)
 
 
 @contextmanager
@@ -99,7 +101,7 @@ def check_positive(args, integers=(), reals=()):
 
 
 #: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
-POSITIVE_INTEGERS = ("K", "laps", "batches")
+POSITIVE_INTEGERS = ("K", "laps", "batches", "sparse_L")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")
 NON_NEGATIVE_REALS = ("tol",)
 NON_NEGATIVE_INTEGERS = ("seed",)

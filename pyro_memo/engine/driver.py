@@ -130,9 +130,14 @@ class Driver:
         """The globals a fit starts from (``order``: the first lap's batch order)."""
         raise TypeError(f"{type(self).__name__} has no initialisation: pass posterior= to fit")
 
+    def local_globals(self, state):
+        """The globals the local step reads (:attr:`state.posterior`; the memoized driver's mixed
+        precision reads a copy, :meth:`MemoizedDriver.local_globals`)."""
+        return state.posterior
+
     def local_step(self, state, key, batch):
-        """The local step of batch ``key`` under the current globals: ``(local, summary)``."""
-        return state.posterior.local_step(batch)
+        """The local step of batch ``key`` under :meth:`local_globals`: ``(local, summary)``."""
+        return self.local_globals(state).local_step(batch)
 
     def new_state(self):
         """An empty :class:`~pyro_memo.memo.MemoState` seeded by ``seed``."""
@@ -216,10 +221,6 @@ class MemoizedDriver(Driver):
         if self.local_dtype is None:
             return local
         return in_dtype(local, state.posterior.dtype)
-
-    def local_step(self, state, key, batch):
-        """The local step of batch ``key`` under :meth:`local_globals`: ``(local, summary)``."""
-        return self.local_globals(state).local_step(batch)
 
     def memoize(self, state, key, local, summary):
         """Swap batch ``key``'s summary into the memo (eq. 11); models that keep local

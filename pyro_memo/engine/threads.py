@@ -35,8 +35,9 @@ def check_threads(threads):
 class ThreadPolicy:
     """Chooses between one thread and ``threads`` for the local steps of a fit, by timing them.
 
-    The first local step is a warm-up; then each candidate runs ``probes`` steps and the one with the
-    lower mean time is kept. The kept candidate's own times are tracked as it runs; the other is
+    Until the first choice the fit runs on one thread. The first local step is a warm-up; then each
+    candidate runs ``probes`` steps (more threads stop after one step slower than all of one thread's)
+    and the one with the lower mean time is kept. The kept candidate's own times are tracked as it runs; the other is
     timed again after an interval that doubles each time the choice holds (from :data:`FIRST_INTERVAL`
     to :data:`MAX_INTERVAL` steps) and restarts when it changes: one step, or ``probes`` steps when the
     first is not slower than all of the choice's recent steps. A machine whose load changes gets a new
@@ -63,7 +64,7 @@ class ThreadPolicy:
         self._warm = False
         self._interval = FIRST_INTERVAL
         self._until_probe = 0
-        self.choice = self.candidates[-1]
+        self.choice = 1  # until measured: one thread is never the slow surprise
         self.history = []
         torch.set_num_threads(self.choice)
         return self

@@ -12,6 +12,7 @@ import pkgutil
 
 import torch
 
+from ._sparse import SparseResponsibilities, check_sparse_L
 from .base import REGISTRY, ConjugateFamily
 from .bernoulli import Bernoulli
 from .diag_gaussian import DiagGaussian
@@ -52,7 +53,9 @@ __all__ = [
     "KnownDiagGaussian",
     "Multinomial",
     "Poisson",
+    "SparseResponsibilities",
     "ZeroMeanGaussian",
+    "check_sparse_L",
     "family_from_state",
     "get_family",
 ]

@@ -9,7 +9,9 @@ dimension ``K`` (Hughes & Sudderth 2013, eq. 7), which are additive over data ba
 Conventions shared by all families:
 
 - ``x`` is an ``(N, D)`` tensor (``D`` = dimension, or vocabulary size for counts).
-- ``resp`` is an ``(N, K)`` tensor of responsibilities :math:`\\hat r_{nk}`.
+- ``resp`` is an ``(N, K)`` tensor of responsibilities :math:`\\hat r_{nk}` (or, for
+  :meth:`ConjugateFamily.sparse_stats`, a :class:`~pyro_memo.families.SparseResponsibilities`
+  keeping ``L`` of them per item).
 - ``counts`` is the ``(K,)`` tensor :math:`\\hat N_k = \\sum_n \\hat r_{nk}`.
 - ``stats`` is a ``dict`` of ``(K, ...)`` tensors :math:`s_k(x)`.
 - ``post`` is a ``dict`` of ``(K, ...)`` tensors holding the parameters of
@@ -217,6 +219,18 @@ class ConjugateFamily(ABC):
     def stats(self, x, resp):
         """Responsibility-weighted sufficient statistics :math:`s_k(x)` (Hughes & Sudderth 2013, eq. 7)."""
 
+    def sparse_stats(self, x, resp):
+        """:meth:`stats` of a :class:`~pyro_memo.families.SparseResponsibilities` ``resp``, equal to
+        ``stats(x, resp.dense())`` at :math:`O(NL)` instead of :math:`O(NK)` family terms (Hughes &
+        Sudderth 2016). The statistics are linear in each component's column of responsibilities,
+        so component ``k``'s are :meth:`stats` of the items that keep ``k``, with their weights as a
+        single column; components no item keeps get the statistics of no data."""
+        empty = self.stats(x[:0], x.new_zeros((0, 1)))
+        parts = [empty] * resp.K
+        for k, items, weights in resp.groups():
+            parts[k] = self.stats(x[items], weights.unsqueeze(-1))
+        return {name: torch.cat([part[name] for part in parts]) for name in empty}
+
     @abstractmethod
     def posterior(self, counts, stats):
         """Conjugate update :math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (Hughes & Sudderth 2013, eq. 10)."""
@@ -229,6 +243,12 @@ class ConjugateFamily(ABC):
     @abstractmethod
     def expected_log_lik(self, x, post):
         """:math:`E_q[\\log p(x_n \\mid \\phi_k)]` for all ``n, k``: an ``(N, K)`` tensor."""
+
+    def log_lik_function(self, post):
+        """``x ->`` :meth:`expected_log_lik` ``(x, post)``. Families whose expected log-likelihood needs
+        costly terms of ``post`` alone (Cholesky factors) compute them once here, for the many chunks
+        of a local step; the default computes everything per call."""
+        return lambda x: self.expected_log_lik(x, post)
 
     @abstractmethod
     def expected_log_lik_from_stats(self, counts, stats, post):
@@ -296,20 +316,37 @@ def data_for_defaults(x, dtype, device, name):
     return x
 
 
-def outer_products(x):
-    """Each item's :math:`x_n x_n^T`, flattened: ``(N, D^2)``."""
-    n, d = x.shape
-    return (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
-
-
 def outer_product_stats(x, resp):
-    """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product."""
-    d = x.shape[-1]
-    return (resp.T @ outer_products(x)).reshape(resp.shape[1], d, d)
+    """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product. For one
+    component (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted
+    Gram matrix :math:`(r \\odot X)^T X`, which skips forming the ``(N, D^2)`` outer products."""
+    if resp.shape[1] == 1:
+        return ((x * resp).T @ x).unsqueeze(0)
+    n, d = x.shape
+    outer = (x.unsqueeze(-1) * x.unsqueeze(-2)).reshape(n, d * d)
+    return (resp.T @ outer).reshape(resp.shape[1], d, d)
 
 
-def quadratic_forms(x, A):
-    """:math:`x_n^T A_k x_n = \\mathrm{tr}(A_k x_n x_n^T)` for all ``n`` and ``k``: ``(N, K)``, as one matrix
-    product of the flattened outer products with the flattened ``A_k`` (about twice as fast on CPU as ``K``
-    triangular solves of the items, and exact for any ``A_k``)."""
-    return outer_products(x) @ A.reshape(A.shape[0], -1).T
+def packed_outer(x):
+    """The upper triangle of every :math:`x_n x_n^T`, ``x_{ni} x_{nj}`` for ``i <= j`` in
+    :func:`torch.triu_indices` order: ``(N, D(D+1)/2)``, written one row ``i`` of the triangle at a
+    time (a quarter of the time of gathering both factors by index)."""
+    n, d = x.shape
+    out = x.new_empty((n, d * (d + 1) // 2))
+    start = 0
+    for i in range(d):
+        torch.mul(x[:, i:i + 1], x[:, i:], out=out[:, start:start + d - i])
+        start += d - i
+    return out
+
+
+def packed_quadratic_weights(W):
+    """Weights that turn :func:`packed_outer` rows into quadratic forms: for symmetric ``(K, D, D)``
+    ``W``, ``packed_outer(x) @ packed_quadratic_weights(W)`` is :math:`x_n^T W_k x_n` for all ``n, k``
+    (the off-diagonal entries counted twice): ``(D(D+1)/2, K)``. One matrix product of about
+    :math:`NKD^2/2` multiply-adds, half those of :math:`\\|L_k^{-1} x_n\\|^2` for every ``k``; its
+    rounding error is relative to :math:`\\sum_{ij}|x_i W_{ij} x_j|`, so it suits float64 (the
+    Cholesky form has no such cancellation)."""
+    d = W.shape[-1]
+    i, j = torch.triu_indices(d, d, device=W.device)
+    return (W[:, i, j] * torch.where(i == j, 1.0, 2.0).to(W)).T

@@ -11,6 +11,7 @@ from ._wishart import (
     mvn_log_density_precision,
     regularized_scatter,
     sample_wishart,
+    whitened_sq_norms,
     wishart_terms,
 )
 from .base import ConjugateFamily, data_for_defaults, outer_product_stats
@@ -83,14 +84,17 @@ class Gaussian(ConjugateFamily):
         return {"m": m, "kappa": kappa, "nu": p["nu"] + counts, "B": B}
 
     def expected_log_lik(self, x, post):
+        return self.log_lik_function(post)(x)
+
+    def log_lik_function(self, post):
+        """``x ->`` :math:`E_q[\\log N(x_n \\mid \\mu_k, \\Lambda_k^{-1})] = \\frac12 E[\\log|\\Lambda_k|] -
+        \\frac D2 \\log 2\\pi - \\frac{D}{2\\kappa_k} - \\frac{\\nu_k}2 (x_n - m_k)^T B_k^{-1} (x_n - m_k)`, the
+        Cholesky factors of the :math:`B_k` computed once."""
         d = self.dim
         chol, _, _, e_logdet = wishart_terms(post["nu"], post["B"])
-        eye = torch.eye(d, dtype=x.dtype, device=x.device)
-        chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
-        y = chol_inv @ x.T - (chol_inv @ post["m"].unsqueeze(-1))  # (K, D, N)
-        quad = (y**2).sum(1).T  # (N, K): (x - m)^T B^{-1} (x - m)
+        sq_norms = whitened_sq_norms(chol, post["m"])
         const = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]
-        return const - 0.5 * post["nu"] * quad
+        return lambda x: const - 0.5 * post["nu"] * sq_norms(x)
 
     def expected_log_lik_from_stats(self, counts, stats, post):
         d = self.dim

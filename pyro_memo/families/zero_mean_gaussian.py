@@ -11,9 +11,10 @@ from ._wishart import (
     mvn_log_density_precision,
     regularized_scatter,
     sample_wishart,
+    whitened_sq_norms,
     wishart_terms,
 )
-from .base import ConjugateFamily, data_for_defaults, outer_product_stats, quadratic_forms
+from .base import ConjugateFamily, data_for_defaults, outer_product_stats, packed_outer, packed_quadratic_weights
 
 
 class ZeroMeanGaussian(ConjugateFamily):
@@ -56,10 +57,25 @@ class ZeroMeanGaussian(ConjugateFamily):
         return {"nu": self.prior["nu"] + counts, "B": 0.5 * (B + B.transpose(-1, -2))}
 
     def expected_log_lik(self, x, post):
+        return self.log_lik_function(post)(x)
+
+    def log_lik_function(self, post):
+        """``x ->`` :math:`E_q[\\log N(x_n \\mid 0, \\Lambda_k^{-1})] = \\frac12 E[\\log|\\Lambda_k|] -
+        \\frac D2\\log 2\\pi - \\frac12 x_n^T E[\\Lambda_k] x_n` with :math:`E[\\Lambda_k] = \\nu_k B_k^{-1}`.
+
+        In float64 the quadratic forms of all ``K`` components are one matrix product with the packed
+        outer products of ``x`` (:func:`~pyro_memo.families.base.packed_quadratic_weights`, half the
+        multiply-adds); its rounding is relative to :math:`\\sum_{ij}|x_i E[\\Lambda]_{ij} x_j|`, which
+        float32 cannot afford for ill-conditioned components, so other dtypes whiten by the
+        Cholesky factors instead (:func:`~pyro_memo.families._wishart.whitened_sq_norms`)."""
         d = self.dim
-        _, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
-        quad = quadratic_forms(x, B_inv)  # (N, K): x^T B_k^{-1} x
-        return 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * post["nu"] * quad
+        chol, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
+        const = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi)
+        if B_inv.dtype != torch.float64:
+            sq_norms = whitened_sq_norms(chol)
+            return lambda x: const - 0.5 * post["nu"] * sq_norms(x)
+        weights = packed_quadratic_weights(post["nu"][:, None, None] * B_inv)
+        return lambda x: const - 0.5 * (packed_outer(x) @ weights)
 
     def expected_log_lik_from_stats(self, counts, stats, post):
         d = self.dim

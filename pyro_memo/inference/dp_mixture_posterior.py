@@ -3,7 +3,8 @@
 import torch
 
 from ..allocation import DPSticks
-from ..families import family_from_state
+from ..families import SparseResponsibilities, family_from_state
+from ..families._sparse import drop_underflow
 from ..posterior import VariationalPosterior
 from ..summaries import Summary
 
@@ -83,14 +84,26 @@ class DPMixturePosterior(VariationalPosterior):
         return self
 
     # ------------------------------------------------------------ local step
-    def log_joint_resp(self, x):
-        """Unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]` (eq. 9).
+    def log_joint_function(self):
+        """``x ->`` unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]`
+        (eq. 9), with the terms of the globals alone (:math:`E[\\log w_k]`, the family's
+        :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`) computed once for all the
+        chunks of a local step.
 
         ``x`` of another float dtype (float32 data against a float64 fit) is cast to the family's.
         """
-        x = torch.as_tensor(x).to(dtype=self.family.dtype, device=self.family.device)
+        family = self.family
+        log_lik = family.log_lik_function(self.component)
         e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0)
-        return self.family.expected_log_lik(x, self.component) + e_log_w
+
+        def log_joint(x):
+            return log_lik(torch.as_tensor(x).to(dtype=family.dtype, device=family.device)) + e_log_w
+
+        return log_joint
+
+    def log_joint_resp(self, x):
+        """Unnormalised :math:`\\log \\tilde r_{nk}` of items ``x`` (eq. 9; see :meth:`log_joint_function`)."""
+        return self.log_joint_function()(x)
 
     def responsibilities(self, x):
         """:math:`\\hat r_{nk}` (Hughes & Sudderth 2013, eq. 9), normalised by log-sum-exp: ``(N, K)``.
@@ -99,8 +112,13 @@ class DPMixturePosterior(VariationalPosterior):
         change the ELBO by less than ``N * 1e-150`` nats, and left alone they underflow into
         denormal numbers that slow the summary matrix products several-fold.
         """
-        resp = torch.softmax(self.log_joint_resp(x), dim=-1)
-        return resp.masked_fill(resp < torch.finfo(resp.dtype).tiny ** 0.5, 0.0)
+        return drop_underflow(torch.softmax(self.log_joint_resp(x), dim=-1))
+
+    def sparse_responsibilities(self, x, L):
+        """The optimal :math:`q(z_n)` supported on at most ``L`` components (Hughes & Sudderth
+        2016): eq. 9's softmax over each item's ``L`` largest log-weights, as
+        :class:`~pyro_memo.families.SparseResponsibilities` (underflow dropped as in :meth:`responsibilities`)."""
+        return SparseResponsibilities.top(self.log_joint_resp(x), L)
 
     def chunk_rows(self, x):
         """Rows per chunk of the local step: bounds its ``(K, D, rows)`` temporaries to ~8 MB in
@@ -108,16 +126,37 @@ class DPMixturePosterior(VariationalPosterior):
         d = x.shape[-1]
         return max(256, 2**20 // (self.K * d + d * d))
 
-    def local_step(self, x):
-        """Optimal :math:`q(z_n)` for items ``x`` and their :class:`Summary`, computed in chunks
-        of :meth:`chunk_rows` rows (summaries are additive, so the result is the same). Items of
-        another float dtype (float64 data against a float32 local step) are cast to the family's."""
-        x = torch.as_tensor(x).to(dtype=self.family.dtype, device=self.family.device)
+    def chunks(self, x):
+        """``x`` in consecutive chunks of :meth:`chunk_rows` rows."""
         step = self.chunk_rows(x)
+        return [x[lo:lo + step] for lo in range(0, x.shape[0], step)]
+
+    def local_step(self, x, sparse_L=None):
+        """Optimal :math:`q(z_n)` for items ``x`` and their :class:`Summary`, computed in chunks
+        of :meth:`chunk_rows` rows (summaries are additive, so the result is the same).
+
+        :param int sparse_L: keep each item's ``L`` largest responsibilities, renormalised (the
+            optimal :math:`q(z_n)` on at most ``L`` components, Hughes & Sudderth 2016; see
+            :meth:`sparse_responsibilities`); the statistics then cost :math:`O(NLD^2)` instead of
+            :math:`O(NKD^2)` for a full-covariance Gaussian. ``None`` (or ``L >= K``): dense.
+        :returns: ``(resp, summary)``, ``resp`` the ``(N, K)`` responsibilities (zero outside each
+            item's support when sparse).
+
+        Items of another float dtype (float64 data against a float32 local step) are cast to the family's.
+        """
+        x = torch.as_tensor(x).to(dtype=self.family.dtype, device=self.family.device)
+        log_joint = self.log_joint_function()
+        if sparse_L is None or sparse_L >= self.K:
+            return self._dense_local_step(x, log_joint)
+        resp = SparseResponsibilities.cat([SparseResponsibilities.top(log_joint(chunk), sparse_L)
+                                           for chunk in self.chunks(x)])
+        return resp.dense(), Summary.from_sparse_responsibilities(self.family, x, resp)
+
+    def _dense_local_step(self, x, log_joint):
+        """:meth:`local_step` with every responsibility kept, summarised chunk by chunk."""
         resps, summary = [], None
-        for lo in range(0, x.shape[0], step):
-            chunk = x[lo:lo + step]
-            resp = self.responsibilities(chunk)
+        for chunk in self.chunks(x):
+            resp = drop_underflow(torch.softmax(log_joint(chunk), dim=-1))
             part = Summary.from_responsibilities(self.family, chunk, resp)
             summary = part if summary is None else summary + part
             resps.append(resp)

@@ -6,6 +6,7 @@ import torch
 
 from ..allocation import DPSticks
 from ..data_sources import make_batches
+from ..families import check_sparse_L
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_summary
 
@@ -13,6 +14,17 @@ from .initialization import initial_summary
 class DPMixtureSteps:
     """Mixin of a driver (:class:`~pyro_memo.engine.MemoizedDriver`,
     :class:`~pyro_memo.engine.StochasticDriver`) for a DP mixture of ``family`` components."""
+
+    #: keep each item's ``sparse_L`` largest responsibilities in the memoized local step (``None``: all)
+    sparse_L = None
+
+    def set_sparse_L(self, sparse_L):
+        """Validate and keep ``sparse_L`` (see :meth:`DPMixturePosterior.local_step`)."""
+        self.sparse_L = check_sparse_L(sparse_L)
+
+    def local_step(self, state, key, batch):
+        """The posterior's local step of ``batch``, sparse when :attr:`sparse_L` is set."""
+        return self.local_globals(state).local_step(batch, self.sparse_L)
 
     def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
                   alpha_prior=None):

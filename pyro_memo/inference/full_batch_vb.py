@@ -32,13 +32,16 @@ class FullBatchVB(MemoizedVB):
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     :param local_dtype: ``"float32"``: the local step in float32, the globals and ELBO in the
         family's dtype (see :class:`~pyro_memo.inference.MemoizedVB`).
+    :param int sparse_L: keep each item's ``sparse_L`` largest responsibilities (Hughes & Sudderth
+        2016; see :class:`~pyro_memo.inference.MemoizedVB`); ``None``: all.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
                  init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None,
-                 local_dtype=None, threads=None):
+                 local_dtype=None, threads=None, sparse_L=None):
         super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, init_items=init_items,
-                         seed=seed, shuffle=False, alpha_prior=alpha_prior, local_dtype=local_dtype, threads=threads)
+                         seed=seed, shuffle=False, alpha_prior=alpha_prior, local_dtype=local_dtype, threads=threads,
+                         sparse_L=sparse_L)
         self.max_iter = self.laps
         self.record_steps = record_steps
         self._step_elbos = []
@@ -46,7 +49,7 @@ class FullBatchVB(MemoizedVB):
     def local_step(self, state, key, batch):
         """The local step; with ``record_steps`` also the two global blocks one at a time, keeping
         the ELBO after each of the three coordinate steps."""
-        resp, summary = self.local_globals(state).local_step(batch)
+        resp, summary = super().local_step(state, key, batch)
         summary = self.memo_summary(state, summary)
         if self.record_steps:
             post = state.posterior

@@ -50,12 +50,20 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     :param local_dtype: ``"float32"``: mixed precision, the local step (responsibilities and the
         batch summaries) in float32 against float64 globals, memo and ELBO (see
         :class:`~pyro_memo.engine.MemoizedDriver`); ``None`` (default): the family's dtype throughout.
+    :param int sparse_L: keep only each item's ``sparse_L`` largest responsibilities, renormalised
+        over them (Hughes & Sudderth 2016): the optimal :math:`q(z_n)` on at most ``L`` components,
+        so the objective stays an exact ELBO that no batch step lowers, while the summaries cost
+        :math:`O(NLD^2)` instead of :math:`O(NKD^2)` (full-covariance Gaussians). ``None`` (the
+        default) or ``sparse_L >= K`` keeps them all. Moves see the responsibilities as an
+        ``(N, K)`` matrix, zero outside each item's support.
     """
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
                  init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 incremental_first_lap=False, alpha_prior=None, local_dtype=None, threads=None):
+                 incremental_first_lap=False, alpha_prior=None, local_dtype=None, threads=None,
+                 sparse_L=None):
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
+        self.set_sparse_L(sparse_L)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,

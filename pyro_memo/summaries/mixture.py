@@ -43,6 +43,13 @@ class Summary(AdditiveSummary):
         return cls(resp.sum(0), family.stats(x, resp), entropy_per_component(resp), x.shape[0])
 
     @classmethod
+    def from_sparse_responsibilities(cls, family, x, resp):
+        """Summarise items ``x`` with :class:`~pyro_memo.families.SparseResponsibilities` ``resp``:
+        the summary of ``resp.dense()``, computed from the ``L`` kept entries per item (Hughes &
+        Sudderth 2016; :meth:`~pyro_memo.families.ConjugateFamily.sparse_stats`)."""
+        return cls(resp.counts(), family.sparse_stats(x, resp), resp.entropy(), x.shape[0])
+
+    @classmethod
     def zeros(cls, family, K):
         """The summary of no data for ``K`` components."""
         dummy = torch.zeros((1, family.dim), dtype=family.dtype, device=family.device)

@@ -66,6 +66,10 @@ for _command in ("fit", "compare"):
     register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
 register_option("fit", ALPHA_PRIOR_OPTION)
+register_option("fit", Option("--sparse-L", "keep only each item's L largest responsibilities, renormalised over them "
+                              "(Hughes & Sudderth 2016): the summaries then cost O(N L) instead of O(N K) family "
+                              "terms, and the ELBO stays exact for that sparse posterior; L >= --K is dense.",
+                              {"type": int, "metavar": "L"}))
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
@@ -86,6 +90,7 @@ _FIT_USES = {
     "device": Use(default="cpu"),
     "dtype": Use(default="float64", choices=("float64", "float32")),
     "local_dtype": Use(default=None, choices=("float32", "float64")),
+    "sparse_L": Use(),
     "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
                  default="", needs=MEMO),
@@ -161,7 +166,7 @@ def _run(args, data, family, state, progress):
     if args.algo == "vb":
         vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                          local_dtype=args.local_dtype,
-                         alpha_prior=parse_alpha_prior(args.alpha_prior))
+                         alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L)
 
         def vb_callback(lap, elbo, posterior):
             progress(lap, elbo, posterior, emptied=state.emptied[-1])
@@ -171,7 +176,7 @@ def _run(args, data, family, state, progress):
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                       local_dtype=args.local_dtype,
-                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior))
+                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L)
 
     def callback(lap, elbo, posterior):
         progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None, state.emptied[-1])
@@ -271,6 +276,7 @@ class DPMixture(CliModel):
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
             "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
+            "sparse_L": args.sparse_L,
             "prior": parse_prior(args.prior, args.family),
         }
         if post.sticks.alpha_prior is not None:  # learnt: E_q[alpha] and the Gamma factor q(alpha) = Gamma(w1, w2)

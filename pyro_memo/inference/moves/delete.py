@@ -2,6 +2,7 @@
 
 import torch
 
+from ...families import SparseResponsibilities
 from ...summaries import Summary
 from .base import Move, optimal_elbo
 
@@ -15,7 +16,9 @@ class DeleteMove(Move):
     alternative local step, :math:`r'_{nj} \\propto \\tilde r_{nj}` over the surviving
     components (the exact local optimum without the deleted ones). After the lap each
     alternative is scored exactly with its optimal globals; the best one replaces the memo
-    only if the full-data ELBO rises.
+    only if the full-data ELBO rises. With sparse responsibilities (the driver's ``sparse_L``)
+    the alternative keeps each item's surviving support, at most ``L`` components, so the memo
+    stays in the restricted family (Hughes & Sudderth 2016) that later local steps optimise over.
 
     :param int max_single: single-component proposals per lap.
     :param float max_fraction: only components holding less than this share of the data.
@@ -28,8 +31,10 @@ class DeleteMove(Move):
         self.max_fraction = float(max_fraction)
         self.proposals = []
         self.alternatives = []
+        self.sparse_L = None
 
     def start_lap(self, state, driver):
+        self.sparse_L = getattr(driver, "sparse_L", None)
         total = state.cache.total
         self.proposals, self.alternatives = [], []
         if total is None or total.K < 2:
@@ -58,10 +63,17 @@ class DeleteMove(Move):
             if len(weak):
                 if log_joint is None:
                     log_joint = post.log_joint_resp(x)
-                alt[weak] = torch.softmax(log_joint[weak][:, keep], dim=-1)
+                alt[weak] = self.restricted_optimum(log_joint[weak][:, keep])
             alt = alt.masked_fill(alt < torch.finfo(alt.dtype).tiny ** 0.5, 0.0)
             parts[key] = Summary.from_responsibilities(post.family, x, alt)
         return summary
+
+    def restricted_optimum(self, log_joint):
+        """The optimal responsibilities for unnormalised log-weights ``log_joint`` over the surviving
+        components: their softmax, on each item's ``sparse_L`` largest when sparse."""
+        if self.sparse_L is None:
+            return torch.softmax(log_joint, dim=-1)
+        return SparseResponsibilities.top(log_joint, self.sparse_L).dense()
 
     def end_lap(self, state, driver):
         cache = state.cache

@@ -1,0 +1,99 @@
+"""Issue #16 item 2: sparse top-L responsibilities (Hughes & Sudderth 2016) against dense ones.
+
+Zero-mean 8x8 image patches (D = 64): random patches of scikit-image's bundled grayscale images,
+pixels scaled to [0, 1], each patch's mean subtracted (DC removed). A zero-mean full-covariance
+Gaussian DP mixture at fixed K is fitted by memoized VB twice from one initialisation and one batch
+order: with dense responsibilities and with each item's L largest kept (``sparse_L``). The two
+fits run interleaved, lap by lap, so a change in the machine's load hits both alike.
+
+Printed: seconds of every lap of each, the mean lap seconds from lap 2 on (lap 1 included when there
+is only one), their ratio dense / sparse, and the final exact ELBO of each (the sparse one is the
+exact ELBO of its sparse posterior) with their relative difference.
+
+    python benchmarks/bench_sparse.py [--n 1000000] [--K 200] [--L 8] [--batches 20] [--laps 5]
+"""
+
+import time
+
+import numpy as np
+import torch
+from _common import make_parser
+
+import pyro_memo as pm
+
+#: scikit-image's bundled grayscale photographs and scans (no download needed)
+IMAGES = ("camera", "moon", "coins", "brick", "grass", "gravel", "clock", "cell", "page", "text")
+
+
+def zero_mean_patches(n, size=8, seed=0):
+    """``n`` random ``size x size`` patches of :data:`IMAGES`, as ``(n, size**2)`` float64 rows with each
+    row's mean removed, images drawn uniformly and positions uniformly within an image."""
+    import skimage.data
+
+    rng = np.random.default_rng(seed)
+    images = [getattr(skimage.data, name)().astype(np.float64) / 255.0 for name in IMAGES]
+    which = rng.integers(len(images), size=n)
+    out = np.empty((n, size * size))
+    for i, image in enumerate(images):
+        rows = np.flatnonzero(which == i)
+        top = rng.integers(image.shape[0] - size + 1, size=len(rows))
+        left = rng.integers(image.shape[1] - size + 1, size=len(rows))
+        offsets = np.arange(size)
+        patches = image[top[:, None, None] + offsets[None, :, None], left[:, None, None] + offsets[None, None, :]]
+        out[rows] = patches.reshape(len(rows), -1)
+    return out - out.mean(1, keepdims=True)
+
+
+def interleaved(fits, source, initial, laps):
+    """Run each ``(driver, state)`` of ``fits`` from the globals ``initial``, one lap at a time, in turn,
+    for ``laps`` laps."""
+    for lap in range(1, laps + 1):
+        for driver, state in fits:
+            driver.laps = lap
+            driver.fit(source, posterior=initial, state=state)
+            print(f"  lap {lap} {'dense ' if driver.sparse_L is None else 'sparse'}: "
+                  f"{state.lap_seconds[-1]:7.2f} s  ELBO {state.elbo_trace[-1]:.8e}", flush=True)
+
+
+def mean_lap(state):
+    """Mean lap seconds from lap 2 on (lap 1 when it is the only one)."""
+    seconds = state.lap_seconds[1:] or state.lap_seconds
+    return float(np.mean(seconds))
+
+
+def main():
+    parser = make_parser(__doc__)
+    parser.add_argument("--n", type=int, default=1_000_000, help="patches")
+    parser.add_argument("--K", type=int, default=200, help="truncation level")
+    parser.add_argument("--L", type=int, default=8, help="responsibilities kept per item")
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--laps", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    x = torch.as_tensor(zero_mean_patches(args.n, seed=args.seed))
+    family = pm.ZeroMeanGaussian.from_data(x)
+    print(f"{args.n:,} zero-mean 8x8 patches of {len(IMAGES)} scikit-image images (D = 64), made in "
+          f"{time.perf_counter() - start:.1f} s; K = {args.K}, L = {args.L}, {args.batches} batches, "
+          f"{args.laps} laps, float64, torch threads {torch.get_num_threads()}", flush=True)
+    source = pm.make_batches(x, args.batches)
+    dense = pm.MemoizedVB(family, args.K, laps=1, tol=0, seed=args.seed)
+    sparse = pm.MemoizedVB(family, args.K, laps=1, tol=0, seed=args.seed, sparse_L=args.L)
+    start = time.perf_counter()
+    initial = dense.initial_posterior(source)
+    print(f"initialisation (k-means++ on {dense.init_items:,} items): {time.perf_counter() - start:.1f} s")
+    fits = [(dense, dense.new_state()), (sparse, sparse.new_state())]
+    interleaved(fits, source, initial, args.laps)
+
+    (_, d), (_, s) = fits
+    ratio = mean_lap(d) / mean_lap(s)
+    rel = (s.elbo_trace[-1] - d.elbo_trace[-1]) / abs(d.elbo_trace[-1])
+    print(f"mean lap (from lap 2): dense {mean_lap(d):.2f} s, sparse L={args.L} {mean_lap(s):.2f} s; "
+          f"dense / sparse = {ratio:.2f}x")
+    print(f"final ELBO: dense {d.elbo_trace[-1]:.8e}, sparse {s.elbo_trace[-1]:.8e}; "
+          f"(sparse - dense) / |dense| = {rel:+.2e} ({100 * rel:+.4f}%)")
+
+
+if __name__ == "__main__":
+    main()
