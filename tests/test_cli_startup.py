@@ -34,7 +34,9 @@ ARGVS = [["fit", "--help"], ["compare", "--help"], ["fit", "--model", "hdp", "--
          ["predict", "--help"], ["predict", "no-such-model.pt", "data.npz"], ["predict", "tests"],
          ["predict", "tests", "data.npz"], ["fit", "--model", "relational", "--help"],
          ["fit", "--model", "relational", "--eps", "0"], ["fit", "--model", "relational", "--moves", "split"],
-         ["fit", "--model", "relational", "--heldout", "1.5"]]
+         ["fit", "--model", "relational", "--heldout", "1.5"], ["denoise", "--help"], ["patches", "--help"],
+         ["denoise", "camera", "--sigma", "0"], ["denoise", "no-such-image.png"],
+         ["patches", "p.npy", "--exclude", "nothing"]]
 
 
 @pytest.mark.parametrize("argv", ARGVS)
@@ -95,6 +97,13 @@ def test_the_parse_time_names_agree_with_the_registries():
     assert FAMILY_NAMES == tuple(sorted(FAMILIES))
     assert DATASET_NAMES == tuple(BUNDLED)
     assert DP_MOVE_NAMES == tuple(sorted(MOVES))
+
+
+def test_the_parse_time_photograph_names_agree_with_the_denoising_package():
+    from pyro_memo.cli.names import PHOTOGRAPH_NAMES
+    from pyro_memo.denoising import PHOTOGRAPHS
+
+    assert PHOTOGRAPH_NAMES == PHOTOGRAPHS
 
 
 def test_the_parse_time_prior_names_agree_with_the_families():

@@ -49,9 +49,9 @@ LAYERS = {
     "topics": ["pyro_memo.topics", "pyro_memo.relational"],
     # Pyro models and the bridge from Pyro programs to the engine; baseline methods
     "pyro": ["pyro_memo.models", "pyro_memo.bridge", "pyro_memo.baselines"],
-    # applications: comparisons, command lines, reports, and the package's public namespace
-    "apps": ["pyro_memo.comparison", "pyro_memo.cli", "pyro_memo.reporting", "pyro_memo.estimator",
-             "pyro_memo.model_file", "pyro_memo.topic_estimator", ROOT],
+    # applications: comparisons, image denoising, command lines, reports, and the package's public namespace
+    "apps": ["pyro_memo.comparison", "pyro_memo.denoising", "pyro_memo.cli", "pyro_memo.reporting",
+             "pyro_memo.estimator", "pyro_memo.model_file", "pyro_memo.topic_estimator", ROOT],
 }
 
 

@@ -1,5 +1,6 @@
-"""The ``pyro-memo`` console script: ``fit`` and ``compare`` for every registered model, and
-``predict`` with a model ``fit --save`` wrote (:mod:`pyro_memo.cli.predict`).
+"""The ``pyro-memo`` console script: ``fit`` and ``compare`` for every registered model,
+``predict`` with a model ``fit --save`` wrote (:mod:`pyro_memo.cli.predict`), and ``patches`` and
+``denoise`` for image denoising with a patch prior (:mod:`pyro_memo.cli.denoise`).
 
 The models and their options come from :mod:`pyro_memo.cli.registry`; see there how a model
 registers itself.
@@ -10,6 +11,7 @@ import sys
 
 from . import common  # noqa: F401  (registers the shared options)
 from .common import add_threads_option, check_numbers, check_outputs, remove_created, thread_limit
+from .denoise import add_denoise_command, add_patches_command, run_denoise, run_patches
 from .interrupt import StopOnSignal
 from .predict import add_predict_command, run_predict
 from .registry import (
@@ -44,8 +46,13 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         add_threads_option(add_command(sub, command), [m.name for m in MODELS.values() if command in m.uses])
-    add_threads_option(add_predict_command(sub))
+    for add in (add_predict_command, add_patches_command, add_denoise_command):
+        add_threads_option(add(sub))
     return parser
+
+
+#: commands that are not per model: command -> its runner
+DIRECT = {"predict": run_predict, "patches": run_patches, "denoise": run_denoise}
 
 
 def main(argv=None):
@@ -55,8 +62,8 @@ def main(argv=None):
         args.stop = stop
         try:
             with thread_limit(args.threads):
-                if args.command == "predict":
-                    status = run_predict(args)
+                if args.command in DIRECT:
+                    status = DIRECT[args.command](args)
                 else:
                     model = resolve(args.command, args)
                     check_numbers(args)

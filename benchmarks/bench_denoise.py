@@ -1,0 +1,151 @@
+"""Patch denoising (Hughes & Sudderth 2013, §4.4; Zoran & Weiss 2011): Gaussian-mixture priors of 8 x 8
+zero-mean patches learnt three ways, each used to denoise the held-out ``camera`` photograph.
+
+1. ``--n`` random zero-mean 8 x 8 patches (default 2,000,000) of scikit-image's bundled photographs
+   other than ``camera`` are written to a .npy file on disk, chunk by chunk.
+2. Priors: (a) a zero-mean DP Gaussian mixture by memoized VB with birth / merge / delete moves from
+   K = 1, reading the .npy file batch by batch; (b) memoized VB with a fixed K (``--K``, default 50)
+   and no moves, read the same way; (c) scikit-learn's ``GaussianMixture(n_components=K,
+   covariance_type="full")`` by EM, which needs the patches in memory: it is fitted to a random
+   subset of ``--sklearn-n`` patches when that is smaller than ``--n`` (the output says so); EM
+   also learns component means, which the prior ignores (their size is printed).
+3. ``camera`` plus white noise of standard deviation ``--sigma`` (default 25; noise seed
+   ``--noise-seed``) is denoised under each prior by single-pass patch MMSE and by EPLL
+   (half-quadratic splitting, beta = sigma^-2 [1, 4, 8, 16, 32, 64], lambda = 64 / sigma^2).
+
+Prints the fit times and a PSNR table. ``--device cuda`` puts the family, the posterior, every data
+batch and the denoising on the GPU.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
+        [--K 50] [--sklearn-n 2000000] [--device cuda] [--dir DIR]
+"""
+
+import os
+import tempfile
+import time
+
+import numpy as np
+import torch
+from _common import make_parser
+from sklearn.mixture import GaussianMixture
+
+from pyro_memo.denoising import (
+    PHOTOGRAPHS,
+    GaussianMixturePrior,
+    add_noise,
+    center_crop,
+    epll_denoise,
+    fit_patch_mixture,
+    load_image,
+    mmse_denoise,
+    psnr,
+    write_patches,
+)
+
+TEST_IMAGE = "camera"
+
+
+def parse_args():
+    parser = make_parser(__doc__)
+    parser.add_argument("--n", type=int, default=2_000_000, help="training patches written to disk")
+    parser.add_argument("--dir", default=None, help="folder of the patch file (default: a temporary folder, removed)")
+    parser.add_argument("--laps", type=int, default=20, help="laps of each memoized fit")
+    parser.add_argument("--batches", type=int, default=100, help="batches of each memoized fit")
+    parser.add_argument("--K", type=int, default=50, help="components of the fixed-K and scikit-learn fits")
+    parser.add_argument("--sklearn-n", type=int, default=None, help="patches scikit-learn fits (default: --n)")
+    parser.add_argument("--sklearn-iter", type=int, default=100, help="EM iterations of scikit-learn")
+    parser.add_argument("--sigma", type=float, default=25.0)
+    parser.add_argument("--noise-seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the patches and of every fit")
+    parser.add_argument("--crop", type=int, default=None, help="denoise the central CROP x CROP square of camera")
+    parser.add_argument("--device", default="cpu", help="torch device of the memoized fits and the denoising")
+    return parser.parse_args()
+
+
+def write_training_patches(path, args):
+    names = [name for name in PHOTOGRAPHS if name != TEST_IMAGE]
+    start = time.perf_counter()
+    write_patches(path, [load_image(name) for name in names], args.n, seed=args.seed)
+    print(f"{args.n} zero-mean 8x8 patches of {len(names)} photographs (all bundled but {TEST_IMAGE}) written to "
+          f"{path} ({os.path.getsize(path) / 1e9:.2f} GB) in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def memoized_prior(path, K, moves, args):
+    """``(prior, seconds, description)`` of a memoized fit reading ``path`` batch by batch."""
+    start = time.perf_counter()
+    result = fit_patch_mixture(path, K=K, laps=args.laps, batches=args.batches, moves=moves, seed=args.seed,
+                               device=args.device)
+    sync(args.device)
+    seconds = time.perf_counter() - start
+    prior = GaussianMixturePrior.from_posterior(result.posterior)
+    print(f"  {len(result.elbo_trace)} laps, ELBO/patch {result.elbo_trace[-1] / args.n:.4f}, K = {prior.K}, "
+          f"{seconds:.1f} s", flush=True)
+    return prior, seconds
+
+
+def sklearn_prior(path, args):
+    """``(prior, seconds)`` of scikit-learn's EM on ``--sklearn-n`` patches held in memory."""
+    m = min(args.sklearn_n or args.n, args.n)
+    patches = np.load(path, mmap_mode="r")
+    if m < args.n:
+        rows = np.sort(np.random.default_rng(args.seed).choice(args.n, m, replace=False))
+        x = np.asarray(patches[rows])
+        print(f"  scikit-learn is fitted to a random subset of {m} of the {args.n} patches (in memory)")
+    else:
+        x = np.asarray(patches)
+    start = time.perf_counter()
+    gmm = GaussianMixture(n_components=args.K, covariance_type="full", max_iter=args.sklearn_iter,
+                          random_state=args.seed).fit(x)
+    seconds = time.perf_counter() - start
+    print(f"  {gmm.n_iter_} EM iterations (converged: {gmm.converged_}), {seconds:.1f} s; EM learnt means the "
+          f"prior ignores: largest |mean| entry {np.abs(gmm.means_).max():.2f}, RMS mean entry "
+          f"{np.sqrt((gmm.means_**2).mean()):.2f} (pixel values 0-255)", flush=True)
+    return GaussianMixturePrior.from_sklearn(gmm, device=args.device), seconds
+
+
+def sync(device):
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def denoise(prior, clean, noisy, args):
+    """``{method: (PSNR, seconds)}`` of single-pass MMSE and EPLL under ``prior``."""
+    out = {}
+    for name, method in (("mmse", mmse_denoise), ("epll", epll_denoise)):
+        start = time.perf_counter()
+        estimate = method(torch.as_tensor(noisy, device=args.device), prior, args.sigma)
+        sync(args.device)
+        out[name] = (psnr(clean, estimate), time.perf_counter() - start)
+    return out
+
+
+def main():
+    args = parse_args()
+    clean = load_image(TEST_IMAGE)
+    if args.crop:
+        clean = center_crop(clean, args.crop)
+    noisy = add_noise(clean, args.sigma, seed=args.noise_seed)
+    print(f"device {args.device}, torch threads {torch.get_num_threads()}; test image {TEST_IMAGE} "
+          f"{clean.shape[0]}x{clean.shape[1]}, sigma {args.sigma:g}, noisy PSNR {psnr(clean, noisy):.2f} dB",
+          flush=True)
+    with tempfile.TemporaryDirectory(dir=args.dir) as folder:
+        path = os.path.join(folder, "patches.npy")
+        write_training_patches(path, args)
+        priors = {}
+        print(f"(a) DP mixture, memoized VB, birth/merge/delete from K = 1, {args.batches} batches from disk:")
+        priors["DP memo + moves (K=1 start)"] = memoized_prior(path, 1, "birth,merge,delete", args)
+        print(f"(b) memoized VB, fixed K = {args.K}, no moves, {args.batches} batches from disk:")
+        priors[f"memo fixed K={args.K}"] = memoized_prior(path, args.K, "", args)
+        print(f"(c) scikit-learn GaussianMixture(n_components={args.K}, covariance_type='full'), EM:")
+        priors[f"sklearn GMM K={args.K}"] = sklearn_prior(path, args)
+    print(f"\n{'prior':30s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
+          f"{'MMSE s':>7s} {'EPLL s':>7s}")
+    for name, (prior, seconds) in priors.items():
+        scores = denoise(prior, clean, noisy, args)
+        (mmse, mmse_s), (epll, epll_s) = scores["mmse"], scores["epll"]
+        print(f"{name:30s} {prior.K:4d} {seconds:8.1f} {mmse:8.2f} {epll:8.2f} {epll - mmse:+9.2f} "
+              f"{mmse_s:7.1f} {epll_s:7.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Expected patch log likelihood (EPLL) restoration by half-quadratic splitting (Zoran & Weiss 2011, §3).
+
+EPLL denoising maximises :math:`-\\tfrac\\lambda2 \\lVert x - y\\rVert^2 + \\sum_i \\log p(P_i x)` over
+the image :math:`x` (eq. 2 with :math:`A = I`). Half-quadratic splitting adds auxiliary patches
+:math:`z_i` and minimises, for an increasing schedule of :math:`\\beta`,
+
+.. math::  \\tfrac\\lambda2 \\lVert x - y\\rVert^2
+           + \\sum_i \\tfrac\\beta2 \\lVert P_i x - z_i\\rVert^2 - \\log p(z_i)      \\qquad \\text{(eq. 3)}
+
+alternately in :math:`z` and :math:`x`:
+
+* :math:`z`-step: each :math:`z_i` is the approximate MAP patch given :math:`P_i x` observed with
+  noise variance :math:`1/\\beta`: the most probable component
+  :math:`k^* = \\arg\\max_k w_k N(P_i x; 0, \\Sigma_k + \\beta^{-1} I)` and its Wiener filter
+  :math:`z_i = \\Sigma_{k^*} (\\Sigma_{k^*} + \\beta^{-1} I)^{-1} P_i x` (on the zero-mean patch, DC added back);
+* :math:`x`-step (eq. 4 with :math:`A = I`), pixel by pixel since :math:`\\sum_i P_i^T P_i` is diagonal:
+  :math:`x = (\\lambda y + \\beta \\sum_i P_i^T z_i) / (\\lambda + \\beta \\sum_i P_i^T P_i 1)`.
+
+Constants. The schedule is the paper's, :math:`\\beta = \\sigma^{-2} (1, 4, 8, 16, 32, 64)`, and
+:math:`\\lambda = D / \\sigma^2` with :math:`D` the number of pixels of a patch: the likelihood of
+the image is :math:`N(y; x, \\sigma^2 I)`, i.e. :math:`\\lambda = 1/\\sigma^2` per pixel, but each pixel
+lies in :math:`D` overlapping patches, so the prior term counts it :math:`D` times; scaling the data
+term by the same :math:`D` keeps the two balanced (the setting of Zoran & Weiss's code).
+"""
+
+import torch
+
+from .images import check_sigma
+from .patches import PATCH, as_image_tensor, coverage, image_patches, like_input, put_back
+from .prior import MAX_ELEMENTS, component_scores, row_chunks
+
+#: the paper's schedule of :math:`\beta` in units of :math:`\sigma^{-2}`
+BETAS = (1.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+def map_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS):
+    """The :math:`z`-step: each zero-mean patch of ``y`` ``(n, D)`` Wiener-filtered toward its most
+    probable component under noise of variance ``noise_var`` (module docstring), in chunks."""
+    precisions, log_norms = prior.noisy_terms(noise_var)
+    out = torch.empty_like(y)
+    for rows in row_chunks(y.shape[0], prior.K, prior.dim, max_elements):
+        log_joint, solves = component_scores(y[rows], precisions, log_norms)
+        best = log_joint.argmax(-1)
+        out[rows] = y[rows] - noise_var * solves[torch.arange(len(best), device=best.device), best]
+    return out
+
+
+def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elements=MAX_ELEMENTS):
+    """Denoise ``noisy`` (noise standard deviation ``sigma``) by EPLL half-quadratic splitting
+    (module docstring), starting from :math:`x = y`.
+
+    :param noisy: ``(H, W)`` array or tensor (a tensor gives a tensor on the prior's device).
+    :param prior: a :class:`~pyro_memo.denoising.GaussianMixturePrior` of ``size**2``-pixel patches.
+    :param betas: the :math:`\\beta` schedule; default :math:`\\sigma^{-2}` times :data:`BETAS`.
+    :param float lam: the data weight :math:`\\lambda`; default :math:`D / \\sigma^2` (module docstring).
+    :returns: the restored image, unclipped.
+    """
+    check_sigma(sigma)
+    var = float(sigma) ** 2
+    betas = [b / var for b in BETAS] if betas is None else [float(b) for b in betas]
+    lam = size * size / var if lam is None else float(lam)
+    y = as_image_tensor(noisy, prior)
+    shape = tuple(y.shape)
+    count = coverage(shape, size, y)
+    x = y
+    for beta in betas:
+        patches = image_patches(x, size)
+        dc = patches.mean(-1, keepdim=True)
+        z = map_patches(patches - dc, prior, 1.0 / beta, max_elements) + dc
+        x = (lam * y + beta * put_back(z, shape, size)) / (lam + beta * count)
+    return like_input(x, noisy)

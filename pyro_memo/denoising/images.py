@@ -1,0 +1,87 @@
+"""Grayscale images on the [0, 255] scale: scikit-image's bundled photographs or image files, and
+additive white Gaussian noise.
+
+scikit-image (the ``denoise`` extra) is imported only when an image is read.
+"""
+
+import os
+import warnings
+
+import numpy as np
+
+#: scikit-image's bundled photographs that need no download (``skimage.data.<name>()``); colour
+#: ones are converted to grayscale
+PHOTOGRAPHS = ("astronaut", "brick", "camera", "cell", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
+               "hubble_deep_field", "immunohistochemistry", "moon", "page", "retina", "rocket", "text")
+
+
+def _skimage():
+    try:
+        import skimage.color
+        import skimage.data
+        import skimage.io
+        import skimage.util
+    except ImportError:
+        raise ValueError("reading images needs scikit-image: pip install 'pyro-memo[denoise]'") from None
+    return skimage
+
+
+def to_gray255(array, name="image"):
+    """``array`` (grayscale, RGB or RGBA; any integer or float type scikit-image reads) as a
+    float64 grayscale image in [0, 255] (ITU-R 601 luma of :func:`skimage.color.rgb2gray`).
+
+    :raises ValueError: if it is neither 2-D nor an RGB / RGBA image.
+    """
+    skimage = _skimage()
+    array = np.asarray(array)
+    if array.ndim == 3 and array.shape[-1] == 4:
+        array = skimage.color.rgba2rgb(array)
+    if array.ndim == 3 and array.shape[-1] == 3:
+        array = skimage.color.rgb2gray(array)
+    if array.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D grayscale image (or RGB / RGBA); got shape {array.shape}")
+    if min(array.shape) < 1:
+        raise ValueError(f"{name}: the image is empty (shape {array.shape})")
+    return 255.0 * skimage.util.img_as_float64(array)
+
+
+def load_image(source):
+    """A grayscale float64 image in [0, 255] from a bundled photograph's name (:data:`PHOTOGRAPHS`)
+    or an image file (any format :func:`skimage.io.imread` reads).
+
+    :raises ValueError: for a missing or unreadable file, or an image that is not 2-D (or RGB / RGBA).
+    """
+    skimage = _skimage()
+    if source in PHOTOGRAPHS and not os.path.exists(source):
+        return to_gray255(getattr(skimage.data, source)(), source)
+    if not os.path.isfile(source):
+        raise ValueError(f"{source}: no such image file (nor a bundled photograph: {', '.join(PHOTOGRAPHS)})")
+    try:
+        with warnings.catch_warnings():  # imageio's plugins warn about themselves while probing a file
+            warnings.simplefilter("ignore", DeprecationWarning)
+            array = skimage.io.imread(source)
+    except Exception as err:  # the readers raise many types for a file that is not an image
+        raise ValueError(f"{source}: not a readable image ({type(err).__name__}: {str(err)[:120]})") from None
+    return to_gray255(array, source)
+
+
+def center_crop(image, size):
+    """The central ``size`` x ``size`` square of ``image`` (the whole side where the image is smaller)."""
+    if size < 1:
+        raise ValueError(f"crop size must be a positive integer; got {size}")
+    h, w = image.shape
+    top, left = max((h - size) // 2, 0), max((w - size) // 2, 0)
+    return image[top:top + size, left:left + size]
+
+
+def add_noise(image, sigma, seed=0):
+    """``image`` plus white Gaussian noise :math:`N(0, \\sigma^2)` per pixel (no clipping, as in
+    Zoran & Weiss 2011, §4), from ``numpy.random.default_rng(seed)``."""
+    check_sigma(sigma)
+    return image + sigma * np.random.default_rng(seed).standard_normal(image.shape)
+
+
+def check_sigma(sigma):
+    """Raise :class:`ValueError` unless the noise level ``sigma`` is a positive finite number."""
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"the noise level sigma must be a positive number; got {sigma}")

@@ -1,0 +1,121 @@
+"""Square image patches: random zero-mean training patches (in memory, or streamed to a ``.npy`` file
+chunk by chunk), and every overlapping patch of one image with the operator that puts patches back.
+
+Notation (Zoran & Weiss 2011, §2): :math:`P_i` extracts the ``size`` x ``size`` patch at position
+``i`` of an image as a vector of :math:`D = \\text{size}^2` pixels in row-major order; the
+*DC component* of a patch is its mean, and a zero-mean patch is :math:`(I - \\tfrac1D 1 1^T) P_i x`.
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..data.files import write_atomically
+
+#: side of the patches of Hughes & Sudderth 2013 (§4.4) and Zoran & Weiss 2011 (§2)
+PATCH = 8
+#: patches drawn per chunk: the random stream, hence the patches, depend on it
+CHUNK = 100_000
+
+
+def _positions(images, size):
+    """``(rows of valid positions, columns of valid positions, cumulative counts)`` per image."""
+    rows = np.array([img.shape[0] - size + 1 for img in images], dtype=np.int64)
+    cols = np.array([img.shape[1] - size + 1 for img in images], dtype=np.int64)
+    if (rows < 1).any() or (cols < 1).any():
+        raise ValueError(f"every image must be at least {size} x {size} pixels; got shapes "
+                         f"{[img.shape for img in images]}")
+    return rows, cols, np.concatenate([[0], np.cumsum(rows * cols)])
+
+
+def remove_dc(patches):
+    """Zero-mean patches: each row of ``(N, D)`` ``patches`` minus its mean (its DC component)."""
+    return patches - patches.mean(-1, keepdims=True)
+
+
+def iter_patch_chunks(images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.float64):
+    """Yield ``n`` random zero-mean patches of ``images`` as ``(m, size**2)`` arrays of at most ``chunk`` rows.
+
+    Every position of every image is equally likely (so a big image gives more patches), drawn with
+    replacement from ``numpy.random.default_rng(seed)``; the chunks are drawn one after the other, so
+    the patches depend on ``(images, n, size, seed, chunk)`` only.
+    """
+    if n < 1 or chunk < 1:
+        raise ValueError(f"the number of patches and the chunk size must be positive; got {n} and {chunk}")
+    images = [np.asarray(img, dtype=np.float64) for img in images]
+    if not images:
+        raise ValueError("no images to draw patches from")
+    rows, cols, cum = _positions(images, size)
+    windows = [np.lib.stride_tricks.sliding_window_view(img, (size, size)) for img in images]
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, chunk):
+        flat = rng.integers(cum[-1], size=min(chunk, n - start))
+        which = np.searchsorted(cum, flat, side="right") - 1
+        out = np.empty((len(flat), size * size), dtype=np.float64)
+        for i in np.unique(which):
+            mine = which == i
+            r, c = np.divmod(flat[mine] - cum[i], cols[i])
+            out[mine] = windows[i][r, c].reshape(-1, size * size)
+        yield remove_dc(out).astype(dtype, copy=False)
+
+
+def sample_patches(images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.float64):
+    """``(n, size**2)`` random zero-mean patches of ``images`` in memory (:func:`iter_patch_chunks`)."""
+    return np.concatenate(list(iter_patch_chunks(images, n, size, seed, chunk, dtype)))
+
+
+def write_patches(path, images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.float64):
+    """Write the patches :func:`sample_patches` returns for the same arguments to the ``.npy`` file
+    ``path``, one chunk at a time through :func:`numpy.lib.format.open_memmap` (memory ``O(chunk)``,
+    however large ``n``), atomically: a failed write leaves no partial file under ``path``.
+
+    :returns: ``path``, for :class:`~pyro_memo.data.FileBatches` or ``MemoizedVB.fit``.
+    """
+    def write(tmp):
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, size * size))
+        start = 0
+        for block in iter_patch_chunks(images, n, size, seed, chunk, dtype):
+            out[start:start + len(block)] = block
+            start += len(block)
+        out.flush()
+        del out
+
+    write_atomically(path, write)
+    return path
+
+
+def image_patches(image, size=PATCH):
+    """Every overlapping patch :math:`P_i x` of the ``(H, W)`` tensor ``image``: ``((H-size+1)(W-size+1), size**2)``,
+    positions in row-major order, pixels in the order of :func:`sample_patches`."""
+    return F.unfold(image[None, None], size).squeeze(0).T
+
+
+def put_back(patches, shape, size=PATCH):
+    """:math:`\\sum_i P_i^T z_i`: the ``(L, size**2)`` patches added into an image of ``shape``
+    at the positions :func:`image_patches` took them from."""
+    return F.fold(patches.T[None], shape, size).reshape(shape)
+
+
+def coverage(shape, size=PATCH, like=None):
+    """:math:`\\sum_i P_i^T P_i` (diagonal): how many patches cover each pixel of an image of ``shape``."""
+    like = torch.empty(0, dtype=torch.float64) if like is None else like
+    rows, cols = shape[0] - size + 1, shape[1] - size + 1
+    return put_back(like.new_ones(rows * cols, size * size), shape, size)
+
+
+def average_patches(patches, shape, size=PATCH):
+    """The image whose every pixel is the mean of the overlapping patch estimates covering it."""
+    return put_back(patches, shape, size) / coverage(shape, size, patches)
+
+
+def as_image_tensor(image, prior):
+    """``image`` (a 2-D array or tensor) as a tensor of the prior's dtype on its device."""
+    x = image if torch.is_tensor(image) else torch.as_tensor(np.asarray(image))
+    if x.dim() != 2:
+        raise ValueError(f"expected a 2-D grayscale image; got shape {tuple(x.shape)}")
+    return x.to(dtype=prior.weights.dtype, device=prior.device)
+
+
+def like_input(result, image):
+    """``result`` as ``image`` came: a tensor for a tensor, else a numpy array."""
+    return result if torch.is_tensor(image) else result.cpu().numpy()

@@ -1,0 +1,112 @@
+"""A Gaussian-mixture prior over zero-mean image patches, :math:`p(x) = \\sum_k w_k N(x; 0, \\Sigma_k)`
+(Zoran & Weiss 2011, §2; Hughes & Sudderth 2013, §4.4), built from a fitted DP mixture or from
+scikit-learn's ``GaussianMixture``, and the Gaussian algebra of a noisy patch under it.
+
+For a patch observed with white noise of variance :math:`s`, :math:`y = x + n`,
+:math:`n \\sim N(0, sI)`, each component gives (Bishop 2006, eqs. 2.115-2.116)
+
+.. math::  p(y \\mid k) = N(y; 0, \\Sigma_k + sI), \\qquad
+           E[x \\mid y, k] = \\Sigma_k (\\Sigma_k + sI)^{-1} y = y - s (\\Sigma_k + sI)^{-1} y.
+"""
+
+import math
+
+import numpy as np
+import torch
+
+#: components with a smaller (normalised) weight are dropped from a fitted DP mixture
+MIN_WEIGHT = 1e-5
+#: the largest number of floats of the ``(patches, K, D)`` intermediates held at once
+MAX_ELEMENTS = 2**24
+
+
+class GaussianMixturePrior:
+    """Mixture weights ``(K,)`` (normalised to sum to one) and zero-mean covariances ``(K, D, D)``.
+
+    :param weights: nonnegative weights, array or tensor.
+    :param covariances: symmetric positive-definite covariances, array or tensor.
+    :param dtype: torch dtype of the math (float64 by default).
+    :param device: torch device; :meth:`to` moves the prior.
+    """
+
+    def __init__(self, weights, covariances, dtype=torch.float64, device=None):
+        w = torch.as_tensor(np.asarray(weights) if not torch.is_tensor(weights) else weights)
+        cov = torch.as_tensor(np.asarray(covariances) if not torch.is_tensor(covariances) else covariances)
+        w, cov = w.to(dtype=dtype, device=device), cov.to(dtype=dtype, device=device)
+        if w.dim() != 1 or cov.dim() != 3 or cov.shape[0] != w.shape[0] or cov.shape[1] != cov.shape[2]:
+            raise ValueError(f"expected weights (K,) and covariances (K, D, D); got {tuple(w.shape)} and "
+                             f"{tuple(cov.shape)}")
+        if w.numel() == 0 or not bool((w >= 0).all()) or not float(w.sum()) > 0:
+            raise ValueError("the mixture weights must be nonnegative with a positive sum")
+        self.weights = w / w.sum()
+        self.covariances = 0.5 * (cov + cov.transpose(-1, -2))
+
+    @property
+    def K(self):
+        return self.weights.shape[0]
+
+    @property
+    def dim(self):
+        return self.covariances.shape[-1]
+
+    @property
+    def device(self):
+        return self.weights.device
+
+    def to(self, device=None, dtype=None):
+        """The prior on ``device`` / in ``dtype``."""
+        return GaussianMixturePrior(self.weights, self.covariances, dtype or self.weights.dtype, device)
+
+    @classmethod
+    def from_posterior(cls, posterior, min_weight=MIN_WEIGHT):
+        """The plug-in prior of a DP mixture fitted with the zero-mean Gaussian family (``zm-gauss``):
+        weights :math:`E_q[w_k]` (Hughes & Sudderth 2013, eq. 3; renormalised over the components kept)
+        and covariances :math:`E_q[\\Lambda_k]^{-1} = B_k / \\nu_k` (the family's point estimates),
+        components whose normalised weight is below ``min_weight`` dropped.
+
+        :param posterior: a :class:`~pyro_memo.inference.DPMixturePosterior`, or a model
+            :func:`~pyro_memo.load_model` returned (anything with a ``posterior`` attribute).
+        """
+        posterior = getattr(posterior, "posterior", posterior)
+        family = posterior.family
+        if family.name != "zm-gauss":
+            raise ValueError(f"a patch prior needs a DP mixture of zero-mean Gaussians (--family zm-gauss); "
+                             f"this model's family is {family.name}")
+        weights = posterior.expected_weights()
+        weights = weights / weights.sum()
+        keep = weights >= min_weight
+        covariances = family.point_estimates(posterior.component)["covariances"]
+        return cls(weights[keep], covariances[keep], weights.dtype, weights.device)
+
+    @classmethod
+    def from_sklearn(cls, gmm, dtype=torch.float64, device=None):
+        """The prior of a fitted :class:`sklearn.mixture.GaussianMixture` with ``covariance_type="full"``:
+        its ``weights_`` and ``covariances_``; its ``means_`` (which EM learns, though the patches
+        have zero mean) are ignored."""
+        if getattr(gmm, "covariance_type", None) != "full":
+            raise ValueError("a GaussianMixture prior needs covariance_type='full'")
+        return cls(gmm.weights_, gmm.covariances_, dtype, device)
+
+    def noisy_terms(self, noise_var):
+        """``(precisions, log_norms)`` of the noisy marginals :math:`N(y; 0, \\Sigma_k + sI)`:
+        :math:`(\\Sigma_k + sI)^{-1}` ``(K, D, D)`` and
+        :math:`\\log w_k - \\tfrac12 \\log|\\Sigma_k + sI| - \\tfrac D2 \\log 2\\pi` ``(K,)``, by Cholesky."""
+        eye = torch.eye(self.dim, dtype=self.covariances.dtype, device=self.device)
+        chol = torch.linalg.cholesky(self.covariances + noise_var * eye)
+        logdet = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
+        log_norms = torch.log(self.weights) - 0.5 * logdet - 0.5 * self.dim * math.log(2 * math.pi)
+        return torch.cholesky_inverse(chol), log_norms
+
+
+def component_scores(y, precisions, log_norms):
+    """``(log_joint, solves)`` of zero-mean patches ``y`` ``(n, D)``: :math:`\\log w_k N(y_i; 0, \\Sigma_k + sI)`
+    ``(n, K)`` and :math:`(\\Sigma_k + sI)^{-1} y_i` ``(n, K, D)``, from :meth:`GaussianMixturePrior.noisy_terms`."""
+    solves = torch.einsum("nd,kde->nke", y, precisions)
+    return log_norms - 0.5 * (solves * y[:, None, :]).sum(-1), solves
+
+
+def row_chunks(n, K, D, max_elements=MAX_ELEMENTS):
+    """Slices of ``n`` patches such that one chunk's ``(rows, K, D)`` intermediates hold at most
+    ``max_elements`` numbers."""
+    step = max(1, int(max_elements) // max(K * D, 1))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]

@@ -1,0 +1,100 @@
+"""``pyro-memo patches`` and ``pyro-memo denoise`` end to end on a tiny setting, and their one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pyro_memo.cli import main
+from pyro_memo.denoising import PHOTOGRAPHS, load_image, sample_patches
+
+
+def _run(argv, capsys):
+    try:
+        status = main([str(a) for a in argv])
+    except SystemExit as exit_:
+        status = exit_.code
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    """A zm-gauss DP mixture fitted by ``pyro-memo fit`` to a patch file ``pyro-memo patches`` wrote."""
+    folder = tmp_path_factory.mktemp("denoise")
+    patches = folder / "patches.npy"
+    assert main(["patches", str(patches), "brick", "moon", "--n", "3000", "--seed", "1"]) == 0
+    assert main(["fit", str(patches), "--family", "zm-gauss", "--algo", "memo", "--K", "3", "--laps", "2",
+                 "--batches", "2", "--save", str(folder / "model"), "--quiet"]) == 0
+    return folder
+
+
+def test_patches_writes_what_the_library_draws(saved_model, capsys):
+    x = np.load(saved_model / "patches.npy")
+    expected = sample_patches([load_image("brick"), load_image("moon")], 3000, seed=1)
+    np.testing.assert_array_equal(x, expected)
+
+
+def test_denoise_with_a_saved_model(saved_model, tmp_path, capsys):
+    status, out, _ = _run(["denoise", "camera", "--model", saved_model / "model", "--crop", "40", "--method", "epll",
+                           "--out", tmp_path / "d.png", "--json", tmp_path / "d.json"], capsys)
+    assert status == 0
+    result = json.loads((tmp_path / "d.json").read_text())
+    assert result["psnr_denoised"] > result["psnr_noisy"] + 2.0 and result["shape"] == [40, 40]
+    assert f"{result['psnr_denoised']:.2f} dB" in out and len(out.strip().splitlines()) == 1
+    png = np.asarray(Image.open(tmp_path / "d.png"))
+    assert png.shape == (40, 40) and png.dtype == np.uint8
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json", "d.png"]
+
+
+def test_denoise_trains_a_prior_when_given_no_model(tmp_path, capsys):
+    status, _, _ = _run(["denoise", "camera", "--crop", "32", "--n", "2000", "--K", "2", "--laps", "2",
+                         "--batches", "2", "--moves", "", "--save", tmp_path / "m", "--json", tmp_path / "r.json",
+                         "--sigma", "30", "--seed", "3"], capsys)
+    assert status == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["psnr_denoised"] > result["psnr_noisy"] and result["laps"] == 2 and result["sigma"] == 30
+    assert "12 bundled photographs" not in result["trained_on"] and f"{len(PHOTOGRAPHS) - 1} bundled" in \
+        result["trained_on"]
+    assert (tmp_path / "m" / "model.pt").is_file()
+
+
+def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
+    text = tmp_path / "not_an_image.png"
+    text.write_text("hello")
+    two_channels = tmp_path / "la.png"
+    Image.fromarray(np.zeros((20, 20, 2), dtype=np.uint8), mode="LA").save(two_channels)
+    tiny = tmp_path / "tiny.png"
+    Image.fromarray(np.zeros((5, 30), dtype=np.uint8)).save(tiny)
+    assert main(["fit", "digits", "--family", "gauss", "--K", "2", "--laps", "1", "--save", str(tmp_path / "g"),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    model = saved_model / "model"
+    cases = [
+        (["denoise", tmp_path / "missing.png", "--model", model], "missing.png"),
+        (["denoise", text, "--model", model], "not a readable image"),
+        (["denoise", two_channels, "--model", model], "2-D"),
+        (["denoise", tiny, "--model", model], "smaller than"),
+        (["denoise", "camera", "--model", model, "--sigma", "0"], "--sigma"),
+        (["denoise", "camera", "--model", model, "--sigma", "-5"], "--sigma"),
+        (["denoise", "camera", "--model", model, "--sigma", "nan"], "--sigma"),
+        (["denoise", "camera", "--model", tmp_path / "nowhere"], "nowhere"),
+        (["denoise", "camera", "--model", tmp_path / "g"], "zm-gauss"),
+        (["denoise", "camera", "--model", model, "--laps", "3"], "--laps"),
+        (["denoise", "camera", "--model", model, "--out", tmp_path / "d.jpg"], ".png"),
+        (["denoise", "camera", "--model", model, "--crop", "4"], "--crop"),
+        (["denoise", "camera", "--patches", tmp_path / "none.npy"], "none.npy"),
+        (["denoise", "camera", "--n", "0"], "--n"),
+        (["patches", tmp_path / "p.txt"], ".npy"),
+        (["patches", tmp_path / "p.npy", "--exclude", "lena"], "lena"),
+        (["patches", tmp_path / "p.npy", tmp_path / "missing.png"], "missing.png"),
+        (["patches", tmp_path / "p.npy", "--n", "0"], "--n"),
+    ]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for argv, keyword in cases:
+        status, _, err = _run(argv, capsys)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert status == 2 and len(lines) == 1, (argv, err)
+        assert lines[0].startswith("pyro-memo: error:") and keyword.lower() in lines[0].lower(), (argv, lines[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
