@@ -59,6 +59,9 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0, help="seed of the patches and of every fit")
     parser.add_argument("--crop", type=int, default=None, help="denoise the central CROP x CROP square of camera")
     parser.add_argument("--device", default="cpu", help="torch device of the memoized fits and the denoising")
+    parser.add_argument("--local-dtype", default=None, choices=("float32", "float64"),
+                        help="precision of the memoized fits' local step (globals, memo and ELBO stay float64)")
+    parser.add_argument("--skip", default="", help="comma-separated fits to skip: moves, fixed, sklearn")
     return parser.parse_args()
 
 
@@ -74,7 +77,7 @@ def memoized_prior(path, K, moves, args):
     """``(prior, seconds, description)`` of a memoized fit reading ``path`` batch by batch."""
     start = time.perf_counter()
     result = fit_patch_mixture(path, K=K, laps=args.laps, batches=args.batches, moves=moves, seed=args.seed,
-                               device=args.device)
+                               device=args.device, local_dtype=args.local_dtype)
     sync(args.device)
     seconds = time.perf_counter() - start
     prior = GaussianMixturePrior.from_posterior(result.posterior)
@@ -131,13 +134,16 @@ def main():
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         path = os.path.join(folder, "patches.npy")
         write_training_patches(path, args)
-        priors = {}
-        print(f"(a) DP mixture, memoized VB, birth/merge/delete from K = 1, {args.batches} batches from disk:")
-        priors["DP memo + moves (K=1 start)"] = memoized_prior(path, 1, "birth,merge,delete", args)
-        print(f"(b) memoized VB, fixed K = {args.K}, no moves, {args.batches} batches from disk:")
-        priors[f"memo fixed K={args.K}"] = memoized_prior(path, args.K, "", args)
-        print(f"(c) scikit-learn GaussianMixture(n_components={args.K}, covariance_type='full'), EM:")
-        priors[f"sklearn GMM K={args.K}"] = sklearn_prior(path, args)
+        priors, skip = {}, set(args.skip.split(","))
+        if "moves" not in skip:
+            print(f"(a) DP mixture, memoized VB, birth/merge/delete from K = 1, {args.batches} batches from disk:")
+            priors["DP memo + moves (K=1 start)"] = memoized_prior(path, 1, "birth,merge,delete", args)
+        if "fixed" not in skip:
+            print(f"(b) memoized VB, fixed K = {args.K}, no moves, {args.batches} batches from disk:")
+            priors[f"memo fixed K={args.K}"] = memoized_prior(path, args.K, "", args)
+        if "sklearn" not in skip:
+            print(f"(c) scikit-learn GaussianMixture(n_components={args.K}, covariance_type='full'), EM:")
+            priors[f"sklearn GMM K={args.K}"] = sklearn_prior(path, args)
     print(f"\n{'prior':30s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
           f"{'MMSE s':>7s} {'EPLL s':>7s}")
     for name, (prior, seconds) in priors.items():

@@ -25,15 +25,16 @@ def patch_family(data, prior_items=PRIOR_ITEMS, prior_scale=1.0, device=None):
 
 
 def fit_patch_mixture(data, K=1, laps=10, batches=10, moves=MOVES, seed=0, prior_scale=1.0, device=None,
-                      tol=1e-8, callback=None):
+                      tol=1e-8, callback=None, **options):
     """Memoized VB for a DP mixture of zero-mean Gaussians on the patches ``data``: an ``(N, D)``
     array in memory or a ``.npy`` file read from disk batch by batch
     (:class:`~pyro_memo.data.FileBatches`), over ``batches`` fixed batches for at most ``laps`` laps,
     from ``K`` components, with birth / merge / delete ``moves`` (``""`` for a fixed-K fit).
-    ``device`` holds the family, the posterior and every batch (``"cuda"`` for a GPU).
+    ``device`` holds the family, the posterior and every batch (``"cuda"`` for a GPU). Other keyword
+    ``options`` go to :class:`~pyro_memo.MemoizedVB` (``local_dtype="float32"``, ``sparse_L``, ``threads``).
 
     :returns: the :class:`~pyro_memo.FitResult` (``result.posterior``, ``result.summary``).
     """
     family = patch_family(data, prior_scale=prior_scale, device=device)
-    memo = MemoizedVB(family, K, laps=laps, tol=tol, moves=moves or (), seed=seed)
+    memo = MemoizedVB(family, K, laps=laps, tol=tol, moves=moves or (), seed=seed, **options)
     return memo.fit(data, batches, callback=callback)
