@@ -165,3 +165,19 @@ def test_the_cli_refuses_a_bad_local_dtype_in_one_line(cli_data, capsys, model):
     assert exit_.value.code == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("pyro-memo: error:") and "--local-dtype" in lines[0], lines
+
+
+def test_float32_local_step_survives_a_direction_without_variance():
+    """Zero-mean patches (every item sums to zero) leave one direction of the scatter without variance:
+    float32 could neither factorise the posterior scale matrices nor sum their second moments without
+    making them indefinite. The DP mixture's mixed precision keeps both in float64 and ends within
+    float32 rounding of the float64 fit."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(40_000, 16, generator=g, dtype=torch.float64) @ torch.randn(16, 16, generator=g,
+                                                                            dtype=torch.float64) * 40
+    x = z - z.mean(1, keepdim=True)
+    family = pm.ZeroMeanGaussian.from_data(x)
+    exact = pm.MemoizedVB(family, 3, laps=3, tol=0, seed=0).fit(x, num_batches=4)
+    mixed = pm.MemoizedVB(family, 3, laps=3, tol=0, seed=0, local_dtype="float32").fit(x, num_batches=4)
+    assert mixed.posterior.dtype == torch.float64
+    assert abs(mixed.elbo - exact.elbo) <= 1e-6 * abs(exact.elbo)

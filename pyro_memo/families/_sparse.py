@@ -59,6 +59,10 @@ class SparseResponsibilities:
         """The responsibilities of consecutive item chunks, stacked."""
         return cls(torch.cat([p.values for p in parts]), torch.cat([p.indices for p in parts]), parts[0].K)
 
+    def to(self, dtype):
+        """The same responsibilities with values of ``dtype`` (the indices are kept)."""
+        return SparseResponsibilities(self.values.to(dtype), self.indices, self.K)
+
     @property
     def shape(self):
         """``(N, K)``, the shape of the dense matrix."""

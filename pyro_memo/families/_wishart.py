@@ -44,14 +44,19 @@ def wishart_terms(nu, B, what="posterior scale matrix B"):
     return chol, logdet_B, B_inv, e_logdet_lam
 
 
-def whitened_sq_norms(chol, centres=None):
+def whitened_sq_norms(chol, centres=None, dtype=None):
     """:math:`(x_n - c_k)^T B_k^{-1} (x_n - c_k) = \\|L_k^{-1}(x_n - c_k)\\|^2` for all ``n, k`` from the
     Cholesky factors ``chol`` ``(K, D, D)`` of :math:`B_k = L_k L_k^T` (``centres`` ``(K, D)``, default
     zero): ``x ->`` ``(N, K)``, with :math:`L_k^{-1}` and :math:`L_k^{-1} c_k` computed once. A sum of
-    squares, so its rounding error is relative to the result itself (any dtype)."""
+    squares, so its rounding error is relative to the result itself (any dtype). With ``dtype`` the
+    products with the data run in that precision (float32 for a mixed-precision local step), the
+    factors :math:`L_k^{-1}` still computed in ``chol``'s."""
     eye = torch.eye(chol.shape[-1], dtype=chol.dtype, device=chol.device)
     chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
     shift = 0.0 if centres is None else chol_inv @ centres.unsqueeze(-1)
+    if dtype is not None:
+        chol_inv = chol_inv.to(dtype)
+        shift = shift if centres is None else shift.to(dtype)
 
     def sq_norms(x):
         return ((chol_inv @ x.T - shift) ** 2).sum(1).T

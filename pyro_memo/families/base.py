@@ -244,11 +244,18 @@ class ConjugateFamily(ABC):
     def expected_log_lik(self, x, post):
         """:math:`E_q[\\log p(x_n \\mid \\phi_k)]` for all ``n, k``: an ``(N, K)`` tensor."""
 
-    def log_lik_function(self, post):
+    def log_lik_function(self, post, dtype=None):
         """``x ->`` :meth:`expected_log_lik` ``(x, post)``. Families whose expected log-likelihood needs
         costly terms of ``post`` alone (Cholesky factors) compute them once here, for the many chunks
-        of a local step; the default computes everything per call."""
-        return lambda x: self.expected_log_lik(x, post)
+        of a local step; the default computes everything per call.
+
+        ``dtype`` (e.g. float32, for the mixed-precision local step): the precision of the result and
+        of the :math:`O(NK)` products with the data; the terms of ``post`` alone stay in its own
+        precision, where an ill-conditioned scale matrix still factorises. The default computes in
+        the family's precision and converts the result (exact, no faster)."""
+        if dtype is None or dtype == self.dtype:
+            return lambda x: self.expected_log_lik(x, post)
+        return lambda x: self.expected_log_lik(x.to(self.dtype), post).to(dtype)
 
     @abstractmethod
     def expected_log_lik_from_stats(self, counts, stats, post):

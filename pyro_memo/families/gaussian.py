@@ -86,15 +86,18 @@ class Gaussian(ConjugateFamily):
     def expected_log_lik(self, x, post):
         return self.log_lik_function(post)(x)
 
-    def log_lik_function(self, post):
+    def log_lik_function(self, post, dtype=None):
         """``x ->`` :math:`E_q[\\log N(x_n \\mid \\mu_k, \\Lambda_k^{-1})] = \\frac12 E[\\log|\\Lambda_k|] -
         \\frac D2 \\log 2\\pi - \\frac{D}{2\\kappa_k} - \\frac{\\nu_k}2 (x_n - m_k)^T B_k^{-1} (x_n - m_k)`, the
-        Cholesky factors of the :math:`B_k` computed once."""
+        Cholesky factors of the :math:`B_k` computed once (in ``post``'s precision; ``dtype``: that of the
+        products with the data, see :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`)."""
         d = self.dim
         chol, _, _, e_logdet = wishart_terms(post["nu"], post["B"])
-        sq_norms = whitened_sq_norms(chol, post["m"])
-        const = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]
-        return lambda x: const - 0.5 * post["nu"] * sq_norms(x)
+        dtype = chol.dtype if dtype is None else dtype
+        sq_norms = whitened_sq_norms(chol, post["m"], dtype)
+        const = (0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]).to(dtype)
+        nu = post["nu"].to(dtype)
+        return lambda x: const - 0.5 * nu * sq_norms(x.to(dtype))
 
     def expected_log_lik_from_stats(self, counts, stats, post):
         d = self.dim

@@ -59,7 +59,7 @@ class ZeroMeanGaussian(ConjugateFamily):
     def expected_log_lik(self, x, post):
         return self.log_lik_function(post)(x)
 
-    def log_lik_function(self, post):
+    def log_lik_function(self, post, dtype=None):
         """``x ->`` :math:`E_q[\\log N(x_n \\mid 0, \\Lambda_k^{-1})] = \\frac12 E[\\log|\\Lambda_k|] -
         \\frac D2\\log 2\\pi - \\frac12 x_n^T E[\\Lambda_k] x_n` with :math:`E[\\Lambda_k] = \\nu_k B_k^{-1}`.
 
@@ -67,13 +67,17 @@ class ZeroMeanGaussian(ConjugateFamily):
         outer products of ``x`` (:func:`~pyro_memo.families.base.packed_quadratic_weights`, half the
         multiply-adds); its rounding is relative to :math:`\\sum_{ij}|x_i E[\\Lambda]_{ij} x_j|`, which
         float32 cannot afford for ill-conditioned components, so other dtypes whiten by the
-        Cholesky factors instead (:func:`~pyro_memo.families._wishart.whitened_sq_norms`)."""
+        Cholesky factors instead (:func:`~pyro_memo.families._wishart.whitened_sq_norms`). The factors are
+        computed in ``post``'s precision; ``dtype`` is that of the products with the data (see
+        :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`)."""
         d = self.dim
         chol, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
         const = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi)
-        if B_inv.dtype != torch.float64:
-            sq_norms = whitened_sq_norms(chol)
-            return lambda x: const - 0.5 * post["nu"] * sq_norms(x)
+        dtype = B_inv.dtype if dtype is None else dtype
+        if dtype != torch.float64:
+            sq_norms = whitened_sq_norms(chol, dtype=dtype)
+            const, nu = const.to(dtype), post["nu"].to(dtype)
+            return lambda x: const - 0.5 * nu * sq_norms(x.to(dtype))
         weights = packed_quadratic_weights(post["nu"][:, None, None] * B_inv)
         return lambda x: const - 0.5 * (packed_outer(x) @ weights)
 

@@ -84,20 +84,23 @@ class DPMixturePosterior(VariationalPosterior):
         return self
 
     # ------------------------------------------------------------ local step
-    def log_joint_function(self):
+    def log_joint_function(self, dtype=None):
         """``x ->`` unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]`
         (eq. 9), with the terms of the globals alone (:math:`E[\\log w_k]`, the family's
         :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`) computed once for all the
         chunks of a local step.
 
-        ``x`` of another float dtype (float32 data against a float64 fit) is cast to the family's.
+        ``x`` of another float dtype (float32 data against a float64 fit) is cast to the family's, or to
+        ``dtype`` (float32: the mixed-precision local step, its globals' terms computed in float64 and
+        its products with the data in float32; see :meth:`local_step`).
         """
         family = self.family
-        log_lik = family.log_lik_function(self.component)
-        e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0)
+        dtype = family.dtype if dtype is None else dtype
+        log_lik = family.log_lik_function(self.component, dtype)
+        e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
 
         def log_joint(x):
-            return log_lik(torch.as_tensor(x).to(dtype=family.dtype, device=family.device)) + e_log_w
+            return log_lik(torch.as_tensor(x).to(dtype=dtype, device=family.device)) + e_log_w
 
         return log_joint
 
@@ -131,7 +134,7 @@ class DPMixturePosterior(VariationalPosterior):
         step = self.chunk_rows(x)
         return [x[lo:lo + step] for lo in range(0, x.shape[0], step)]
 
-    def local_step(self, x, sparse_L=None):
+    def local_step(self, x, sparse_L=None, local_dtype=None):
         """Optimal :math:`q(z_n)` for items ``x`` and their :class:`Summary`, computed in chunks
         of :meth:`chunk_rows` rows (summaries are additive, so the result is the same).
 
@@ -139,24 +142,30 @@ class DPMixturePosterior(VariationalPosterior):
             optimal :math:`q(z_n)` on at most ``L`` components, Hughes & Sudderth 2016; see
             :meth:`sparse_responsibilities`); the statistics then cost :math:`O(NLD^2)` instead of
             :math:`O(NKD^2)` for a full-covariance Gaussian. ``None`` (or ``L >= K``): dense.
+        :param local_dtype: ``torch.float32`` for the mixed-precision local step of a float64
+            posterior: the expected log-likelihoods' products with the data (the :math:`O(NKD^2)`
+            part) and the responsibilities in float32; the globals' own terms (Cholesky factors of
+            scale matrices, which float32 cannot factorise when a direction of the data has no
+            variance, as for zero-mean patches) and the statistics accumulated from the data in
+            float64 (second moments summed in float32 carry rounding larger than such a direction's
+            prior variance, which could make a posterior scale matrix indefinite).
         :returns: ``(resp, summary)``, ``resp`` the ``(N, K)`` responsibilities (zero outside each
             item's support when sparse).
-
-        Items of another float dtype (float64 data against a float32 local step) are cast to the family's.
         """
-        x = torch.as_tensor(x).to(dtype=self.family.dtype, device=self.family.device)
-        log_joint = self.log_joint_function()
+        dtype = self.family.dtype
+        x = torch.as_tensor(x).to(dtype=dtype, device=self.family.device)
+        log_joint = self.log_joint_function(local_dtype)  # casts each chunk to local_dtype
         if sparse_L is None or sparse_L >= self.K:
             return self._dense_local_step(x, log_joint)
         resp = SparseResponsibilities.cat([SparseResponsibilities.top(log_joint(chunk), sparse_L)
-                                           for chunk in self.chunks(x)])
+                                           for chunk in self.chunks(x)]).to(dtype)
         return resp.dense(), Summary.from_sparse_responsibilities(self.family, x, resp)
 
     def _dense_local_step(self, x, log_joint):
         """:meth:`local_step` with every responsibility kept, summarised chunk by chunk."""
         resps, summary = [], None
         for chunk in self.chunks(x):
-            resp = drop_underflow(torch.softmax(log_joint(chunk), dim=-1))
+            resp = drop_underflow(torch.softmax(log_joint(chunk), dim=-1)).to(chunk.dtype)
             part = Summary.from_responsibilities(self.family, chunk, resp)
             summary = part if summary is None else summary + part
             resps.append(resp)

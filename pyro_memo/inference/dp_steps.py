@@ -23,8 +23,10 @@ class DPMixtureSteps:
         self.sparse_L = check_sparse_L(sparse_L)
 
     def local_step(self, state, key, batch):
-        """The posterior's local step of ``batch``, sparse when :attr:`sparse_L` is set."""
-        return self.local_globals(state).local_step(batch, self.sparse_L)
+        """The posterior's local step of ``batch``, sparse when :attr:`sparse_L` is set, its products with
+        the data in ``local_dtype`` when set (:meth:`DPMixturePosterior.local_step`: a DP mixture's
+        mixed precision keeps its globals' terms and statistics in float64)."""
+        return state.posterior.local_step(batch, self.sparse_L, local_dtype=self.local_dtype)
 
     def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
                   alpha_prior=None):
