@@ -59,6 +59,11 @@ class HDPTopics(TransformerMixin, BaseEstimator):
     :param str local_dtype: ``"float32"``: mixed precision, the document-level local step in float32
         while the topics, the memo and the bound stay in float64 (see
         :class:`~pyro_memo.engine.MemoizedDriver`); ``None`` (default): float64 throughout.
+    :param int sparse_L: keep only each token's ``sparse_L`` largest topic responsibilities while
+        fitting, renormalised over them (Hughes & Sudderth 2016; see
+        :class:`~pyro_memo.topics.MemoizedHDP`), and ``bound_`` is the exact bound of that sparse
+        posterior. ``None`` (the default) or ``sparse_L >= n_components`` keeps them all.
+        :meth:`transform` stays dense.
 
     The initial topics are a k-means of the documents (bnpy's Bregman k-means,
     :func:`~pyro_memo.topics.topic_init.kmeans_topics`); with fewer non-empty documents than
@@ -76,7 +81,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components=50, alpha=0.5, gamma=10.0, lam0=0.1, n_batches=None, moves=None,
-                 max_iter=50, tol=1e-6, random_state=None, local_dtype=None, threads=None):
+                 max_iter=50, tol=1e-6, random_state=None, local_dtype=None, threads=None, sparse_L=None):
         self.n_components = n_components
         self.alpha = alpha
         self.gamma = gamma
@@ -88,6 +93,7 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.local_dtype = local_dtype
         self.threads = threads
+        self.sparse_L = sparse_L
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -102,6 +108,8 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         _check_int("max_iter", self.max_iter)
         if self.n_batches is not None:
             _check_int("n_batches", self.n_batches)
+        if self.sparse_L is not None:
+            _check_int("sparse_L", self.sparse_L)
         for name in ("alpha", "gamma", "lam0"):
             _check_real(name, getattr(self, name), positive=True)
         _check_real("tol", self.tol, positive=False)
@@ -140,7 +148,8 @@ class HDPTopics(TransformerMixin, BaseEstimator):
         init = "kmeans" if self.n_components <= nonempty else "documents"
         driver = MemoizedHDP(K=self.n_components, alpha=float(self.alpha), gamma=float(self.gamma),
                              lam0=float(self.lam0), laps=self.max_iter, tol=float(self.tol), seed=seed,
-                             moves=moves, init=init, local_dtype=self.local_dtype, threads=self.threads)
+                             moves=moves, init=init, local_dtype=self.local_dtype, threads=self.threads,
+                             sparse_L=self.sparse_L)
         result = driver.fit(corpus, batches)
         self.posterior_ = result.posterior
         self.n_components_ = int(self.posterior_.K)

@@ -55,6 +55,15 @@ class SparseResponsibilities:
         return cls(drop_underflow(torch.softmax(top, dim=-1)), indices, log_weights.shape[-1])
 
     @classmethod
+    def top_weights(cls, weights, L):
+        """:meth:`top` from non-negative unnormalised weights ``(N, K)`` (not their logarithms):
+        each row's ``L`` largest divided by their sum, which is the same restricted optimum without
+        a logarithm per entry. A row whose kept weights are all zero stays all zero."""
+        top, indices = torch.topk(weights, min(L, weights.shape[-1]), dim=-1)
+        total = top.sum(-1, keepdim=True).clamp_min(torch.finfo(top.dtype).tiny)
+        return cls(drop_underflow(top / total), indices, weights.shape[-1])
+
+    @classmethod
     def cat(cls, parts):
         """The responsibilities of consecutive item chunks, stacked."""
         return cls(torch.cat([p.values for p in parts]), torch.cat([p.indices for p in parts]), parts[0].K)
@@ -73,6 +82,19 @@ class SparseResponsibilities:
         out = self.values.new_zeros(self.shape)
         return out.scatter_(1, self.indices, self.values)
 
+    def scaled(self, weights):
+        """The responsibilities times a per-item multiplicity ``weights`` ``(N,)`` (token counts):
+        :math:`c_n \\hat r_{nk}`, on the same supports."""
+        return SparseResponsibilities(self.values * weights[:, None], self.indices, self.K)
+
+    def table(self, rows, num_rows):
+        """:math:`\\sum_{n : rows_n = i} \\hat r_{nk}` for every row label ``i`` and component ``k``:
+        ``(num_rows, K)``, from the ``L`` kept entries of each item (document-topic counts with
+        ``rows`` the items' documents, word-topic counts with their words)."""
+        out = self.values.new_zeros(num_rows * self.K)
+        flat = (rows[:, None] * self.K + self.indices).flatten()
+        return out.index_add_(0, flat, self.values.flatten()).view(num_rows, self.K)
+
     def _per_component(self, terms):
         """:math:`\\sum_n` of ``terms[n, j]`` into component ``indices[n, j]``: ``(K,)``."""
         out = self.values.new_zeros(self.K)
@@ -82,10 +104,12 @@ class SparseResponsibilities:
         """:math:`\\hat N_k = \\sum_n \\hat r_{nk}`: ``(K,)``."""
         return self._per_component(self.values)
 
-    def entropy(self):
+    def entropy(self, weights=None):
         """:math:`-\\sum_n \\hat r_{nk}\\log\\hat r_{nk}` for each ``k`` over the kept entries (``0 log 0 = 0``):
-        ``(K,)``, the dense entropy of :meth:`dense` exactly, since the dropped entries are zero."""
-        return self._per_component(-torch.special.xlogy(self.values, self.values))
+        ``(K,)``, the dense entropy of :meth:`dense` exactly, since the dropped entries are zero.
+        With ``weights`` ``(N,)`` each item's terms count that many times (token counts)."""
+        terms = -torch.special.xlogy(self.values, self.values)
+        return self._per_component(terms if weights is None else terms * weights[:, None])
 
     def groups(self):
         """``(k, items, weights)`` for every component ``k`` holding a non-zero responsibility:

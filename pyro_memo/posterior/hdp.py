@@ -14,7 +14,7 @@ import torch
 
 from ..allocation.concentration import GammaConcentration, concentration_from_state, concentration_state
 from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, top_level_objective
-from ..families import family_from_state
+from ..families import SparseResponsibilities, family_from_state
 from ..summaries import GroupSummary
 from .base import VariationalPosterior
 
@@ -76,7 +76,8 @@ class GroupedHDPPosterior(VariationalPosterior):
         raise NotImplementedError
 
     def summarize(self, doc, items, count, resp, theta, e_log_pi, counts):
-        """The summary of local parameters ``resp`` and ``theta``."""
+        """The summary of local parameters ``resp`` (a dense ``(T, K)`` tensor or
+        :class:`~pyro_memo.families.SparseResponsibilities`) and ``theta``."""
         raise NotImplementedError
 
     def updated_components(self, summary):
@@ -118,7 +119,7 @@ class GroupedHDPPosterior(VariationalPosterior):
         return self.updated(summary)
 
     # ------------------------------------------------------------- local step
-    def local_step(self, doc, items, count, num_docs, init_counts=None, max_iter=100, tol=1e-3):
+    def local_step(self, doc, items, count, num_docs, init_counts=None, max_iter=100, tol=1e-3, sparse_L=None):
         """Group-level coordinate ascent: alternate item responsibilities
         :math:`r_{dnk} \\propto \\exp(E\\log\\pi_{dk} + E\\log p(x_{dn}\\mid\\phi_k))` and group
         Dirichlets :math:`\\theta_d = \\alpha E[\\beta] + N_d` until every group's component
@@ -133,22 +134,32 @@ class GroupedHDPPosterior(VariationalPosterior):
         :param doc: ``(T,)`` group of each item (``0 .. num_docs - 1``).
         :param items: the items, as :meth:`item_likelihoods` takes them (word ids, feature rows).
         :param count: ``(T,)`` multiplicity of each item (token counts; ones for feature rows).
-        :returns: ``(resp (T, K), counts (num_docs, K), summary, iterations)``.
+        :param int sparse_L: keep each item's ``L`` largest responsibilities, renormalised over them,
+            in every sweep (Hughes & Sudderth 2016, §3: the optimal :math:`q(z_{dn})` on at most ``L``
+            components, :meth:`~pyro_memo.families.SparseResponsibilities.top_weights`). ``theta``
+            stays the exact optimum given them, so every step is still an exact coordinate update
+            of the restricted family; the group counts and the summary then cost :math:`O(TL)`
+            after the top-``L`` selection. ``None`` (or ``L >= K``): dense.
+        :returns: ``(resp (T, K), counts (num_docs, K), summary, iterations)``; ``resp`` is zero
+            outside each item's support when sparse.
 
         Floating-point inputs of another precision (a float64 batch, or warm start, against float32
         globals) are converted to the globals' dtype.
         """
         K = self.K
+        L = None if sparse_L is None or sparse_L >= K else sparse_L
         items = items.to(self.dtype) if items.is_floating_point() else items
         count = count.to(self.dtype)
         prior = self.alpha * self.expected_beta()
         phi = self.item_likelihoods(items)  # (T, K); r_dnk = Phi_nk P_dk / z_n, P = exp(E log pi) shifted
         tiny = torch.finfo(phi.dtype).tiny
 
-        def component_sums(phi_, doc_, count_, weights, n):
-            """sum_n count_n Phi_nk / z_n per group, z_n = sum_k Phi_nk weights_{d(n) k}."""
+        def group_counts(phi_, doc_, count_, weights, n):
+            """N_dk = sum_n count_n r_dnk per group, r_dnk = Phi_nk weights_dk / z_n (top-L when sparse)."""
+            if L is not None:
+                return SparseResponsibilities.top_weights(phi_ * weights[doc_], L).scaled(count_).table(doc_, n)
             z = (phi_ * weights[doc_]).sum(1).clamp_min(tiny)
-            return phi_.new_zeros(n, K).index_add_(0, doc_, phi_ * (count_ / z)[:, None])
+            return weights * phi_.new_zeros(n, K).index_add_(0, doc_, phi_ * (count_ / z)[:, None])
 
         def group_weights(counts_):
             e = torch.digamma(counts_ + prior[:K])
@@ -156,7 +167,7 @@ class GroupedHDPPosterior(VariationalPosterior):
 
         if init_counts is None:  # start from the global weights: r ∝ E[beta_k] exp(E log p)
             start = (prior[:K] / prior[:K].max()).expand(num_docs, K)
-            counts = start * component_sums(phi, doc, count, start, num_docs)
+            counts = group_counts(phi, doc, count, start, num_docs)
         else:
             counts = init_counts.to(dtype=phi.dtype, copy=True)
         # iterate on the groups that have not converged, compacting them as they finish
@@ -165,8 +176,7 @@ class GroupedHDPPosterior(VariationalPosterior):
         iterations = 0
         while iterations < max_iter:
             iterations += 1
-            weights = group_weights(counts[ids])
-            new = weights * component_sums(a_phi, a_doc, a_count, weights, len(ids))
+            new = group_counts(a_phi, a_doc, a_count, group_weights(counts[ids]), len(ids))
             moving = (new - counts[ids]).abs().mean(1) > tol
             counts[ids] = new
             if not bool(moving.any()):
@@ -177,14 +187,23 @@ class GroupedHDPPosterior(VariationalPosterior):
                 a_phi, a_doc, a_count = a_phi[keep], remap[a_doc[keep]], a_count[keep]
                 ids = ids[moving]
         # a final exact sweep over every group: responsibilities, then theta
-        weights = group_weights(counts)
-        z = (phi * weights[doc]).sum(1, keepdim=True).clamp_min(tiny)
-        resp = phi * weights[doc] / z
-        counts = phi.new_zeros(num_docs, K).index_add_(0, doc, resp * count[:, None])
+        resp, counts = self._final_responsibilities(phi, doc, count, group_weights(counts), num_docs, L)
         theta = torch.cat([counts + prior[:K], prior[K:].expand(num_docs, 1)], 1)
         e_log_pi = expected_log_dirichlet(theta)
         summary = self.summarize(doc, items, count, resp, theta, e_log_pi, counts)
-        return resp, counts, summary, iterations
+        return (resp if L is None else resp.dense()), counts, summary, iterations
+
+    @staticmethod
+    def _final_responsibilities(phi, doc, count, weights, num_docs, L):
+        """The final sweep's responsibilities and group counts ``(num_docs, K)`` for group weights
+        ``weights``: a dense ``(T, K)`` tensor, or the top-``L``
+        :class:`~pyro_memo.families.SparseResponsibilities` (``L`` not ``None``)."""
+        if L is not None:
+            resp = SparseResponsibilities.top_weights(phi * weights[doc], L)
+            return resp, resp.scaled(count).table(doc, num_docs)
+        z = (phi * weights[doc]).sum(1, keepdim=True).clamp_min(torch.finfo(phi.dtype).tiny)
+        resp = phi * weights[doc] / z
+        return resp, phi.new_zeros(num_docs, phi.shape[1]).index_add_(0, doc, resp * count[:, None])
 
     # ------------------------------------------------------------------ bound
     def elbo_terms(self, summary):
@@ -226,10 +245,18 @@ class HDPMixturePosterior(GroupedHDPPosterior):
         return torch.exp(log_lik - log_lik.max(1, keepdim=True).values)
 
     def summarize(self, doc, x, count, resp, theta, e_log_pi, counts):
-        weighted = resp * count[:, None]
-        entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
-        return GroupSummary(weighted.sum(0), self.family.stats(x, weighted), e_log_pi.sum(0),
-                            group_terms(counts, theta, e_log_pi), entropy, int(counts.shape[0]))
+        """The :class:`GroupSummary` of ``resp`` (dense, or
+        :class:`~pyro_memo.families.SparseResponsibilities`: the statistics of each component's kept
+        items, :meth:`~pyro_memo.families.ConjugateFamily.sparse_stats`) and ``theta``."""
+        if isinstance(resp, SparseResponsibilities):
+            weighted = resp.scaled(count)
+            counts_k, stats, entropy = weighted.counts(), self.family.sparse_stats(x, weighted), resp.entropy(count)
+        else:
+            weighted = resp * count[:, None]
+            counts_k, stats = weighted.sum(0), self.family.stats(x, weighted)
+            entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
+        return GroupSummary(counts_k, stats, e_log_pi.sum(0), group_terms(counts, theta, e_log_pi), entropy,
+                            int(counts.shape[0]))
 
     def updated_components(self, summary):
         return {"component": self.family.posterior(summary.counts, summary.stats)}

@@ -6,7 +6,7 @@ import torch
 
 from ..allocation.concentration import concentration_from_state, concentration_state
 from ..allocation.hdp_sticks import expected_beta, prior_sticks  # noqa: F401  (expected_beta re-exported)
-from ..families import Multinomial
+from ..families import Multinomial, SparseResponsibilities
 from ..families.type2 import Learnt, symmetric_dirichlet_ml
 from ..posterior.hdp import GroupedHDPPosterior, expected_log_dirichlet, group_terms, log_dirichlet_norm
 from ..summaries import TopicSummary
@@ -85,12 +85,18 @@ class HDPPosterior(GroupedHDPPosterior):
         return HDPPosterior(lam, rho, omega, self.alpha, self.gamma, self.lam0 if lam0 is None else lam0)
 
     def summarize(self, doc, word, count, resp, theta, e_log_pi, counts):
-        """The :class:`TopicSummary` of local parameters ``resp`` and ``theta``."""
+        """The :class:`TopicSummary` of local parameters ``resp`` and ``theta``; ``resp`` dense
+        ``(T, K)`` or a :class:`~pyro_memo.families.SparseResponsibilities`, whose word-topic counts
+        :math:`S_{kv} = \\sum_{n: x_n = v} c_n r_{nk}` and entropy come from its kept entries."""
         K, V = self.K, self.V
-        weighted = resp * count[:, None]
-        word_counts = resp.new_zeros(V, K).index_add_(0, word, weighted).T.contiguous()
+        if isinstance(resp, SparseResponsibilities):
+            word_counts = resp.scaled(count).table(word, V).T.contiguous()
+            entropy = resp.entropy(count)
+        else:
+            weighted = resp * count[:, None]
+            word_counts = resp.new_zeros(V, K).index_add_(0, word, weighted).T.contiguous()
+            entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
         doc_term = group_terms(counts, theta, e_log_pi)
-        entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
         return TopicSummary(word_counts, e_log_pi.sum(0), doc_term, entropy, int(counts.shape[0]))
 
     # ------------------------------------------------------------------ bound

@@ -9,6 +9,7 @@ import torch
 from ..allocation.concentration import learnable
 from ..data.batches import random_parts
 from ..engine import FitResult, MemoizedDriver, make_moves
+from ..families import check_sparse_L
 from ..families.type2 import Learnt
 from ..inference.initialization import initial_responsibilities
 from ..memo import MemoState
@@ -101,10 +102,11 @@ class HDPSteps:
     initial topics and the document-level local step."""
 
     def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family=None,
-                  alpha_prior=None, gamma_prior=None, learn_lam0=False):
+                  alpha_prior=None, gamma_prior=None, learn_lam0=False, sparse_L=None):
         """Validate and keep the model's settings (see :class:`MemoizedHDP`); with a Gamma prior a
         concentration becomes a :class:`~pyro_memo.allocation.concentration.GammaConcentration`."""
         self.family = family
+        self.sparse_L = check_sparse_L(sparse_L)
         for name, value in (("K", K), ("local_iters", local_iters)):
             if int(value) < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value}")
@@ -165,7 +167,8 @@ class HDPSteps:
         """``(DocumentLocal, summary, iterations)``: the document-level local step of ``batch``."""
         doc, word, count, num_docs = batch
         resp, counts, summary, iters = posterior.local_step(doc, word, count, num_docs, init_counts=init_counts,
-                                                            max_iter=self.local_iters, tol=self.local_tol)
+                                                            max_iter=self.local_iters, tol=self.local_tol,
+                                                            sparse_L=self.sparse_L)
         return DocumentLocal(resp, counts), summary, iters
 
 
@@ -226,14 +229,23 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     :param local_dtype: ``"float32"``: mixed precision, the document-level local step in float32
         against globals, memo and bound in ``dtype`` (see :class:`~pyro_memo.engine.MemoizedDriver`);
         ``None`` (default): ``dtype`` throughout.
+    :param int sparse_L: keep only each token's ``sparse_L`` largest topic responsibilities,
+        renormalised over them, in every sweep of the document-level local step (Hughes & Sudderth
+        2016; see :meth:`~pyro_memo.posterior.hdp.GroupedHDPPosterior.local_step`): the optimal
+        :math:`q(z_{dn})` on at most ``L`` topics, with each document's Dirichlet exact given them, so
+        the bound stays exact for that sparse posterior and no batch step lowers it after lap 1.
+        ``None`` (the default) or ``sparse_L >= K`` keeps them all. The moves' candidate local steps
+        use the same ``L``, and moves see the responsibilities as a ``(T, K)`` matrix, zero outside
+        each token's support.
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
-                 alpha_prior=None, gamma_prior=None, learn_lam0=False, local_dtype=None, threads=None):
+                 alpha_prior=None, gamma_prior=None, learn_lam0=False, local_dtype=None, threads=None,
+                 sparse_L=None):
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
-                       gamma_prior, learn_lam0)
+                       gamma_prior, learn_lam0, sparse_L)
         if family is not None and moves:
             raise ValueError("birth / merge / delete moves are implemented for the topic model only; fit an HDP "
                              "over a family without moves")

@@ -96,6 +96,7 @@ class TopicBirthMove(CandidateMemoMove):
         # keeps pace with the main fit's updates during the lap
         self.candidate = self._candidate(post)
         _, counts, candidate, _ = self.candidate.local_step(doc, word, count, num_docs,
-                                                            max_iter=self.driver.local_iters, tol=self.driver.local_tol)
+                                                            max_iter=self.driver.local_iters, tol=self.driver.local_tol,
+                                                            sparse_L=self.driver.sparse_L)
         self.batches[key] = (counts, candidate)
         return summary

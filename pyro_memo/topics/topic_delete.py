@@ -67,6 +67,7 @@ class TopicDeleteMove(CandidateMemoMove):
             warm = rest + share * (rest + 1e-12) / (rest + 1e-12).sum(1, keepdim=True)
         _, counts, candidate, _ = self.candidate.local_step(doc, word, count, num_docs, init_counts=warm,
                                                             max_iter=self.driver.local_iters,
-                                                            tol=self.driver.local_tol)
+                                                            tol=self.driver.local_tol,
+                                                            sparse_L=self.driver.sparse_L)
         self.batches[key] = (counts, candidate)
         return summary

@@ -131,7 +131,7 @@ def _summary(args, out, description, fit, topics, num_tokens):
     """The printed summary of a fit."""
     lines = [f"data      {description}",
              f"model     HDP topic model, truncation K = {args.K}, {_hyper_text(args, out)}",
-             f"inference memoized, {args.batches} batches: {laps_text(out)}"
+             f"inference memoized, {args.batches} batches{_sparse_text(args)}: {laps_text(out)}"
              + ("" if fit.converged else " (not converged: raise --laps)"),
              f"bound     {fit.elbo:.6g} nats ({fit.elbo / num_tokens:.4f} per token)",
              f"K         {out['K']} topics with weight > 0.01"]
@@ -143,6 +143,11 @@ def _summary(args, out, description, fit, topics, num_tokens):
     if args.save:
         lines.append(f"saved     {args.save}")
     return "\n".join(lines)
+
+
+def _sparse_text(args):
+    """``, top-L sparse responsibilities`` when ``--sparse-L`` keeps fewer than ``--K`` topics."""
+    return f", top-{args.sparse_L} sparse responsibilities" if args.sparse_L and args.sparse_L < args.K else ""
 
 
 def _hyper_text(args, out):
@@ -206,6 +211,9 @@ class HDPTopics(CliModel):
                                "its closed-form posterior q(alpha), in place of a fixed --alpha", default=""),
             "gamma_prior": Use(default=""),
             "learn_lam0": Use(default=False),
+            "sparse_L": Use("keep only each token's L largest topic responsibilities, renormalised over them, in "
+                            "every sweep of the document-level local step (Hughes & Sudderth 2016); the bound stays "
+                            "exact for that sparse posterior; L >= --K is dense"),
         },
         "compare": {
             **_COMMON,
@@ -252,7 +260,7 @@ class HDPTopics(CliModel):
                             local_dtype=args.local_dtype,
                             moves=args.moves, init=args.init, alpha_prior=parse_alpha_prior(args.alpha_prior),
                             gamma_prior=parse_alpha_prior(args.gamma_prior, "--gamma-prior"),
-                            learn_lam0=args.learn_lam0)
+                            learn_lam0=args.learn_lam0, sparse_L=args.sparse_L)
         state = HDPState(rng=np.random.default_rng(args.seed))
         if args.resume:
             state = load_resume(args, self.name)
@@ -284,6 +292,7 @@ class HDPTopics(CliModel):
             "top_words": [{"topic": k, "weight": w, "words": words} for k, w, words in topics],
             "moves": fit.state.move_log,
             "alpha": float(post.alpha), "gamma": float(post.gamma), "lam0": float(post.lam0),
+            "sparse_L": args.sparse_L,
         }
         if args.save:
             save_model(os.path.join(args.save, "model.pt"), fit)
