@@ -219,6 +219,12 @@ class ConjugateFamily(ABC):
     def stats(self, x, resp):
         """Responsibility-weighted sufficient statistics :math:`s_k(x)` (Hughes & Sudderth 2013, eq. 7)."""
 
+    def item_products(self, x):
+        """Per-item products that a chunk's expected log-likelihood and its statistics both need,
+        built once per chunk of a local step and passed to both (``products``); ``None`` (the default)
+        for families that need none."""
+        return None
+
     def sparse_stats(self, x, resp):
         """:meth:`stats` of a :class:`~pyro_memo.families.SparseResponsibilities` ``resp``, equal to
         ``stats(x, resp.dense())`` at :math:`O(NL)` instead of :math:`O(NK)` family terms (Hughes &
@@ -323,13 +329,14 @@ def data_for_defaults(x, dtype, device, name):
     return x
 
 
-def outer_product_stats(x, resp):
+def outer_product_stats(x, resp, packed=None):
     """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product. For one
     component (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted
-    Gram matrix :math:`(r \\odot X)^T X`, which skips forming the ``(N, D^2)`` outer products."""
+    Gram matrix :math:`(r \\odot X)^T X`, which skips forming the ``(N, D^2)`` outer products.
+    ``packed``: :func:`packed_outer` ``(x)`` when the caller has it."""
     if resp.shape[1] == 1:
         return ((x * resp).T @ x).unsqueeze(0)
-    return unpack_symmetric(resp.T @ packed_outer(x), x.shape[-1])
+    return unpack_symmetric(resp.T @ (packed_outer(x) if packed is None else packed), x.shape[-1])
 
 
 def unpack_symmetric(packed, d):

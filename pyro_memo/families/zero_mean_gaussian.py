@@ -49,8 +49,13 @@ class ZeroMeanGaussian(ConjugateFamily):
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device)
 
-    def stats(self, x, resp):
-        return {"xx": outer_product_stats(x, resp)}
+    def stats(self, x, resp, products=None):
+        return {"xx": outer_product_stats(x, resp, products)}
+
+    def item_products(self, x):
+        """:func:`~pyro_memo.families.base.packed_outer` ``(x)``, which the statistics and the float64
+        expected log-likelihood of a chunk share."""
+        return packed_outer(x)
 
     def posterior(self, counts, stats):
         B = self.prior["B"] + stats["xx"]
@@ -77,9 +82,9 @@ class ZeroMeanGaussian(ConjugateFamily):
         if dtype != torch.float64:
             sq_norms = whitened_sq_norms(chol, dtype=dtype)
             const, nu = const.to(dtype), post["nu"].to(dtype)
-            return lambda x: const - 0.5 * nu * sq_norms(x.to(dtype))
+            return lambda x, products=None: const - 0.5 * nu * sq_norms(x.to(dtype))
         weights = packed_quadratic_weights(post["nu"][:, None, None] * B_inv)
-        return lambda x: const - 0.5 * (packed_outer(x) @ weights)
+        return lambda x, products=None: const - 0.5 * ((packed_outer(x) if products is None else products) @ weights)
 
     def expected_log_lik_from_stats(self, counts, stats, post):
         d = self.dim

@@ -99,8 +99,13 @@ class DPMixturePosterior(VariationalPosterior):
         log_lik = family.log_lik_function(self.component, dtype)
         e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
 
-        def log_joint(x):
-            return log_lik(torch.as_tensor(x).to(dtype=dtype, device=family.device)) + e_log_w
+        def log_joint(x, products=None):
+            """``products``: the family's :meth:`~pyro_memo.families.ConjugateFamily.item_products` of
+            ``x`` (used when the log-likelihood runs in the family's precision)."""
+            x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
+            if products is None or dtype != family.dtype:
+                return log_lik(x) + e_log_w
+            return log_lik(x, products) + e_log_w
 
         return log_joint
 
@@ -124,10 +129,11 @@ class DPMixturePosterior(VariationalPosterior):
         return SparseResponsibilities.top(self.log_joint_resp(x), L)
 
     def chunk_rows(self, x):
-        """Rows per chunk of the local step: bounds its ``(K, D, rows)`` temporaries to ~8 MB in
-        float64, which keeps them in cache and stops a long lap from fragmenting the heap."""
+        """Rows per chunk of the local step: bounds its ``(K, D, rows)`` temporaries to ~16 MB in
+        float64 (a batch of 1,000 25-dimensional items at K = 25 is one chunk), which stops a long
+        lap from fragmenting the heap."""
         d = x.shape[-1]
-        return max(256, 2**20 // (self.K * d + d * d))
+        return max(256, 2**21 // (self.K * d + d * d))
 
     def chunks(self, x):
         """``x`` in consecutive chunks of :meth:`chunk_rows` rows."""
@@ -165,8 +171,9 @@ class DPMixturePosterior(VariationalPosterior):
         """:meth:`local_step` with every responsibility kept, summarised chunk by chunk."""
         resps, summary = [], None
         for chunk in self.chunks(x):
-            resp = drop_underflow(torch.softmax(log_joint(chunk), dim=-1)).to(chunk.dtype)
-            part = Summary.from_responsibilities(self.family, chunk, resp)
+            products = self.family.item_products(chunk)  # shared by the log-likelihood and the statistics
+            resp = drop_underflow(torch.softmax(log_joint(chunk, products), dim=-1)).to(chunk.dtype)
+            part = Summary.from_responsibilities(self.family, chunk, resp, products)
             summary = part if summary is None else summary + part
             resps.append(resp)
         return torch.cat(resps), summary
