@@ -21,6 +21,8 @@ import torch
 #: local steps between the re-measurements of a choice that held (doubling to :data:`MAX_INTERVAL`)
 FIRST_INTERVAL = 16
 MAX_INTERVAL = 256
+#: re-measuring the losing count may cost at most this share of the time between re-measurements
+PROBE_SHARE = 0.02
 
 
 def check_threads(threads):
@@ -40,8 +42,10 @@ class ThreadPolicy:
     and the one with the lower mean time is kept. The kept candidate's own times are tracked as it runs; the other is
     timed again after an interval that doubles each time the choice holds (from :data:`FIRST_INTERVAL`
     to :data:`MAX_INTERVAL` steps) and restarts when it changes: one step, or ``probes`` steps when the
-    first is not slower than all of the choice's recent steps. A machine whose load changes gets a new
-    choice within a few dozen steps, and the losing count costs about one step in a hundred.
+    first is not slower than all of the choice's recent steps; and never sooner than when that one step
+    costs :data:`PROBE_SHARE` of the interval's time, unless the choice's own last ``probes`` steps all
+    took twice as long as when it was chosen (the load changed), which measures again at once. The
+    losing count costs about 2% of the time.
 
     :param threads: the most intra-op threads to use; ``None`` (default) takes torch's setting when
         the fit starts (``torch.get_num_threads()``: the number of cores, or ``OMP_NUM_THREADS``).
@@ -64,6 +68,7 @@ class ThreadPolicy:
         self._warm = False
         self._interval = FIRST_INTERVAL
         self._until_probe = 0
+        self._decided = None
         self.choice = 1  # until measured: one thread is never the slow surprise
         self.history = []
         torch.set_num_threads(self.choice)
@@ -96,7 +101,11 @@ class ThreadPolicy:
         means = {t: sum(ts) / len(ts) for t, ts in self._times.items() if ts}
         best = min(means, key=means.get)
         self._interval = min(2 * self._interval, MAX_INTERVAL) if best == self.choice else FIRST_INTERVAL
+        # a losing count many times slower (two threads beside a busy process) is re-measured less often
+        slowdown = max(means.values()) / max(means[best], 1e-12)
+        self._interval = max(self._interval, int(slowdown / PROBE_SHARE) if best == self.choice else 0)
         self.choice = best
+        self._decided = means[best]
         self.history.append(best)
         self._until_probe = self._interval
         for t in self.candidates:
@@ -118,5 +127,8 @@ class ThreadPolicy:
         self._times[threads].append(seconds)
         if threads == self.choice:
             self._until_probe -= 1
+            recent = self._times[threads]
+            if self._decided is not None and len(recent) == self.probes and min(recent) > 2 * self._decided:
+                self._until_probe = 0  # the choice became twice as slow: the load changed, measure again now
         if threads != self.choice and torch.get_num_threads() != self.choice:
             torch.set_num_threads(self.choice)

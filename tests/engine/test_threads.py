@@ -113,3 +113,11 @@ def test_cli_threads(tmp_path, capsys):
     assert main(["fit", "digits", "--K", "3", "--laps", "2", "--threads", "0", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["pyro-memo: error: --threads 0: give a positive number of threads"]
+
+
+def test_a_much_slower_count_is_measured_rarely(two_threads):
+    """Two threads ten times slower (beside a busy process) cost at most PROBE_SHARE of the time."""
+    with ThreadPolicy(2) as policy:
+        used = run_steps(policy, 600, lambda t: 0.01 if t == 2 else 0.001)
+    assert policy.choice == 1
+    assert used.count(2) <= 3
