@@ -90,6 +90,7 @@ class MemoizedRelational(MemoizedDriver):
     Each visit continues the batch's non-linked factors from its last visit (block coordinate
     ascent from there cannot lower the batch's terms) and sets its linked pairs to their optimum,
     so from the end of lap 1 no batch step lowers the exact bound.
+
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     """

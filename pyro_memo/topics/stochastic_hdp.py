@@ -31,6 +31,7 @@ class StochasticHDP(HDPSteps, StochasticDriver):
     The other parameters are those of :class:`~pyro_memo.topics.MemoizedHDP` (no moves, no
     memo). The bound reported after each pass is the exact bound of the current globals with
     every document's local step recomputed (one extra pass, not counted as a step).
+
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     """
