@@ -31,6 +31,9 @@ def _register_shared():
         Option("--local-dtype", "mixed precision: the floating type of the local step alone (float32: "
                "responsibilities and batch summaries in float32; the globals, the memo and the exact ELBO stay in "
                "--dtype). Default: --dtype.", {"metavar": "TYPE"}),
+        Option("--sparse-L", "keep only each item's L largest responsibilities, renormalised over them "
+               "(Hughes & Sudderth 2016): the summaries then cost O(N L) instead of O(N K) family terms, and the "
+               "ELBO stays exact for that sparse posterior; L >= --K is dense.", {"type": int, "metavar": "L"}),
         Option("--moves", "comma-separated moves, each accepted only on an exact full-data ELBO increase.",
                {"metavar": "LIST"}),
         Option("--json", "write the results as JSON to PATH.", {"metavar": "PATH"}),

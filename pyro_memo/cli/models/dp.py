@@ -66,10 +66,6 @@ for _command in ("fit", "compare"):
     register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
 register_option("fit", ALPHA_PRIOR_OPTION)
-register_option("fit", Option("--sparse-L", "keep only each item's L largest responsibilities, renormalised over them "
-                              "(Hughes & Sudderth 2016): the summaries then cost O(N L) instead of O(N K) family "
-                              "terms, and the ELBO stays exact for that sparse posterior; L >= --K is dense.",
-                              {"type": int, "metavar": "L"}))
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
