@@ -96,3 +96,21 @@ def run_isolated(command, threads, busy):
     if done.returncode != 0:
         raise RuntimeError(f"{command[0]} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def mean_lap(state):
+    """Mean lap seconds of a fit's state from lap 2 on (lap 1 when it is the only one)."""
+    seconds = state.lap_seconds[1:] or state.lap_seconds
+    return sum(seconds) / len(seconds)
+
+
+def report_dense_sparse(dense, sparse, L, objective="ELBO"):
+    """Print the mean laps of a dense and a sparse (top-``L``) fit's states, their ratio, and the final
+    ``objective`` of each with their relative difference."""
+    ratio = mean_lap(dense) / mean_lap(sparse)
+    d, s = dense.elbo_trace[-1], sparse.elbo_trace[-1]
+    rel = (s - d) / abs(d)
+    print(f"mean lap (from lap 2): dense {mean_lap(dense):.2f} s, sparse L={L} {mean_lap(sparse):.2f} s; "
+          f"dense / sparse = {ratio:.2f}x")
+    print(f"final {objective}: dense {d:.8e}, sparse {s:.8e}; (sparse - dense) / |dense| = {rel:+.2e} "
+          f"({100 * rel:+.4f}%)")

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import torch
-from _common import make_parser
+from _common import make_parser, report_dense_sparse
 
 from pyro_memo.topics import MemoizedHDP, fetch_wikipedia
 
@@ -32,12 +32,6 @@ def interleaved(fits, corpus, batches, initial, laps):
             print(f"  lap {lap} {'dense ' if driver.sparse_L is None else 'sparse'}: "
                   f"{state.lap_seconds[-1]:7.2f} s  bound {state.elbo_trace[-1]:.8e}  "
                   f"document iterations per visit {np.mean(state.local_iterations[-batches:]):.1f}", flush=True)
-
-
-def mean_lap(state):
-    """Mean lap seconds from lap 2 on (lap 1 when it is the only one)."""
-    seconds = state.lap_seconds[1:] or state.lap_seconds
-    return float(np.mean(seconds))
 
 
 def main():
@@ -64,14 +58,8 @@ def main():
     fits = [(dense, dense.new_state()), (sparse, sparse.new_state())]
     interleaved(fits, corpus, args.batches, initial, args.laps)
 
-    (_, d), (_, s) = fits
-    ratio = mean_lap(d) / mean_lap(s)
-    rel = (s.elbo_trace[-1] - d.elbo_trace[-1]) / abs(d.elbo_trace[-1])
-    print(f"mean lap (from lap 2): dense {mean_lap(d):.2f} s, sparse L={args.L} {mean_lap(s):.2f} s; "
-          f"dense / sparse = {ratio:.2f}x")
-    print(f"final bound: dense {d.elbo_trace[-1]:.8e}, sparse {s.elbo_trace[-1]:.8e}; "
-          f"(sparse - dense) / |dense| = {rel:+.2e} ({100 * rel:+.4f}%)")
-
+    (_, dense_state), (_, sparse_state) = fits
+    report_dense_sparse(dense_state, sparse_state, args.L, "bound")
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import torch
-from _common import make_parser
+from _common import make_parser, report_dense_sparse
 
 import pyro_memo as pm
 
@@ -55,12 +55,6 @@ def interleaved(fits, source, initial, laps):
                   f"{state.lap_seconds[-1]:7.2f} s  ELBO {state.elbo_trace[-1]:.8e}", flush=True)
 
 
-def mean_lap(state):
-    """Mean lap seconds from lap 2 on (lap 1 when it is the only one)."""
-    seconds = state.lap_seconds[1:] or state.lap_seconds
-    return float(np.mean(seconds))
-
-
 def main():
     parser = make_parser(__doc__)
     parser.add_argument("--n", type=int, default=1_000_000, help="patches")
@@ -86,14 +80,8 @@ def main():
     fits = [(dense, dense.new_state()), (sparse, sparse.new_state())]
     interleaved(fits, source, initial, args.laps)
 
-    (_, d), (_, s) = fits
-    ratio = mean_lap(d) / mean_lap(s)
-    rel = (s.elbo_trace[-1] - d.elbo_trace[-1]) / abs(d.elbo_trace[-1])
-    print(f"mean lap (from lap 2): dense {mean_lap(d):.2f} s, sparse L={args.L} {mean_lap(s):.2f} s; "
-          f"dense / sparse = {ratio:.2f}x")
-    print(f"final ELBO: dense {d.elbo_trace[-1]:.8e}, sparse {s.elbo_trace[-1]:.8e}; "
-          f"(sparse - dense) / |dense| = {rel:+.2e} ({100 * rel:+.4f}%)")
-
+    (_, dense_state), (_, sparse_state) = fits
+    report_dense_sparse(dense_state, sparse_state, args.L, "ELBO")
 
 if __name__ == "__main__":
     main()

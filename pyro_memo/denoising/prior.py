@@ -14,6 +14,8 @@ import math
 import numpy as np
 import torch
 
+from ..families._special import logdet_from_cholesky, safe_cholesky
+
 #: components with a smaller (normalised) weight are dropped from a fitted DP mixture
 MIN_WEIGHT = 1e-5
 #: the largest number of floats of the ``(patches, K, D)`` intermediates held at once
@@ -92,9 +94,8 @@ class GaussianMixturePrior:
         :math:`(\\Sigma_k + sI)^{-1}` ``(K, D, D)`` and
         :math:`\\log w_k - \\tfrac12 \\log|\\Sigma_k + sI| - \\tfrac D2 \\log 2\\pi` ``(K,)``, by Cholesky."""
         eye = torch.eye(self.dim, dtype=self.covariances.dtype, device=self.device)
-        chol = torch.linalg.cholesky(self.covariances + noise_var * eye)
-        logdet = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
-        log_norms = torch.log(self.weights) - 0.5 * logdet - 0.5 * self.dim * math.log(2 * math.pi)
+        chol = safe_cholesky(self.covariances + noise_var * eye, "noisy patch covariance")
+        log_norms = torch.log(self.weights) - 0.5 * logdet_from_cholesky(chol) - 0.5 * self.dim * math.log(2 * math.pi)
         return torch.cholesky_inverse(chol), log_norms
 
 

@@ -19,6 +19,7 @@ Conventions shared by all families:
   without the ``K`` dimension.
 """
 
+import functools
 from abc import ABC, abstractmethod
 
 import torch
@@ -339,13 +340,20 @@ def outer_product_stats(x, resp, packed=None):
     return unpack_symmetric(resp.T @ (packed_outer(x) if packed is None else packed), x.shape[-1])
 
 
+@functools.lru_cache(maxsize=32)
+def _triangle_positions(d, device):
+    """For each entry of a ``d x d`` symmetric matrix, flattened, its index in :func:`packed_outer`'s
+    order (made once per size and device: every chunk of a local step unpacks with it)."""
+    i, j = torch.triu_indices(d, d, device=device)
+    position = torch.empty((d, d), dtype=torch.long, device=device)
+    position[i, j] = position[j, i] = torch.arange(i.shape[0], device=device)
+    return position.reshape(-1)
+
+
 def unpack_symmetric(packed, d):
     """``(K, D(D+1)/2)`` upper triangles in :func:`packed_outer`'s order as ``(K, D, D)`` symmetric
     matrices (one gather: every entry reads its triangle position)."""
-    i, j = torch.triu_indices(d, d, device=packed.device)
-    position = torch.empty((d, d), dtype=torch.long, device=packed.device)
-    position[i, j] = position[j, i] = torch.arange(i.shape[0], device=packed.device)
-    return packed.index_select(1, position.reshape(-1)).reshape(packed.shape[0], d, d)
+    return packed.index_select(1, _triangle_positions(d, packed.device)).reshape(packed.shape[0], d, d)
 
 
 def packed_outer(x):
