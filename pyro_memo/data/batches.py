@@ -23,6 +23,9 @@ class BatchSource:
 
     num_batches = 0
     num_items = 0
+    #: whether a copy of the source is light and reads its batches anywhere (a path, not data in
+    #: memory): a Dask executor then reads each batch on a worker (:mod:`pyro_memo.engine.executors`)
+    portable = False
 
     def batch(self, b):
         """The items of batch ``b`` as an ``(n_b, D)`` array or tensor."""
@@ -120,6 +123,8 @@ class FileBatches(BatchSource):
     :param tuple shape: ``(N, D)``.
     :param int num_batches: ``B``.
     """
+
+    portable = True
 
     def __init__(self, path, offset, dtype, shape, num_batches):
         if len(shape) != 2:

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from ..memo import MemoState
-from .moves import sort_components
+from .executors import Untimed, as_executor
+from .moves import Move, sort_components
 from .threads import ThreadPolicy
 
 #: a component whose expected size (items, or tokens for topics) falls below this is empty
@@ -25,6 +26,9 @@ EMPTY = 1.0
 
 #: the precisions a memoized fit's local step can run in, by name (see ``local_dtype``)
 LOCAL_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+#: the lap schedules of :class:`MemoizedDriver` (see ``schedule``)
+SCHEDULES = ("sequential", "parallel")
 
 
 def as_local_dtype(value):
@@ -180,11 +184,29 @@ class MemoizedDriver(Driver):
         each batch summary is converted before it enters the memo, so the memo's add and subtract
         (eq. 11) never accumulate float32 round-off. ``None`` (default): the fit's dtype throughout.
     :param int threads: see :class:`Driver`.
+    :param str schedule: ``"sequential"``: the globals are updated after every batch (Hughes &
+        Sudderth 2013, Alg. 1); ``"parallel"``: each round of ``round_size`` batches runs its local
+        steps against the same globals, then the globals are updated once from the memo. Both are
+        coordinate ascent (a round's batches have disjoint local factors), so after lap 1 neither
+        lowers the exact objective. ``None`` (default): the executor's (sequential in one process,
+        parallel on a Dask cluster). The result never depends on the executor or its workers.
+    :param int round_size: batches per round of the parallel schedule (``None``: the whole lap,
+        one global update per lap, as full-batch VB).
     """
 
+    local_step_reads_memo = False  #: whether :meth:`local_step` reads the batch's cached summary
+
     def __init__(self, laps=50, tol=1e-8, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
-                 hold_first_lap=True, sort_after_moves=False, local_dtype=None, threads=None):
+                 hold_first_lap=True, sort_after_moves=False, local_dtype=None, threads=None, schedule=None,
+                 round_size=None):
         super().__init__(laps=laps, seed=seed, shuffle=shuffle, threads=threads)
+        if schedule not in (None,) + SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)} (or None: the executor's); "
+                             f"got {schedule!r}")
+        if round_size is not None and int(round_size) < 1:
+            raise ValueError(f"round_size must be a positive integer (or None: the whole lap); got {round_size!r}")
+        self.schedule = schedule
+        self.round_size = None if round_size is None else int(round_size)
         self.tol = float(tol)
         self.record_batch_elbos = record_batch_elbos
         self.moves = list(moves)
@@ -222,13 +244,57 @@ class MemoizedDriver(Driver):
             return local
         return in_dtype(local, state.posterior.dtype)
 
-    def memoize(self, state, key, local, summary):
-        """Swap batch ``key``'s summary into the memo (eq. 11); models that keep local
-        parameters between visits (warm starts) store them here too."""
+    def keep_local(self, local):
+        """What of a batch's local factors its next visit starts from (a warm start kept in
+        ``state.warm_starts``), or ``None`` (the default: nothing)."""
+        return None
+
+    def memoize(self, state, key, warm, summary):
+        """Keep batch ``key``'s warm start (:meth:`keep_local`) and swap its summary into the memo (eq. 11)."""
+        if warm is not None:
+            state.warm_starts[key] = warm
         state.cache.replace(key, summary)
 
+    # ----------------------------------------------------------- batch side
+    def batch_step(self, state, key, batch):
+        """Everything that runs where batch ``key`` lives: its local step under the globals,
+        timed by the thread policy, the summary in the memo's precision, and each move's
+        :meth:`~pyro_memo.engine.Move.batch_terms` in ``summary.extras``. Returns ``(local, summary)``."""
+        with self.thread_policy.step():
+            local, summary = self.local_step(state, key, batch)
+        summary = self.memo_summary(state, summary)
+        if self.moves:
+            local = self.moves_local(state, local)
+        for move in self.moves:
+            terms = move.batch_terms(batch, local)
+            if terms is not None:
+                summary.extras[move.name] = terms
+        return local, summary
+
+    def visiting_moves(self):
+        """The moves that visit batches on the driver (they override :meth:`Move.visit_batch`)."""
+        if getattr(self, "_visiting", None) is not None:
+            return self._visiting
+        return [m for m in self.moves if type(m).visit_batch is not Move.visit_batch]
+
+    def reader(self):
+        """A copy of the driver without moves, globals, executor or thread policy, to read batches elsewhere."""
+        other = copy.copy(self)
+        other.moves, other._local_globals, other.thread_policy, other.executor = [], None, Untimed(), None
+        return other
+
+    def for_workers(self, state):
+        """``(driver, globals)`` for a round of batch steps elsewhere (:mod:`~pyro_memo.engine.executors`):
+        a copy of the driver with the moves that have batch terms, the local-precision copy of the
+        globals made once, and whether moves need the batch and its local factors back."""
+        other = self.reader()
+        other.moves = [m for m in self.moves if type(m).batch_terms is not Move.batch_terms]
+        other._local_globals = self.local_globals(state) if self.local_globals(state) is not state.posterior else None
+        other._visiting = [True] if self.visiting_moves() else []
+        return other, state.posterior
+
     # ---------------------------------------------------------------- fit
-    def fit(self, data, num_batches=None, posterior=None, state=None, callback=None):
+    def fit(self, data, num_batches=None, posterior=None, state=None, callback=None, executor=None):
         """Run memoized inference.
 
         :param data: what :meth:`make_source` accepts.
@@ -237,10 +303,18 @@ class MemoizedDriver(Driver):
         :param MemoState state: resume from a saved state (see :func:`~pyro_memo.memo.load_state`).
         :param callback: optional ``callback(lap, elbo, posterior)`` after every lap; returning
             ``True`` stops the fit (a budget).
+        :param executor: where the local steps run: ``None`` (this process), a
+            ``dask.distributed.Client`` or an :class:`~pyro_memo.engine.Executor`
+            (:mod:`~pyro_memo.engine.executors`).
         :rtype: FitResult (with ``lap_seconds``, ``state`` and ``batch_elbos``)
         """
-        with self.thread_policy:
-            return self._fit(data, num_batches, posterior, state, callback)
+        self.executor = as_executor(executor)
+        try:
+            with self.thread_policy:
+                return self._fit(data, num_batches, posterior, state, callback)
+        finally:
+            self.executor.close()
+            self.executor = None
 
     def _fit(self, data, num_batches, posterior, state, callback):
         source = self.make_source(data, num_batches)
@@ -254,6 +328,7 @@ class MemoizedDriver(Driver):
                 move.load_state_dict(state.move_states[move.name])
         result = FitResult(state.posterior, state.cache.total, state=state)
         start = time.perf_counter()
+        self.executor.start(self, source)
         self._run_laps(source, state, result, callback)
         result.posterior, result.summary = state.posterior, state.cache.total
         result.elbo_trace, result.lap_seconds = list(state.elbo_trace), list(state.lap_seconds)
@@ -295,8 +370,17 @@ class MemoizedDriver(Driver):
         n = min(len(occupied), len(after))
         return int((occupied[:n] & (after[:n] < EMPTY)).sum())
 
+    def rounds(self, order):
+        """This lap's rounds of batch keys: one batch each (``"sequential"``), or ``round_size``
+        batches (``"parallel"``; the whole lap when ``None``)."""
+        executor = getattr(self, "executor", None)
+        schedule = self.schedule or (executor.default_schedule if executor is not None else "sequential")
+        keys = [int(b) for b in order]
+        size = 1 if schedule == "sequential" else (self.round_size or len(keys))
+        return [keys[i:i + size] for i in range(0, len(keys), size)]
+
     def lap(self, source, state, batch_elbos=None):
-        """One pass over all batches; updates ``state`` in place.
+        """One pass over all batches, round by round (:meth:`rounds`); updates ``state`` in place.
 
         Moves join through their hooks: ``start_lap`` before the first batch, ``batch_terms``
         (kept in the batch's summary) and ``visit_batch`` after each local step, ``end_lap`` after
@@ -311,30 +395,10 @@ class MemoizedDriver(Driver):
         self.globals_changed()
         cache = state.cache
         before = cache.total.sizes if len(cache) == source.num_batches else None
-        for b in order:
-            key = int(b)
-            batch = self.read_batch(source, key)
-            with self.thread_policy.step():
-                local, summary = self.local_step(state, key, batch)
-            summary = self.memo_summary(state, summary)
-            if self.moves:
-                local = self.moves_local(state, local)
-            for move in self.moves:
-                terms = move.batch_terms(batch, local)
-                if terms is not None:
-                    summary.extras[move.name] = terms
-                summary = move.visit_batch(state, key, batch, local, summary)
-            if self.moves:
-                self.globals_changed()
-            self.memoize(state, key, local, summary)
-            complete = len(cache) == source.num_batches
-            if hold and not complete and summary.K == state.posterior.K:
-                continue  # held globals, unless a move renumbered the components they describe
-            state.posterior = state.posterior.update(cache.total)
-            self.globals_changed()
-            if batch_elbos is not None and self.record_batch_elbos and complete \
-                    and cache.num_items == source.num_items:
-                batch_elbos.append(float(state.posterior.elbo(cache.total)))
+        if getattr(self, "executor", None) is None:
+            self.executor = as_executor(None)
+        for keys in self.rounds(order):
+            self.run_round(source, state, keys, hold, batch_elbos)
         state.emptied.append(self.count_emptied(before, cache.total.sizes))
         for move in self.moves:
             move.end_lap(state, self)
@@ -345,3 +409,36 @@ class MemoizedDriver(Driver):
             state.move_states = {m.name: m.state_dict() for m in self.moves}
         state.move_log.append(state.lap_moves)
         state.laps_done += 1
+
+    def run_round(self, source, state, keys, hold, batch_elbos=None):
+        """The batch steps of ``keys`` against the same globals (by the executor, memoized in the
+        order of ``keys``), then one global update from the memo (none while ``hold`` keeps the
+        first lap's globals and the memo is incomplete). When a move's visit renumbers the
+        components, the globals are refitted at once and the round's remaining batches run again
+        against them."""
+        cache = state.cache
+        visiting = self.visiting_moves()
+        pending = list(keys)
+        while pending:
+            K, done = state.posterior.K, 0
+            for key, step in self.executor.steps(self, state, source, pending):
+                done += 1
+                summary = step.summary
+                if step.iterations:
+                    state.local_iterations.extend(step.iterations)
+                for move in visiting:
+                    summary = move.visit_batch(state, key, step.batch, step.local, summary)
+                if visiting:
+                    self.globals_changed()
+                self.memoize(state, key, step.warm, summary)
+                if summary.K != K:
+                    break  # a move renumbered the components: refit, then run the rest again
+            pending = pending[done:]
+            complete = len(cache) == source.num_batches
+            if hold and not complete and summary.K == state.posterior.K:
+                continue  # held globals, unless a move renumbered the components they describe
+            state.posterior = state.posterior.update(cache.total)
+            self.globals_changed()
+            if batch_elbos is not None and self.record_batch_elbos and complete \
+                    and cache.num_items == source.num_items:
+                batch_elbos.append(float(state.posterior.elbo(cache.total)))

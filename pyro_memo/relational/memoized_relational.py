@@ -93,17 +93,21 @@ class MemoizedRelational(MemoizedDriver):
 
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
+    :param str schedule: ``"sequential"`` or ``"parallel"`` laps, and
+    :param int round_size: batches per parallel round; see :class:`~pyro_memo.engine.MemoizedDriver`
+        (``fit(..., executor=client)`` runs the local steps on a Dask cluster).
     """
 
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
                  record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied", learn_eps=False,
-                 local_dtype=None, threads=None):
+                 local_dtype=None, threads=None, schedule=None, round_size=None):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         check_hyperparameters(alpha, gamma, tau, eps)
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
-                         moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads)
+                         moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads,
+                         schedule=schedule, round_size=round_size)
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
         self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
         self.nonlink_iters = int(nonlink_iters)
@@ -149,8 +153,6 @@ class MemoizedRelational(MemoizedDriver):
         start = None if start is None or start.shape[2] != post.K else tuple(start.to(post.dtype))
         return post.local_step(batch.edges, batch.sources, start, self.nonlink_iters, batch.missing)
 
-    def memoize(self, state, key, local, summary):
-        """Keep the batch's non-linked factors as the next visit's start, then memoize."""
-        if local is not None:
-            state.warm_starts[key] = torch.stack(local)
-        super().memoize(state, key, local, summary)
+    def keep_local(self, local):
+        """The batch's non-linked factors ``(2, N_b, K)``: the next visit's start."""
+        return None if local is None else torch.stack(local)

@@ -237,13 +237,16 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         ``None`` (the default) or ``sparse_L >= K`` keeps them all. The moves' candidate local steps
         use the same ``L``, and moves see the responsibilities as a ``(T, K)`` matrix, zero outside
         each token's support.
+    :param str schedule: ``"sequential"`` or ``"parallel"`` laps, and
+    :param int round_size: batches per parallel round; see :class:`~pyro_memo.engine.MemoizedDriver`
+        (``fit(..., executor=client)`` runs the local steps on a Dask cluster).
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
                  alpha_prior=None, gamma_prior=None, learn_lam0=False, local_dtype=None, threads=None,
-                 sparse_L=None):
+                 sparse_L=None, schedule=None, round_size=None):
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
                        gamma_prior, learn_lam0, sparse_L)
         if family is not None and moves:
@@ -253,9 +256,12 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         moves = sorted(make_moves(moves, TOPIC_MOVES, seed=seed),
                        key=lambda m: order.index(m.name) if m.name in order else len(order))
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
-                         hold_first_lap=not incremental_first_lap, local_dtype=local_dtype, threads=threads)
+                         hold_first_lap=not incremental_first_lap, local_dtype=local_dtype, threads=threads,
+                         schedule=schedule, round_size=round_size)
         self.local_restart = bool(local_restart)
         self.incremental_first_lap = bool(incremental_first_lap)
+
+    local_step_reads_memo = True  # a restart is compared with the batch's cached summary
 
     # ---------------------------------------------------------- the HDP's steps
     def local_step(self, state, key, batch):
@@ -281,7 +287,6 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         state.local_iterations.append(iters)
         return local, summary
 
-    def memoize(self, state, key, local, summary):
-        """Keep the batch's document-topic counts as the next visit's warm start, then memoize."""
-        state.warm_starts[key] = local.counts
-        super().memoize(state, key, local, summary)
+    def keep_local(self, local):
+        """The batch's document-topic counts: the next visit's warm start."""
+        return local.counts

@@ -1,0 +1,187 @@
+"""Where the local steps of a memoized lap run: in the driver's process (:class:`SerialExecutor`) or on
+the workers of a Dask cluster (:class:`DaskExecutor`, Rocklin 2015; the ``distributed`` scheduler).
+
+The driver hands an executor the batch keys of one round; the executor runs each batch's *batch
+side* (:meth:`~pyro_memo.engine.MemoizedDriver.batch_step`: the local step under the round's
+globals and the moves' batch terms) and yields one :class:`BatchStep` per key, in the order the
+keys were given, whatever order the workers finish in. The driver then adds and subtracts the
+summaries exactly as in a serial lap (Hughes & Sudderth 2013, eq. 11), so the memo, the moves and
+the objective do not depend on where, or on how many workers, the steps ran.
+
+On Dask, workers own their batches: each batch is loaded on a worker once, from a path, a zarr
+array or a dask array chunk when the source can be read there (:attr:`BatchSource.portable
+<pyro_memo.data.BatchSource.portable>`), else sent from the driver once, and stays in the
+worker's memory across laps. Per round only the globals go out (once, to every worker) and the
+batch summaries come back, with each batch's warm start (the HDP's document-topic counts, the
+relational model's factors) when the model keeps one. Moves that collect data during a lap
+(births, deletes) also get the batch and its local factors back.
+"""
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["BatchStep", "DaskExecutor", "Executor", "SerialExecutor", "as_executor"]
+
+
+@dataclass
+class BatchStep:
+    """One batch's batch side: its summary (in the memo's precision, with the moves' batch
+    terms in ``summary.extras``), what the model keeps for the batch's next visit (``warm``; ``None``
+    when nothing), local-step iterations, and the batch and its local factors when a move visits
+    batches on the driver (else ``None``)."""
+
+    summary: object
+    warm: object = None
+    iterations: list = None
+    batch: object = None
+    local: object = None
+
+
+class Untimed:
+    """The thread policy of a driver's copy that runs steps elsewhere: steps are not timed, the
+    executor sets the threads."""
+
+    def step(self):
+        return contextlib.nullcontext()
+
+
+class Executor:
+    """Runs the batch side of a round of batches (module docstring)."""
+
+    #: the lap schedule a fit uses when none is named: ``"sequential"`` or ``"parallel"``
+    default_schedule = "sequential"
+
+    def start(self, driver, source):
+        """Before the first lap of a fit on ``source``."""
+
+    def steps(self, driver, state, source, keys):
+        """Yield ``(key, BatchStep)`` for ``keys`` in order, every step under ``state.posterior``."""
+        raise NotImplementedError
+
+    def close(self):
+        """After the fit, also when it failed: release what :meth:`start` made."""
+
+
+class SerialExecutor(Executor):
+    """Today's behaviour: every batch read and its local step run in the driver's process, one
+    after the other, lazily (the next batch's step starts only when the driver asks for it, so a
+    sequential lap sees the globals of the previous batch's update)."""
+
+    def steps(self, driver, state, source, keys):
+        visiting = driver.visiting_moves()
+        for key in keys:
+            batch = driver.read_batch(source, key)
+            local, summary = driver.batch_step(state, key, batch)
+            yield key, BatchStep(summary, driver.keep_local(local), None,
+                                 batch if visiting else None, local if visiting else None)
+
+
+def as_executor(executor):
+    """``executor`` as an :class:`Executor`: ``None`` for :class:`SerialExecutor`, a
+    ``dask.distributed.Client`` for :class:`DaskExecutor`, or an executor as it is."""
+    if executor is None:
+        return SerialExecutor()
+    if isinstance(executor, Executor):
+        return executor
+    if type(executor).__name__ == "Client" and type(executor).__module__.startswith("distributed"):
+        return DaskExecutor(executor)
+    raise TypeError(f"executor must be None (serial), a dask.distributed.Client or a pyro_memo Executor; got "
+                    f"{type(executor).__name__}")
+
+
+# ------------------------------------------------------------------ the worker side
+def read_on_worker(reader, source, b):
+    """Batch ``b`` of a portable ``source``, read and validated on the worker by ``reader``
+    (the driver's :meth:`~pyro_memo.engine.Driver.read_batch`)."""
+    return reader.read_batch(source, b)
+
+
+def step_on_worker(driver, posterior, key, batch, warm, cached, threads):
+    """The batch side of batch ``key`` on a worker: a one-batch state holding the round's globals,
+    the batch's warm start and its cached summary (all a model's local step may read), then
+    :meth:`~pyro_memo.engine.MemoizedDriver.batch_step`."""
+    from ..memo import MemoState
+
+    if threads is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    state = MemoState(posterior=posterior)
+    if warm is not None:
+        state.warm_starts[key] = warm
+    if cached is not None:
+        state.cache.batches[key] = cached
+    local, summary = driver.batch_step(state, key, batch)
+    visiting = driver.visiting_moves()
+    return BatchStep(summary, driver.keep_local(local), state.local_iterations or None,
+                     batch if visiting else None, local if visiting else None)
+
+
+class DaskExecutor(Executor):
+    """The batch side on the workers of a ``dask.distributed`` cluster (module docstring).
+
+    :param client: a ``dask.distributed.Client`` (of a ``LocalCluster`` or of a running scheduler).
+    :param int retries: times Dask reruns a batch's step, on another worker, when its worker dies.
+    :param int threads: intra-op threads of torch on each worker during a step (default 1: the
+        cluster's parallelism is its workers; ``None`` leaves the workers' setting).
+    """
+
+    default_schedule = "parallel"
+
+    def __init__(self, client, retries=3, threads=1):
+        self.client = client
+        self.retries = int(retries)
+        self.threads = threads
+        self.batches, self.inputs = {}, ()
+
+    def start(self, driver, source):
+        """Load every batch on a worker: read there when the source is portable (a worker that dies
+        takes nothing with it: Dask reads the batch again elsewhere), else read here and sent once."""
+        client = self.client
+        reader = driver.reader()
+        if getattr(source, "portable", False):
+            # kept for as long as the batches: Dask re-reads a lost batch from them
+            self.inputs = reader_f, source_f = client.scatter([reader, source], broadcast=True, hash=False)
+            self.batches = {b: client.submit(read_on_worker, reader_f, source_f, b, pure=False,
+                                             retries=self.retries)
+                            for b in range(source.num_batches)}
+        else:
+            self.batches = {b: client.scatter([driver.read_batch(source, b)], hash=False)[0]
+                            for b in range(source.num_batches)}
+
+    def steps(self, driver, state, source, keys):
+        if not self.batches:
+            self.start(driver, source)
+        client = self.client
+        worker, posterior = driver.for_workers(state)
+        worker_f, posterior_f = client.scatter([worker, posterior], broadcast=True, hash=False)
+        futures = []
+        for key in keys:
+            cached = state.cache.batches.get(key) if driver.local_step_reads_memo else None
+            futures.append(client.submit(step_on_worker, worker_f, posterior_f, key, self.batches[key],
+                                         state.warm_starts.get(key), cached, self.threads,
+                                         pure=False, retries=self.retries))
+        try:
+            for key, future in zip(keys, futures, strict=True):
+                yield key, self._result(future, key)
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def _result(self, future, key):
+        try:
+            return future.result()
+        except Exception as err:
+            if type(err).__name__ not in ("KilledWorker", "FutureCancelledError", "CancelledError"):
+                raise
+            hint = "" if self.inputs else ("; batches of data held in memory live only on the worker they were sent "
+                                           "to: give the data as a .npy path, a zarr array or a dask array, which "
+                                           "workers read again")
+            raise RuntimeError(f"batch {key}: its local step was lost with a Dask worker ({type(err).__name__}); "
+                               f"the fit stopped with the memo as it was after the last completed batch, and the "
+                               f"last saved checkpoint is intact{hint}") from err
+
+    def close(self):
+        for future in list(self.batches.values()) + list(self.inputs):
+            future.cancel()
+        self.batches, self.inputs = {}, ()

@@ -1,0 +1,188 @@
+"""Executors and lap schedules (issue #17): the parallel schedule is coordinate ascent for every model,
+and on a Dask ``LocalCluster`` with 2 single-threaded workers a fit equals the serial fit with the
+same schedule, for the DP mixture (with and without moves), the HDP on the bars corpus and the
+relational model on a small graph; a worker killed mid-lap changes nothing."""
+
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+from pyro_memo.data import Graph, toy_patches
+from pyro_memo.engine import DaskExecutor, SerialExecutor
+from pyro_memo.relational import MemoizedRelational
+from pyro_memo.synthetic import bars_corpus
+from pyro_memo.topics import MemoizedHDP
+
+distributed = pytest.importorskip("distributed")
+
+REL = 1e-10
+
+
+def toy(seed, n=1200):
+    return torch.as_tensor(toy_patches(n, seed=seed, patch=2, num_components=4)[0])
+
+
+def small_graph(seed, N=40):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, N)
+    pairs = np.array([(i, j) for i in range(N) for j in range(i + 1, N)])
+    p = np.where(labels[pairs[:, 0]] == labels[pairs[:, 1]], 0.5, 0.03)
+    return Graph(pairs[rng.random(len(pairs)) < p], N)
+
+
+def dp(seed, **kwargs):
+    x = toy(seed)
+    return pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), 6, laps=5, tol=0, seed=seed, **kwargs), x
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=40)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def same_fit(a, b):
+    assert len(a.elbo_trace) == len(b.elbo_trace)
+    np.testing.assert_allclose(a.elbo_trace, b.elbo_trace, rtol=REL, atol=0)
+
+
+# ------------------------------------------------------------------ the parallel schedule (serial)
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("round_size", [None, 2, 3])
+def test_the_parallel_schedule_never_lowers_the_objective_after_lap_one(seed, round_size):
+    memo, x = dp(seed, schedule="parallel", round_size=round_size, record_batch_elbos=True)
+    fit = memo.fit(x, 1 + seed % 4 + 3)
+    rounds = np.asarray(fit.batch_elbos)
+    assert len(rounds) >= 4
+    assert np.all(np.diff(rounds) >= -1e-9 * np.abs(rounds[1:]))
+    laps = np.asarray(fit.elbo_trace)
+    assert np.all(np.diff(laps) >= -1e-9 * np.abs(laps[1:]))
+
+
+def test_a_parallel_lap_in_one_round_is_a_full_batch_iteration():
+    memo, x = dp(0, schedule="parallel")
+    parallel = memo.fit(x, 6)
+    full = pm.FullBatchVB(memo.family, 6, max_iter=5, tol=0, seed=0).fit(x)
+    np.testing.assert_allclose(parallel.elbo_trace, full.elbo_trace[:5], rtol=1e-9)
+
+
+def test_bad_schedules_are_refused():
+    x = toy(0)
+    with pytest.raises(ValueError, match="schedule must be one of sequential, parallel"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 3, schedule="rounds")
+    with pytest.raises(ValueError, match="round_size must be a positive integer"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 3, round_size=0)
+    with pytest.raises(TypeError, match="executor must be None"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 3, laps=1).fit(x, 2, executor="dask")
+
+
+# ------------------------------------------------------------------------------- on a cluster
+@pytest.mark.parametrize("round_size", [None, 3])
+def test_a_dp_mixture_on_two_workers_equals_the_serial_fit(client, round_size):
+    memo, x = dp(1, schedule="parallel", round_size=round_size)
+    serial = memo.fit(x, 6)
+    memo, x = dp(1, round_size=round_size)  # the schedule of a cluster is the parallel one
+    dask = memo.fit(x, 6, executor=client)
+    same_fit(serial, dask)
+    torch.testing.assert_close(dask.posterior.eta1, serial.posterior.eta1, rtol=REL, atol=0)
+
+
+def test_a_dp_mixture_with_moves_on_two_workers_equals_the_serial_fit(client):
+    x = toy(2)
+    family = pm.ZeroMeanGaussian.from_data(x)
+    make = lambda: pm.MemoizedVB(family, 1, laps=6, tol=0, seed=2, moves="birth,merge,delete",  # noqa: E731
+                                 schedule="parallel", round_size=2)
+    serial = make().fit(x, 4)
+    dask = make().fit(x, 4, executor=client)
+    same_fit(serial, dask)
+    assert dask.posterior.K == serial.posterior.K > 1
+    assert dask.state.move_log == serial.state.move_log
+
+
+def test_the_hdp_on_bars_on_two_workers_equals_the_serial_fit(client):
+    corpus, _, _ = bars_corpus(120, 40, seed=1)
+    make = lambda: MemoizedHDP(K=6, laps=4, tol=0, seed=1, schedule="parallel")  # noqa: E731
+    serial = make().fit(corpus, 4)
+    dask = make().fit(corpus, 4, executor=client)
+    same_fit(serial, dask)
+    assert serial.state.local_iterations == dask.state.local_iterations
+
+
+def test_the_relational_model_on_two_workers_equals_the_serial_fit(client):
+    graph = small_graph(3)
+    make = lambda: MemoizedRelational(K=3, laps=4, tol=0, seed=3, schedule="parallel", round_size=2)  # noqa: E731
+    serial = make().fit(graph, 4)
+    dask = make().fit(graph, 4, executor=client)
+    same_fit(serial, dask)
+
+
+def test_one_and_two_workers_give_one_result():
+    memo, x = dp(4)
+    results = []
+    for workers in (1, 2):
+        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
+                                           dashboard_address=":0", silence_logs=40)
+        with cluster, distributed.Client(cluster) as c:
+            results.append(dp(4)[0].fit(x, 5, executor=c))
+    same_fit(*results)
+
+
+def test_a_serial_executor_is_the_default_and_keeps_the_sequential_schedule():
+    memo, x = dp(5)
+    default = memo.fit(x, 3)
+    explicit = dp(5)[0].fit(x, 3, executor=SerialExecutor())
+    np.testing.assert_array_equal(default.elbo_trace, explicit.elbo_trace)
+    assert isinstance(DaskExecutor(None), DaskExecutor)
+
+
+# ------------------------------------------------------------------------------------ faults
+class KillOnce(pm.MemoizedVB):
+    """Kills the worker process (SIGKILL) running the local step of batch 2, once (a marker file)."""
+
+    marker = driver_pid = None
+
+    def local_step(self, state, key, batch):
+        if key == 2 and os.getpid() != self.driver_pid and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().local_step(state, key, batch)
+
+
+def test_a_worker_killed_mid_lap_changes_nothing(client, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    x = toy(6, 2000).numpy()
+    path = tmp_path / "x.npy"
+    np.save(path, x)
+    family = pm.ZeroMeanGaussian.from_data(x)
+    undisturbed = pm.MemoizedVB(family, 5, laps=4, tol=0, seed=6).fit(str(path), 5, executor=client)
+
+    killer = KillOnce(family, 5, laps=4, tol=0, seed=6)
+    killer.marker, killer.driver_pid = str(tmp_path / "killed"), os.getpid()
+    fit = killer.fit(str(path), 5, executor=client)
+    assert os.path.exists(killer.marker)  # a worker did die
+    same_fit(undisturbed, fit)
+
+
+def test_a_lost_in_memory_batch_stops_the_fit_with_a_clear_error(tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    x = toy(7, 1000)
+    family = pm.ZeroMeanGaussian.from_data(x)
+    killer = KillOnce(family, 5, laps=3, tol=0, seed=7)
+    killer.marker, killer.driver_pid = str(tmp_path / "killed"), os.getpid()
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=50)
+    with cluster, distributed.Client(cluster) as c:
+        with pytest.raises(RuntimeError, match="lost with a Dask worker.*a .npy path, a zarr array or a dask array"):
+            killer.fit(x, 5, executor=DaskExecutor(c, retries=1))
