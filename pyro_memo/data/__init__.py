@@ -3,6 +3,7 @@ synthetic generators and downloaded datasets (``fetch_*`` downloads once, ``load
 """
 
 from .batches import ArrayBatches, BatchSource, FileBatches, IndexBatches, ListBatches, make_batches
+from .chunked import DaskArrayBatches, ZarrBatches
 from .corpus import Corpus, from_counts, read_ldac, split_documents, split_tokens, split_types
 from .datasets import BUNDLED, FASHION_MNIST_DIR, load_dataset, load_fashion_mnist
 from .files import write_atomically
@@ -28,6 +29,7 @@ __all__ = [
     "BUNDLED",
     "BatchSource",
     "Corpus",
+    "DaskArrayBatches",
     "DATA_HOME_ENV",
     "DataUnavailableError",
     "FASHION_MNIST_DIR",
@@ -36,6 +38,7 @@ __all__ = [
     "IndexBatches",
     "ListBatches",
     "NETWORKX_GRAPHS",
+    "ZarrBatches",
     "assortative_graph",
     "assortative_link_probability",
     "bars_corpus",

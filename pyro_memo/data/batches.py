@@ -162,6 +162,14 @@ class FileBatches(BatchSource):
             raise ValueError("a memory-mapped array must be a C-contiguous 2-D view of a whole file region")
         return cls(array.filename, array.offset, array.dtype, array.shape, num_batches)
 
+    def take(self, rows):
+        """The rows ``rows`` (sorted indices into the whole array), read without reading the rest."""
+        view = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self._offset, shape=self.shape)
+        try:
+            return np.array(view[np.asarray(rows, dtype=np.int64)])
+        finally:
+            del view
+
     def batch(self, b):
         lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
         width = self.shape[1]
@@ -180,17 +188,29 @@ def random_parts(num_items, num_batches, seed=0):
     return [np.sort(part) for part in np.array_split(order, int(num_batches))]
 
 
-def make_batches(data, num_batches=1, shuffle_seed=None):
+def make_batches(data, num_batches=None, shuffle_seed=None):
     """Wrap ``data`` as a :class:`BatchSource`.
 
     :param data: a torch tensor or numpy array, a memory-mapped array or a path to a ``.npy``
         file (both read batch by batch from disk, see :class:`FileBatches`), a ``.npz`` file (key ``x``/``data`` or
-        its only array), an iterable of fixed batches, or a :class:`BatchSource`.
-    :param int num_batches: ``B`` (ignored for an iterable of batches or a source).
+        its only array), a zarr array or the path of one (``.zarr``; :class:`~pyro_memo.data.ZarrBatches`),
+        a dask array (:class:`~pyro_memo.data.DaskArrayBatches`), an iterable of fixed batches, or a
+        :class:`BatchSource`.
+    :param int num_batches: ``B`` (ignored for an iterable of batches, a dask array or a source);
+        ``None``: one batch, or one per chunk of a zarr array.
     :param int shuffle_seed: permute in-memory items once before slicing.
     """
+    from .chunked import DaskArrayBatches, ZarrBatches, is_dask_array, is_zarr_array
+
     if isinstance(data, BatchSource):
         return data
+    if is_zarr_array(data):
+        return ZarrBatches(data, num_batches)
+    if is_dask_array(data):
+        return DaskArrayBatches(data)
+    if isinstance(data, (str, os.PathLike)) and os.fspath(data).rstrip("/").endswith(".zarr"):
+        return ZarrBatches(os.fspath(data).rstrip("/"), num_batches)
+    num_batches = 1 if num_batches is None else num_batches
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
         if path.endswith(".npy"):
@@ -198,7 +218,7 @@ def make_batches(data, num_batches=1, shuffle_seed=None):
         if path.endswith(".npz"):
             x, _, _ = load_dataset(path)
             return ArrayBatches(x, num_batches, shuffle_seed)
-        raise ValueError(f"{path}: unsupported data file; use .npy or .npz")
+        raise ValueError(f"{path}: unsupported data file; use .npy, .npz or .zarr")
     if isinstance(data, np.memmap) and shuffle_seed is None and data.ndim == 2 and data.flags.c_contiguous \
             and isinstance(data.base, mmap.mmap) and data.filename is not None:
         return FileBatches.from_memmap(data, num_batches)

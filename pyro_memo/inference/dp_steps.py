@@ -41,7 +41,7 @@ class DPMixtureSteps:
 
     def make_source(self, data, num_batches):
         """Fixed batches of anything :func:`~pyro_memo.data_sources.make_batches` accepts."""
-        return make_batches(data, num_batches or 1)
+        return make_batches(data, num_batches)
 
     def read_batch(self, source, b):
         """Batch ``b``, validated by the family."""
@@ -58,5 +58,5 @@ class DPMixtureSteps:
         """Globals fitted to the initial responsibilities of ``data`` (a batch source or an
         ``(N, D)`` array). They depend on the data and ``seed`` only, not on the batches or
         ``order``: full-batch, memoized and stochastic VB with one seed start from one place."""
-        source = make_batches(data, 1)
+        source = make_batches(data)
         return DPMixturePosterior.from_summary(self.family, self.sticks, self.initial_summary(source)[0])

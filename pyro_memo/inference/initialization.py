@@ -66,6 +66,8 @@ def initial_items(source, init_items, seed=0):
         keep = None
     else:
         keep = np.sort(np.random.default_rng(seed).choice(n, int(init_items), replace=False))
+    if keep is not None and hasattr(source, "take"):  # contiguous rows on disk: read only those
+        return [source.take(keep)]
     parts, offset = [], 0
     for b in range(source.num_batches):
         batch = source.batch(b)

@@ -186,3 +186,14 @@ def test_a_lost_in_memory_batch_stops_the_fit_with_a_clear_error(tmp_path):
     with cluster, distributed.Client(cluster) as c:
         with pytest.raises(RuntimeError, match="lost with a Dask worker.*a .npy path, a zarr array or a dask array"):
             killer.fit(x, 5, executor=DaskExecutor(c, retries=1))
+
+
+def test_workers_read_a_zarr_array_themselves_and_equal_the_serial_fit(client, tmp_path):
+    zarr = pytest.importorskip("zarr")
+    x = toy(8, 1500).numpy()
+    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=x.shape, chunks=(250, x.shape[1]), dtype="f8")
+    z[:] = x
+    family = pm.ZeroMeanGaussian.from_data(x)
+    serial = pm.MemoizedVB(family, 5, laps=4, tol=0, seed=8, schedule="parallel").fit(x, 6)
+    dask = pm.MemoizedVB(family, 5, laps=4, tol=0, seed=8).fit(str(tmp_path / "x.zarr"), executor=client)
+    same_fit(serial, dask)

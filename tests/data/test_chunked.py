@@ -1,0 +1,69 @@
+"""zarr and dask arrays as fixed batches (issue #17): chunks are batches, a fit on them equals the fit on
+the same batches in memory, the initialisation reads only the rows it needs, and bad input gets one
+clear error."""
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+from pyro_memo.data import DaskArrayBatches, FileBatches, ZarrBatches, toy_patches
+from pyro_memo.inference.initialization import initial_items
+
+zarr = pytest.importorskip("zarr")
+da = pytest.importorskip("dask.array")
+
+
+@pytest.fixture
+def x():
+    return toy_patches(1300, seed=3, patch=2, num_components=4)[0]
+
+
+def write_zarr(path, x, rows):
+    z = zarr.open_array(str(path), mode="w", shape=x.shape, chunks=(rows, x.shape[1]), dtype=x.dtype)
+    z[:] = x
+    return z
+
+
+def test_zarr_chunks_are_the_batches(tmp_path, x):
+    z = write_zarr(tmp_path / "x.zarr", x, 300)
+    for source in (ZarrBatches(z), pm.make_batches(z), pm.make_batches(str(tmp_path / "x.zarr"))):
+        assert source.num_batches == 5 and source.num_items == 1300 and source.portable
+        np.testing.assert_array_equal(np.concatenate(list(source)), x)
+        assert [len(b) for b in source] == [300, 300, 300, 300, 100]
+    even = ZarrBatches(z, 4)
+    assert [len(b) for b in even] == [325] * 4
+
+
+def test_dask_array_blocks_are_the_batches(x):
+    d = da.from_array(x, chunks=(400, 2))
+    source = pm.make_batches(d)
+    assert isinstance(source, DaskArrayBatches) and source.num_batches == 4
+    np.testing.assert_array_equal(np.concatenate(list(source)), x)
+
+
+def test_a_fit_on_zarr_or_dask_equals_the_fit_on_the_same_batches_in_memory(tmp_path, x):
+    family = pm.ZeroMeanGaussian.from_data(x)
+    z = write_zarr(tmp_path / "x.zarr", x, 260)
+    memory = pm.MemoizedVB(family, 5, laps=4, tol=0, seed=1).fit(pm.make_batches(torch.as_tensor(x), 5))
+    for data in (z, str(tmp_path / "x.zarr"), da.from_zarr(str(tmp_path / "x.zarr"))):
+        fit = pm.MemoizedVB(family, 5, laps=4, tol=0, seed=1).fit(data)
+        np.testing.assert_allclose(fit.elbo_trace, memory.elbo_trace, rtol=1e-12)
+
+
+@pytest.mark.parametrize("init_items", [50, 5000])
+def test_the_initial_items_are_the_same_rows_read_alone(tmp_path, x, init_items):
+    np.save(tmp_path / "x.npy", x)
+    z = write_zarr(tmp_path / "x.zarr", x, 260)
+    expected = np.concatenate(initial_items(pm.make_batches(x, 3), init_items, seed=2))
+    for source in (FileBatches.from_npy(tmp_path / "x.npy", 4), ZarrBatches(z)):
+        np.testing.assert_array_equal(np.concatenate(initial_items(source, init_items, seed=2)), expected)
+
+
+def test_bad_chunked_input_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="expected a 2-D"):
+        ZarrBatches(zarr.open_array(str(tmp_path / "a.zarr"), mode="w", shape=(10,), dtype="f8"))
+    with pytest.raises(ValueError, match="not a zarr array"):
+        pm.make_batches(str(tmp_path / "missing.zarr"))
+    with pytest.raises(ValueError, match="expected a 2-D"):
+        pm.make_batches(da.zeros((4, 3, 2)))
