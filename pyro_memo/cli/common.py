@@ -1,5 +1,6 @@
 """Options shared by the models of ``pyro-memo`` and the checks and output they share."""
 
+import logging
 import math
 import os
 import sys
@@ -36,6 +37,13 @@ def _register_shared():
                "ELBO stays exact for that sparse posterior; L >= --K is dense.", {"type": int, "metavar": "L"}),
         Option("--moves", "comma-separated moves, each accepted only on an exact full-data ELBO increase.",
                {"metavar": "LIST"}),
+        Option("--workers", "run the local steps on a Dask LocalCluster of N single-threaded worker processes, "
+               "with the parallel lap schedule (rounds of batches against the same globals): --workers 1 and "
+               "--workers 2 give the same result. Needs pip install 'pyro-memo[dask]'.", {"type": int, "metavar": "N"}),
+        Option("--scheduler", "run the local steps on the workers of a running Dask scheduler (tcp://HOST:PORT), "
+               "with the parallel lap schedule.", {"metavar": "ADDRESS"}),
+        Option("--round-size", "batches per round of the parallel schedule (default: the whole lap, one global "
+               "update per lap; smaller rounds update the globals more often).", {"type": int, "metavar": "R"}),
         Option("--json", "write the results as JSON to PATH.", {"metavar": "PATH"}),
         Option("--save", "write the fitted model's files to DIR.", {"metavar": "DIR"}),
         Option("--resume", "continue a memoized fit from DIR/state.pt (same DATA; --laps counts all laps).",
@@ -60,6 +68,35 @@ def _register_shared():
 
 
 _register_shared()
+
+
+@contextmanager
+def dask_executor(args):
+    """The ``dask.distributed.Client`` of ``--workers N`` (a ``LocalCluster`` of N single-threaded worker
+    processes, closed afterwards) or ``--scheduler ADDRESS``, or ``None`` (the fit runs in this process)."""
+    workers, address = getattr(args, "workers", None), getattr(args, "scheduler", None)
+    if workers is None and not address:
+        yield None
+        return
+    if workers is not None and address:
+        raise ValueError("give --workers N (a local cluster) or --scheduler ADDRESS (a running one), not both")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers {workers}: give a positive number of workers")
+    try:
+        import distributed
+    except ImportError:
+        raise ValueError("--workers / --scheduler need Dask: pip install 'pyro-memo[dask]'") from None
+    if address:
+        try:
+            client = distributed.Client(address, timeout=10)
+        except OSError as err:
+            raise ValueError(f"--scheduler {address}: cannot reach a Dask scheduler there ({err})") from None
+        with client:
+            yield client
+        return
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
+        yield client
 
 
 def add_threads_option(parser, models=()):
@@ -104,7 +141,7 @@ def check_positive(args, integers=(), reals=()):
 
 
 #: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
-POSITIVE_INTEGERS = ("K", "laps", "batches", "sparse_L")
+POSITIVE_INTEGERS = ("K", "laps", "batches", "sparse_L", "round_size", "workers")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")
 NON_NEGATIVE_REALS = ("tol",)
 NON_NEGATIVE_INTEGERS = ("seed",)

@@ -11,6 +11,7 @@ from ..common import (
     check_device,
     check_resume_matches,
     compare_progress,
+    dask_executor,
     load_resume,
     memo_resume_entries,
     parse_alpha_prior,
@@ -30,13 +31,13 @@ from ..registry import CliModel, Option, Use, register_model, register_option
 def _imports():
     """Import the heavy modules (torch, the inference code) when a command runs, not when the
     parser is built: ``--help`` and option errors return at once."""
-    global np, torch, ArrayBatches, FileBatches, BUNDLED, load_dataset, FAMILIES, get_family
+    global np, torch, ArrayBatches, make_batches, BUNDLED, load_dataset, FAMILIES, get_family
     global FullBatchVB, MemoizedVB, MemoState, load_state, save_state, make_moves, save_model
     global effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
     import numpy as np
     import torch
 
-    from ...data_sources import ArrayBatches, FileBatches
+    from ...data_sources import ArrayBatches, make_batches
     from ...datasets import BUNDLED, load_dataset
     from ...families import FAMILIES, get_family
     from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
@@ -69,7 +70,8 @@ register_option("fit", ALPHA_PRIOR_OPTION)
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
-    "data": Use(_DATA + "; a .npy file is read from disk batch by batch with --algo memo", default="digits"),
+    "data": Use(_DATA + "; a .npy file or a .zarr array is read from disk batch by batch with --algo memo",
+                default="digits"),
     "family": Use(default="gauss", choices=FAMILY_NAMES),
     "algo": Use("vb: full-batch coordinate ascent; memo: memoized online VB over --batches fixed batches",
                 default="vb", choices=("vb", "memo")),
@@ -87,6 +89,9 @@ _FIT_USES = {
     "dtype": Use(default="float64", choices=("float64", "float32")),
     "local_dtype": Use(default=None, choices=("float32", "float64")),
     "sparse_L": Use(),
+    "workers": Use(needs=MEMO),
+    "scheduler": Use(needs=MEMO),
+    "round_size": Use(needs=MEMO),
     "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
                  default="", needs=MEMO),
@@ -128,14 +133,16 @@ class Progress:
 
 def _load(args, dtype):
     """Data (in memory, or a file source), labels, description, and the family."""
-    if args.algo == "memo" and args.data.endswith(".npy") and args.data not in BUNDLED and os.path.exists(args.data):
-        source = FileBatches.from_npy(args.data, args.batches)
+    on_disk = args.data.endswith(".npy") or args.data.rstrip("/").endswith(".zarr")
+    if args.algo == "memo" and on_disk and args.data not in BUNDLED and os.path.exists(args.data):
+        source = make_batches(args.data, args.batches)
         parts, count, b = [], 0, 0
         while count < min(PRIOR_SAMPLE, source.num_items) and b < source.num_batches:
             parts.append(np.asarray(source.batch(b)))
             count, b = count + len(parts[-1]), b + 1
         family = _family(args, np.concatenate(parts), dtype)
-        return source, None, f"{args.data}: {source.shape[0]} x {source.shape[1]} array read batch by batch", family
+        shape = f"{source.num_items} x {family.dim}"
+        return source, None, f"{args.data}: {shape} array read batch by batch", family
     x_np, labels, description = load_dataset(args.data)
     family = _family(args, x_np, dtype)
     return family.check_data(x_np), labels, description, family
@@ -171,7 +178,7 @@ def _run(args, data, family, state, progress):
         return vb.fit(data, state=state, callback=vb_callback)
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
-                      local_dtype=args.local_dtype,
+                      local_dtype=args.local_dtype, round_size=args.round_size,
                       moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L)
 
     def callback(lap, elbo, posterior):
@@ -180,7 +187,8 @@ def _run(args, data, family, state, progress):
             save_state(os.path.join(args.save, "state.pt"), state)
         return stop_requested(args)
 
-    return memo.fit(source, state=state, callback=callback)
+    with dask_executor(args) as executor:
+        return memo.fit(source, state=state, callback=callback, executor=executor)
 
 
 def _check_resume(args, state, num_items, family):

@@ -11,6 +11,7 @@ from ..common import (
     check_device,
     check_resume_matches,
     compare_progress,
+    dask_executor,
     given_prior_text,
     laps_text,
     load_resume,
@@ -199,6 +200,7 @@ class HDPTopics(CliModel):
             "seed": Use(default=0), "device": Use(default="cpu"),
             "dtype": Use(default="float64", choices=("float64", "float32")),
             "local_dtype": Use(default=None, choices=("float32", "float64")),
+            "workers": Use(), "scheduler": Use(), "round_size": Use(),
             "moves": Use("birth, merge, delete", default=""),
             "json": Use("keys: elbo, elbo_trace, K (topics > 1%), weights, top_words, lap_seconds, seconds, moves, "
                         "emptied (per lap, topics whose expected tokens fell below one: collapse), documents, "
@@ -260,7 +262,7 @@ class HDPTopics(CliModel):
                             local_dtype=args.local_dtype,
                             moves=args.moves, init=args.init, alpha_prior=parse_alpha_prior(args.alpha_prior),
                             gamma_prior=parse_alpha_prior(args.gamma_prior, "--gamma-prior"),
-                            learn_lam0=args.learn_lam0, sparse_L=args.sparse_L)
+                            learn_lam0=args.learn_lam0, sparse_L=args.sparse_L, round_size=args.round_size)
         state = HDPState(rng=np.random.default_rng(args.seed))
         if args.resume:
             state = load_resume(args, self.name)
@@ -278,7 +280,8 @@ class HDPTopics(CliModel):
             return stop_requested(args)
 
         start = time.perf_counter()
-        fit = model.fit(corpus, args.batches, state=state, callback=callback)
+        with dask_executor(args) as executor:
+            fit = model.fit(corpus, args.batches, state=state, callback=callback, executor=executor)
         post = fit.posterior
         weights = post.expected_beta()[:-1].cpu().numpy()
         topics = top_words(post, corpus.vocab, 10)

@@ -11,6 +11,7 @@ from ..common import (
     check_device,
     check_resume_matches,
     compare_progress,
+    dask_executor,
     given_prior_text,
     laps_text,
     load_resume,
@@ -197,6 +198,7 @@ class Relational(CliModel):
             "seed": Use(default=0), "device": Use(default="cpu"),
             "dtype": Use(default="float64", choices=("float64", "float32")),
             "local_dtype": Use(default=None, choices=("float32", "float64")),
+            "workers": Use(), "scheduler": Use(), "round_size": Use(),
             "json": Use("keys: elbo, elbo_trace, K (communities with E[beta] > 1%), weights, link_probabilities, "
                         "lap_seconds, seconds, laps, converged, nodes, edges, alpha, nmi and accuracy (labelled "
                         "graphs), heldout_auc and heldout_log_lik (--heldout), ..."),
@@ -267,7 +269,8 @@ class Relational(CliModel):
                                    seed=args.seed, dtype=getattr(torch, args.dtype), device=args.device,
                                    local_dtype=args.local_dtype,
                                    alpha_prior=parse_alpha_prior(args.alpha_prior), init=args.init,
-                                   moves=args.moves, nonlinks=args.nonlinks, learn_eps=args.learn_eps)
+                                   moves=args.moves, nonlinks=args.nonlinks, learn_eps=args.learn_eps,
+                                   round_size=args.round_size)
         state = model.new_state()
         if args.resume:
             state = load_resume(args, self.name)
@@ -284,7 +287,8 @@ class Relational(CliModel):
             return stop_requested(args)
 
         start = time.perf_counter()
-        fit = model.fit(graph, args.batches, state=state, callback=callback)
+        with dask_executor(args) as executor:
+            fit = model.fit(graph, args.batches, state=state, callback=callback, executor=executor)
         post = fit.posterior
         weights = post.expected_beta()[:-1].cpu().numpy()
         out = {
