@@ -42,8 +42,9 @@ def _register_shared():
                "--workers 2 give the same result. Needs pip install 'pyro-memo[dask]'.", {"type": int, "metavar": "N"}),
         Option("--scheduler", "run the local steps on the workers of a running Dask scheduler (tcp://HOST:PORT), "
                "with the parallel lap schedule.", {"metavar": "ADDRESS"}),
-        Option("--round-size", "batches per round of the parallel schedule (default: the whole lap, one global "
-               "update per lap; smaller rounds update the globals more often).", {"type": int, "metavar": "R"}),
+        Option("--round-size", "batches per round of the parallel schedule, which this option selects also without "
+               "--workers (default with --workers / --scheduler: the whole lap, one global update per lap; smaller "
+               "rounds update the globals more often).", {"type": int, "metavar": "R"}),
         Option("--json", "write the results as JSON to PATH.", {"metavar": "PATH"}),
         Option("--save", "write the fitted model's files to DIR.", {"metavar": "DIR"}),
         Option("--resume", "continue a memoized fit from DIR/state.pt (same DATA; --laps counts all laps).",

@@ -189,7 +189,8 @@ class MemoizedDriver(Driver):
         steps against the same globals, then the globals are updated once from the memo. Both are
         coordinate ascent (a round's batches have disjoint local factors), so after lap 1 neither
         lowers the exact objective. ``None`` (default): the executor's (sequential in one process,
-        parallel on a Dask cluster). The result never depends on the executor or its workers.
+        parallel on a Dask cluster, and parallel whenever ``round_size`` is given). The result never
+        depends on the executor or its workers.
     :param int round_size: batches per round of the parallel schedule (``None``: the whole lap,
         one global update per lap, as full-batch VB).
     """
@@ -205,6 +206,9 @@ class MemoizedDriver(Driver):
                              f"got {schedule!r}")
         if round_size is not None and int(round_size) < 1:
             raise ValueError(f"round_size must be a positive integer (or None: the whole lap); got {round_size!r}")
+        if round_size is not None and schedule == "sequential":
+            raise ValueError("round_size sets the rounds of the parallel schedule; the sequential schedule updates the "
+                             "globals after every batch (give schedule='parallel' or no schedule)")
         self.schedule = schedule
         self.round_size = None if round_size is None else int(round_size)
         self.tol = float(tol)
@@ -374,7 +378,8 @@ class MemoizedDriver(Driver):
         """This lap's rounds of batch keys: one batch each (``"sequential"``), or ``round_size``
         batches (``"parallel"``; the whole lap when ``None``)."""
         executor = getattr(self, "executor", None)
-        schedule = self.schedule or (executor.default_schedule if executor is not None else "sequential")
+        schedule = self.schedule or ("parallel" if self.round_size else
+                                     executor.default_schedule if executor is not None else "sequential")
         keys = [int(b) for b in order]
         size = 1 if schedule == "sequential" else (self.round_size or len(keys))
         return [keys[i:i + size] for i in range(0, len(keys), size)]

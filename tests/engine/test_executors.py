@@ -67,6 +67,19 @@ def test_the_parallel_schedule_never_lowers_the_objective_after_lap_one(seed, ro
     assert np.all(np.diff(laps) >= -1e-9 * np.abs(laps[1:]))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_parallel_schedule_never_lowers_the_hdp_or_relational_bound(seed):
+    corpus, _, _ = bars_corpus(60, 30, seed=seed)
+    hdp = MemoizedHDP(K=5, laps=4, tol=0, seed=seed, schedule="parallel", round_size=1 + seed % 3,
+                      record_batch_elbos=True).fit(corpus, 5)
+    relational = MemoizedRelational(K=3, laps=4, tol=0, seed=seed, schedule="parallel", round_size=2,
+                                    record_batch_elbos=True, nonlinks=("tied", "free")[seed % 2]).fit(small_graph(seed), 5)
+    for fit in (hdp, relational):
+        rounds = np.asarray(fit.batch_elbos)
+        assert len(rounds) >= 6
+        assert np.all(np.diff(rounds) >= -1e-9 * np.abs(rounds[1:]))
+
+
 def test_a_parallel_lap_in_one_round_is_a_full_batch_iteration():
     memo, x = dp(0, schedule="parallel")
     parallel = memo.fit(x, 6)
@@ -80,6 +93,8 @@ def test_bad_schedules_are_refused():
         pm.MemoizedVB(pm.Gaussian.from_data(x), 3, schedule="rounds")
     with pytest.raises(ValueError, match="round_size must be a positive integer"):
         pm.MemoizedVB(pm.Gaussian.from_data(x), 3, round_size=0)
+    with pytest.raises(ValueError, match="round_size sets the rounds of the parallel schedule"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 3, schedule="sequential", round_size=2)
     with pytest.raises(TypeError, match="executor must be None"):
         pm.MemoizedVB(pm.Gaussian.from_data(x), 3, laps=1).fit(x, 2, executor="dask")
 
@@ -140,6 +155,8 @@ def test_a_serial_executor_is_the_default_and_keeps_the_sequential_schedule():
     default = memo.fit(x, 3)
     explicit = dp(5)[0].fit(x, 3, executor=SerialExecutor())
     np.testing.assert_array_equal(default.elbo_trace, explicit.elbo_trace)
+    assert memo.rounds(range(3)) == [[0], [1], [2]]
+    assert dp(5, round_size=2)[0].rounds(range(3)) == [[0, 1], [2]]  # a round size selects the parallel schedule
     assert isinstance(DaskExecutor(None), DaskExecutor)
 
 
