@@ -95,7 +95,8 @@ def main():
                     name = "serial (sequential)" if workers == 0 else f"{workers} worker(s) (parallel)"
                     print(f"  {'busy ' if busy else 'quiet'} {name:26s} laps {np.round(out['lap_seconds'], 2)} "
                           f"ELBO {out['elbo']:.10e}", flush=True)
-    print(f"\n{'load':6s} {'executor':28s} {'lap 1 s':>8s} {'lap s (2..)':>12s} {'vs 1 worker':>12s} {'final ELBO':>20s}")
+    print(f"\n{'load':6s} {'executor':28s} {'lap 1 s':>8s} {'lap s (2..)':>12s} {'vs 1 worker':>12s} "
+          f"{'final ELBO':>20s}")
     for busy in loads:
         one = rows.get((busy, 1))
         base = np.mean([np.mean(r["lap_seconds"][1:]) for r in one]) if one else None

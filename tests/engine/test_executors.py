@@ -73,7 +73,8 @@ def test_the_parallel_schedule_never_lowers_the_hdp_or_relational_bound(seed):
     hdp = MemoizedHDP(K=5, laps=4, tol=0, seed=seed, schedule="parallel", round_size=1 + seed % 3,
                       record_batch_elbos=True).fit(corpus, 5)
     relational = MemoizedRelational(K=3, laps=4, tol=0, seed=seed, schedule="parallel", round_size=2,
-                                    record_batch_elbos=True, nonlinks=("tied", "free")[seed % 2]).fit(small_graph(seed), 5)
+                                    record_batch_elbos=True, nonlinks=("tied", "free")[seed % 2])
+    relational = relational.fit(small_graph(seed), 5)
     for fit in (hdp, relational):
         rounds = np.asarray(fit.batch_elbos)
         assert len(rounds) >= 6
