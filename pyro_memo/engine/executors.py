@@ -92,9 +92,38 @@ def as_executor(executor):
 
 
 # ------------------------------------------------------------------ the worker side
+#: glibc's ``mallopt`` parameters a worker process gets (see :func:`tune_allocator`)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+#: the mmap threshold (glibc's largest) and the trim threshold a worker process gets
+MMAP_THRESHOLD, TRIM_THRESHOLD = 32 * 2**20, 256 * 2**20
+_tuned = False
+
+
+def tune_allocator():
+    """Once per worker process: give glibc's allocator an mmap threshold of 32 MiB and a trim
+    threshold of 256 MiB. Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which
+    also freezes glibc's adaptive mmap threshold at 128 KiB, so every large torch temporary of a
+    local step is mapped and unmapped afresh: measured on this project's machine, a DP local step
+    ran 2x slower in such a worker (13.3 s against 6.7 s per lap, 200,000 patches, K = 100). A no-op
+    off glibc."""
+    global _tuned
+    if _tuned:
+        return
+    _tuned = True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    except (OSError, AttributeError):
+        pass
+
+
 def read_on_worker(reader, source, b):
     """Batch ``b`` of a portable ``source``, read and validated on the worker by ``reader``
     (the driver's :meth:`~pyro_memo.engine.Driver.read_batch`)."""
+    tune_allocator()
     return reader.read_batch(source, b)
 
 
@@ -104,6 +133,7 @@ def step_on_worker(driver, posterior, key, batch, warm, cached, threads):
     :meth:`~pyro_memo.engine.MemoizedDriver.batch_step`."""
     from ..memo import MemoState
 
+    tune_allocator()
     if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     state = MemoState(posterior=posterior)
