@@ -47,6 +47,29 @@ print(json.dumps({"lap_seconds": fit.lap_seconds, "elbo": fit.elbo_trace[-1], "s
 """
 
 
+PROBE = r"""
+import time, torch
+torch.set_num_threads(1)
+a, b = torch.randn(1500, 1500, dtype=torch.float64), torch.randn(1500, 1500, dtype=torch.float64)
+a @ b
+start = time.perf_counter()
+for _ in range(30):
+    a @ b
+print(time.perf_counter() - start)
+"""
+
+
+def pair_ceiling():
+    """How much two single-threaded processes computing at once get done against one alone (a fixed
+    matrix-multiply load): the most two workers can gain on this machine."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    solo = float(subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True).stdout)
+    pair = [subprocess.Popen([sys.executable, "-c", PROBE], env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    both = max(float(p.communicate()[0]) for p in pair)
+    return 2 * solo / both
+
+
 def parse_args():
     parser = make_parser(__doc__)
     parser.add_argument("--n", type=int, default=1_000_000, help="zero-mean 8x8 patches")
@@ -95,6 +118,8 @@ def main():
                     name = "serial (sequential)" if workers == 0 else f"{workers} worker(s) (parallel)"
                     print(f"  {'busy ' if busy else 'quiet'} {name:26s} laps {np.round(out['lap_seconds'], 2)} "
                           f"ELBO {out['elbo']:.10e}", flush=True)
+    print(f"\n# this machine's ceiling for two single-threaded processes (matrix products, quiet): "
+          f"{pair_ceiling():.2f}x the work of one in the same time")
     print(f"\n{'load':6s} {'executor':28s} {'lap 1 s':>8s} {'lap s (2..)':>12s} {'vs 1 worker':>12s} "
           f"{'final ELBO':>20s}")
     for busy in loads:

@@ -218,6 +218,8 @@ class MemoizedDriver(Driver):
         self.sort_after_moves = bool(sort_after_moves)
         self.local_dtype = as_local_dtype(local_dtype)
         self._local_globals = None
+        self._returns_batch = None
+        self.executor = None  # the fit's executor, while it runs
 
     # ------------------------------------------------------ mixed precision
     def local_globals(self, state):
@@ -277,9 +279,12 @@ class MemoizedDriver(Driver):
 
     def visiting_moves(self):
         """The moves that visit batches on the driver (they override :meth:`Move.visit_batch`)."""
-        if getattr(self, "_visiting", None) is not None:
-            return self._visiting
         return [m for m in self.moves if type(m).visit_batch is not Move.visit_batch]
+
+    def returns_batch(self):
+        """Whether a batch step hands the batch and its local factors back to the driver (for the
+        moves that visit batches there; a copy made by :meth:`for_workers` keeps the answer)."""
+        return bool(self.visiting_moves()) if self._returns_batch is None else self._returns_batch
 
     def reader(self):
         """A copy of the driver without moves, globals, executor or thread policy, to read batches elsewhere."""
@@ -293,8 +298,9 @@ class MemoizedDriver(Driver):
         globals made once, and whether moves need the batch and its local factors back."""
         other = self.reader()
         other.moves = [m for m in self.moves if type(m).batch_terms is not Move.batch_terms]
-        other._local_globals = self.local_globals(state) if self.local_globals(state) is not state.posterior else None
-        other._visiting = [True] if self.visiting_moves() else []
+        local_globals = self.local_globals(state)
+        other._local_globals = None if local_globals is state.posterior else local_globals
+        other._returns_batch = self.returns_batch()
         return other, state.posterior
 
     # ---------------------------------------------------------------- fit
@@ -377,7 +383,7 @@ class MemoizedDriver(Driver):
     def rounds(self, order):
         """This lap's rounds of batch keys: one batch each (``"sequential"``), or ``round_size``
         batches (``"parallel"``; the whole lap when ``None``)."""
-        executor = getattr(self, "executor", None)
+        executor = self.executor
         schedule = self.schedule or ("parallel" if self.round_size else
                                      executor.default_schedule if executor is not None else "sequential")
         keys = [int(b) for b in order]
@@ -400,7 +406,7 @@ class MemoizedDriver(Driver):
         self.globals_changed()
         cache = state.cache
         before = cache.total.sizes if len(cache) == source.num_batches else None
-        if getattr(self, "executor", None) is None:
+        if self.executor is None:  # a lap run outside fit
             self.executor = as_executor(None)
         for keys in self.rounds(order):
             self.run_round(source, state, keys, hold, batch_elbos)

@@ -70,12 +70,12 @@ class SerialExecutor(Executor):
     sequential lap sees the globals of the previous batch's update)."""
 
     def steps(self, driver, state, source, keys):
-        visiting = driver.visiting_moves()
+        back = driver.returns_batch()
         for key in keys:
             batch = driver.read_batch(source, key)
             local, summary = driver.batch_step(state, key, batch)
-            yield key, BatchStep(summary, driver.keep_local(local), None,
-                                 batch if visiting else None, local if visiting else None)
+            yield key, BatchStep(summary, driver.keep_local(local), None, batch if back else None,
+                                 local if back else None)
 
 
 def as_executor(executor):
@@ -104,7 +104,7 @@ def tune_allocator():
     threshold of 256 MiB. Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which
     also freezes glibc's adaptive mmap threshold at 128 KiB, so every large torch temporary of a
     local step is mapped and unmapped afresh: measured on this project's machine, a DP local step
-    ran 2x slower in such a worker (13.3 s against 6.7 s per lap, 200,000 patches, K = 100). A no-op
+    ran 2x slower in such a worker (13.0 s against 6.5 s per lap, 200,000 patches, K = 100). A no-op
     off glibc."""
     global _tuned
     if _tuned:
@@ -142,9 +142,9 @@ def step_on_worker(driver, posterior, key, batch, warm, cached, threads):
     if cached is not None:
         state.cache.batches[key] = cached
     local, summary = driver.batch_step(state, key, batch)
-    visiting = driver.visiting_moves()
-    return BatchStep(summary, driver.keep_local(local), state.local_iterations or None,
-                     batch if visiting else None, local if visiting else None)
+    back = driver.returns_batch()
+    return BatchStep(summary, driver.keep_local(local), state.local_iterations or None, batch if back else None,
+                     local if back else None)
 
 
 class DaskExecutor(Executor):
@@ -162,22 +162,27 @@ class DaskExecutor(Executor):
         self.client = client
         self.retries = int(retries)
         self.threads = threads
-        self.batches, self.inputs = {}, ()
+        self.batches, self.inputs, self.owners = {}, (), {}
 
     def start(self, driver, source):
-        """Load every batch on a worker: read there when the source is portable (a worker that dies
+        """Load every batch on a worker, the batches dealt to the workers in turn (equal shares, so no
+        worker is the lap's straggler): read there when the source is portable (a worker that dies
         takes nothing with it: Dask reads the batch again elsewhere), else read here and sent once."""
         client = self.client
         reader = driver.reader()
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:
+            raise RuntimeError("the Dask cluster has no workers")
+        self.owners = {b: workers[b % len(workers)] for b in range(source.num_batches)}
         if getattr(source, "portable", False):
             # kept for as long as the batches: Dask re-reads a lost batch from them
             self.inputs = reader_f, source_f = client.scatter([reader, source], broadcast=True, hash=False)
-            self.batches = {b: client.submit(read_on_worker, reader_f, source_f, b, pure=False,
-                                             retries=self.retries)
-                            for b in range(source.num_batches)}
+            self.batches = {b: client.submit(read_on_worker, reader_f, source_f, b, pure=False, retries=self.retries,
+                                             workers=[owner], allow_other_workers=True)
+                            for b, owner in self.owners.items()}
         else:
-            self.batches = {b: client.scatter([driver.read_batch(source, b)], hash=False)[0]
-                            for b in range(source.num_batches)}
+            self.batches = {b: client.scatter([driver.read_batch(source, b)], hash=False, workers=[owner])[0]
+                            for b, owner in self.owners.items()}
 
     def steps(self, driver, state, source, keys):
         if not self.batches:
@@ -189,8 +194,8 @@ class DaskExecutor(Executor):
         for key in keys:
             cached = state.cache.batches.get(key) if driver.local_step_reads_memo else None
             futures.append(client.submit(step_on_worker, worker_f, posterior_f, key, self.batches[key],
-                                         state.warm_starts.get(key), cached, self.threads,
-                                         pure=False, retries=self.retries))
+                                         state.warm_starts.get(key), cached, self.threads, pure=False,
+                                         retries=self.retries, workers=[self.owners[key]], allow_other_workers=True))
         try:
             for key, future in zip(keys, futures, strict=True):
                 yield key, self._result(future, key)
@@ -214,4 +219,4 @@ class DaskExecutor(Executor):
     def close(self):
         for future in list(self.batches.values()) + list(self.inputs):
             future.cancel()
-        self.batches, self.inputs = {}, ()
+        self.batches, self.inputs, self.owners = {}, (), {}
