@@ -18,6 +18,7 @@ relational model's factors) when the model keeps one. Moves that collect data du
 """
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import torch
@@ -127,13 +128,16 @@ def read_on_worker(reader, source, b):
     return reader.read_batch(source, b)
 
 
-def step_on_worker(driver, posterior, key, batch, warm, cached, threads):
+def step_on_worker(driver, posterior, key, batch, warm, cached, threads, source=None):
     """The batch side of batch ``key`` on a worker: a one-batch state holding the round's globals,
     the batch's warm start and its cached summary (all a model's local step may read), then
-    :meth:`~pyro_memo.engine.MemoizedDriver.batch_step`."""
+    :meth:`~pyro_memo.engine.MemoizedDriver.batch_step`. ``batch`` is ``None`` when the worker does
+    not hold it: it is read from the portable ``source`` for this step."""
     from ..memo import MemoState
 
     tune_allocator()
+    if batch is None:
+        batch = driver.read_batch(source, key)
     if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     state = MemoState(posterior=posterior)
@@ -147,6 +151,14 @@ def step_on_worker(driver, posterior, key, batch, warm, cached, threads):
                      local if back else None)
 
 
+def _machine_memory():
+    """This machine's physical memory in bytes (a generous 16 GiB where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2**30
+
+
 class DaskExecutor(Executor):
     """The batch side on the workers of a ``dask.distributed`` cluster (module docstring).
 
@@ -154,14 +166,23 @@ class DaskExecutor(Executor):
     :param int retries: times Dask reruns a batch's step, on another worker, when its worker dies.
     :param int threads: intra-op threads of torch on each worker during a step (default 1: the
         cluster's parallelism is its workers; ``None`` leaves the workers' setting).
+    :param hold: whether workers keep their batches in memory across laps (``True``) or read each
+        from the source at every step (``False``; portable sources only: data larger than the
+        workers' memory). ``None`` (default): hold them when a worker's share, estimated from the
+        first batch, takes at most a quarter of its memory limit (of the machine's memory when the
+        cluster sets none).
     """
 
     default_schedule = "parallel"
 
-    def __init__(self, client, retries=3, threads=1):
+    #: the share of a worker's memory its held batches may take (``hold=None``)
+    HOLD_SHARE = 0.25
+
+    def __init__(self, client, retries=3, threads=1, hold=None):
         self.client = client
         self.retries = int(retries)
         self.threads = threads
+        self.hold = hold
         self.batches, self.inputs, self.owners = {}, (), {}
 
     def start(self, driver, source):
@@ -175,14 +196,30 @@ class DaskExecutor(Executor):
             raise RuntimeError("the Dask cluster has no workers")
         self.owners = {b: workers[b % len(workers)] for b in range(source.num_batches)}
         if getattr(source, "portable", False):
-            # kept for as long as the batches: Dask re-reads a lost batch from them
+            # kept for the whole fit: Dask re-reads a lost batch from them
             self.inputs = reader_f, source_f = client.scatter([reader, source], broadcast=True, hash=False)
+            if not self.holds(driver, source, len(workers)):
+                self.batches = dict.fromkeys(self.owners)
+                return
             self.batches = {b: client.submit(read_on_worker, reader_f, source_f, b, pure=False, retries=self.retries,
                                              workers=[owner], allow_other_workers=True)
                             for b, owner in self.owners.items()}
         else:
             self.batches = {b: client.scatter([driver.read_batch(source, b)], hash=False, workers=[owner])[0]
                             for b, owner in self.owners.items()}
+
+    def holds(self, driver, source, num_workers):
+        """Whether the workers keep a portable source's batches in memory (see ``hold``)."""
+        if self.hold is not None:
+            return bool(self.hold)
+        first = driver.read_batch(source, 0)
+        if not torch.is_tensor(first):
+            return True
+        per_item = first.element_size() * first.nelement() / max(len(first), 1)
+        share = per_item * source.num_items / num_workers
+        limits = [w.get("memory_limit") or 0 for w in self.client.scheduler_info()["workers"].values()]
+        limit = min(limits) if limits and min(limits) > 0 else _machine_memory() / num_workers
+        return share <= self.HOLD_SHARE * limit
 
     def steps(self, driver, state, source, keys):
         if not self.batches:
@@ -193,8 +230,9 @@ class DaskExecutor(Executor):
         futures = []
         for key in keys:
             cached = state.cache.batches.get(key) if driver.local_step_reads_memo else None
+            source_f = self.inputs[1] if self.batches[key] is None else None
             futures.append(client.submit(step_on_worker, worker_f, posterior_f, key, self.batches[key],
-                                         state.warm_starts.get(key), cached, self.threads, pure=False,
+                                         state.warm_starts.get(key), cached, self.threads, source_f, pure=False,
                                          retries=self.retries, workers=[self.owners[key]], allow_other_workers=True))
         try:
             for key, future in zip(keys, futures, strict=True):
@@ -218,5 +256,6 @@ class DaskExecutor(Executor):
 
     def close(self):
         for future in list(self.batches.values()) + list(self.inputs):
-            future.cancel()
+            if future is not None:
+                future.cancel()
         self.batches, self.inputs, self.owners = {}, (), {}

@@ -191,6 +191,18 @@ def test_a_worker_killed_mid_lap_changes_nothing(client, tmp_path):
     same_fit(undisturbed, fit)
 
 
+@pytest.mark.parametrize("hold", [True, False, None])
+def test_workers_that_read_each_batch_at_every_step_give_the_same_fit(client, tmp_path, hold):
+    x = toy(9, 1500).numpy()
+    np.save(tmp_path / "x.npy", x)
+    family = pm.ZeroMeanGaussian.from_data(x)
+    serial = pm.MemoizedVB(family, 4, laps=3, tol=0, seed=9, schedule="parallel").fit(x, 5)
+    executor = DaskExecutor(client, hold=hold)
+    dask = pm.MemoizedVB(family, 4, laps=3, tol=0, seed=9).fit(str(tmp_path / "x.npy"), 5, executor=executor)
+    same_fit(serial, dask)
+    assert executor.holds(pm.MemoizedVB(family, 4), pm.make_batches(str(tmp_path / "x.npy"), 5), 2) == (hold is not False)
+
+
 def test_a_lost_in_memory_batch_stops_the_fit_with_a_clear_error(tmp_path):
     import cloudpickle
 
