@@ -330,14 +330,27 @@ def data_for_defaults(x, dtype, device, name):
     return x
 
 
+#: the most numbers of packed outer products :func:`outer_product_stats` forms at once (16 MB in float64)
+PACKED_ELEMENTS = 2**21
+
+
 def outer_product_stats(x, resp, packed=None):
-    """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as one matrix product. For one
-    component (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted
-    Gram matrix :math:`(r \\odot X)^T X`, which skips forming the ``(N, D^2)`` outer products.
-    ``packed``: :func:`packed_outer` ``(x)`` when the caller has it."""
+    """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as matrix products of the
+    responsibilities with the packed outer products, formed for at most :data:`PACKED_ELEMENTS`
+    numbers at a time (a 100,000-item batch in D = 64 would need 1.7 GB at once). For one component
+    (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted Gram matrix
+    :math:`(r \\odot X)^T X`, which skips forming the outer products. ``packed``: :func:`packed_outer`
+    ``(x)`` when the caller has it."""
     if resp.shape[1] == 1:
         return ((x * resp).T @ x).unsqueeze(0)
-    return unpack_symmetric(resp.T @ (packed_outer(x) if packed is None else packed), x.shape[-1])
+    n, d = x.shape
+    if packed is not None:
+        return unpack_symmetric(resp.T @ packed, d)
+    step = max(1, PACKED_ELEMENTS // (d * (d + 1) // 2))
+    total = resp[:step].T @ packed_outer(x[:step])
+    for lo in range(step, n, step):
+        total = total + resp[lo:lo + step].T @ packed_outer(x[lo:lo + step])
+    return unpack_symmetric(total, d)
 
 
 @functools.lru_cache(maxsize=32)

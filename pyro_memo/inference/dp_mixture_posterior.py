@@ -110,8 +110,13 @@ class DPMixturePosterior(VariationalPosterior):
         return log_joint
 
     def log_joint_resp(self, x):
-        """Unnormalised :math:`\\log \\tilde r_{nk}` of items ``x`` (eq. 9; see :meth:`log_joint_function`)."""
-        return self.log_joint_function()(x)
+        """Unnormalised :math:`\\log \\tilde r_{nk}` of items ``x`` (eq. 9; see :meth:`log_joint_function`),
+        chunk by chunk (:meth:`chunks`: the temporaries stay bounded however many items)."""
+        log_joint = self.log_joint_function()
+        x = torch.as_tensor(x)
+        if x.dim() != 2 or x.shape[0] <= self.chunk_rows(x):
+            return log_joint(x)
+        return torch.cat([log_joint(chunk) for chunk in self.chunks(x)])
 
     def responsibilities(self, x):
         """:math:`\\hat r_{nk}` (Hughes & Sudderth 2013, eq. 9), normalised by log-sum-exp: ``(N, K)``.

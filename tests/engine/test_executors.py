@@ -200,7 +200,8 @@ def test_workers_that_read_each_batch_at_every_step_give_the_same_fit(client, tm
     executor = DaskExecutor(client, hold=hold)
     dask = pm.MemoizedVB(family, 4, laps=3, tol=0, seed=9).fit(str(tmp_path / "x.npy"), 5, executor=executor)
     same_fit(serial, dask)
-    assert executor.holds(pm.MemoizedVB(family, 4), pm.make_batches(str(tmp_path / "x.npy"), 5), 2) == (hold is not False)
+    source = pm.make_batches(str(tmp_path / "x.npy"), 5)
+    assert executor.holds(pm.MemoizedVB(family, 4), source, 2) == (hold is not False)
 
 
 def test_a_lost_in_memory_batch_stops_the_fit_with_a_clear_error(tmp_path):
