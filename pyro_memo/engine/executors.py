@@ -68,15 +68,36 @@ class Executor:
 class SerialExecutor(Executor):
     """Today's behaviour: every batch read and its local step run in the driver's process, one
     after the other, lazily (the next batch's step starts only when the driver asks for it, so a
-    sequential lap sees the globals of the previous batch's update)."""
+    sequential lap sees the globals of the previous batch's update). After each batch of at least
+    :data:`TRIM_BYTES` the process's free heap pages go back to the system (:func:`release_free_memory`)."""
 
     def steps(self, driver, state, source, keys):
         back = driver.returns_batch()
         for key in keys:
             batch = driver.read_batch(source, key)
+            big = torch.is_tensor(batch) and batch.element_size() * batch.nelement() >= TRIM_BYTES
             local, summary = driver.batch_step(state, key, batch)
             yield key, BatchStep(summary, driver.keep_local(local), None, batch if back else None,
                                  local if back else None)
+            if big:
+                release_free_memory()
+
+
+#: batches at least this large (bytes) are followed by :func:`release_free_memory` in a serial lap
+TRIM_BYTES = 8 * 2**20
+
+
+def release_free_memory():
+    """Give the free pages inside the process's heap back to the system (glibc's ``malloc_trim``).
+    A lap over large batches allocates tens of megabytes per step between the memo's small lasting
+    allocations; glibc keeps the freed space, and on 20,000,000 items in D = 64 (200 batches of
+    100,000) the driver's heap grew past 2.7 GB by lap 2 of births, merges and deletes. A no-op off glibc."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def as_executor(executor):
