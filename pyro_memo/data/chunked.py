@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .batches import BatchSource, _bounds
+from .batch_source import BatchSource, _bounds
 
 __all__ = ["DaskArrayBatches", "ZarrBatches", "is_dask_array", "is_zarr_array"]
 
