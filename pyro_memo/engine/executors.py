@@ -17,7 +17,9 @@ relational model's factors) when the model keeps one. Moves that collect data du
 (births, deletes) also get the batch and its local factors back.
 """
 
+import collections
 import contextlib
+import itertools
 import os
 from dataclasses import dataclass
 
@@ -187,6 +189,8 @@ class DaskExecutor(Executor):
     :param int retries: times Dask reruns a batch's step, on another worker, when its worker dies.
     :param int threads: intra-op threads of torch on each worker during a step (default 1: the
         cluster's parallelism is its workers; ``None`` leaves the workers' setting).
+    :param int window: at most this many batch steps in flight at once (default: twice the number of
+        workers), so the results that wait for the driver stay few.
     :param hold: whether workers keep their batches in memory across laps (``True``) or read each
         from the source at every step (``False``; portable sources only: data larger than the
         workers' memory). ``None`` (default): hold them when a worker's share, estimated from the
@@ -199,8 +203,9 @@ class DaskExecutor(Executor):
     #: the share of a worker's memory its held batches may take (``hold=None``)
     HOLD_SHARE = 0.25
 
-    def __init__(self, client, retries=3, threads=1, hold=None):
+    def __init__(self, client, retries=3, threads=1, hold=None, window=None):
         self.client = client
+        self.window = None if window is None else int(window)
         self.retries = int(retries)
         self.threads = threads
         self.hold = hold
@@ -248,18 +253,29 @@ class DaskExecutor(Executor):
         client = self.client
         worker, posterior = driver.for_workers(state)
         worker_f, posterior_f = client.scatter([worker, posterior], broadcast=True, hash=False)
-        futures = []
-        for key in keys:
+
+        def submit(key):
             cached = state.cache.batches.get(key) if driver.local_step_reads_memo else None
             source_f = self.inputs[1] if self.batches[key] is None else None
-            futures.append(client.submit(step_on_worker, worker_f, posterior_f, key, self.batches[key],
-                                         state.warm_starts.get(key), cached, self.threads, source_f, pure=False,
-                                         retries=self.retries, workers=[self.owners[key]], allow_other_workers=True))
+            return client.submit(step_on_worker, worker_f, posterior_f, key, self.batches[key],
+                                 state.warm_starts.get(key), cached, self.threads, source_f, pure=False,
+                                 retries=self.retries, workers=[self.owners[key]], allow_other_workers=True)
+
+        # at most `window` steps in flight: results wait on the workers only until the driver takes them
+        window = self.window or 2 * len(set(self.owners.values()))
+        waiting = iter(keys)
+        flight = collections.deque((key, submit(key)) for key in itertools.islice(waiting, window))
         try:
-            for key, future in zip(keys, futures, strict=True):
-                yield key, self._result(future, key)
+            while flight:
+                key, future = flight.popleft()
+                result = self._result(future, key)
+                future.release()
+                following = next(waiting, None)
+                if following is not None:
+                    flight.append((following, submit(following)))
+                yield key, result
         finally:
-            for future in futures:
+            for _, future in flight:
                 future.cancel()
 
     def _result(self, future, key):
