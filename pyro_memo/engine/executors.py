@@ -77,7 +77,7 @@ class SerialExecutor(Executor):
         back = driver.returns_batch()
         for key in keys:
             batch = driver.read_batch(source, key)
-            big = torch.is_tensor(batch) and batch.element_size() * batch.nelement() >= TRIM_BYTES
+            big = _is_big(batch)
             local, summary = driver.batch_step(state, key, batch)
             yield key, BatchStep(summary, driver.keep_local(local), None, batch if back else None,
                                  local if back else None)
@@ -87,6 +87,10 @@ class SerialExecutor(Executor):
 
 #: batches at least this large (bytes) are followed by :func:`release_free_memory` in a serial lap
 TRIM_BYTES = 8 * 2**20
+
+
+def _is_big(batch):
+    return torch.is_tensor(batch) and batch.element_size() * batch.nelement() >= TRIM_BYTES
 
 
 def release_free_memory():
@@ -274,6 +278,8 @@ class DaskExecutor(Executor):
                 if following is not None:
                     flight.append((following, submit(following)))
                 yield key, result
+                if _is_big(result.batch):  # a batch a move visited here has been dropped
+                    release_free_memory()
         finally:
             for _, future in flight:
                 future.cancel()
