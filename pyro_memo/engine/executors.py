@@ -272,7 +272,7 @@ class DaskExecutor(Executor):
         try:
             while flight:
                 key, future = flight.popleft()
-                result = self._result(future, key)
+                result = self._result(future, key, lambda key=key: self._again(driver, state, source, key))
                 future.release()
                 following = next(waiting, None)
                 if following is not None:
@@ -284,12 +284,27 @@ class DaskExecutor(Executor):
             for _, future in flight:
                 future.cancel()
 
-    def _result(self, future, key):
+    def _again(self, driver, state, source, key):
+        """Batch ``key``'s step submitted afresh after Dask lost it with a worker: the globals sent
+        with it and the batch read again from its (portable) source on whichever worker runs it."""
+        if not getattr(source, "portable", False):
+            return None
+        worker, posterior = driver.for_workers(state)
+        cached = state.cache.batches.get(key) if driver.local_step_reads_memo else None
+        return self.client.submit(step_on_worker, worker, posterior, key, None, state.warm_starts.get(key), cached,
+                                  self.threads, source, pure=False, retries=self.retries)
+
+    def _result(self, future, key, again=None):
+        """``future``'s result; when Dask lost the step with a worker, the step once more from
+        ``again()`` (a fresh submission), else one clear error."""
         try:
             return future.result()
         except Exception as err:
             if type(err).__name__ not in ("KilledWorker", "FutureCancelledError", "CancelledError"):
                 raise
+            retry = again() if again is not None else None
+            if retry is not None:
+                return self._result(retry, key)
             hint = "" if self.inputs else ("; batches of data held in memory live only on the worker they were sent "
                                            "to: give the data as a .npy path, a zarr array or a dask array, which "
                                            "workers read again")
