@@ -36,3 +36,13 @@ def test_the_hdp_and_the_relational_model_on_the_gpu_track_the_cpu_fits():
                        (lambda d: MemoizedRelational(K=3, laps=3, tol=0, seed=1, device=d), graph)):
         cpu, gpu = make("cpu").fit(data, 3), make("cuda").fit(data, 3)
         np.testing.assert_allclose(gpu.elbo_trace, cpu.elbo_trace, rtol=1e-7)
+
+
+def test_the_gpu_forms_packed_outer_products_and_their_statistics_as_the_cpu_does():
+    from pyro_memo.families.base import outer_product_stats, packed_outer
+
+    x = torch.randn(3000, 64, dtype=torch.float64)
+    resp = torch.softmax(torch.randn(3000, 7, dtype=torch.float64), -1)
+    assert torch.equal(packed_outer(x.cuda()).cpu(), packed_outer(x))
+    torch.testing.assert_close(outer_product_stats(x.cuda(), resp.cuda()).cpu(), outer_product_stats(x, resp),
+                               rtol=1e-12, atol=1e-12)

@@ -330,13 +330,23 @@ def data_for_defaults(x, dtype, device, name):
     return x
 
 
-#: the most numbers of packed outer products :func:`outer_product_stats` forms at once (16 MB in float64)
-PACKED_ELEMENTS = 2**21
+#: the most numbers a chunked computation forms at once on the CPU (16 MB in float64): bounded
+#: temporaries stay in cache and keep a long lap from fragmenting the heap
+CPU_ELEMENTS = 2**21
+#: the same on an accelerator (256 MB in float64), where every chunk costs kernel launches and the
+#: temporaries live in the device's own memory
+DEVICE_ELEMENTS = 2**25
+
+
+def chunk_elements(device):
+    """The most numbers a chunked computation (:func:`outer_product_stats`, a local step's chunks)
+    forms at once on ``device``: :data:`CPU_ELEMENTS` on the CPU, :data:`DEVICE_ELEMENTS` elsewhere."""
+    return CPU_ELEMENTS if torch.device(device).type == "cpu" else DEVICE_ELEMENTS
 
 
 def outer_product_stats(x, resp, packed=None):
     """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as matrix products of the
-    responsibilities with the packed outer products, formed for at most :data:`PACKED_ELEMENTS`
+    responsibilities with the packed outer products, formed for at most :func:`chunk_elements`
     numbers at a time (a 100,000-item batch in D = 64 would need 1.7 GB at once). For one component
     (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted Gram matrix
     :math:`(r \\odot X)^T X`, which skips forming the outer products. ``packed``: :func:`packed_outer`
@@ -346,7 +356,7 @@ def outer_product_stats(x, resp, packed=None):
     n, d = x.shape
     if packed is not None:
         return unpack_symmetric(resp.T @ packed, d)
-    step = max(1, PACKED_ELEMENTS // (d * (d + 1) // 2))
+    step = max(1, chunk_elements(x.device) // (d * (d + 1) // 2))
     total = resp[:step].T @ packed_outer(x[:step])
     for lo in range(step, n, step):
         total = total + resp[lo:lo + step].T @ packed_outer(x[lo:lo + step])
@@ -354,10 +364,16 @@ def outer_product_stats(x, resp, packed=None):
 
 
 @functools.lru_cache(maxsize=32)
+def _triangle_indices(d, device):
+    """:func:`torch.triu_indices` of a ``d x d`` matrix on ``device``, made once per size and device."""
+    return torch.triu_indices(d, d, device=device)
+
+
+@functools.lru_cache(maxsize=32)
 def _triangle_positions(d, device):
     """For each entry of a ``d x d`` symmetric matrix, flattened, its index in :func:`packed_outer`'s
     order (made once per size and device: every chunk of a local step unpacks with it)."""
-    i, j = torch.triu_indices(d, d, device=device)
+    i, j = _triangle_indices(d, device)
     position = torch.empty((d, d), dtype=torch.long, device=device)
     position[i, j] = position[j, i] = torch.arange(i.shape[0], device=device)
     return position.reshape(-1)
@@ -371,9 +387,14 @@ def unpack_symmetric(packed, d):
 
 def packed_outer(x):
     """The upper triangle of every :math:`x_n x_n^T`, ``x_{ni} x_{nj}`` for ``i <= j`` in
-    :func:`torch.triu_indices` order: ``(N, D(D+1)/2)``, written one row ``i`` of the triangle at a
-    time (a quarter of the time of gathering both factors by index)."""
+    :func:`torch.triu_indices` order: ``(N, D(D+1)/2)``. On the CPU it is written one row ``i`` of
+    the triangle at a time (a quarter of the time of gathering both factors by index); on an
+    accelerator, where each of those ``D`` products would be a kernel launch, both factors are
+    gathered by index in one product."""
     n, d = x.shape
+    if x.device.type != "cpu":
+        i, j = _triangle_indices(d, x.device)
+        return x.index_select(1, i) * x.index_select(1, j)
     out = x.new_empty((n, d * (d + 1) // 2))
     start = 0
     for i in range(d):

@@ -5,6 +5,7 @@ import torch
 from ..allocation import DPSticks
 from ..families import SparseResponsibilities, family_from_state
 from ..families._sparse import drop_underflow
+from ..families.base import chunk_elements
 from ..posterior import VariationalPosterior
 from ..summaries import Summary
 
@@ -134,11 +135,12 @@ class DPMixturePosterior(VariationalPosterior):
         return SparseResponsibilities.top(self.log_joint_resp(x), L)
 
     def chunk_rows(self, x):
-        """Rows per chunk of the local step: bounds its ``(K, D, rows)`` temporaries to ~16 MB in
-        float64 (a batch of 1,000 25-dimensional items at K = 25 is one chunk), which stops a long
-        lap from fragmenting the heap."""
+        """Rows per chunk of the local step: bounds its ``(K, D, rows)`` temporaries to
+        :func:`~pyro_memo.families.base.chunk_elements` numbers (~16 MB in float64 on the CPU, where a
+        batch of 1,000 25-dimensional items at K = 25 is one chunk and a long lap does not fragment
+        the heap; 256 MB on a GPU, where each chunk costs kernel launches)."""
         d = x.shape[-1]
-        return max(256, 2**21 // (self.K * d + d * d))
+        return max(256, chunk_elements(self.family.device) // (self.K * d + d * d))
 
     def chunks(self, x):
         """``x`` in consecutive chunks of :meth:`chunk_rows` rows."""
