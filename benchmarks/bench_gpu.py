@@ -24,10 +24,9 @@ import torch
 from _common import make_parser
 
 import pyro_memo as pm
-from pyro_memo.data import Graph
+from pyro_memo.data import Graph, bars_corpus
 from pyro_memo.denoising import PHOTOGRAPHS, fit_patch_mixture, load_image, patch_family, write_patches
 from pyro_memo.relational import MemoizedRelational
-from pyro_memo.synthetic import bars_corpus
 from pyro_memo.topics import MemoizedHDP
 
 
