@@ -5,6 +5,7 @@ synthetic generators and downloaded datasets (``fetch_*`` downloads once, ``load
 from .batches import ArrayBatches, BatchSource, FileBatches, IndexBatches, ListBatches, make_batches
 from .chunked import DaskArrayBatches, ZarrBatches
 from .corpus import Corpus, from_counts, read_ldac, split_documents, split_tokens, split_types
+from .corpus_shards import CorpusShards, is_corpus_shards, shard_ldac, write_corpus_shards
 from .datasets import BUNDLED, FASHION_MNIST_DIR, load_dataset, load_fashion_mnist
 from .files import write_atomically
 from .graphs import (
@@ -29,6 +30,7 @@ __all__ = [
     "BUNDLED",
     "BatchSource",
     "Corpus",
+    "CorpusShards",
     "DaskArrayBatches",
     "DATA_HOME_ENV",
     "DataUnavailableError",
@@ -50,6 +52,7 @@ __all__ = [
     "from_counts",
     "from_networkx",
     "get_data_home",
+    "is_corpus_shards",
     "load_dataset",
     "load_fashion_mnist",
     "load_networkx_graph",
@@ -59,10 +62,12 @@ __all__ = [
     "read_graph_tool",
     "read_ldac",
     "read_npz",
+    "shard_ldac",
     "split_documents",
     "split_pairs",
     "split_tokens",
     "split_types",
     "toy_patches",
     "write_atomically",
+    "write_corpus_shards",
 ]

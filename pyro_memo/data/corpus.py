@@ -108,6 +108,44 @@ def from_counts(matrix, vocab=None):
     return Corpus(m.indptr, m.indices, m.data, m.shape[1], vocab)
 
 
+def read_vocab(path):
+    """The words of a vocabulary file, one per line."""
+    with open(path, encoding="utf-8") as fh:
+        return [line.rstrip("\n") for line in fh]
+
+
+def ldac_documents(path):
+    """The documents of an LDA-C file as ``(word ids, counts)`` array pairs, read line by line (blank
+    lines skipped).
+
+    :raises ValueError: naming the line of a malformed document.
+    """
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                pairs = [f.split(":") for f in fields[1:]]
+                doc_ids = np.array([int(a) for a, _ in pairs], dtype=np.int64)
+                doc_counts = np.array([float(b) for _, b in pairs])
+                declared = int(fields[0])
+            except ValueError as err:
+                raise ValueError(f"{path}, line {lineno}: not 'N id:count ...' ({err})") from None
+            if declared != len(pairs):
+                raise ValueError(f"{path}, line {lineno}: declares {declared} distinct words, lists {len(pairs)}")
+            yield doc_ids, doc_counts
+
+
+def from_documents(documents, vocab_size, vocab=None):
+    """A corpus from ``(word ids, counts)`` pairs, one per document."""
+    documents = list(documents)
+    ptr = np.concatenate([[0], np.cumsum([len(ids) for ids, _ in documents])])
+    ids = np.concatenate([ids for ids, _ in documents]) if documents else np.zeros(0, dtype=np.int64)
+    counts = np.concatenate([c for _, c in documents]) if documents else np.zeros(0)
+    return Corpus(ptr, ids, counts, vocab_size, vocab)
+
+
 def read_ldac(path, vocab_path=None, vocab_size=None):
     """Read an LDA-C file: one document per line, ``N id:count id:count ...``.
 
@@ -116,33 +154,13 @@ def read_ldac(path, vocab_path=None, vocab_size=None):
     :param int vocab_size: ``V`` when there is no vocabulary (default: largest id + 1).
     :raises ValueError: naming the line of a malformed document.
     """
-    vocab = None
-    if vocab_path is not None:
-        with open(vocab_path, encoding="utf-8") as fh:
-            vocab = [line.rstrip("\n") for line in fh]
-    ptr, ids, counts = [0], [], []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            try:
-                pairs = [f.split(":") for f in fields[1:]]
-                doc_ids = [int(a) for a, _ in pairs]
-                doc_counts = [float(b) for _, b in pairs]
-                declared = int(fields[0])
-            except ValueError as err:
-                raise ValueError(f"{path}, line {lineno}: not 'N id:count ...' ({err})") from None
-            if declared != len(pairs):
-                raise ValueError(f"{path}, line {lineno}: declares {declared} distinct words, lists {len(pairs)}")
-            ids.extend(doc_ids)
-            counts.extend(doc_counts)
-            ptr.append(len(ids))
+    vocab = None if vocab_path is None else read_vocab(vocab_path)
+    documents = list(ldac_documents(path))
     if vocab is not None:
         vocab_size = len(vocab)
     elif vocab_size is None:
-        vocab_size = max(ids) + 1 if ids else 1
-    return Corpus(np.array(ptr), np.array(ids, dtype=np.int64), np.array(counts), vocab_size, vocab)
+        vocab_size = max((int(ids.max()) for ids, _ in documents if len(ids)), default=0) + 1
+    return from_documents(documents, vocab_size, vocab)
 
 
 def split_documents(corpus, test_fraction=0.2, seed=0):

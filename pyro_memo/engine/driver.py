@@ -265,17 +265,23 @@ class MemoizedDriver(Driver):
     def batch_step(self, state, key, batch):
         """Everything that runs where batch ``key`` lives: its local step under the globals,
         timed by the thread policy, the summary in the memo's precision, and each move's
-        :meth:`~pyro_memo.engine.Move.batch_terms` in ``summary.extras``. Returns ``(local, summary)``."""
+        :meth:`~pyro_memo.engine.Move.batch_terms` in ``summary.extras``, and each move's
+        :meth:`~pyro_memo.engine.Move.batch_visit`. Returns ``(local, summary, visits)``, ``visits``
+        the non-``None`` visits by move name."""
         with self.thread_policy.step():
             local, summary = self.local_step(state, key, batch)
         summary = self.memo_summary(state, summary)
         if self.moves:
             local = self.moves_local(state, local)
+        visits = {}
         for move in self.moves:
             terms = move.batch_terms(batch, local)
             if terms is not None:
                 summary.extras[move.name] = terms
-        return local, summary
+            payload = move.batch_visit(state.posterior, key, batch, local)
+            if payload is not None:
+                visits[move.name] = payload
+        return local, summary, visits
 
     def visiting_moves(self):
         """The moves that visit batches on the driver (they override :meth:`Move.visit_batch`)."""
@@ -294,10 +300,12 @@ class MemoizedDriver(Driver):
 
     def for_workers(self, state):
         """``(driver, globals)`` for a round of batch steps elsewhere (:mod:`~pyro_memo.engine.executors`):
-        a copy of the driver with the moves that have batch terms, the local-precision copy of the
-        globals made once, and whether moves need the batch and its local factors back."""
+        a copy of the driver with the light copies (:meth:`Move.for_workers`) of the moves that have a
+        batch side, the local-precision copy of the globals made once, and whether moves need the
+        batch and its local factors back."""
         other = self.reader()
-        other.moves = [m for m in self.moves if type(m).batch_terms is not Move.batch_terms]
+        other.moves = [m.for_workers() for m in self.moves
+                       if type(m).batch_terms is not Move.batch_terms or type(m).batch_visit is not Move.batch_visit]
         local_globals = self.local_globals(state)
         other._local_globals = None if local_globals is state.posterior else local_globals
         other._returns_batch = self.returns_batch()
@@ -394,7 +402,8 @@ class MemoizedDriver(Driver):
         """One pass over all batches, round by round (:meth:`rounds`); updates ``state`` in place.
 
         Moves join through their hooks: ``start_lap`` before the first batch, ``batch_terms``
-        (kept in the batch's summary) and ``visit_batch`` after each local step, ``end_lap`` after
+        (kept in the batch's summary), ``batch_visit`` / ``take_visit`` and ``visit_batch`` after each
+        local step, ``end_lap`` after
         the last batch (see :mod:`pyro_memo.engine.moves`).
         """
         order = self.order(state.rng, source.num_batches)
@@ -437,6 +446,9 @@ class MemoizedDriver(Driver):
                 summary = step.summary
                 if step.iterations:
                     state.local_iterations.extend(step.iterations)
+                for move in self.moves:
+                    if step.visits and move.name in step.visits:
+                        summary = move.take_visit(state, key, step.visits[move.name], summary)
                 for move in visiting:
                     summary = move.visit_batch(state, key, step.batch, step.local, summary)
                 if visiting:

@@ -13,8 +13,10 @@ array or a dask array chunk when the source can be read there (:attr:`BatchSourc
 <pyro_memo.data.BatchSource.portable>`), else sent from the driver once, and stays in the
 worker's memory across laps. Per round only the globals go out (once, to every worker) and the
 batch summaries come back, with each batch's warm start (the HDP's document-topic counts, the
-relational model's factors) when the model keeps one. Moves that collect data during a lap
-(births, deletes) also get the batch and its local factors back.
+relational model's factors) when the model keeps one, and the moves' batch-side visits
+(:meth:`~pyro_memo.engine.Move.batch_visit`: a birth's subsample, a delete's alternative summaries).
+Only a move that visits batches on the driver (:meth:`~pyro_memo.engine.Move.visit_batch`) gets the
+batch and its local factors back.
 """
 
 import collections
@@ -23,6 +25,7 @@ import itertools
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = ["BatchStep", "DaskExecutor", "Executor", "SerialExecutor", "as_executor"]
@@ -32,14 +35,15 @@ __all__ = ["BatchStep", "DaskExecutor", "Executor", "SerialExecutor", "as_execut
 class BatchStep:
     """One batch's batch side: its summary (in the memo's precision, with the moves' batch
     terms in ``summary.extras``), what the model keeps for the batch's next visit (``warm``; ``None``
-    when nothing), local-step iterations, and the batch and its local factors when a move visits
-    batches on the driver (else ``None``)."""
+    when nothing), local-step iterations, the batch and its local factors when a move visits
+    batches on the driver (else ``None``), and the moves' batch-side visits by name."""
 
     summary: object
     warm: object = None
     iterations: list = None
     batch: object = None
     local: object = None
+    visits: dict = None
 
 
 class Untimed:
@@ -78,9 +82,9 @@ class SerialExecutor(Executor):
         for key in keys:
             batch = driver.read_batch(source, key)
             big = _is_big(batch)
-            local, summary = driver.batch_step(state, key, batch)
+            local, summary, visits = driver.batch_step(state, key, batch)
             yield key, BatchStep(summary, driver.keep_local(local), None, batch if back else None,
-                                 local if back else None)
+                                 local if back else None, visits)
             if big:
                 release_free_memory()
 
@@ -89,8 +93,19 @@ class SerialExecutor(Executor):
 TRIM_BYTES = 8 * 2**20
 
 
+def _nbytes(batch):
+    """The bytes of a batch's arrays: a tensor, a numpy array, or a tuple of them (a corpus batch's tokens)."""
+    if torch.is_tensor(batch):
+        return batch.element_size() * batch.nelement()
+    if isinstance(batch, np.ndarray):
+        return batch.nbytes
+    if isinstance(batch, (tuple, list)):
+        return sum(_nbytes(part) for part in batch)
+    return 0
+
+
 def _is_big(batch):
-    return torch.is_tensor(batch) and batch.element_size() * batch.nelement() >= TRIM_BYTES
+    return _nbytes(batch) >= TRIM_BYTES
 
 
 def release_free_memory():
@@ -172,10 +187,10 @@ def step_on_worker(driver, posterior, key, batch, warm, cached, threads, source=
         state.warm_starts[key] = warm
     if cached is not None:
         state.cache.batches[key] = cached
-    local, summary = driver.batch_step(state, key, batch)
+    local, summary, visits = driver.batch_step(state, key, batch)
     back = driver.returns_batch()
     return BatchStep(summary, driver.keep_local(local), state.local_iterations or None, batch if back else None,
-                     local if back else None)
+                     local if back else None, visits)
 
 
 def _machine_memory():
@@ -197,9 +212,9 @@ class DaskExecutor(Executor):
         workers), so the results that wait for the driver stay few.
     :param hold: whether workers keep their batches in memory across laps (``True``) or read each
         from the source at every step (``False``; portable sources only: data larger than the
-        workers' memory). ``None`` (default): hold them when a worker's share, estimated from the
-        first batch, takes at most a quarter of its memory limit (of the machine's memory when the
-        cluster sets none).
+        workers' memory). ``None`` (default): hold them when a worker's share, estimated as its number
+        of batches times the first batch's size, takes at most a quarter of its memory limit (of the
+        machine's memory when the cluster sets none).
     """
 
     default_schedule = "parallel"
@@ -242,11 +257,7 @@ class DaskExecutor(Executor):
         """Whether the workers keep a portable source's batches in memory (see ``hold``)."""
         if self.hold is not None:
             return bool(self.hold)
-        first = driver.read_batch(source, 0)
-        if not torch.is_tensor(first):
-            return True
-        per_item = first.element_size() * first.nelement() / max(len(first), 1)
-        share = per_item * source.num_items / num_workers
+        share = _nbytes(driver.read_batch(source, 0)) * -(-source.num_batches // num_workers)
         limits = [w.get("memory_limit") or 0 for w in self.client.scheduler_info()["workers"].values()]
         limit = min(limits) if limits and min(limits) > 0 else _machine_memory() / num_workers
         return share <= self.HOLD_SHARE * limit

@@ -3,12 +3,16 @@
 A move takes part in each lap of :class:`~pyro_memo.engine.MemoizedDriver` in two parts
 (Hughes & Sudderth 2013 §3.1-3.2; bnpy carries the batch-side terms in its summaries):
 
-- **batch side**, :meth:`Move.batch_terms` and :meth:`Move.visit_batch`: after a batch's local
-  step, terms that only that batch can supply are computed from the batch and its local
-  factors. ``batch_terms`` is a pure function of the batch and the move's plan for the lap, and
-  its result travels in the batch's summary (``summary.extras[move.name]``, as bnpy carries merge
-  terms in its statistics bag), so it can run wherever the local step runs; ``visit_batch`` may
-  also keep state on the move (a candidate's local step, a birth's subsample);
+- **batch side**, :meth:`Move.batch_terms`, :meth:`Move.batch_visit` and :meth:`Move.visit_batch`:
+  after a batch's local step, terms that only that batch can supply are computed from the batch
+  and its local factors. ``batch_terms`` is a pure function of the batch and the move's plan for
+  the lap, and its result travels in the batch's summary (``summary.extras[move.name]``, as bnpy
+  carries merge terms in its statistics bag); ``batch_visit`` is a pure function too, whose small
+  result (a subsample, a candidate's summary) the driver hands to :meth:`Move.take_visit`. Both
+  run wherever the local step runs (on a Dask worker, with the light copy :meth:`Move.for_workers`
+  of the move), so only summaries travel. ``visit_batch`` instead runs on the driver with the batch
+  and its local factors, which then travel back from the workers (a candidate's local step that
+  keeps pace with the sequential schedule's updates);
 - **driver side**, :meth:`Move.start_lap` chooses what to propose from the memo before the
   first batch, and :meth:`Move.end_lap` evaluates each proposal on the complete memo and
   accepts it only when the exact objective rises (:func:`optimal_elbo`), rewriting every
@@ -53,9 +57,25 @@ class Move:
         summary as ``extras[self.name]``), or ``None``."""
         return None
 
+    def batch_visit(self, posterior, key, batch, local):
+        """Batch side: what this move takes from batch ``key`` (its local factors ``local`` under the
+        globals ``posterior``), small and picklable, or ``None``; the driver passes it to
+        :meth:`take_visit`. A pure function of its arguments and the move's plan for the lap."""
+        return None
+
+    def take_visit(self, state, key, payload, summary):
+        """Driver side: receive batch ``key``'s :meth:`batch_visit` ``payload`` (in key order within a
+        round); returns the summary to memoize."""
+        return summary
+
+    def for_workers(self):
+        """The move as the batch side needs it (sent to the workers with every round): itself by
+        default; a move that keeps large driver-side state returns a light copy without it."""
+        return self
+
     def visit_batch(self, state, key, batch, local, summary):
-        """Batch side, after batch ``key``'s local step (``local``: its local factors);
-        returns the summary to memoize."""
+        """Driver side, after batch ``key``'s local step (``local``: its local factors; with an
+        executor elsewhere, both travel back for it); returns the summary to memoize."""
         return summary
 
     def end_lap(self, state, driver):

@@ -7,7 +7,9 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
+from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
+from ..data.corpus_shards import CorpusShards, is_corpus_shards
 from ..engine import FitResult, MemoizedDriver, make_moves
 from ..families import check_sparse_L
 from ..families.type2 import Learnt
@@ -61,6 +63,22 @@ class CorpusBatches(HeldBatches):
         return self.corpus.num_docs
 
 
+class ShardBatches(BatchSource):
+    """A corpus sharded on disk (:class:`~pyro_memo.data.CorpusShards`), one shard per batch, each read
+    when visited as token arrays ``(doc, word, count, num_docs)`` (portable: a Dask worker reads its own
+    shards)."""
+
+    portable = True
+
+    def __init__(self, shards, dtype, device):
+        self.shards, self.dtype, self.device = shards, dtype, device
+        self.num_batches, self.num_items = shards.num_batches, shards.num_items
+
+    def batch(self, b):
+        shard = self.shards.batch(b)
+        return (*shard.tokens(dtype=self.dtype, device=self.device), shard.num_docs)
+
+
 class GroupBatches(HeldBatches):
     """Groups of feature rows (images as groups of pixel features, ...) split into fixed batches
     of groups, each held as ``(group, x, count, num_groups)`` with unit counts (the batch source
@@ -101,6 +119,9 @@ class HDPSteps:
     :class:`~pyro_memo.engine.StochasticDriver`) for the HDP topic model: corpus batches, the
     initial topics and the document-level local step."""
 
+    #: documents a sharded corpus's initial topics are computed from (drawn across its shards)
+    init_docs = 20_000
+
     def set_model(self, K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family=None,
                   alpha_prior=None, gamma_prior=None, learn_lam0=False, sparse_L=None):
         """Validate and keep the model's settings (see :class:`MemoizedHDP`); with a Gamma prior a
@@ -133,21 +154,35 @@ class HDPSteps:
 
     def make_source(self, data, num_batches):
         """The corpus (or, with a ``family``, the list of groups) in ``num_batches`` fixed batches of
-        documents (see :meth:`batches`)."""
+        documents (see :meth:`batches`); a corpus sharded on disk (a
+        :class:`~pyro_memo.data.CorpusShards` or its directory) in its shards, read one at a time."""
         if self.family is not None:
             groups = as_groups(data, self.family)
             return GroupBatches(groups, random_parts(len(groups), num_batches or 1, self.seed), self.family)
+        if is_corpus_shards(data):
+            data = CorpusShards(data)
+        if isinstance(data, CorpusShards):
+            if num_batches not in (None, data.num_batches):
+                raise ValueError(f"{data.directory}: a sharded corpus is fitted one shard per batch "
+                                 f"({data.num_batches} shards); got num_batches={num_batches} (pass None, or reshard "
+                                 f"with write_corpus_shards)")
+            return ShardBatches(data, self.dtype, self.device)
         if not isinstance(data, Corpus):
-            raise TypeError(f"fit needs a pyro_memo.topics.Corpus; got {type(data).__name__}")
+            raise TypeError(f"fit needs a pyro_memo.topics.Corpus or a CorpusShards directory; got "
+                            f"{type(data).__name__}")
         return CorpusBatches(data, self.batches(data, num_batches or 1, self.seed), self.dtype, self.device)
 
     def initial_posterior(self, source, order=None):
         """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``),
-        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus); with a ``family``,
+        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus; for a sharded corpus, from
+        :attr:`init_docs` documents drawn across its shards); with a ``family``,
         components fitted to k-means++ responsibilities of the items."""
         if self.family is not None:
             return self.initial_mixture(source)
-        corpus = source.corpus if isinstance(source, CorpusBatches) else source
+        if isinstance(source, ShardBatches):  # a sample read shard by shard stands in for the corpus
+            corpus = source.shards.sample(self.init_docs, self.seed)
+        else:
+            corpus = source.corpus if isinstance(source, CorpusBatches) else source
         post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
                                   self.device)
         post.lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)

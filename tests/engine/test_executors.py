@@ -117,10 +117,28 @@ def test_a_dp_mixture_with_moves_on_two_workers_equals_the_serial_fit(client):
     make = lambda: pm.MemoizedVB(family, 1, laps=6, tol=0, seed=2, moves="birth,merge,delete",  # noqa: E731
                                  schedule="parallel", round_size=2)
     serial = make().fit(x, 4)
-    dask = make().fit(x, 4, executor=client)
+    executor = RecordingExecutor(client)
+    dask = make().fit(x, 4, executor=executor)
     same_fit(serial, dask)
     assert dask.posterior.K == serial.posterior.K > 1
     assert dask.state.move_log == serial.state.move_log
+    # births and deletes take their batch sides on the workers: no batch or local factors travel back
+    assert not make().returns_batch()
+    assert all(batch is None and local is None for batch, local, _ in executor.seen)
+    assert {"birth", "delete"} <= set().union(*(visits for _, _, visits in executor.seen))
+
+
+class RecordingExecutor(DaskExecutor):
+    """A Dask executor that notes what each step brought back to the driver."""
+
+    def __init__(self, client):
+        super().__init__(client)
+        self.seen = []
+
+    def steps(self, driver, state, source, keys):
+        for key, step in super().steps(driver, state, source, keys):
+            self.seen.append((step.batch, step.local, set(step.visits or ())))
+            yield key, step
 
 
 def test_the_hdp_on_bars_on_two_workers_equals_the_serial_fit(client):
@@ -228,3 +246,20 @@ def test_workers_read_a_zarr_array_themselves_and_equal_the_serial_fit(client, t
     serial = pm.MemoizedVB(family, 5, laps=4, tol=0, seed=8, schedule="parallel").fit(x, 6)
     dask = pm.MemoizedVB(family, 5, laps=4, tol=0, seed=8).fit(str(tmp_path / "x.zarr"), executor=client)
     same_fit(serial, dask)
+
+
+def test_workers_read_corpus_shards_themselves_and_equal_the_serial_fit(client, tmp_path):
+    from pyro_memo.data import write_corpus_shards
+
+    corpus, _, _ = bars_corpus(120, 40, seed=4)
+    write_corpus_shards(corpus, tmp_path / "shards", num_shards=4, seed=4)
+    make = lambda: MemoizedHDP(K=6, laps=4, tol=0, seed=4, schedule="parallel", moves="birth,merge")  # noqa: E731
+    start = make().fit(corpus, 4, posterior=None).posterior
+    serial = make().fit(corpus, 4, posterior=start)
+    executor = DaskExecutor(client)
+    executor.HOLD_SHARE = 1e-9  # shards larger than the workers may hold: read at every step
+    dask = make().fit(str(tmp_path / "shards"), posterior=start, executor=executor)
+    same_fit(serial, dask)
+    assert dask.state.move_log == serial.state.move_log
+    model = make()
+    assert not executor.holds(model, model.make_source(str(tmp_path / "shards"), None), 2)

@@ -83,3 +83,23 @@ def test_hdp_fit_reads_ldac_and_npz(tmp_path):
 def test_hdp_fit_errors_name_the_problem(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_hdp_fit_reads_a_sharded_corpus_one_shard_per_batch_and_resumes(tmp_path, capsys):
+    from pyro_memo.data import write_corpus_shards
+
+    corpus = bars_corpus(120, 40, seed=2)[0]
+    write_corpus_shards(corpus, tmp_path / "shards", num_shards=3)
+    common = ["fit", str(tmp_path / "shards"), "--model", "hdp", "--K", "6", "--quiet"]
+    assert main(common + ["--laps", "2", "--save", str(tmp_path / "run"), "--json", str(tmp_path / "a.json")]) == 0
+    out = json.loads((tmp_path / "a.json").read_text())
+    assert (out["batches"], out["documents"], out["tokens"]) == (3, 120, corpus.num_tokens)
+    assert out["top_words"][0]["words"][0].startswith("pixel")
+    assert main(common + ["--laps", "3", "--resume", str(tmp_path / "run"), "--json", str(tmp_path / "b.json")]) == 0
+    assert main(common + ["--laps", "3", "--json", str(tmp_path / "c.json")]) == 0
+    np.testing.assert_allclose(json.loads((tmp_path / "b.json").read_text())["elbo_trace"],
+                               json.loads((tmp_path / "c.json").read_text())["elbo_trace"], rtol=1e-8)
+    assert main(common + ["--batches", "4"]) == 2
+    assert "fitted one batch per shard (3 shards)" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "shards"), "--model", "hdp"]) == 2
+    assert "pyro-memo fit takes shards" in capsys.readouterr().err

@@ -34,12 +34,12 @@ def _imports():
     is built: ``--help`` and option errors return at once."""
     global np, torch, bars_corpus, fetch_wikipedia, from_counts, read_ldac, load_state, save_state
     global per_lap, write_atomically, write_trace_plot, HDPState, MemoizedHDP, split_documents, top_words
-    global save_model, GammaConcentration, Learnt
+    global save_model, GammaConcentration, Learnt, CorpusShards
     import numpy as np
     import torch
 
     from ...allocation.concentration import GammaConcentration
-    from ...data import bars_corpus, fetch_wikipedia, from_counts, read_ldac
+    from ...data import CorpusShards, bars_corpus, fetch_wikipedia, from_counts, read_ldac
     from ...families.type2 import Learnt
     from ...memo import load_state, save_state
     from ...model_file import save_model
@@ -78,8 +78,9 @@ _COMMON = {"data": Use(_DATA), "alpha": Use("document-level concentration", defa
 
 def load_corpus(source, vocab=None):
     """A corpus and its description from a name in :data:`BUNDLED_CORPORA`, an LDA-C file
-    (vocabulary from ``vocab`` or a ``vocab.txt`` beside it) or a ``.npz`` sparse count matrix
-    (``scipy.sparse.save_npz``)."""
+    (vocabulary from ``vocab`` or a ``vocab.txt`` beside it), a ``.npz`` sparse count matrix
+    (``scipy.sparse.save_npz``) or a directory of corpus shards (a :class:`~pyro_memo.data.CorpusShards`,
+    read shard by shard when fitted)."""
     _imports()
     if source is None:
         raise ValueError(f"--model hdp needs a corpus DATA: an .ldac or .npz file, or {' / '.join(BUNDLED_CORPORA)}")
@@ -89,6 +90,12 @@ def load_corpus(source, vocab=None):
         return bars_corpus()[0], BUNDLED_CORPORA["bars"]
     if not os.path.exists(source):
         raise ValueError(f"{source}: no such file, and not a bundled corpus ({', '.join(BUNDLED_CORPORA)})")
+    if os.path.isdir(source):
+        if vocab is not None:
+            raise ValueError(f"--vocab applies to an LDA-C file; a sharded corpus keeps its vocab.txt ({source})")
+        shards = CorpusShards(source)
+        return shards, f"{source}: {shards.num_docs} documents in {shards.num_batches} shards, " \
+            f"V = {shards.vocab_size}, {shards.num_tokens:.0f} tokens"
     if vocab is not None and not os.path.isfile(vocab):
         raise ValueError(f"--vocab {vocab}: no such file")
     try:
@@ -194,7 +201,9 @@ class HDPTopics(CliModel):
             "algo": Use("memo: memoized inference over --batches fixed batches of documents", default="memo",
                         choices=("memo",),
                         hints={"vb": "--algo memo --batches 1 is full-batch coordinate ascent"}),
-            "K": Use(default=20), "batches": Use(default=10), "laps": Use(default=100), "tol": Use(default=1e-7),
+            "K": Use(default=20), "laps": Use(default=100), "tol": Use(default=1e-7),
+            "batches": Use("fixed batches of documents: default 10; a sharded corpus (a directory written by "
+                           "pyro_memo.data.write_corpus_shards) is fitted one batch per shard"),
             "init": Use("initial topics: kmeans (a KL k-means of the documents) or documents (random documents)",
                         default="kmeans", choices=("kmeans", "documents")),
             "seed": Use(default=0), "device": Use(default="cpu"),
@@ -255,6 +264,12 @@ class HDPTopics(CliModel):
         corpus, description = load_corpus(args.data, args.vocab)
         if corpus.num_docs == 0:
             raise ValueError(f"{args.data}: the corpus has no documents")
+        if isinstance(corpus, CorpusShards):
+            if args.batches not in (None, corpus.num_batches):
+                raise ValueError(f"--batches {args.batches}: {args.data} is fitted one batch per shard "
+                                 f"({corpus.num_batches} shards); leave --batches out or reshard it")
+            args.batches = corpus.num_batches
+        args.batches = 10 if args.batches is None else args.batches
         if args.batches > corpus.num_docs:
             raise ValueError(f"--batches {args.batches} exceeds the number of documents ({corpus.num_docs})")
         model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps,
@@ -312,6 +327,9 @@ class HDPTopics(CliModel):
         methods = parse_methods(args.methods, TOPIC_METHODS, self.name)
         seeds = parse_seeds(args.seeds)
         corpus, description = load_corpus(args.data, args.vocab)
+        if isinstance(corpus, CorpusShards):
+            raise ValueError(f"{args.data}: pyro-memo compare splits a corpus held in memory into training and "
+                             f"held-out documents; give it an .ldac or .npz corpus (pyro-memo fit takes shards)")
         train, test = split_documents(corpus, args.heldout, seed=0)
         if args.batches > train.num_docs:
             raise ValueError(f"--batches {args.batches} exceeds the number of training documents ({train.num_docs})")

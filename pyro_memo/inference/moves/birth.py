@@ -1,5 +1,8 @@
 """Birth moves in three phases over two laps: collect, create, adopt (Hughes & Sudderth 2013, §3.1)."""
 
+import copy
+import zlib
+
 import numpy as np
 import torch
 
@@ -61,6 +64,7 @@ class BirthMove(Move):
         self.adopting = False
         self.snapshot = None  # memo, posterior and exact ELBO before an adoption
         self.target = None
+        self.lap_seed = 0
         self._kept = None
 
     # --------------------------------------------------------------- adoption
@@ -89,27 +93,49 @@ class BirthMove(Move):
         else:
             ranks = torch.argsort(total.counts[:K], descending=True)
             self.target = int(ranks[self.failures % K])
+        self.lap_seed = int(self.rng.integers(2**62))
         self._kept = None
 
     # ------------------------------------------------------------- collection
-    def visit_batch(self, state, key, x, resp, summary):
-        """Bottom-k sampling: every eligible item gets a uniform key and the ``subsample_size``
-        smallest keys seen so far are kept, a uniform sample of all eligible items of the lap."""
-        if self.target >= resp.shape[1]:  # merged away during the lap (GreedyMerge)
-            return summary
+    def subsample_limit(self, dim):
+        """The largest subsample ``N'`` for ``dim``-dimensional items."""
+        return self.subsample_size or max(1000, 5 * dim ** 2)
+
+    def batch_visit(self, posterior, key, x, resp):
+        """Bottom-k sampling, batch side: every eligible item of batch ``key`` gets a uniform key (from
+        the lap's seed and the batch, so the sample does not depend on where the batch ran) and the
+        batch's ``subsample_size`` smallest come back as ``(rows, keys)``."""
+        if self.target is None or self.target >= resp.shape[1]:  # merged away during the lap (GreedyMerge)
+            return None
         eligible = resp[:, self.target] > self.min_resp
         if not bool(eligible.any()):
-            return summary
-        limit = self.subsample_size or max(1000, 5 * x.shape[1] ** 2)
+            return None
         rows = x[eligible]
-        keys = torch.as_tensor(self.rng.random(rows.shape[0]), dtype=rows.dtype, device=rows.device)
+        rng = np.random.default_rng([self.lap_seed, zlib.crc32(repr(key).encode())])
+        keys = torch.as_tensor(rng.random(rows.shape[0]), dtype=rows.dtype, device=rows.device)
+        return self._smallest(rows, keys)
+
+    def take_visit(self, state, key, payload, summary):
+        """Bottom-k sampling, driver side: the ``subsample_size`` smallest keys seen so far are kept,
+        a uniform sample of all eligible items of the lap."""
+        rows, keys = payload
         if self._kept is not None:
             rows, keys = torch.cat([self._kept[0], rows]), torch.cat([self._kept[1], keys])
+        self._kept = self._smallest(rows, keys)
+        return summary
+
+    def _smallest(self, rows, keys):
+        limit = self.subsample_limit(rows.shape[1])
         if rows.shape[0] > limit:
             best = torch.topk(keys, limit, largest=False).indices
             rows, keys = rows[best], keys[best]
-        self._kept = (rows, keys)
-        return summary
+        return rows, keys
+
+    def for_workers(self):
+        """The target and the lap's seed, without the pending summary, the snapshot or the subsample."""
+        light = copy.copy(self)
+        light.pending = light.snapshot = light._kept = light.rng = None
+        return light
 
     # ------------------------------------------------------- removal, creation
     def end_lap(self, state, driver):

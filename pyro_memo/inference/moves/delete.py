@@ -1,5 +1,7 @@
 """Delete moves: reassign a component's items to the others, kept only on an exact ELBO gain."""
 
+import copy
+
 import torch
 
 from ...families import SparseResponsibilities
@@ -47,12 +49,14 @@ class DeleteMove(Move):
         self.alternatives = [{} for _ in proposals]
         self.num_components = total.K
 
-    def visit_batch(self, state, key, x, resp, summary):
+    def batch_visit(self, posterior, key, x, resp):
+        """Batch side: the batch's summary under each proposal's alternative local step."""
         if not self.proposals:
-            return summary
-        post = state.posterior
+            return None
+        post = posterior
         log_joint = None
-        for removed, parts in zip(self.proposals, self.alternatives, strict=True):
+        alternatives = []
+        for removed in self.proposals:
             keep = [j for j in range(post.K) if j not in removed]
             # renormalising the surviving responsibilities is the softmax over the surviving
             # columns; rows whose survivors hold (numerically) no mass are redone in log space
@@ -65,8 +69,20 @@ class DeleteMove(Move):
                     log_joint = post.log_joint_resp(x)
                 alt[weak] = self.restricted_optimum(log_joint[weak][:, keep])
             alt = alt.masked_fill(alt < torch.finfo(alt.dtype).tiny ** 0.5, 0.0)
-            parts[key] = Summary.from_responsibilities(post.family, x, alt)
+            alternatives.append(Summary.from_responsibilities(post.family, x, alt))
+        return alternatives
+
+    def take_visit(self, state, key, payload, summary):
+        """Driver side: keep the batch's alternative summaries."""
+        for parts, alternative in zip(self.alternatives, payload, strict=True):
+            parts[key] = alternative
         return summary
+
+    def for_workers(self):
+        """The proposals, without the lap's alternative summaries."""
+        light = copy.copy(self)
+        light.alternatives = []
+        return light
 
     def restricted_optimum(self, log_joint):
         """The optimal responsibilities for unnormalised log-weights ``log_joint`` over the surviving
