@@ -29,6 +29,7 @@ import torch
 import pyro_memo as pm
 from pyro_memo.denoising import patch_family
 path, K, batches, laps, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+window = int(sys.argv[6]) or None
 torch.set_num_threads(1)
 family = patch_family(path)
 memo = pm.MemoizedVB(family, K, laps=laps, tol=0, seed=0, schedule="parallel" if workers else "sequential",
@@ -40,7 +41,7 @@ if workers:
                                   silence_logs=50) as cluster, distributed.Client(cluster) as client:
         client.wait_for_workers(workers)
         start = time.perf_counter()
-        fit = memo.fit(path, batches, executor=client)
+        fit = memo.fit(path, batches, executor=pm.engine.DaskExecutor(client, window=window))
 else:
     fit = memo.fit(path, batches)
 print(json.dumps({"lap_seconds": fit.lap_seconds, "elbo": fit.elbo_trace[-1], "seconds": time.perf_counter() - start}))
@@ -80,6 +81,7 @@ def parse_args():
     parser.add_argument("--configs", default="serial,1,2", help="comma-separated: serial and worker counts")
     parser.add_argument("--busy", default="quiet,busy", help="quiet, busy or both")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--window", type=int, default=0, help="batch steps in flight (0: the executor's default)")
     return parser.parse_args()
 
 
@@ -88,7 +90,7 @@ def run(path, args, workers, busy):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     try:
         done = subprocess.run([sys.executable, "-c", RUN, path, str(args.K), str(args.batches), str(args.laps),
-                               str(workers)], env=env, capture_output=True, text=True, check=False)
+                               str(workers), str(args.window)], env=env, capture_output=True, text=True, check=False)
     finally:
         if hog is not None:
             hog.kill()

@@ -19,6 +19,7 @@ __all__ = [
     "ClosedFormOptimizer",
     "MemoizedELBO",
     "MemoizedVB",
+    "MemoryBoundedVB",
     "MemoState",
     "fit_memoized",
     "load_model",
@@ -69,7 +70,7 @@ _SOURCES = {
     ".families": ("FAMILIES Bernoulli ConjugateFamily DiagGaussian Gaussian Multinomial Poisson "
                   "ZeroMeanGaussian get_family").split(),
     ".inference": ("BlockedGibbs CollapsedGibbs DPMixturePosterior FitResult FullBatchVB MemoizedVB MemoState "
-                   "StochasticVB full_data_elbo load_state save_state vb_log_predictive").split(),
+                   "MemoryBoundedVB StochasticVB full_data_elbo load_state save_state vb_log_predictive").split(),
     ".model_file": "load_model save_model".split(),
     ".inference.moves": "BirthMove DeleteMove GreedyMergeMove MergeMove Move".split(),
     ".models": "DPMixtureModel".split(),

@@ -79,18 +79,27 @@ def summary_text(out, description):
     weights = np.asarray(out["weights"])
     order = np.argsort(-weights)
     top = ", ".join(f"{weights[k]:.3f}" for k in order[:10] if weights[k] > ACTIVE_WEIGHT)
-    algo = {"vb": "full-batch VB", "memo": f"memoized VB, {out.get('batches', 1)} batches"}[out["algo"]]
-    if out.get("sparse_L") and out["sparse_L"] < out["truncation"]:
-        algo += f", top-{out['sparse_L']} sparse responsibilities"
+    tied = out["algo"] == "memory-bounded"
+    if tied:
+        last = out["epochs"][-1]
+        inference = (f"inference memory-bounded VB: {len(out['epochs'])} epochs of {out['epoch']} items in "
+                     f"{out['seconds']:.2f} s; memory {last['memory_used']} of {out['memory']} numbers "
+                     f"({last['clumps']} clumps, {last['singlets']} singlets)")
+    else:
+        algo = {"vb": "full-batch VB", "memo": f"memoized VB, {out.get('batches', 1)} batches"}[out["algo"]]
+        if out.get("sparse_L") and out["sparse_L"] < out["truncation"]:
+            algo += f", top-{out['sparse_L']} sparse responsibilities"
+        inference = (f"inference {algo}: {out['laps']} laps"
+                     + (f" ({out['resumed_laps']} before --resume, {out['laps'] - out['resumed_laps']} in "
+                        f"{out['seconds']:.2f} s) " if out.get("resumed_laps") else f" in {out['seconds']:.2f} s ")
+                     + f"({np.mean(out['lap_seconds']):.3f} s per lap)"
+                     + ("" if out["converged"] else " (not converged: raise --laps)"))
     lines = [
         f"data      {description}",
         f"model     DP mixture, family {out['family']}, truncation K = {out['truncation']}",
-        f"inference {algo}: {out['laps']} laps"
-        + (f" ({out['resumed_laps']} before --resume, {out['laps'] - out['resumed_laps']} in {out['seconds']:.2f} s) "
-           if out.get("resumed_laps") else f" in {out['seconds']:.2f} s ")
-        + f"({np.mean(out['lap_seconds']):.3f} s per lap)"
-        + ("" if out["converged"] else " (not converged: raise --laps)"),
-        f"ELBO      {out['elbo']:.6g} nats ({out['elbo'] / out['N']:.4f} per item)",
+        inference,
+        f"{'bound' if tied else 'ELBO':<10}{out['elbo']:.6g} nats ({out['elbo'] / out['N']:.4f} per item"
+        f"{', tied' if tied else ''})",
         f"K         {out['K']} components with weight > {ACTIVE_WEIGHT:g}" + _k_hint(out),
         f"weights   {top}" + (" ..." if out["K"] > 10 else ""),
     ]

@@ -104,6 +104,20 @@ def _nbytes(batch):
     return 0
 
 
+#: results (batch summaries) the default window of a :class:`DaskExecutor` lets wait for the driver
+RESULT_BYTES = 256 * 2**20
+
+
+def _nbytes_of(obj):
+    """Bytes of the tensors of a summary or posterior (its attributes' tensors and dicts of tensors)."""
+    total = 0
+    for value in vars(obj).values():
+        for part in value.values() if isinstance(value, dict) else (value,):
+            if torch.is_tensor(part):
+                total += part.element_size() * part.nelement()
+    return total
+
+
 def _is_big(batch):
     return _nbytes(batch) >= TRIM_BYTES
 
@@ -208,8 +222,12 @@ class DaskExecutor(Executor):
     :param int retries: times Dask reruns a batch's step, on another worker, when its worker dies.
     :param int threads: intra-op threads of torch on each worker during a step (default 1: the
         cluster's parallelism is its workers; ``None`` leaves the workers' setting).
-    :param int window: at most this many batch steps in flight at once (default: twice the number of
-        workers), so the results that wait for the driver stay few.
+    :param int window: at most this many batch steps in flight at once. Default: as many as keep
+        :data:`RESULT_BYTES` of results (sized by the memo's summary) waiting for the driver, at least
+        twice the number of workers; just twice the number of workers in laps where a move gets each
+        batch and its local factors back. A window of twice the workers left workers idle while the
+        driver waited for a slower step (1.51x against 1.80x with the whole lap in flight, 2 workers,
+        ``benchmarks/bench_dask.py``).
     :param hold: whether workers keep their batches in memory across laps (``True``) or read each
         from the source at every step (``False``; portable sources only: data larger than the
         workers' memory). ``None`` (default): hold them when a worker's share, estimated as its number
@@ -277,7 +295,7 @@ class DaskExecutor(Executor):
                                  retries=self.retries, workers=[self.owners[key]], allow_other_workers=True)
 
         # at most `window` steps in flight: results wait on the workers only until the driver takes them
-        window = self.window or 2 * len(set(self.owners.values()))
+        window = self.window or self.default_window(driver, state)
         waiting = iter(keys)
         flight = collections.deque((key, submit(key)) for key in itertools.islice(waiting, window))
         try:
@@ -294,6 +312,14 @@ class DaskExecutor(Executor):
         finally:
             for _, future in flight:
                 future.cancel()
+
+    def default_window(self, driver, state):
+        """Batch steps in flight when ``window`` is not given (see the class docstring)."""
+        least = 2 * len(set(self.owners.values()))
+        if driver.returns_batch():
+            return least
+        reference = state.cache.total if state.cache.total is not None else state.posterior
+        return max(least, RESULT_BYTES // max(_nbytes_of(reference), 1))
 
     def _again(self, driver, state, source, key):
         """Batch ``key``'s step submitted afresh after Dask lost it with a worker: the globals sent

@@ -8,6 +8,7 @@ from .full_batch_vb import FitResult, FullBatchVB
 from .gibbs import GibbsResult
 from .initialization import initial_responsibilities
 from .memoized_vb import MemoizedVB, MemoState
+from .memory_bounded import MemoryBoundedResult, MemoryBoundedVB
 from .predictive import log_predictive, vb_log_predictive
 from .stochastic_vb import StochasticVB, full_data_elbo
 from .summary_cache import SummaryCache
@@ -21,6 +22,8 @@ __all__ = [
     "FullBatchVB",
     "MemoState",
     "MemoizedVB",
+    "MemoryBoundedResult",
+    "MemoryBoundedVB",
     "StochasticVB",
     "SummaryCache",
     "full_data_elbo",

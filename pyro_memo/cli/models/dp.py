@@ -49,6 +49,8 @@ def _imports():
 #: default priors of out-of-core data come from at most this many leading items
 PRIOR_SAMPLE = 100_000
 MEMO = (("algo", ("memo",)),)
+BOUNDED = (("algo", ("memory-bounded",)),)
+NOT_BOUNDED = (("algo", ("vb", "memo")),)
 FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior), zm-gauss (zero mean, Wishart), "
                "diag-gauss (Normal-Gamma), known-gauss / known-diag-gauss (known full / diagonal covariance `noise`, "
                "Normal prior on the mean), mult (Dirichlet), bern (Beta), poisson (Gamma); default priors are "
@@ -67,28 +69,41 @@ for _command in ("fit", "compare"):
     register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
 register_option("fit", ALPHA_PRIOR_OPTION)
+register_option("fit", Option("--memory", "memory-bounded VB: the most numbers the clumps and singlets kept between "
+                                          "epochs may take (each clump its count and statistics, each singlet its D "
+                                          "values; Gomes et al. 2008, eq. 26).", {"type": int, "metavar": "M"}))
+register_option("fit", Option("--epoch", "memory-bounded VB: items per epoch; each item is seen once.",
+                              {"type": int, "metavar": "E"}))
+register_option("fit", Option("--lifetime", "memory-bounded VB: the items expected over the stream's lifetime, "
+                                            "which magnifies the data when choosing clumps (default: the data's "
+                                            "size).", {"type": int, "metavar": "T"}))
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
     "data": Use(_DATA + "; a .npy file or a .zarr array is read from disk batch by batch with --algo memo",
                 default="digits"),
     "family": Use(default="gauss", choices=FAMILY_NAMES),
-    "algo": Use("vb: full-batch coordinate ascent; memo: memoized online VB over --batches fixed batches",
-                default="vb", choices=("vb", "memo")),
+    "algo": Use("vb: full-batch coordinate ascent; memo: memoized online VB over --batches fixed batches; "
+                "memory-bounded: epochs of --epoch items seen once, kept as clumps within --memory numbers "
+                "(Gomes et al. 2008; fixed K)",
+                default="vb", choices=("vb", "memo", "memory-bounded")),
+    "memory": Use(needs=BOUNDED),
+    "epoch": Use(needs=BOUNDED),
+    "lifetime": Use(needs=BOUNDED),
     "K": Use(default=20),
     "batches": Use(default=10, needs=MEMO),
     "laps": Use(default=100),
     "tol": Use(default=1e-7),
     "alpha": Use("DP concentration", default=1.0),
-    "alpha_prior": Use(default=""),
+    "alpha_prior": Use(default="", needs=NOT_BOUNDED),
     "prior": Use(default=""),
     "prior_scale": Use(default=1.0),
     "init": Use("initial responsibilities", default="kmeans++", choices=("kmeans++", "random")),
     "seed": Use(default=0),
     "device": Use(default="cpu"),
     "dtype": Use(default="float64", choices=("float64", "float32")),
-    "local_dtype": Use(default=None, choices=("float32", "float64")),
-    "sparse_L": Use(),
+    "local_dtype": Use(default=None, choices=("float32", "float64"), needs=NOT_BOUNDED),
+    "sparse_L": Use(needs=NOT_BOUNDED),
     "workers": Use(needs=MEMO),
     "scheduler": Use(needs=MEMO),
     "round_size": Use(needs=MEMO),
@@ -191,6 +206,47 @@ def _run(args, data, family, state, progress):
         return memo.fit(source, state=state, callback=callback, executor=executor)
 
 
+def _fit_memory_bounded(args, data, labels, description, family):
+    """``--algo memory-bounded``: epochs of ``--epoch`` items, seen once, kept within ``--memory`` numbers."""
+    from ...inference.memory_bounded import MemoryBoundedVB
+
+    if not torch.is_tensor(data):
+        data = family.check_data(np.concatenate([np.asarray(b) for b in data]))  # read in order, epoch by epoch
+    lifetime = args.lifetime or len(data)
+    model = MemoryBoundedVB(family, args.K, args.memory, args.epoch, alpha=args.alpha, lifetime=lifetime,
+                            laps=args.laps, tol=args.tol, seed=args.seed)
+
+    def progress(record):
+        if not args.quiet:
+            print(f"epoch {record['epoch'] + 1}: {record['items']} items, tied bound {record['elbo']:.6g}, "
+                  f"{record['clumps']} clumps, {record['singlets']} singlets, {record['memory_used']} numbers",
+                  file=sys.stderr, flush=True)
+
+    start = time.perf_counter()
+    result = model.fit(data, callback=progress)
+    post = result.posterior
+    weights = post.expected_weights().cpu().numpy()
+    pred = _labels(post, data, family)
+    out = {"data": args.data, "model": "dp", "family": args.family, "algo": args.algo, "N": int(len(data)),
+           "D": int(family.dim), "truncation": args.K, "memory": args.memory, "epoch": args.epoch,
+           "lifetime": lifetime, "elbo": result.elbo, "elbo_trace": [r["elbo"] for r in result.epochs],
+           "K": effective_k(weights), "weights": weights.tolist(), "epochs": result.epochs,
+           "seconds": time.perf_counter() - start, "alpha": float(post.sticks.alpha), "laps": len(result.epochs),
+           "prior_scale": args.prior_scale, "prior": parse_prior(args.prior, args.family)}
+    if labels is not None and len(labels) == len(pred):
+        from sklearn.metrics import normalized_mutual_info_score
+
+        out["nmi"] = float(normalized_mutual_info_score(labels, pred))
+    if args.save:
+        save_model(os.path.join(args.save, "model.pt"), post, result.summary)
+        write_posterior_npz(os.path.join(args.save, "posterior.npz"), weights, pred,
+                            family.point_estimates(post.component))
+        write_trace_plot(os.path.join(args.save, "trace.png"), out["elbo_trace"],
+                         [out["K"]] * len(out["elbo_trace"]), description)
+        out["saved"] = args.save
+    return report(summary_text(out, description), out, args.json)
+
+
 def _check_resume(args, state, num_items, family):
     """Refuse a checkpoint fitted with other options or data than this run's."""
     post, total = state.posterior, state.cache.total
@@ -245,6 +301,13 @@ class DPMixture(CliModel):
             raise ValueError(f"--prior-scale: the {args.family} family has no covariance scale; set its priors with "
                              f"--prior ({', '.join(PRIOR_NAMES[args.family])})")
         if command == "fit":
+            if args.algo == "memory-bounded" and (args.memory is None or args.epoch is None):
+                raise ValueError("--algo memory-bounded needs --memory M (stored numbers) and --epoch E (items)")
+            for flag, value in (("--memory", args.memory), ("--epoch", args.epoch), ("--lifetime", args.lifetime)):
+                if value is not None and value < 1:
+                    raise ValueError(f"{flag} must be a positive integer; got {value}")
+            if args.algo == "memory-bounded" and args.init != "kmeans++":
+                raise ValueError("--algo memory-bounded starts from k-means++ on the first epoch; leave --init out")
             parse_moves(args.moves, DP_MOVE_NAMES, self.name)
             parse_alpha_prior(args.alpha_prior)
             check_device(args.device)
@@ -255,6 +318,8 @@ class DPMixture(CliModel):
     def fit(self, args):
         _imports()
         data, labels, description, family = _load(args, getattr(torch, args.dtype))
+        if args.algo == "memory-bounded":
+            return _fit_memory_bounded(args, data, labels, description, family)
         num_items = data.shape[0] if torch.is_tensor(data) else data.num_items
         state = MemoState(rng=np.random.default_rng(args.seed))
         resumed_laps = 0

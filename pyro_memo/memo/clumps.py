@@ -1,0 +1,149 @@
+"""Clumps: items tied to share one assignment distribution (Gomes, Welling & Perona 2008, §2.3), the memory of
+memory-bounded variational inference.
+
+A clump :math:`c` of :math:`N_c` items keeps only their summed sufficient statistics :math:`\\Phi^c`, and its
+items share one :math:`q(z_c)`. The memory holds clumps and *singlets*, items kept as they are. For a DP
+mixture the tied bound is the ELBO (Hughes & Sudderth 2013, eq. 8) with every clump's items constrained to one
+:math:`q(z_c)`; its optimum over :math:`q(z_c)` is (Gomes et al. 2008, eq. 21 without document groups)
+
+.. math:: \\log q_{ck} = E[\\log w_k] + \\tfrac{1}{N_c} L_{ck} + \\text{const}, \\qquad
+          L_{ck} = \\sum_{n \\in c} E[\\log p(x_n \\mid \\phi_k)] = f_k(N_c, \\Phi^c),
+
+where :math:`f_k` is the family's expected log-likelihood of statistics, linear in :math:`(N_c, \\Phi^c)` (an
+exponential family's :math:`\\langle E[\\eta_k], \\Phi\\rangle - N E[A(\\eta_k)]`), so :math:`L` is one matrix
+product whose coefficients :func:`stats_log_lik` reads off by differentiating :math:`f` once. The clumps'
+summary has counts :math:`\\sum_c q_{ck} N_c`, statistics :math:`\\sum_c q_{ck}\\Phi^c` and entropy
+:math:`-\\sum_c N_c \\sum_k q_{ck}\\log q_{ck}`; a singlet is a clump of one item, so with no clumps the tied
+bound is the ELBO itself, and tying being a constraint, it never exceeds the untied optimum.
+
+Memory is counted as Gomes et al. count it (eq. 26, with no document groups): a clump stores its count and
+statistics (``1 + S`` numbers, :math:`(d^2 + 3d)/2 + 1` for a full-covariance Gaussian), a singlet its
+:math:`d` numbers.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..families._sparse import drop_underflow
+from ..summaries import Summary
+
+
+def stats_log_lik(family, component, counts, stats):
+    """:math:`L_{ck} = f_k(N_c, \\Phi^c)`: the expected log-likelihood of every clump's items under every
+    component, ``(C, K)``, for clump ``counts`` ``(C,)`` and statistics ``stats`` (dict of ``(C, ...)``),
+    from the coefficients of the family's
+    :meth:`~pyro_memo.families.ConjugateFamily.expected_log_lik_from_stats`, which is linear in its counts
+    and statistics."""
+    K = next(iter(component.values())).shape[0]
+    dtype, device = counts.dtype, counts.device
+    with torch.enable_grad():
+        zero_counts = torch.zeros(K, dtype=dtype, device=device, requires_grad=True)
+        zero_stats = {name: torch.zeros((K,) + s.shape[1:], dtype=dtype, device=device, requires_grad=True)
+                      for name, s in stats.items()}
+        value = family.expected_log_lik_from_stats(zero_counts, zero_stats, component)
+        grads = torch.autograd.grad(value.sum(), [zero_counts, *zero_stats.values()], allow_unused=True)
+    if bool(value.detach().abs().max() > 0):
+        raise ValueError(f"the {family.name} family's expected log-likelihood of statistics is not linear in them "
+                         f"(it is {value.detach().abs().max():.3g} at zero statistics); it cannot tie items")
+    out = counts.new_zeros((len(counts), K))
+    if grads[0] is not None:  # a family whose term does not depend on the count (multinomial) has none
+        out = out + counts[:, None] * grads[0][None, :]
+    for s, grad in zip(stats.values(), grads[1:], strict=True):
+        if grad is not None:
+            out = out + s.reshape(len(s), -1) @ grad.reshape(K, -1).T
+    return out
+
+
+@dataclass
+class Clumps:
+    """Tied items: ``counts`` ``(C,)`` items per clump, ``stats`` the family's statistics summed over each
+    clump's items (dict of ``(C, ...)``), and ``points`` ``(S, D)`` singlets kept as they are."""
+
+    counts: torch.Tensor
+    stats: dict
+    points: torch.Tensor
+
+    @classmethod
+    def of_points(cls, family, x):
+        """Singlets only: the items ``x`` as they are."""
+        x = family.check_data(x)
+        empty = Summary.zeros(family, 0)
+        return cls(empty.counts, empty.stats, x)
+
+    @classmethod
+    def from_groups(cls, family, x, groups, num_groups):
+        """The items ``x`` summed into ``num_groups`` clumps by their group index ``groups`` ``(N,)``
+        (clump statistics are exact sums of their items' statistics)."""
+        onehot = torch.zeros((len(x), num_groups), dtype=x.dtype, device=x.device)
+        onehot[torch.arange(len(x), device=x.device), groups] = 1.0
+        summary = Summary.from_responsibilities(family, x, onehot)
+        return cls(summary.counts, summary.stats, x[:0])
+
+    @property
+    def num_clumps(self):
+        return int(self.counts.shape[0])
+
+    @property
+    def num_singlets(self):
+        return int(self.points.shape[0])
+
+    @property
+    def num_items(self):
+        """Items summarised: the clumps' counts and the singlets."""
+        return int(round(float(self.counts.sum()))) + self.num_singlets
+
+    def __len__(self):
+        return self.num_clumps + self.num_singlets
+
+    def cat(self, other):
+        """These clumps and singlets with ``other``'s."""
+        return Clumps(torch.cat([self.counts, other.counts]),
+                      {k: torch.cat([v, other.stats[k]]) for k, v in self.stats.items()},
+                      torch.cat([self.points, other.points]))
+
+    def memory(self):
+        """Stored numbers (Gomes et al. 2008, eq. 26 with no document groups): ``1 + S`` per clump (its count
+        and its ``S`` statistics), ``D`` per singlet."""
+        return self.num_clumps * clump_size(self.stats) + self.points.numel()
+
+
+def clump_size(stats):
+    """Numbers one clump stores: its count and its statistics (one item's worth of ``stats``)."""
+    return 1 + sum(math.prod(s.shape[1:]) for s in stats.values())
+
+
+def tied_responsibilities(posterior, clumps):
+    """The optimal tied :math:`q(z_c)` of every clump, ``(C, K)`` (module docstring), and the optimal
+    :math:`q(z_n)` of every singlet, ``(S, K)`` (Hughes & Sudderth 2013, eq. 9)."""
+    e_log_w = posterior.sticks.expected_log_weights(posterior.eta1, posterior.eta0)
+    if clumps.num_clumps:
+        log_lik = stats_log_lik(posterior.family, posterior.component, clumps.counts, clumps.stats)
+        clump_resp = drop_underflow(torch.softmax(e_log_w + log_lik / clumps.counts[:, None], dim=-1))
+    else:
+        clump_resp = clumps.counts.new_zeros((0, posterior.K))
+    point_resp = posterior.responsibilities(clumps.points) if clumps.num_singlets else \
+        clumps.points.new_zeros((0, posterior.K))
+    return clump_resp, point_resp
+
+
+def tied_summary(family, clumps, clump_resp, point_resp):
+    """The summary of ``clumps`` under tied responsibilities (module docstring): an ordinary
+    :class:`~pyro_memo.summaries.Summary`, so the tied bound is the model's ELBO of it."""
+    summary = Summary.from_responsibilities(family, clumps.points, point_resp)
+    if not clumps.num_clumps:
+        return summary
+    weighted = clump_resp * clumps.counts[:, None]
+    stats = {k: (clump_resp.T @ v.reshape(len(v), -1)).reshape((clump_resp.shape[1],) + v.shape[1:])
+             for k, v in clumps.stats.items()}
+    entropy = -(clumps.counts[:, None] * torch.special.xlogy(clump_resp, clump_resp)).sum(0)
+    tied = Summary(weighted.sum(0), stats, entropy, int(round(float(clumps.counts.sum()))))
+    return summary + tied
+
+
+def tied_local_step(posterior, clumps):
+    """``((clump_resp, point_resp), summary)``: the optimal tied local factors of ``clumps`` under the
+    globals ``posterior`` and their summary."""
+    clump_resp, point_resp = tied_responsibilities(posterior, clumps)
+    return (clump_resp, point_resp), tied_summary(posterior.family, clumps, clump_resp, point_resp)

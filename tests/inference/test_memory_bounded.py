@@ -1,0 +1,141 @@
+"""Memory-bounded VB (issue #18, Gomes, Welling & Perona 2008): the tied bound is a lower bound of the untied
+one and equals it with no clumps, clump statistics are exact sums of their items' statistics, the memory
+never exceeds its bound over random streams, and with a bound larger than the data the fit is batch VB's."""
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+from pyro_memo.allocation import DPSticks
+from pyro_memo.engine import MemoizedDriver
+from pyro_memo.inference.dp_mixture_posterior import DPMixturePosterior
+from pyro_memo.inference.memory_bounded import MemoryBoundedVB
+from pyro_memo.memo.clumps import Clumps, tied_local_step
+from pyro_memo.memo.compression import Compressor
+from pyro_memo.summaries import Summary
+from tests.conftest import FAMILY_NAMES, four_blobs, make_data
+
+
+def random_posterior(family, x, K, seed):
+    """Globals fitted to random soft responsibilities of ``x``."""
+    g = torch.Generator().manual_seed(seed)
+    resp = torch.softmax(3 * torch.randn(len(x), K, generator=g, dtype=x.dtype), -1)
+    return DPMixturePosterior.from_summary(family, DPSticks(1.0), Summary.from_responsibilities(family, x, resp))
+
+
+def clumped(family, x, num_clumps, num_singlets, seed):
+    """The first ``len(x) - num_singlets`` items of ``x`` in ``num_clumps`` random clumps, the rest singlets."""
+    g = torch.Generator().manual_seed(seed)
+    n = len(x) - num_singlets
+    groups = torch.randint(num_clumps, (n,), generator=g)
+    groups[:num_clumps] = torch.arange(num_clumps)  # no empty clump
+    clumps = Clumps.from_groups(family, x[:n], groups, num_clumps)
+    return clumps.cat(Clumps.of_points(family, x[n:])), groups
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+@pytest.mark.parametrize("seed", range(3))
+def test_the_tied_bound_never_exceeds_the_untied_one_and_equals_it_without_clumps(name, seed):
+    x = make_data(name, 200, D=3, seed=seed)
+    family = pm.get_family(name).from_data(x)
+    x = family.check_data(x)
+    post = random_posterior(family, x, 4, seed)
+    _, untied = post.local_step(x)
+    best = float(post.elbo(untied))
+    memory, _ = clumped(family, x, 7 + seed, 30, seed)
+    _, tied = tied_local_step(post, memory)
+    assert float(post.elbo(tied)) <= best + 1e-9 * abs(best)
+    # every item its own clump: the tied bound is the ELBO
+    alone = Clumps.from_groups(family, x, torch.arange(len(x)), len(x))
+    _, same = tied_local_step(post, alone)
+    np.testing.assert_allclose(float(post.elbo(same)), best, rtol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_clump_statistics_are_the_sums_of_their_items(seed):
+    x, _ = four_blobs(600)
+    family = pm.Gaussian.from_data(x)
+    memory, groups = clumped(family, x, 5, 100, seed)
+    one = torch.ones(1, dtype=x.dtype)
+    for c in range(5):
+        items = x[:500][groups == c]
+        direct = family.stats(items, one.expand(len(items), 1))
+        for key, value in direct.items():
+            torch.testing.assert_close(memory.stats[key][c], value[0], rtol=1e-12, atol=1e-9)
+    g = torch.Generator().manual_seed(seed)
+    resp = torch.softmax(torch.randn(len(memory), 4, generator=g, dtype=x.dtype), -1)
+    compressed, leaves = Compressor(family, seed=seed).compress(memory, resp, 40 * 7)
+    assert compressed.memory() <= 40 * 7
+    units_counts = torch.cat([memory.counts, torch.ones(memory.num_singlets, dtype=x.dtype)])
+    stored = [leaf for leaf in leaves if not (bool((leaf >= 5).all()) and len(leaf) * 2 <= 7)]  # D = 2: a clump
+    # stores 1 + 2 + 4 numbers, so leaves of at most 3 singlets keep them
+    for c, leaf in enumerate(stored):
+        assert float(compressed.counts[c]) == float(units_counts[leaf].sum())
+        clump_items = [x[:500][groups == u] for u in leaf.tolist() if u < 5] + [x[500 + u - 5].unsqueeze(0)
+                                                                               for u in leaf.tolist() if u >= 5]
+        items = torch.cat(clump_items)
+        for key, value in family.stats(items, one.expand(len(items), 1)).items():
+            torch.testing.assert_close(compressed.stats[key][c], value[0], rtol=1e-12, atol=1e-9)
+    assert compressed.num_items == len(x)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_memory_never_exceeds_its_bound_over_a_random_stream(seed):
+    rng = np.random.default_rng(seed)
+    x, _ = four_blobs(int(rng.integers(800, 1600)))
+    family = pm.Gaussian.from_data(x)
+    bound = int(rng.integers(60, 400))
+    epoch = int(rng.integers(50, 300))
+    records = []
+    fit = MemoryBoundedVB(family, int(rng.integers(2, 6)), bound, epoch, seed=seed, laps=30,
+                          lifetime=len(x) * int(rng.integers(1, 4))).fit(x, callback=records.append)
+    assert len(records) == -(-len(x) // epoch)
+    assert all(r["memory_used"] <= bound for r in records)
+    assert fit.clumps.num_items == len(x) and fit.clumps.memory() <= bound
+    total = sum(Summary.from_responsibilities(family, x, torch.ones(len(x), 1, dtype=x.dtype)).stats["xx"])
+    kept = fit.clumps.stats["xx"].sum(0) + (fit.clumps.points.T @ fit.clumps.points)
+    torch.testing.assert_close(kept, total, rtol=1e-10, atol=1e-6)
+
+
+def test_with_a_bound_larger_than_the_data_it_is_batch_vb():
+    x, _ = four_blobs(1200)
+    family = pm.Gaussian.from_data(x)
+    stream = MemoryBoundedVB(family, 4, memory_bound=10**6, epoch=400, seed=3, laps=500, tol=1e-13)
+    fit = stream.fit(x)
+    assert fit.clumps.num_clumps == 0 and fit.clumps.num_singlets == len(x)
+    start = stream.initial_posterior(x[:400])
+    batch = MemoizedDriver(laps=500, tol=1e-13, shuffle=False).fit(pm.make_batches(x, 1), posterior=start)
+    np.testing.assert_allclose(fit.elbo, batch.elbo_trace[-1], rtol=1e-8)
+
+
+def test_bad_settings_are_clear_errors():
+    x, _ = four_blobs(300)
+    family = pm.Gaussian.from_data(x)
+    with pytest.raises(ValueError, match="cannot hold even one clump"):
+        MemoryBoundedVB(family, 3, memory_bound=4, epoch=100).fit(x)
+    with pytest.raises(ValueError, match="K and epoch must be positive"):
+        MemoryBoundedVB(family, 3, memory_bound=100, epoch=0)
+
+
+def test_the_cli_fits_a_stream_within_its_memory(tmp_path, capsys):
+    from pyro_memo.cli import main
+
+    x, _ = four_blobs(900)
+    np.save(tmp_path / "x.npy", x.numpy())
+    argv = ["fit", str(tmp_path / "x.npy"), "--algo", "memory-bounded", "--memory", "300", "--epoch", "200",
+            "--K", "4", "--json", str(tmp_path / "out.json"), "--save", str(tmp_path / "run")]
+    assert main(argv) == 0
+    import json
+
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["algo"] == "memory-bounded" and len(out["epochs"]) == 5
+    assert all(e["memory_used"] <= 300 and e["memory_bytes"] == 8 * e["memory_used"] for e in out["epochs"])
+    assert out["elbo"] == out["epochs"][-1]["elbo"] and out["K"] == 4
+    assert (tmp_path / "run" / "model.pt").exists()
+    text = capsys.readouterr()
+    assert "memory-bounded VB: 5 epochs of 200 items" in text.out and "epoch 5: 900 items" in text.err
+    assert main(["fit", str(tmp_path / "x.npy"), "--algo", "memory-bounded", "--epoch", "200"]) == 2
+    assert "needs --memory M" in capsys.readouterr().err
+    assert main(["fit", str(tmp_path / "x.npy"), "--memory", "300"]) == 2
+    assert "--memory needs --algo memory-bounded" in capsys.readouterr().err
