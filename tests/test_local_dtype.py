@@ -72,7 +72,9 @@ def term_scale(fit):
 
 def test_the_float32_local_step_follows_the_float64_objective(fits):
     full, mixed, _ = fits
-    assert len(mixed.elbo_trace) == len(full.elbo_trace) == LAPS
+    assert len(mixed.elbo_trace) == len(full.elbo_trace)
+    # every lap is run, unless a fit with moves converged sooner (no move left to try, the objective flat)
+    assert len(full.elbo_trace) == LAPS or (full.converged and mixed.converged)
     for lap in (0, -1):  # lap 1 (from the same initial globals) and the last
         assert abs(mixed.elbo_trace[lap] - full.elbo_trace[lap]) <= REL * term_scale(full)
     assert mixed.elbo_trace != full.elbo_trace  # the local step did run in float32
