@@ -4,8 +4,8 @@ several memory bounds ``M``, against memoized VB with a full memo (every batch r
 the same K from the same k-means++ start of the first epoch's items.
 
 For each M: the final tied bound, the *exact* ELBO of the final globals on all the data (optimal untied local
-factors, as memoized VB's is scored), the free-energy ratio 1 - (FE_memo - FE_mb) / |FE_memo| (FE = -ELBO, so
-1 means as good as memoized VB), the memory kept (stored numbers) and the memory savings factor against the
+factors, as memoized VB's is scored), the free-energy ratio of Gomes et al. (2008, Fig. 1),
+1 - (F_memo - F_mb) / |F_memo| with F the bound (1: as good as memoized VB, below 1: worse), the memory kept (stored numbers) and the memory savings factor against the
 numbers batch VB keeps (the items, N x D, and their assignment distributions, N x K; the paper's accounting),
 and the wall time.
 
@@ -64,7 +64,7 @@ def main():
         fit = mb.fit(x)
         seconds = time.perf_counter() - start
         exact = exact_elbo(fit.posterior, x)
-        ratio = 1 - ((-memo_elbo) - (-exact)) / abs(memo_elbo)
+        ratio = 1 - (memo_elbo - exact) / abs(memo_elbo)
         kept = fit.clumps.memory()
         savings = n * (d + args.K) / kept
         print(f"{bound:>12,}{kept:>10,}{savings:>8.1f}x{fit.clumps.num_clumps:>8}{fit.clumps.num_singlets:>10}"
