@@ -5,9 +5,9 @@ the same K from the same k-means++ start of the first epoch's items.
 
 For each M: the final tied bound, the *exact* ELBO of the final globals on all the data (optimal untied local
 factors, as memoized VB's is scored), the free-energy ratio of Gomes et al. (2008, Fig. 1),
-1 - (F_memo - F_mb) / |F_memo| with F the bound (1: as good as memoized VB, below 1: worse), the memory kept (stored numbers) and the memory savings factor against the
-numbers batch VB keeps (the items, N x D, and their assignment distributions, N x K; the paper's accounting),
-and the wall time.
+1 - (F_memo - F_mb) / |F_memo| with F the bound (1: as good as memoized VB, below 1: worse), the memory kept
+(stored numbers) and the memory savings factor against the numbers batch VB keeps (the items, N x D, and their
+assignment distributions, N x K; the paper's accounting), and the wall time.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_memory_bounded.py [--n 70000] [--K 25] [--epoch 1000]
         [--memories 20000,100000,500000]
