@@ -26,9 +26,11 @@ uses :math:`E[\\alpha] = w_1 / w_2` in place of :math:`\\alpha` (its terms are l
 :math:`KL(q(\\alpha) \\| Gamma(s_1, s_2))`.
 """
 
+import math
+
 import torch
 
-from ..families._special import kl_beta, kl_gamma
+from ..families._special import kl_beta, kl_gamma, lbeta
 
 TRUNCATIONS = ("nested", "direct")
 
@@ -90,6 +92,15 @@ class DPSticks:
         :math:`\\alpha` when ``q_alpha`` is given. Returns ``(eta1, eta0)``."""
         tail = counts.flip(0).cumsum(0).flip(0) - counts  # sum over l > k
         return 1.0 + counts, self.expected_alpha(q_alpha) + tail.clamp_min(0.0)
+
+    def optimal_elbo(self, counts):
+        """:meth:`elbo` of ``counts`` under the optimal sticks (:meth:`posterior`, a fixed :math:`\\alpha`):
+        :math:`q(v_k)` is then the exact conditional, so the terms collapse to the Beta-Binomial marginal
+        :math:`\\sum_k \\log B(1 + \\hat N_k, \\alpha + \\sum_{\\ell>k}\\hat N_\\ell) - \\log B(1, \\alpha)` over
+        the components that own a stick."""
+        eta1, eta0 = self.posterior(counts)
+        terms = lbeta(eta1, eta0) + math.log(self.alpha)  # log B(1, alpha) = -log(alpha)
+        return torch.where(self._has_stick(eta1.shape[0], eta1), terms, torch.zeros_like(terms)).sum()
 
     def alpha_posterior(self, eta1, eta0):
         """Optimal :math:`q(\\alpha) = Gamma(w_1, w_2)` given the sticks (Blei & Jordan 2006, §5):

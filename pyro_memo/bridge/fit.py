@@ -136,7 +136,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
 
 
 def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None, laps=50, tol=1e-8,
-                 seed=0, shuffle=True, callback=None, **kwargs):
+                 seed=0, shuffle=True, callback=None, overrelax=None, **kwargs):
     """Recognise ``model`` and run memoized online VB on its data (Hughes & Sudderth 2013, §3).
 
     :param model: a DP-mixture Pyro model (see :mod:`pyro_memo.bridge.recognition`).
@@ -151,6 +151,8 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     :param int seed: seed of the batch order (and of the permutation).
     :param bool shuffle: a new random batch order every lap.
     :param callback: ``callback(lap, elbo, posterior)`` after every lap.
+    :param overrelax: the DP mixture's over-relaxed batch steps (default on; ``False``: the exact steps
+        :class:`MemoizedELBO` takes under ``SVI``); see :mod:`~pyro_memo.engine.overrelax`.
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult`; ``result.guide`` holds the fitted
         guide, whose memo holds the per-batch summaries; ``result.elbo`` is the exact full-data
@@ -189,7 +191,8 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
         source = ArrayBatches(x, num_batches, shuffle_seed=seed)
         index_sets = [source.indices(b) for b in range(source.num_batches)]
     driver = MemoizedVB(guide.spec.family, guide.K, guide.spec.alpha, guide.sticks.truncation, laps=laps,
-                        tol=tol, seed=seed, shuffle=shuffle, alpha_prior=guide.spec.alpha_prior)
+                        tol=tol, seed=seed, shuffle=shuffle, alpha_prior=guide.spec.alpha_prior,
+                        overrelax=overrelax)
     result = driver.fit(source, posterior=guide.posterior, callback=callback)
     guide.set_posterior(result.posterior)
     guide.memo = SummaryCache()

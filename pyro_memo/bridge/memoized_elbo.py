@@ -27,6 +27,9 @@ class MemoizedELBO(ELBO):
     engine's drivers do by default, the globals are held during that first lap (zero
     gradients) and updated once the memo covers every item, so the first lap is full-batch
     VB's first iteration; ``incremental_first_lap=True`` updates them after every batch.
+    Each step is the exact closed-form update: :func:`~pyro_memo.bridge.fit_memoized` with
+    ``overrelax=False`` takes the same steps, while its default also tries over-relaxed steps
+    (:mod:`~pyro_memo.engine.overrelax`), which need the driver's view of the whole round.
 
     With a :class:`~pyro_memo.bridge.relational_guide.RelationalGuide` the batch is the pair plate's
     subsample (e.g. a batch of nodes' pairs, :func:`~pyro_memo.bridge.relational_recognition.batch_pairs`),

@@ -3,6 +3,7 @@
 from .driver import SCHEDULES, FitResult, MemoizedDriver
 from .executors import BatchStep, DaskExecutor, Executor, SerialExecutor, as_executor
 from .moves import Move, PairMergeMove, candidate_pairs, make_moves, optimal_elbo, rewrite_memo, sort_components
+from .overrelax import Overrelaxation
 from .stochastic import StochasticDriver
 from .threads import ThreadPolicy
 
@@ -14,6 +15,7 @@ __all__ = [
     "FitResult",
     "MemoizedDriver",
     "Move",
+    "Overrelaxation",
     "PairMergeMove",
     "SerialExecutor",
     "StochasticDriver",

@@ -19,6 +19,7 @@ import torch
 from ..memo import MemoState
 from .executors import Untimed, as_executor
 from .moves import Move, sort_components
+from .overrelax import as_overrelaxation
 from .threads import ThreadPolicy
 
 #: a component whose expected size (items, or tokens for topics) falls below this is empty
@@ -193,13 +194,23 @@ class MemoizedDriver(Driver):
         depends on the executor or its workers.
     :param int round_size: batches per round of the parallel schedule (``None``: the whole lap,
         one global update per lap, as full-batch VB).
+    :param overrelax: over-relaxed batch steps once the memo is complete (:mod:`~pyro_memo.engine.overrelax`,
+        Salakhutdinov & Roweis 2003): each round's local steps run under globals extrapolated along the
+        last round's change of the memo and are kept only when the exact objective rises, else redone
+        under the exact globals, so no round lowers the objective. ``True`` (default): an
+        :class:`~pyro_memo.engine.Overrelaxation` with its defaults; ``False``: exact steps only (Hughes &
+        Sudderth 2013, Alg. 1); or an :class:`~pyro_memo.engine.Overrelaxation`; ``None`` (default): the
+        model's :attr:`overrelax_default`. Rounds whose moves visit batches (births, deletes) take exact steps.
     """
 
     local_step_reads_memo = False  #: whether :meth:`local_step` reads the batch's cached summary
+    #: whether a model's fits over-relax by default (``overrelax=None``; measured per model in
+    #: ``benchmarks/bench_overrelax.py``)
+    overrelax_default = False
 
     def __init__(self, laps=50, tol=1e-8, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
                  hold_first_lap=True, sort_after_moves=False, local_dtype=None, threads=None, schedule=None,
-                 round_size=None):
+                 round_size=None, overrelax=None):
         super().__init__(laps=laps, seed=seed, shuffle=shuffle, threads=threads)
         if schedule not in (None,) + SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)} (or None: the executor's); "
@@ -217,8 +228,13 @@ class MemoizedDriver(Driver):
         self.hold_first_lap = bool(hold_first_lap)
         self.sort_after_moves = bool(sort_after_moves)
         self.local_dtype = as_local_dtype(local_dtype)
+        self.overrelax = as_overrelaxation(self.overrelax_default if overrelax is None else overrelax)
         self._local_globals = None
         self._returns_batch = None
+        self._relax_step = None  # this lap's last change of the memo's total (over-relaxation's direction)
+        self._relax_elbo = None  # the exact objective of the current globals and memo, when known
+        #: over-relaxed rounds proposed and kept in the last fit (each rejected one cost a second local step)
+        self.relax_counts = {"proposed": 0, "accepted": 0}
         self.executor = None  # the fit's executor, while it runs
 
     # ------------------------------------------------------ mixed precision
@@ -296,6 +312,7 @@ class MemoizedDriver(Driver):
         """A copy of the driver without moves, globals, executor or thread policy, to read batches elsewhere."""
         other = copy.copy(self)
         other.moves, other._local_globals, other.thread_policy, other.executor = [], None, Untimed(), None
+        other._relax_step = other._relax_elbo = None
         return other
 
     def for_workers(self, state):
@@ -327,6 +344,7 @@ class MemoizedDriver(Driver):
         :rtype: FitResult (with ``lap_seconds``, ``state`` and ``batch_elbos``)
         """
         self.executor = as_executor(executor)
+        self.relax_counts = {"proposed": 0, "accepted": 0}
         try:
             with self.thread_policy:
                 return self._fit(data, num_batches, posterior, state, callback)
@@ -413,6 +431,7 @@ class MemoizedDriver(Driver):
         for move in self.moves:
             move.start_lap(state, self)
         self.globals_changed()
+        self._relax_step = self._relax_elbo = None
         cache = state.cache
         before = cache.total.sizes if len(cache) == source.num_batches else None
         if self.executor is None:  # a lap run outside fit
@@ -437,6 +456,10 @@ class MemoizedDriver(Driver):
         components, the globals are refitted at once and the round's remaining batches run again
         against them."""
         cache = state.cache
+        if self.overrelaxing(state, source, hold) and self.overrelaxed_round(source, state, keys, batch_elbos):
+            return
+        start = cache.total if self.overrelaxing(state, source, hold) else None
+        self._relax_elbo = None
         visiting = self.visiting_moves()
         pending = list(keys)
         while pending:
@@ -465,3 +488,59 @@ class MemoizedDriver(Driver):
             if batch_elbos is not None and self.record_batch_elbos and complete \
                     and cache.num_items == source.num_items:
                 batch_elbos.append(float(state.posterior.elbo(cache.total)))
+        if start is not None and start.K == cache.total.K:
+            self._relax_step = cache.total - start
+
+    # ------------------------------------------------------- over-relaxation
+    def overrelaxing(self, state, source, hold):
+        """Whether this round may over-relax (:mod:`~pyro_memo.engine.overrelax`): the option is on,
+        the memo is complete (the objective is exact) and no move visits batches."""
+        cache = state.cache
+        return (self.overrelax is not None and not hold and len(cache) == source.num_batches
+                and cache.num_items == source.num_items and not self.returns_batch()
+                and all(type(m).batch_visit is Move.batch_visit for m in self.moves))
+
+    def overrelaxed_round(self, source, state, keys, batch_elbos=None):
+        """The batch steps of ``keys`` under globals extrapolated along the last round's change
+        (:meth:`~pyro_memo.engine.Overrelaxation.proposal`), kept with the globals optimal for the new
+        memo when the exact objective does not fall (Salakhutdinov & Roweis 2003). Returns whether
+        they were kept; if not (also when there is nothing to extrapolate), the caller takes the exact
+        steps. Updates the factor :attr:`MemoState.relax`."""
+        relax, cache, exact = self.overrelax, state.cache, state.posterior
+        omega = state.relax
+        step = self._relax_step
+        if omega <= 1.0 or step is None or step.K != cache.total.K:
+            state.relax = relax.after(omega, None, source.num_batches)
+            return False
+        proposal = relax.proposal(exact, cache.total, step, omega)
+        if proposal is None:
+            return False
+        before = self._relax_elbo if self._relax_elbo is not None else exact.optimal_bound(cache.total)[0]
+        self.relax_counts["proposed"] += 1
+        state.posterior = proposal
+        self.globals_changed()
+        try:
+            steps = list(self.executor.steps(self, state, source, list(keys)))
+        finally:
+            state.posterior = exact
+            self.globals_changed()
+        summaries = {key: batch_step.summary for key, batch_step in steps}
+        total = cache.total_with_all(summaries)
+        after, candidate = exact.optimal_bound(total)
+        accepted = after >= before  # False for NaN
+        state.relax = relax.after(omega, accepted, source.num_batches)
+        if not accepted:
+            return False
+        self.relax_counts["accepted"] += 1
+        for key, batch_step in steps:
+            if batch_step.iterations:
+                state.local_iterations.extend(batch_step.iterations)
+            if batch_step.warm is not None:
+                state.warm_starts[key] = batch_step.warm
+        self._relax_step, self._relax_elbo = total - cache.total, after
+        cache.swap(summaries, total)
+        state.posterior = candidate
+        self.globals_changed()
+        if batch_elbos is not None and self.record_batch_elbos:
+            batch_elbos.append(float(candidate.elbo(total)))  # as the exact steps record it
+        return True

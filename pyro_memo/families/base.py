@@ -242,6 +242,25 @@ class ConjugateFamily(ABC):
     def posterior(self, counts, stats):
         """Conjugate update :math:`\\hat\\lambda_k = \\lambda_0 + s_k(x)` (Hughes & Sudderth 2013, eq. 10)."""
 
+    #: posterior parameters that may take any real value (the others are positive, or positive
+    #: definite for square matrices); see :meth:`valid`
+    real_parameters = ("m",)
+
+    def valid(self, post):
+        """``(K,)`` booleans: components whose posterior parameters ``post`` are a valid
+        distribution: positive definite for scale matrices (a Cholesky factorisation succeeds, which
+        LAPACK refuses for NaN), positive for the other parameters (``False`` for NaN), finite for
+        :attr:`real_parameters`."""
+        ok = None
+        for name, value in post.items():
+            if value.dim() == 3 and value.shape[-1] == value.shape[-2]:
+                good = torch.linalg.cholesky_ex(value)[1] == 0
+            else:
+                rows = value.reshape(value.shape[0], -1)
+                good = (torch.isfinite(rows) if name in self.real_parameters else rows > 0).all(-1)
+            ok = good if ok is None else ok & good
+        return ok
+
     def prior_posterior(self, K):
         """The prior written as a posterior dict with ``K`` identical components."""
         return {k: v.expand((K,) + v.shape).clone() for k, v in self.prior.items()}

@@ -74,6 +74,11 @@ class DPMixturePosterior(VariationalPosterior):
             q = None if self.q_alpha is None else self.q_alpha.to(summary.counts)
             self.eta1, self.eta0, self.q_alpha = self.sticks.fit_posterior(summary.counts, q)
 
+    def valid_components(self):
+        """``(K,)``: components whose stick and family factors are valid distributions
+        (:meth:`~pyro_memo.families.ConjugateFamily.valid`)."""
+        return self.family.valid(self.component) & (self.eta1 > 0) & (self.eta0 > 0)
+
     def expected_alpha(self):
         """:math:`E_q[\\alpha]`: the fixed concentration, or the mean of the learnt :math:`q(\\alpha)`."""
         return float(self.sticks.expected_alpha(self.q_alpha))
@@ -201,6 +206,21 @@ class DPMixturePosterior(VariationalPosterior):
         """Exact full-data ELBO (Hughes & Sudderth 2013, eq. 8): linear in the summaries plus the entropy."""
         t = self.elbo_terms(summary)
         return t["data"] - t["kl_components"] + t["allocation"] + t["entropy"]
+
+    def optimal_bound(self, summary):
+        """``(bound, globals)``: :meth:`optimal_for` ``summary`` and the :meth:`elbo` of ``summary`` under
+        them, the bound in closed form: with
+        :math:`q(\\phi_k)` the conjugate posterior of the soft statistics, the data term less the KL is
+        the log marginal likelihood of the component's statistics (``family.log_marginal``; a conjugate
+        family's identity, checked against :meth:`elbo` in the tests), so one log-determinant per
+        component replaces the expected log-likelihood and the KL; the sticks' terms collapse the same
+        way (:meth:`~pyro_memo.allocation.DPSticks.optimal_elbo`). A learnt concentration has no
+        closed form: :meth:`elbo` of :meth:`optimal_for`."""
+        if self.sticks.alpha_prior is not None:
+            return super().optimal_bound(summary)
+        counts = summary.counts
+        bound = self.family.log_marginal(counts, summary.stats).sum() + self.sticks.optimal_elbo(counts)
+        return float(bound + summary.entropy.sum()), self.optimal_for(summary)
 
     # ------------------------------------------------------------- read-outs
     def expected_weights(self):

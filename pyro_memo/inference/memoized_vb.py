@@ -59,19 +59,25 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     :param str schedule: ``"sequential"`` or ``"parallel"`` laps, and
     :param int round_size: batches per parallel round; see :class:`~pyro_memo.engine.MemoizedDriver`
         (``fit(..., executor=client)`` runs the local steps on a Dask cluster).
+    :param overrelax: over-relaxed batch steps (on by default for the DP mixture; ``False``: the exact
+        steps of Hughes & Sudderth 2013, Alg. 1); see :class:`~pyro_memo.engine.MemoizedDriver` and
+        :mod:`~pyro_memo.engine.overrelax`. Every step still never lowers the exact ELBO.
     """
+
+    overrelax_default = True
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
                  init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
                  incremental_first_lap=False, alpha_prior=None, local_dtype=None, threads=None,
-                 sparse_L=None, schedule=None, round_size=None):
+                 sparse_L=None, schedule=None, round_size=None, overrelax=None):
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
         self.set_sparse_L(sparse_L)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,
                          moves=moves, sort_after_moves=True, hold_first_lap=not incremental_first_lap,
-                         local_dtype=local_dtype, threads=threads, schedule=schedule, round_size=round_size)
+                         local_dtype=local_dtype, threads=threads, schedule=schedule, round_size=round_size,
+                         overrelax=overrelax)
         self.incremental_first_lap = bool(incremental_first_lap)
         if self.moves and truncation != "nested":
             raise ValueError("birth / merge / delete moves need the nested truncation")

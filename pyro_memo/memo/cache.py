@@ -42,6 +42,20 @@ class SummaryCache:
             return summary
         return self.total + summary if old is None else self.total - old + summary
 
+    def total_with_all(self, summaries):
+        """The total if the batches in ``summaries`` (key -> summary, all cached already) had those
+        summaries, without changing the cache."""
+        total = self.total
+        for key, summary in summaries.items():
+            total = total - self.batches[key] + summary
+        return total
+
+    def swap(self, summaries, total):
+        """Give the batches in ``summaries`` (key -> summary) those summaries and the cache the
+        ``total`` that :meth:`total_with_all` computed for them."""
+        self.batches.update(summaries)
+        self.total = total
+
     def recomputed_total(self):
         """The total summed afresh from the cached batches (a check on running-sum drift)."""
         parts = list(self.batches.values())

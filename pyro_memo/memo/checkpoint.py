@@ -75,6 +75,7 @@ def state_to_dict(state):
         "steps": int(state.steps),
         "emptied": list(state.emptied),
         "traces": {k: list(v) for k, v in state.traces.items()},
+        "relax": float(state.relax),
     }
 
 
@@ -113,7 +114,8 @@ def state_from_dict(d, device=None):
                      warm_starts={_key(k): v.to(device=device) for k, v in d["warm_starts"].items()},
                      tried={k: dict(v) for k, v in d.get("tried", {}).items()}, steps=int(d.get("steps", 0)),
                      emptied=list(d.get("emptied", [])),
-                     traces={k: list(v) for k, v in d.get("traces", {}).items()})
+                     traces={k: list(v) for k, v in d.get("traces", {}).items()},
+                     relax=float(d.get("relax", 1.0)))
 
 
 def write_payload(path, payload, what="checkpoint"):

@@ -35,6 +35,8 @@ class MemoState:
         :meth:`~pyro_memo.engine.MemoizedDriver.count_emptied`).
     :ivar dict traces: per-lap traces a caller keeps with the fit (the command line's K per lap),
         saved with it so that a resumed fit's traces cover the whole run.
+    :ivar float relax: the over-relaxation factor of the next batch step
+        (:mod:`~pyro_memo.engine.overrelax`; 1: an exact step).
     """
 
     posterior: object = None
@@ -55,6 +57,7 @@ class MemoState:
     lap_moves: dict = field(default_factory=dict)
     emptied: list = field(default_factory=list)
     traces: dict = field(default_factory=dict)
+    relax: float = 1.0
 
     def __post_init__(self):
         if self.rng is None:

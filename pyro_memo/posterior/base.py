@@ -41,6 +41,18 @@ class VariationalPosterior:
     def elbo_terms(self, summary):
         raise NotImplementedError
 
+    def optimal_bound(self, summary):
+        """``(bound, globals)``: the globals optimal for ``summary`` (:meth:`optimal_for`) and the exact
+        objective of ``summary`` under them, as a float. Models with a cheaper closed form override it."""
+        best = self.optimal_for(summary)
+        return float(best.elbo(summary)), best
+
+    def valid_components(self):
+        """``(K,)`` booleans: which components' factors are valid distributions (globals made
+        from an extrapolated summary may not be; :mod:`~pyro_memo.engine.overrelax`), or ``None``
+        when the model does not check (every component is taken as valid)."""
+        return None
+
     def elbo(self, summary):
         """The exact objective for the data ``summary`` summarises: the sum of :meth:`elbo_terms`."""
         return sum(self.elbo_terms(summary).values())

@@ -101,13 +101,13 @@ class MemoizedRelational(MemoizedDriver):
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
                  record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied", learn_eps=False,
-                 local_dtype=None, threads=None, schedule=None, round_size=None):
+                 local_dtype=None, threads=None, schedule=None, round_size=None, overrelax=None):
         if int(K) < 1:
             raise ValueError(f"K must be a positive integer; got {K}")
         check_hyperparameters(alpha, gamma, tau, eps)
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
                          moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads,
-                         schedule=schedule, round_size=round_size)
+                         schedule=schedule, round_size=round_size, overrelax=overrelax)
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
         self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
         self.nonlink_iters = int(nonlink_iters)

@@ -90,6 +90,22 @@ class AdditiveSummary:
         changes["extras"] = {k: v * factor for k, v in self.extras.items()}
         return self._replace(num_items, **changes)
 
+    def extrapolated(self, step, factors):
+        """``self + factors * step`` with one factor per component (``(K,)``; an over-relaxed
+        proposal, :mod:`~pyro_memo.engine.overrelax`): component fields scaled component by
+        component and tail entries by their component's factor, the tail mass by the smallest one.
+        Scalar fields (entropies, data counts), the item count and the moves' extras stay as they are."""
+        if step.K != self.K:
+            raise ValueError(f"cannot extrapolate a summary with K={self.K} along a step with K={step.K}")
+        with_tail = torch.cat([factors, factors.min().reshape(1)])
+
+        def along(rows):
+            return lambda a, b: a + b * rows.reshape((-1,) + (1,) * (b.dim() - 1)).to(b)
+
+        changes = {f: _zip(getattr(self, f), getattr(step, f), along(factors)) for f in self.component_fields}
+        changes.update({f: _zip(getattr(self, f), getattr(step, f), along(with_tail)) for f in self.tail_fields})
+        return self._replace(**changes)
+
     # ------------------------------------------------------------ components
     def select(self, index):
         """The summary restricted (and reordered) to components ``index``; tail entries stay last."""

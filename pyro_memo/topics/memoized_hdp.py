@@ -281,7 +281,7 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
                  alpha_prior=None, gamma_prior=None, learn_lam0=False, local_dtype=None, threads=None,
-                 sparse_L=None, schedule=None, round_size=None):
+                 sparse_L=None, schedule=None, round_size=None, overrelax=None):
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
                        gamma_prior, learn_lam0, sparse_L)
         if family is not None and moves:
@@ -292,7 +292,7 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
                        key=lambda m: order.index(m.name) if m.name in order else len(order))
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
                          hold_first_lap=not incremental_first_lap, local_dtype=local_dtype, threads=threads,
-                         schedule=schedule, round_size=round_size)
+                         schedule=schedule, round_size=round_size, overrelax=overrelax)
         self.local_restart = bool(local_restart)
         self.incremental_first_lap = bool(incremental_first_lap)
 
