@@ -113,6 +113,8 @@ def cases(f):
         (fit + ["--init", "magic"], "magic"), (fit + ["--dtype", "float16"], "float16"),
         (fit + ["--model", "lda"], "lda"), (fit + ["--batches", "4"], "--batches"),
         (fit + ["--moves", "birth"], "--moves"), (memo + ["--moves", "split"], "split"),
+        (fit + ["--overrelax", "off"], "--overrelax"), (memo + ["--overrelax", "maybe"], "maybe"),
+        (hdp + ["--overrelax", "on"], "--overrelax"),
         (hdp + ["--moves", "delete,explode"], "explode"), (hdp + ["--family", "gauss"], "--family"),
         (fit + ["--gamma", "1"], "--gamma"), (fit + ["--vocab", "v.txt"], "--vocab"),
         (hdp + ["--alpha-prior", "1,x"], "--alpha-prior"), (cmp + ["--alpha-prior", "1,1"], "--alpha-prior"),

@@ -17,9 +17,9 @@ DATASET_NAMES = ("digits", "toy-patches", "fashion-mnist")
 #: DP-mixture moves (:data:`pyro_memo.inference.moves.MOVES`)
 DP_MOVE_NAMES = ("birth", "delete", "greedy-merge", "merge")
 #: DP-mixture comparison methods, in the order of :data:`pyro_memo.comparison.METHODS`
-DP_METHOD_NAMES = ("memo", "memo-moves", "memo-incremental", "vb", "svi-k0.5-d10", "svi-k0.5-d100", "svi-k0.9-d10",
-                   "pyro-svi", "pyro-svi-trace", "sga", "sga+m", "sga+f", "gibbs-collapsed", "gibbs-blocked",
-                   "sklearn-bgm")
+DP_METHOD_NAMES = ("memo", "memo-moves", "memo-incremental", "memo-exact", "vb", "svi-k0.5-d10", "svi-k0.5-d100",
+                   "svi-k0.9-d10", "pyro-svi", "pyro-svi-trace", "sga", "sga+m", "sga+f", "gibbs-collapsed",
+                   "gibbs-blocked", "sklearn-bgm")
 #: HDP comparison methods, in the order of :data:`pyro_memo.comparison.TOPIC_METHODS`
 TOPIC_METHOD_NAMES = ("memo", "memo-moves", "svi-k0.5-d10", "svi-k0.9-d10", "gensim-hdp", "tomotopy-hdp",
                       "tomotopy-lda")

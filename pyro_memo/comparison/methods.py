@@ -117,9 +117,10 @@ def _run_variational(method, x, family, budget, **fit_kwargs):
     return run
 
 
-def run_memo(x, family, budget, settings, seed, moves=False, incremental_first_lap=False):
+def run_memo(x, family, budget, settings, seed, moves=False, incremental_first_lap=False, overrelax=None):
     method = MemoizedVB(family, 1 if moves else settings.K, settings.alpha, laps=_laps(budget), tol=1e-9, seed=seed,
-                        moves="birth,merge,delete" if moves else (), incremental_first_lap=incremental_first_lap)
+                        moves="birth,merge,delete" if moves else (), incremental_first_lap=incremental_first_lap,
+                        overrelax=overrelax)
     return _run_variational(method, x, family, budget, num_batches=settings.batches)
 
 
@@ -227,6 +228,7 @@ METHODS = {
     "memo": run_memo,
     "memo-moves": lambda x, f, b, s, seed: run_memo(x, f, b, s, seed, moves=True),
     "memo-incremental": lambda x, f, b, s, seed: run_memo(x, f, b, s, seed, incremental_first_lap=True),
+    "memo-exact": lambda x, f, b, s, seed: run_memo(x, f, b, s, seed, overrelax=False),
     "vb": run_vb,
     "svi-k0.5-d10": _stochastic(0.5, 10.0),
     "svi-k0.5-d100": _stochastic(0.5, 100.0),

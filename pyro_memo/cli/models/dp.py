@@ -74,6 +74,11 @@ register_option("fit", Option("--memory", "memory-bounded VB: the most numbers t
                                           "values; Gomes et al. 2008, eq. 26).", {"type": int, "metavar": "M"}))
 register_option("fit", Option("--epoch", "memory-bounded VB: items per epoch; each item is seen once.",
                               {"type": int, "metavar": "E"}))
+register_option("fit", Option("--overrelax", "over-relaxed batch steps of memoized VB (Salakhutdinov & Roweis 2003): "
+                                              "each batch's local step runs under globals extrapolated along the "
+                                              "last step's change and is kept only when the exact ELBO rises, else "
+                                              "redone exactly; off: the exact steps of Hughes & Sudderth 2013.",
+                              {"metavar": "on|off"}))
 register_option("fit", Option("--lifetime", "memory-bounded VB: the items expected over the stream's lifetime, "
                                             "which magnifies the data when choosing clumps (default: the data's "
                                             "size).", {"type": int, "metavar": "T"}))
@@ -107,6 +112,7 @@ _FIT_USES = {
     "workers": Use(needs=MEMO),
     "scheduler": Use(needs=MEMO),
     "round_size": Use(needs=MEMO),
+    "overrelax": Use(default="on", choices=("on", "off"), needs=MEMO),
     "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
                  default="", needs=MEMO),
@@ -194,7 +200,8 @@ def _run(args, data, family, state, progress):
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                       local_dtype=args.local_dtype, round_size=args.round_size,
-                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L)
+                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
+                      overrelax=args.overrelax == "on")
 
     def callback(lap, elbo, posterior):
         progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None, state.emptied[-1])
@@ -277,8 +284,8 @@ class DPMixture(CliModel):
         "fit": _FIT_USES,
         "compare": {
             "data": Use(_DATA, default="digits"),
-            "methods": Use("DP-mixture methods: memo, memo-moves, memo-incremental (bnpy's first lap), vb, svi-*, "
-                           "pyro-svi*, sga*, gibbs-*, sklearn-bgm",
+            "methods": Use("DP-mixture methods: memo, memo-moves, memo-incremental (bnpy's first lap), memo-exact "
+                           "(no over-relaxed steps), vb, svi-*, pyro-svi*, sga*, gibbs-*, sklearn-bgm",
                            default="memo,vb,svi-k0.5-d10,sga+f,sklearn-bgm"),
             "seeds": Use(default="0,1,2"),
             "passes": Use(default=20.0),
