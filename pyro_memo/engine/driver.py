@@ -231,7 +231,6 @@ class MemoizedDriver(Driver):
         self.overrelax = as_overrelaxation(self.overrelax_default if overrelax is None else overrelax)
         self._local_globals = None
         self._returns_batch = None
-        self._relax_step = None  # this lap's last change of the memo's total (over-relaxation's direction)
         self._relax_elbo = None  # the exact objective of the current globals and memo, when known
         #: over-relaxed rounds proposed and kept in the last fit (each rejected one cost a second local step)
         self.relax_counts = {"proposed": 0, "accepted": 0}
@@ -312,7 +311,7 @@ class MemoizedDriver(Driver):
         """A copy of the driver without moves, globals, executor or thread policy, to read batches elsewhere."""
         other = copy.copy(self)
         other.moves, other._local_globals, other.thread_policy, other.executor = [], None, Untimed(), None
-        other._relax_step = other._relax_elbo = None
+        other._relax_elbo = None
         return other
 
     def for_workers(self, state):
@@ -431,13 +430,22 @@ class MemoizedDriver(Driver):
         for move in self.moves:
             move.start_lap(state, self)
         self.globals_changed()
-        self._relax_step = self._relax_elbo = None
+        self._relax_elbo = None
+        if self.moves:  # the components may have changed or been renumbered since the last step
+            state.relax_step = None
         cache = state.cache
         before = cache.total.sizes if len(cache) == source.num_batches else None
         if self.executor is None:  # a lap run outside fit
             self.executor = as_executor(None)
-        for keys in self.rounds(order):
-            self.run_round(source, state, keys, hold, batch_elbos)
+        rounds, done = self.rounds(order), 0
+        while done < len(rounds):
+            if not self.overrelaxing(state, source, hold):
+                self.run_round(source, state, rounds[done], hold, batch_elbos)
+                done += 1
+                continue
+            span = self.overrelax.span(source.num_items, len(rounds))
+            self.relaxed_step(source, state, rounds[done:done + span], -(-len(rounds) // span), batch_elbos)
+            done += span
         state.emptied.append(self.count_emptied(before, cache.total.sizes))
         for move in self.moves:
             move.end_lap(state, self)
@@ -456,9 +464,6 @@ class MemoizedDriver(Driver):
         components, the globals are refitted at once and the round's remaining batches run again
         against them."""
         cache = state.cache
-        if self.overrelaxing(state, source, hold) and self.overrelaxed_round(source, state, keys, batch_elbos):
-            return
-        start = cache.total if self.overrelaxing(state, source, hold) else None
         self._relax_elbo = None
         visiting = self.visiting_moves()
         pending = list(keys)
@@ -488,8 +493,6 @@ class MemoizedDriver(Driver):
             if batch_elbos is not None and self.record_batch_elbos and complete \
                     and cache.num_items == source.num_items:
                 batch_elbos.append(float(state.posterior.elbo(cache.total)))
-        if start is not None and start.K == cache.total.K:
-            self._relax_step = cache.total - start
 
     # ------------------------------------------------------- over-relaxation
     def overrelaxing(self, state, source, hold):
@@ -500,17 +503,30 @@ class MemoizedDriver(Driver):
                 and cache.num_items == source.num_items and not self.returns_batch()
                 and all(type(m).batch_visit is Move.batch_visit for m in self.moves))
 
-    def overrelaxed_round(self, source, state, keys, batch_elbos=None):
-        """The batch steps of ``keys`` under globals extrapolated along the last round's change
+    def relaxed_step(self, source, state, rounds, num_steps, batch_elbos=None):
+        """One over-relaxed step over ``rounds`` (:meth:`overrelaxed_round` on all their batches), or,
+        when it is not kept, their exact rounds (:meth:`run_round`); records the memo's change as the
+        next step's direction. ``num_steps``: the lap's steps of this span."""
+        cache = state.cache
+        start = cache.total
+        if self.overrelaxed_round(source, state, [key for keys in rounds for key in keys], num_steps, batch_elbos):
+            return
+        for keys in rounds:
+            self.run_round(source, state, keys, False, batch_elbos)
+        state.relax_step = cache.total - start if start.K == cache.total.K else None
+
+    def overrelaxed_round(self, source, state, keys, num_steps=None, batch_elbos=None):
+        """The batch steps of ``keys`` under globals extrapolated along the last step's change
         (:meth:`~pyro_memo.engine.Overrelaxation.proposal`), kept with the globals optimal for the new
         memo when the exact objective does not fall (Salakhutdinov & Roweis 2003). Returns whether
         they were kept; if not (also when there is nothing to extrapolate), the caller takes the exact
-        steps. Updates the factor :attr:`MemoState.relax`."""
+        steps. Updates the factor :attr:`MemoState.relax` (capped by ``num_steps``, the lap's steps;
+        default: its batches)."""
         relax, cache, exact = self.overrelax, state.cache, state.posterior
-        omega = state.relax
-        step = self._relax_step
+        omega, step = state.relax, state.relax_step
+        num_steps = source.num_batches if num_steps is None else num_steps
         if omega <= 1.0 or step is None or step.K != cache.total.K:
-            state.relax = relax.after(omega, None, source.num_batches)
+            state.relax = relax.after(omega, None, num_steps)
             return False
         proposal = relax.proposal(exact, cache.total, step, omega)
         if proposal is None:
@@ -528,7 +544,7 @@ class MemoizedDriver(Driver):
         total = cache.total_with_all(summaries)
         after, candidate = exact.optimal_bound(total)
         accepted = after >= before  # False for NaN
-        state.relax = relax.after(omega, accepted, source.num_batches)
+        state.relax = relax.after(omega, accepted, num_steps)
         if not accepted:
             return False
         self.relax_counts["accepted"] += 1
@@ -537,7 +553,7 @@ class MemoizedDriver(Driver):
                 state.local_iterations.extend(batch_step.iterations)
             if batch_step.warm is not None:
                 state.warm_starts[key] = batch_step.warm
-        self._relax_step, self._relax_elbo = total - cache.total, after
+        state.relax_step, self._relax_elbo = total - cache.total, after
         cache.swap(summaries, total)
         state.posterior = candidate
         self.globals_changed()

@@ -22,11 +22,18 @@ at least the objective before the step:
 .. math:: \\mathcal L(M', G^*(S')) \\ge \\mathcal L(M_t, G^*(S_t)).
 
 Any local factors give an exact ELBO with the globals optimal for their summary, so an accepted
-step is as exact as an ordinary one; a rejected one is redone under the exact globals, which
-never lowers the objective. The factor :math:`\\omega` grows by ``grow`` after each accepted step
-(up to ``max_factor``) and falls back to 1 after a rejection, as in Salakhutdinov & Roweis' adaptive
-rule; so rejections, the only extra cost (one more local step), stay rare
-(``benchmarks/bench_overrelax.py`` counts them).
+step is as exact as an ordinary one; a rejected one is redone by exact batch steps, which never
+lower the objective.
+
+One over-relaxed step covers a whole number of batches run against the proposal's globals, at least
+``step_items`` items but at most a third of a lap (``min_steps``): the proposal and its check, a
+few small dense operations on the ``K`` components, then cost little beside the local steps they
+serve (5 batches of 1,000 items on the toy data: a lap costs what the exact steps' lap does,
+``benchmarks/bench_overrelax.py``), and the direction stays fresh. The change :math:`\\Delta` is
+that of the last step (over-relaxed or exact), kept across laps and in checkpoints. The factor
+:math:`\\omega` grows by ``grow`` after each accepted step (up to ``max_factor``) and falls back to 1
+after a rejection, as in Salakhutdinov & Roweis' adaptive rule; so rejections, the only extra cost
+(the step's local steps run again), stay rare (``benchmarks/bench_overrelax.py`` counts them).
 
 Two limits keep proposals valid distributions: each component's extrapolation may remove at most
 ``shrink`` of its size (a shrinking component is extrapolated less, never below zero), and
@@ -45,23 +52,39 @@ class Overrelaxation:
 
     :param float grow: :math:`\\omega` is multiplied by this after each accepted proposal (and starts
         from it after a rejection and one exact step).
-    :param float max_factor: the largest :math:`\\omega` (``None``: the number of batches ``B``; one
-        batch's change then extrapolates at most to a whole lap's).
+    :param float max_factor: the largest :math:`\\omega` (``None``: the number of steps in a lap, so that
+        one step's change extrapolates at most to a whole lap's, and at least 2).
     :param float shrink: the largest fraction of a component's size one extrapolation may remove.
+    :param int step_items: the fewest items one over-relaxed step covers (whole batches; 1: one batch
+        per step), unless a lap would then take fewer than ``min_steps`` steps.
+    :param int min_steps: the fewest steps a lap takes (fewer only when it has fewer batches).
     """
 
-    def __init__(self, grow=1.5, max_factor=None, shrink=0.5):
+    def __init__(self, grow=1.5, max_factor=None, shrink=0.5, step_items=5000, min_steps=3):
         if not grow > 1:
             raise ValueError(f"grow must be greater than 1; got {grow!r}")
         if max_factor is not None and not max_factor >= 1:
-            raise ValueError(f"max_factor must be at least 1 (or None: the number of batches); got {max_factor!r}")
+            raise ValueError(f"max_factor must be at least 1 (or None: the number of steps in a lap); "
+                             f"got {max_factor!r}")
         if not 0 < shrink < 1:
             raise ValueError(f"shrink must be in (0, 1); got {shrink!r}")
+        if isinstance(step_items, bool) or not isinstance(step_items, int) or step_items < 1:
+            raise ValueError(f"step_items must be a positive integer; got {step_items!r}")
         self.grow, self.max_factor, self.shrink = float(grow), max_factor, float(shrink)
+        if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 1:
+            raise ValueError(f"min_steps must be a positive integer; got {min_steps!r}")
+        self.step_items, self.min_steps = step_items, min_steps
 
-    def limit(self, num_batches):
-        """The largest factor for ``num_batches`` batches."""
-        return float(num_batches if self.max_factor is None else self.max_factor)
+    def span(self, num_items, num_rounds):
+        """Rounds per over-relaxed step: enough for ``step_items`` items when the lap's ``num_items``
+        fall evenly into its ``num_rounds`` rounds, but no more than leaves ``min_steps`` steps a lap."""
+        per_round = num_items / max(num_rounds, 1)
+        enough = math.ceil(self.step_items / max(per_round, 1.0))
+        return max(1, min(enough, num_rounds // self.min_steps))
+
+    def limit(self, num_steps):
+        """The largest factor when a lap takes ``num_steps`` steps."""
+        return float(max(num_steps, 2) if self.max_factor is None else self.max_factor)
 
     def factors(self, total, step, omega):
         """``(K,)`` extrapolation factors :math:`\\omega - 1`, each cut so that no component loses more
@@ -94,12 +117,12 @@ class Overrelaxation:
             return None
         return posterior.optimal_for(total.extrapolated(step, factors))
 
-    def after(self, omega, accepted, num_batches):
-        """The next factor: grown after an accepted proposal, 1 after a rejected one, ``grow``
-        after an exact step taken at 1."""
+    def after(self, omega, accepted, num_steps):
+        """The next factor (a lap of ``num_steps`` steps): grown after an accepted proposal, 1 after a
+        rejected one, ``grow`` after an exact step taken at 1."""
         if accepted is None:
             return self.grow if omega <= 1.0 else omega
-        return min(omega * self.grow, self.limit(num_batches)) if accepted else 1.0
+        return min(omega * self.grow, self.limit(num_steps)) if accepted else 1.0
 
 
 def as_overrelaxation(value):

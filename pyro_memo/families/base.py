@@ -295,11 +295,12 @@ class ConjugateFamily(ABC):
         """:math:`KL(q(\\phi_k) \\| H(\\phi_k \\mid \\lambda_0))` for each component: ``(K,)``."""
 
     @abstractmethod
-    def log_marginal(self, counts, stats):
+    def log_marginal(self, counts, stats, post=None):
         """:math:`\\log \\int \\prod_n F(x_n \\mid \\phi) H(\\phi)\\, d\\phi` of a summary: ``(K,)``.
 
         Exact for hard assignments; for soft summaries it is the quantity Hughes & Sudderth 2013
-        eq. 12 ranks merge candidates with.
+        eq. 12 ranks merge candidates with. ``post``: :meth:`posterior` ``(counts, stats)`` when the
+        caller has it already.
         """
 
     @abstractmethod

@@ -70,8 +70,8 @@ class Bernoulli(ConjugateFamily):
     def kl_to_prior(self, post):
         return kl_beta(post["a"], post["b"], self.prior["a"], self.prior["b"]).sum(-1)
 
-    def log_marginal(self, counts, stats):
-        post = self.posterior(counts, stats)
+    def log_marginal(self, counts, stats, post=None):
+        post = self.posterior(counts, stats) if post is None else post
         return (lbeta(post["a"], post["b"]) - lbeta(self.prior["a"], self.prior["b"])).sum(-1)
 
     def log_density(self, x, params):

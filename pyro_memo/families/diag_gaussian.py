@@ -103,9 +103,9 @@ class DiagGaussian(ConjugateFamily):
         kl_mu = 0.5 * (ratio - 1.0 - torch.log(ratio) + p["kappa"] * e_lam * (post["m"] - p["m"]) ** 2)
         return (kl_lam + kl_mu).sum(-1)
 
-    def log_marginal(self, counts, stats):
+    def log_marginal(self, counts, stats, post=None):
         p = self.prior
-        post = self.posterior(counts, stats)
+        post = self.posterior(counts, stats) if post is None else post
         per_dim = (
             torch.lgamma(post["a"])
             - torch.lgamma(p["a"])

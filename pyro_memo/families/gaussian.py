@@ -120,9 +120,9 @@ class Gaussian(ConjugateFamily):
         kl_mu = 0.5 * (d * ratio - d - d * torch.log(ratio) + p["kappa"] * maha)
         return kl_lam + kl_mu
 
-    def log_marginal(self, counts, stats):
+    def log_marginal(self, counts, stats, post=None):
         p = self.prior
-        post = self.posterior(counts, stats)
+        post = self.posterior(counts, stats) if post is None else post
         d = self.dim
         return (
             -0.5 * counts * d * math.log(math.pi)

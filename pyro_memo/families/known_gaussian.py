@@ -139,9 +139,9 @@ class KnownCovGaussian(ConjugateFamily):
         logdet_p = _logdet(safe_cholesky(p["S"], "known-gauss prior covariance S"))
         return 0.5 * (trace + maha - self.dim + logdet_p - logdet_q)
 
-    def log_marginal(self, counts, stats):
+    def log_marginal(self, counts, stats, post=None):
         p = self.prior
-        post = self.posterior(counts, stats)
+        post = self.posterior(counts, stats) if post is None else post
         P0 = self._prior_precision
         prec = P0 + counts[:, None, None] * self._precision
         m = post["m"] - p["m"]  # centred at the prior mean, where the prior's mean is zero

@@ -77,9 +77,9 @@ class Multinomial(ConjugateFamily):
             + ((lam - lam0) * self._e_log_phi(lam)).sum(-1)
         )
 
-    def log_marginal(self, counts, stats):
+    def log_marginal(self, counts, stats, post=None):
         lam0 = self.prior["lam"]
-        lam = self.posterior(counts, stats)["lam"]
+        lam = (self.posterior(counts, stats) if post is None else post)["lam"]
         return (
             torch.lgamma(lam0.sum(-1))
             - torch.lgamma(lam.sum(-1))

@@ -69,9 +69,9 @@ class Poisson(ConjugateFamily):
     def kl_to_prior(self, post):
         return kl_gamma(post["a"], post["b"], self.prior["a"], self.prior["b"]).sum(-1)
 
-    def log_marginal(self, counts, stats):
+    def log_marginal(self, counts, stats, post=None):
         p = self.prior
-        post = self.posterior(counts, stats)
+        post = self.posterior(counts, stats) if post is None else post
         per_dim = (
             p["a"] * torch.log(p["b"])
             - torch.lgamma(p["a"])

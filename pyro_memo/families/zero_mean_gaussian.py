@@ -95,8 +95,8 @@ class ZeroMeanGaussian(ConjugateFamily):
     def kl_to_prior(self, post):
         return kl_wishart(post["nu"], post["B"], self.prior["nu"], self.prior["B"])
 
-    def log_marginal(self, counts, stats):
-        post = self.posterior(counts, stats)
+    def log_marginal(self, counts, stats, post=None):
+        post = self.posterior(counts, stats) if post is None else post
         return -0.5 * counts * self.dim * math.log(math.pi) + log_normalizer_ratio(
             post["nu"], post["B"], self.prior["nu"], self.prior["B"]
         )

@@ -218,9 +218,9 @@ class DPMixturePosterior(VariationalPosterior):
         closed form: :meth:`elbo` of :meth:`optimal_for`."""
         if self.sticks.alpha_prior is not None:
             return super().optimal_bound(summary)
-        counts = summary.counts
-        bound = self.family.log_marginal(counts, summary.stats).sum() + self.sticks.optimal_elbo(counts)
-        return float(bound + summary.entropy.sum()), self.optimal_for(summary)
+        counts, best = summary.counts, self.optimal_for(summary)
+        data = self.family.log_marginal(counts, summary.stats, best.component).sum()
+        return float(data + self.sticks.optimal_elbo(counts) + summary.entropy.sum()), best
 
     # ------------------------------------------------------------- read-outs
     def expected_weights(self):

@@ -36,6 +36,9 @@ class FullBatchVB(MemoizedVB):
         2016; see :class:`~pyro_memo.inference.MemoizedVB`); ``None``: all.
     """
 
+    #: plain coordinate ascent, the baseline memoized VB is measured against (no over-relaxed steps)
+    overrelax_default = False
+
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
                  init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None,
                  local_dtype=None, threads=None, sparse_L=None):

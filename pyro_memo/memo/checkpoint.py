@@ -56,6 +56,7 @@ def state_to_dict(state):
     """A serialisable dict of a :class:`MemoState` (format 2)."""
     cache = state.cache
     parts = list(cache.batches.values()) + ([cache.total] if cache.total is not None else [])
+    step = state.relax_step
     return {
         "format_version": FORMAT_VERSION,
         "posterior_class": class_path(state.posterior),
@@ -76,6 +77,7 @@ def state_to_dict(state):
         "emptied": list(state.emptied),
         "traces": {k: list(v) for k, v in state.traces.items()},
         "relax": float(state.relax),
+        "relax_step": None if step is None else step.to(device="cpu").to_dict(),
     }
 
 
@@ -101,9 +103,11 @@ def state_from_dict(d, device=None):
                          f"and {FORMAT_VERSION}")
     post = resolve_class(d["posterior_class"], VariationalPosterior).from_state_dict(d["posterior"], device)
     dtype = post.dtype
-    cache = SummaryCache()
+    cache, step = SummaryCache(), None
     if d["cache"]:
         summary = resolve_class(d["summary_class"], AdditiveSummary)
+        if d.get("relax_step") is not None:
+            step = summary.from_dict(d["relax_step"]).to(dtype, device)
         cache.batches = {_key(k): summary.from_dict(v).to(dtype, device) for k, v in d["cache"].items()}
         total = d.get("cache_total")
         cache.total = summary.from_dict(total).to(dtype, device) if total is not None else cache.recomputed_total()
@@ -115,7 +119,7 @@ def state_from_dict(d, device=None):
                      tried={k: dict(v) for k, v in d.get("tried", {}).items()}, steps=int(d.get("steps", 0)),
                      emptied=list(d.get("emptied", [])),
                      traces={k: list(v) for k, v in d.get("traces", {}).items()},
-                     relax=float(d.get("relax", 1.0)))
+                     relax=float(d.get("relax", 1.0)), relax_step=step)
 
 
 def write_payload(path, payload, what="checkpoint"):

@@ -37,6 +37,8 @@ class MemoState:
         saved with it so that a resumed fit's traces cover the whole run.
     :ivar float relax: the over-relaxation factor of the next batch step
         (:mod:`~pyro_memo.engine.overrelax`; 1: an exact step).
+    :ivar relax_step: the last step's change of the memo's whole-data summary, the direction the next
+        over-relaxed step extrapolates along (``None``: none yet).
     """
 
     posterior: object = None
@@ -58,6 +60,7 @@ class MemoState:
     emptied: list = field(default_factory=list)
     traces: dict = field(default_factory=dict)
     relax: float = 1.0
+    relax_step: object = None
 
     def __post_init__(self):
         if self.rng is None:

@@ -82,7 +82,7 @@ def test_the_parallel_schedule_never_lowers_the_hdp_or_relational_bound(seed):
 
 
 def test_a_parallel_lap_in_one_round_is_a_full_batch_iteration():
-    memo, x = dp(0, schedule="parallel")
+    memo, x = dp(0, schedule="parallel", overrelax=False)  # exact steps, as FullBatchVB takes
     parallel = memo.fit(x, 6)
     full = pm.FullBatchVB(memo.family, 6, max_iter=5, tol=0, seed=0).fit(x)
     np.testing.assert_allclose(parallel.elbo_trace, full.elbo_trace[:5], rtol=1e-9)

@@ -71,10 +71,11 @@ def test_the_held_first_lap_is_full_batch_vbs_first_iteration(seed, batches, fam
 def test_the_bound_never_falls_after_lap_one_under_either_schedule(seed, batches, family_name, incremental):
     x = data(seed)
     family = pm.get_family(family_name).from_data(x)
-    fit = pm.MemoizedVB(family, 6, laps=6, tol=0, seed=seed, record_batch_elbos=True,
+    exact = seed % 2 == 0  # odd seeds: over-relaxed steps (the default), each over several batches
+    fit = pm.MemoizedVB(family, 6, laps=6, tol=0, seed=seed, record_batch_elbos=True, overrelax=not exact,
                         incremental_first_lap=incremental).fit(x, num_batches=batches)
     steps = fit.batch_elbos
-    assert len(steps) >= 5 * batches
+    assert len(steps) >= 5 * (batches if exact else min(batches, 3))
     assert all(b >= a - 1e-9 * abs(a) for a, b in zip(steps, steps[1:], strict=False))
 
 

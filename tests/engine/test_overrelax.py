@@ -30,13 +30,17 @@ def random_summary(family, x, K, seed):
 
 
 # ----------------------------------------------------------------------------- the property
-CASES = [(seed, FAMILIES[seed % len(FAMILIES)], 2 + seed % 5, 3 + seed % 6) for seed in range(24)]
+# steps of one batch (step_items=1), of a third of a lap (the default's span on 500 items), and between
+CASES = [(seed, FAMILIES[seed % len(FAMILIES)], 2 + seed % 5, 3 + seed % 6, (1, 5000, 150)[seed % 3])
+         for seed in range(24)]
 
 
-@pytest.mark.parametrize("seed,name,batches,K", CASES)
-def test_no_over_relaxed_batch_step_lowers_the_exact_elbo(seed, name, batches, K):
+@pytest.mark.parametrize("seed,name,batches,K,step_items", CASES)
+def test_no_over_relaxed_batch_step_lowers_the_exact_elbo(seed, name, batches, K, step_items):
     family, x = family_data(name, seed, n=500, clusters=6)
-    fit = pm.MemoizedVB(family, K, laps=8, tol=0, seed=seed, record_batch_elbos=True).fit(x, num_batches=batches)
+    relax = Overrelaxation(step_items=step_items)
+    fit = pm.MemoizedVB(family, K, laps=8, tol=0, seed=seed, record_batch_elbos=True,
+                        overrelax=relax).fit(x, num_batches=batches)
     steps = np.diff(fit.batch_elbos)
     assert len(steps) >= batches
     assert steps.min() >= -1e-9 * abs(fit.batch_elbos[-1]), steps.min()
@@ -90,13 +94,15 @@ def test_the_hdp_and_the_relational_model_over_relax_without_lowering_their_boun
 
 def test_a_resumed_over_relaxed_fit_ends_where_an_uninterrupted_one_ends(tmp_path):
     family, x = family_data("gauss", 3, n=600)
-    whole = pm.MemoizedVB(family, 6, laps=7, tol=0, seed=1).fit(x, num_batches=5)
-    part = pm.MemoizedVB(family, 6, laps=3, tol=0, seed=1).fit(x, num_batches=5)
+    relax = Overrelaxation(step_items=1)  # a step per batch: the factor and direction change within laps
+    whole = pm.MemoizedVB(family, 6, laps=7, tol=0, seed=1, overrelax=relax).fit(x, num_batches=5)
+    part = pm.MemoizedVB(family, 6, laps=3, tol=0, seed=1, overrelax=relax).fit(x, num_batches=5)
     assert part.state.relax != 1.0  # the factor is part of the state
     save_state(tmp_path / "state.pt", part.state)
     state = load_state(tmp_path / "state.pt")
     assert state.relax == part.state.relax
-    resumed = pm.MemoizedVB(family, 6, laps=7, tol=0, seed=1).fit(x, num_batches=5, state=state)
+    torch.testing.assert_close(state.relax_step.counts, part.state.relax_step.counts)  # and its direction
+    resumed = pm.MemoizedVB(family, 6, laps=7, tol=0, seed=1, overrelax=relax).fit(x, num_batches=5, state=state)
     np.testing.assert_allclose(resumed.elbo_trace, whole.elbo_trace, rtol=1e-12)
 
 
@@ -107,6 +113,35 @@ def test_moves_that_visit_batches_take_exact_steps_and_merges_alone_over_relax()
     fit = pm.MemoizedVB(family, 6, laps=6, tol=0, seed=0, moves="merge", record_batch_elbos=True).fit(x, num_batches=4)
     assert fit.state.relax != 1.0
     assert np.diff(fit.batch_elbos).min() >= -1e-9 * abs(fit.batch_elbos[-1])
+
+
+def test_a_step_spans_whole_batches_for_at_least_step_items_items_and_at_most_a_lap():
+    relax = Overrelaxation(step_items=5000)
+    assert relax.span(100_000, 100) == 5  # 1,000-item batches
+    assert relax.span(56_000, 20) == 2
+    assert relax.span(3_000, 6) == 2  # at least three steps a lap
+    assert relax.span(3_000, 2) == 1
+    assert relax.span(4_000, 4) == 1  # a span of 2 would leave 2 steps
+    for rounds in range(1, 40):  # the lap takes at least min_steps steps (or one per round)
+        assert -(-rounds // relax.span(1_000 * rounds, rounds)) >= min(rounds, 3)
+    assert relax.span(100_000, 1) == 1
+    assert Overrelaxation(min_steps=1).span(3_000, 6) == 6  # the whole lap
+    assert Overrelaxation(step_items=1).span(100_000, 100) == 1
+    assert relax.limit(20) == 20.0 and relax.limit(1) == 2.0 and Overrelaxation(max_factor=3).limit(20) == 3.0
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="step_items"):
+            Overrelaxation(step_items=bad)
+        with pytest.raises(ValueError, match="min_steps"):
+            Overrelaxation(min_steps=bad)
+
+
+def test_a_lap_of_over_relaxed_steps_costs_about_the_batches_local_steps():
+    """With the default span (5 batches of 1,000 items) one proposal serves five local steps."""
+    x = torch.as_tensor(pm.data.toy_patches(20_000, seed=0)[0])
+    memo = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), 8, laps=4, tol=0, seed=0)
+    memo.fit(x, num_batches=20)
+    assert 0 < memo.relax_counts["proposed"] <= 3 * 20 // 5
+    assert memo.relax_counts["accepted"] >= memo.relax_counts["proposed"] // 2
 
 
 # --------------------------------------------------------------------------------- the pieces
@@ -190,6 +225,15 @@ def test_proposals_never_take_more_than_shrink_of_a_component_and_keep_valid_fac
     post = pm.DPMixturePosterior.from_summary(family, DPSticks(1.0), total)
     proposal = relax.proposal(post, total, step, omega=50.0)
     assert proposal is None or bool(proposal.valid_components().all())
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_log_marginal_from_a_given_posterior_is_the_same(name):
+    family, x = family_data(name, 3)
+    summary = random_summary(family, x, 4, 0)
+    post = family.posterior(summary.counts, summary.stats)
+    torch.testing.assert_close(family.log_marginal(summary.counts, summary.stats, post),
+                               family.log_marginal(summary.counts, summary.stats))
 
 
 def test_a_family_tells_which_components_are_valid_distributions():

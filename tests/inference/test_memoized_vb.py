@@ -21,11 +21,17 @@ CASES = [
 def test_no_batch_step_lowers_the_exact_elbo_after_lap_one(name, K, B, seed):
     x = make_data(name, 400 + 37 * seed, D=3, seed=seed)
     family = pm.get_family(name).from_data(x)
+    exact = seed == 0  # seed 1: over-relaxed steps (the default), each over several batches
     memo = pm.MemoizedVB(family, K, alpha=0.5 + seed, truncation="direct" if seed else "nested", laps=5, tol=0,
-                         init="random" if seed else "kmeans++", init_items=50, seed=seed, record_batch_elbos=True)
+                         init="random" if seed else "kmeans++", init_items=50, seed=seed, record_batch_elbos=True,
+                         overrelax=not exact)
     result = memo.fit(x, num_batches=B)
     steps = np.array(result.batch_elbos)
-    assert len(steps) == (len(result.elbo_trace) - 1) * B + 1  # the last step of lap 1 completes the memo
+    laps = len(result.elbo_trace) - 1  # after lap 1; its last batch step completes the memo
+    if exact:
+        assert len(steps) == laps * B + 1
+    else:  # at least three steps a lap
+        assert len(steps) >= laps * min(B, 3) + 1
     assert np.isfinite(steps).all()
     assert np.diff(steps).min() >= -1e-9 * np.abs(steps).max(), np.diff(steps).min()
 
@@ -35,7 +41,8 @@ def test_one_batch_equals_full_batch_vb(name):
     x = make_data(name, 500, D=3, seed=2)
     family = pm.get_family(name).from_data(x)
     vb = pm.FullBatchVB(family, 8, max_iter=25, tol=0).fit(x)
-    memo = pm.MemoizedVB(family, 8, laps=25, tol=0, init_items=10**9).fit(x, num_batches=1)
+    # FullBatchVB is MemoizedVB with one batch and exact steps
+    memo = pm.MemoizedVB(family, 8, laps=25, tol=0, init_items=10**9, overrelax=False).fit(x, num_batches=1)
     np.testing.assert_allclose(memo.elbo_trace, vb.elbo_trace, rtol=1e-10)
     for key, value in vb.posterior.component.items():
         torch.testing.assert_close(memo.posterior.component[key], value, rtol=1e-10, atol=1e-12)
