@@ -18,6 +18,16 @@ def make_parser(doc):
     return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def add_toy_arguments(parser):
+    """The paper's toy fit (000 §4.1): ``--n`` items, ``--K``, ``--batches``, ``--laps``, ``--seed``."""
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--K", type=int, default=25)
+    parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--laps", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
 def exact_elbo(posterior, x, batch=5000):
     """Exact ELBO of ``posterior``'s globals with optimal local factors (Hughes & Sudderth 2013, eq. 8), by
     :func:`pyro_memo.full_data_elbo` over consecutive batches of ``batch`` rows of ``x``."""

@@ -25,7 +25,7 @@ import json
 import sys
 
 import numpy as np
-from _common import make_parser, run_isolated
+from _common import add_toy_arguments, make_parser, run_isolated
 
 
 def child(args):
@@ -75,13 +75,8 @@ def at_time(record, seconds):
 
 
 def main():
-    parser = make_parser(__doc__)
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--K", type=int, default=25)
-    parser.add_argument("--batches", type=int, default=100)
-    parser.add_argument("--laps", type=int, default=10)
+    parser = add_toy_arguments(make_parser(__doc__))
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--busy", default="no,yes")
     parser.add_argument("--other-models", action="store_true")

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 import numpy as np
-from _common import make_parser, run_isolated
+from _common import add_toy_arguments, make_parser, run_isolated
 
 MEMO_RUN = """
 import json, sys, numpy as np, torch, pyro_memo as pm
@@ -53,13 +53,8 @@ print(json.dumps({"lap_seconds": np.diff(ends).tolist(), "elbo": -float(info['lo
 
 
 def main():
-    parser = make_parser(__doc__)
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--K", type=int, default=25)
-    parser.add_argument("--batches", type=int, default=100)
-    parser.add_argument("--laps", type=int, default=10)
+    parser = add_toy_arguments(make_parser(__doc__))
     parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--conditions", default="1,2,1-busy,2-busy",
                         help="comma-separated THREADS or THREADS-busy")
     parser.add_argument("--bnpy-venv", default=os.environ.get("BNPY_VENV", ""))
