@@ -48,9 +48,8 @@ def other_models(seeds):
     """The HDP and the relational model, exact against over-relaxed steps (see the module docstring)."""
     import torch
 
-    from pyro_memo.data import assortative_graph
+    from pyro_memo.data import assortative_graph, bars_corpus
     from pyro_memo.relational import MemoizedRelational
-    from pyro_memo.synthetic import bars_corpus
     from pyro_memo.topics import MemoizedHDP
 
     corpus, _, _ = bars_corpus(2000, 100, seed=0)
