@@ -106,12 +106,14 @@ def test_no_batch_step_lowers_the_exact_objective_with_sparse_L(name, L, seed):
     x = make_data(name, 300 + 41 * seed, D=3, seed=seed, clusters=3 + seed)
     family = pm.get_family(name).from_data(x)
     B = (2, 5, 9)[seed]
+    exact = seed == 0  # the other seeds: over-relaxed steps (the default), each over one or more batches
     memo = pm.MemoizedVB(family, 8, alpha=0.5 + seed, truncation="direct" if seed == 1 else "nested", laps=5,
                          tol=0, init="random" if seed else "kmeans++", init_items=60, seed=seed,
-                         record_batch_elbos=True, sparse_L=L)
+                         record_batch_elbos=True, sparse_L=L, overrelax=not exact)
     result = memo.fit(x, num_batches=B)
     steps = np.array(result.batch_elbos)
-    assert len(steps) == (len(result.elbo_trace) - 1) * B + 1
+    laps = len(result.elbo_trace) - 1
+    assert len(steps) == laps * B + 1 if exact else len(steps) >= laps * min(B, 3) + 1
     assert np.isfinite(steps).all()
     assert np.diff(steps).min() >= -1e-9 * np.abs(steps).max(), np.diff(steps).min()
 
