@@ -201,11 +201,11 @@ class DPMixtureGuide(GlobalSiteReadouts):
             if n < T - 1:
                 tail = torch.arange(T - 1, device=eta0.device) >= n
                 eta0 = torch.where(tail, torch.as_tensor(alpha, **like), eta0)
-            with pyro.plate(spec.stick_plate, T - 1):
+            with pyro.plate(spec.stick_plate, T - 1, dim=spec.dim("sticks")):
                 pyro.sample(spec.stick_site, dist.Beta(eta1, eta0))
         prior = fam.prior_posterior(T - K)
         hyper = {k: torch.cat([v, prior[k]]).to(**like) for k, v in post.component.items()}
-        with pyro.plate(spec.component_plate, T):
+        with pyro.plate(spec.component_plate, T, dim=spec.dim("components")):
             spec.sites.sample(hyper)
         return like
 
@@ -215,10 +215,12 @@ class DPMixtureGuide(GlobalSiteReadouts):
         spec, post = self.spec, self._posterior(detach=False)
         like = self._globals(post)
         size, batch, subsample_size = spec.plate_args(args, kwargs)
-        plate = pyro.plate(spec.data_plate, size, subsample_size=subsample_size, subsample=batch)
+        dim = spec.dim("data")
+        plate = pyro.plate(spec.data_plate, size, subsample_size=subsample_size, subsample=batch, dim=dim)
         with plate as idx:
             resp = post.responsibilities(spec.data(args, kwargs, idx))
             resp = torch.cat([resp, resp.new_zeros(resp.shape[0], spec.T - self.K)], -1)
+            resp = resp.reshape((resp.shape[0],) + (1,) * (-dim - 1) + (spec.T,))  # the plate's batch dim
             pyro.sample(spec.assignment_site, dist.Categorical(probs=resp.to(**like)))
 
     # -------------------------------------------------- AutoGuide-style read-outs

@@ -13,7 +13,10 @@ and Pyro's DP-mixture tutorial follow):
    model (the observed value, or the argument indexed by the plate's subsample). Data of
    shape ``(N, D)`` are observed with ``.to_event(1)``; scalar data of shape ``(N,)``
    (``Normal``, ``Poisson``, ``Bernoulli`` observations with component sites of shape
-   ``(T,)``) are read as ``D = 1``.
+   ``(T,)``) are read as ``D = 1``. Instead of ``.to_event(1)``, the features may be a nested
+   plate of size ``D`` at ``dim=-1``, with the data plate (and then the assignment) at ``dim=-2``;
+   likewise the component sites, in their plate of size ``T`` at ``dim=-2`` (see
+   :func:`_nested_features`). That is the same model, and the guide mirrors the plates.
 
 5. Optionally a latent DP concentration (Blei & Jordan 2006, §5): one global site outside any
    plate, ``alpha = pyro.sample("alpha", dist.Gamma(s1, s2))``, used as the sticks' second
@@ -22,8 +25,8 @@ and Pyro's DP-mixture tutorial follow):
 
 ``pyro.deterministic`` sites are ignored. ``pyro.param`` sites, ``pyro.factor`` terms,
 masked observations, ``MixtureSameFamily`` observations, a latent DP concentration with another
-prior than a Gamma or inside a plate, and a nested feature plate are refused, each with the nearest
-supported form.
+prior than a Gamma or inside a plate, and plates nested in another way than item 4's are refused,
+each with the nearest supported form.
 
 After reading the structure, three numerical checks run at random values: the
 assignment probabilities equal the stick-breaking weights, the observation's log_prob
@@ -80,13 +83,27 @@ class ModelSpec(ArgumentReader):
     alpha_site: str = None
     #: ``(s1, s2)``: shape and rate of its Gamma prior (``alpha`` is then the prior mean ``s1 / s2``)
     alpha_prior: tuple = None
+    #: the plates' ``dim`` in the model: ``{"sticks": .., "components": .., "data": ..}``
+    plate_dims: dict = field(default_factory=dict)
+    #: the observation's feature plate (name), when its features are a nested plate, not an event
+    obs_features: str = None
+    #: component role -> its feature plate (name), for the component sites written that way
+    component_features: dict = field(default_factory=dict)
 
     kind = "dp"
 
     @property
     def sites(self):
         sites = sites_for(self.family, self.param_sites)
-        return _ScalarSites(sites) if self.scalar else sites
+        if self.scalar:
+            return _ScalarSites(sites)
+        if self.component_features:
+            return _FeatureSites(sites, self.component_features, self.family.dim)
+        return sites
+
+    def dim(self, plate):
+        """The ``dim`` the model gave ``plate`` (``"sticks"``, ``"components"`` or ``"data"``)."""
+        return self.plate_dims.get(plate, -1)
 
     def data(self, args, kwargs, index=None):
         """The ``(N, D)`` data tensor (rows ``index`` only, if given), validated."""
@@ -152,6 +169,76 @@ class _ScalarSites:
             return pyro.sample(self.names[role], _squeeze_dist(fn)).unsqueeze(-1)
 
         return self.inner.family.pyro_prior(dist, hyper, sample)
+
+
+def _without_event(fn):
+    """``fn`` with its rightmost event dimension made a batch dimension (undoing one ``.to_event(1)``)."""
+    if isinstance(fn, dist.Independent):
+        n = fn.reinterpreted_batch_ndims - 1
+        return fn.base_dist if n == 0 else dist.Independent(fn.base_dist, n)
+    raise ValueError(f"{type(fn).__name__} has no event dimension written with .to_event")
+
+
+class _FeatureSites:
+    """A family's component sites for a model whose component sites sit in a nested feature plate
+    (``dim=-1``, inside the component plate at ``dim=-2``): each such site is sampled there one feature
+    at a time, the family's ``.to_event(1)`` form with its event dimension as a plate."""
+
+    def __init__(self, sites, features, D):
+        self.inner, self.features, self.D = sites, dict(features), int(D)
+        self.names = sites.names
+        self.roles = sites.roles
+
+    def sample(self, hyper):
+        import pyro
+
+        # one plate object per feature plate (a plate's second pyro.plate call would be another site)
+        plates = {name: pyro.plate(name, self.D, dim=-1) for name in dict.fromkeys(self.features.values())}
+
+        def sample(role, fn):
+            if role not in self.features:
+                return pyro.sample(self.names[role], fn)
+            with plates[self.features[role]]:
+                return pyro.sample(self.names[role], _without_event(fn))
+
+        return self.inner.family.pyro_prior(dist, hyper, sample)
+
+
+#: the nested-plate form of a DP mixture's observation (the alternative to ``.to_event(1)``)
+NESTED_FORM = ("with pyro.plate('data', N, dim=-2):\n"
+               "        z = pyro.sample('z', dist.Categorical(weights))\n"
+               "        with pyro.plate('features', D, dim=-1):\n"
+               "            pyro.sample('x', dist.Normal(loc[z.squeeze(-1)], scale[z.squeeze(-1)]), obs=data)\n"
+               "with the component sites in pyro.plate('components', T, dim=-2) and a feature plate at dim=-1; "
+               "or write the features as one event: dist.Normal(loc[z], scale[z]).to_event(1) in one data plate")
+
+
+def _nested_features(site, outer_size, what):
+    """``(outer frame, feature frame)`` of a site in two plates, the features nested at ``dim=-1`` in a
+    plate of size ``outer_size`` (``None``: any size) at ``dim=-2``; a :class:`ModelStructureError`
+    naming the site and :data:`NESTED_FORM` for any other pair of plates or a value of another shape."""
+    outer, inner = sorted(site["cond_indep_stack"], key=lambda f: f.dim)
+    value = site["value"]
+    fits = (inner.dim == -1 and outer.dim == -2 and site["fn"].event_shape == () and value.dim() == 2
+            and value.shape[-1] == inner.size and (outer_size is None or outer.size == outer_size))
+    if not fits:
+        raise _nesting_error(site, what)
+    return outer, inner
+
+
+def _nesting_error(site, what):
+    frames = sorted(site["cond_indep_stack"], key=lambda f: f.dim)
+    return ModelStructureError(
+        f"{what} site '{site['name']}' sits in plates {[(f.name, f.size, f.dim) for f in frames]} with a value of "
+        f"shape {tuple(site['value'].shape)}; pyro-memo reads two plates as items (dim=-2) and their features "
+        f"(dim=-1). Supported:\n    {NESTED_FORM}"
+    )
+
+
+def _as_event(site, outer):
+    """A nested-plate site rewritten in its ``.to_event(1)`` form: one plate, a ``(D,)`` event."""
+    fn = site["fn"].expand(site["value"].shape)
+    return dict(site, fn=dist.Independent(fn, 1), cond_indep_stack=(outer,))
 
 
 def _find_data_arg(args, kwargs, obs, subsample):
@@ -457,14 +544,11 @@ def _recognize(model, args, kwargs, trace, dtype):
         )
     obs = observed[0]
     _refuse_observation(obs)
+    obs_features, written = None, obs
+    if len(obs["cond_indep_stack"]) == 2:
+        outer, inner = _nested_features(obs, None, "observed")
+        obs, obs_features = _as_event(obs, outer), inner.name
     obs_plates = list(_plates(obs))
-    if len(obs_plates) == 2:
-        inner = min(obs["cond_indep_stack"], key=lambda f: -f.dim)
-        raise ModelStructureError(
-            f"observed site '{obs['name']}' sits in a nested feature plate '{inner.name}' inside its data plate; "
-            f"write the features as one event instead: drop plate '{inner.name}' and observe "
-            f"dist.Normal(loc[z], scale[z]).to_event(1) (likewise .to_event(1) on the component sites)"
-        )
     if len(obs_plates) != 1:
         raise ModelStructureError(
             f"observed site '{obs['name']}' must sit in exactly one data plate; found plates {obs_plates}"
@@ -472,6 +556,8 @@ def _recognize(model, args, kwargs, trace, dtype):
     data_plate = obs_plates[0]
     latent = [s for s in sites if not s["is_observed"]]
     assignment = [s for s in latent if data_plate in _plates(s)]
+    if obs_features is not None and not assignment:  # the items' plate is the inner one: not the nested form
+        raise _nesting_error(written, "observed")
     if is_relational(obs, assignment):
         global_sites = [s for s in latent if not any(s is a for a in assignment)]
         return recognize_relational(model, args, kwargs, trace, plates, obs, assignment, global_sites)
@@ -496,6 +582,7 @@ def _recognize(model, args, kwargs, trace, dtype):
     if not comp:
         raise ModelStructureError("expected component parameter sites in a plate of size T = "
                                   f"{T} (the assignment has T categories); found none")
+    comp, component_features = _unnest_components(comp, T)
     component_plate = _component_plate(comp, T)
     obs_fn = _base(obs["fn"])
     scalar = obs_fn.event_shape == () and obs["value"].dim() == 1 and type(obs_fn).__name__ not in \
@@ -537,6 +624,10 @@ def _recognize(model, args, kwargs, trace, dtype):
         scalar=scalar,
         alpha_site=None if alpha_site is None else alpha_site["name"],
         alpha_prior=alpha_prior,
+        plate_dims=_plate_dims(stick_site, next(iter(comp.values())), obs),
+        obs_features=obs_features,
+        component_features={role: component_features[name] for role, name in names.items()
+                            if name in component_features},
     )
     if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
         spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)
@@ -559,6 +650,27 @@ def _scalar_components(obs_name, comp, T):
             )
         out[name] = dict(site, fn=_unsqueeze_dist(fn), value=site["value"].unsqueeze(-1))
     return out
+
+
+def _unnest_components(comp, T):
+    """Component sites in a nested feature plate rewritten in their ``.to_event(1)`` form; returns
+    ``(sites, {site name: feature plate name})``."""
+    out, features = {}, {}
+    for name, site in comp.items():
+        if len(site["cond_indep_stack"]) == 2 and T in [f.size for f in site["cond_indep_stack"]]:
+            outer, inner = _nested_features(site, T, "component")
+            out[name], features[name] = _as_event(site, outer), inner.name
+        else:
+            out[name] = site
+    return out, features
+
+
+def _plate_dims(stick_site, component_site, obs):
+    """The ``dim`` of the sticks', the components' and the data's plate in the model."""
+    dims = {"components": component_site["cond_indep_stack"][0].dim, "data": obs["cond_indep_stack"][0].dim}
+    if stick_site is not None:
+        dims["sticks"] = stick_site["cond_indep_stack"][0].dim
+    return dims
 
 
 def _component_plate(comp, T):

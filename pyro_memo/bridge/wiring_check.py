@@ -40,6 +40,8 @@ def verify_wiring(model, args, kwargs, spec, trace):
     if spec.scalar:  # scalar (N,) data and (T,) component sites: the family's D = 1 form
         theta = {role: value.unsqueeze(-1) for role, value in theta.items()}
     z = trace.nodes[spec.assignment_site]["value"]
+    if spec.dim("data") == -2:  # the data plate left of a nested feature plate: z has shape (N, 1)
+        z = z[..., 0]
     obs = trace.nodes[spec.obs_site]
     x = obs["value"]
     x_fam = torch.nn.functional.one_hot(x.long(), fam.dim) if spec.one_hot else x
@@ -48,6 +50,8 @@ def verify_wiring(model, args, kwargs, spec, trace):
     per_item = {role: index_components(theta[role], z, ev) for role, ev in sites.roles.items()}
     ours = fam.log_density(x_fam.double(), per_item)
     theirs = obs["fn"].log_prob(x).double()
+    if spec.obs_features is not None:  # features as a nested plate: their log_probs sum to the event's
+        theirs = theirs.sum(-1)
     if not _close(ours, theirs.expand(ours.shape), model_dtype):
         raise ModelStructureError(
             f"observed site '{spec.obs_site}': its log_prob does not match the {fam.name} likelihood "

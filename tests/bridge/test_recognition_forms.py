@@ -220,18 +220,6 @@ def marginalised(data, T=4):
         pyro.sample("obs", mix, obs=data)
 
 
-def feature_plate(data, T=4):
-    N, D = data.shape
-    with pyro.plate("sticks", T - 1):
-        v = pyro.sample("v", dist.Beta(1.0, 1.0))
-    with pyro.plate("features_c", D, dim=-1), pyro.plate("components", T, dim=-2):
-        p = pyro.sample("p", dist.Beta(2.0, 2.0))
-    with pyro.plate("data", N, dim=-2):
-        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
-        with pyro.plate("features", D, dim=-1):
-            pyro.sample("x", dist.Bernoulli(p[z.squeeze(-1)]), obs=data)
-
-
 def factor_model(data, T=4):
     with pyro.plate("sticks", T - 1):
         v = pyro.sample("v", dist.Beta(1.0, 1.0))
@@ -270,7 +258,6 @@ def scalar_data_vector_components(data, T=4):
     (lognormal_alpha, binary, r"'alpha' is a latent DP concentration with a LogNormal prior.*Gamma\(s1, s2\)"),
     (plate_alpha, binary, r"'alpha' is a latent DP concentration inside plate\(s\) \['sticks'\].*outside any plate"),
     (marginalised, reals, r"(?s)'obs' is a MixtureSameFamily.*Categorical\(weights\).*loc\[z\]"),
-    (feature_plate, lambda: binary(40).reshape(20, 2), r"'x' sits in a nested feature plate 'features'.*to_event"),
     (factor_model, binary, r"site 'penalty' is a pyro.factor"),
     (masked, binary, r"observed site 'x' is masked"),
     (scalar_data_vector_components, binary, r"component site 'p' must be a univariate .* of shape \(T,\)"),

@@ -1,8 +1,9 @@
 """Fuzz: generated model variants (names, plates, argument conventions, dtypes, scalar / vector
-data, hyperparameters as constants / pyro.param / latents, deterministic sites, wrong distributions,
-missing sticks). Whatever the variant, ``recognize_model`` and ``fit_vb`` either work or raise a
+data, features as an event or as nested plates, hyperparameters as constants / pyro.param / latents,
+deterministic sites, wrong distributions, missing sticks). Whatever the variant, ``recognize_model`` and ``fit_vb`` either work or raise a
 ModelStructureError / ValueError: no raw torch or Pyro error escapes."""
 
+import contextlib
 import random
 import warnings
 
@@ -37,6 +38,8 @@ def variant(rng):
         "hyper": rng.choice(["const"] * 5 + ["param"]),
         "deterministic": rng.random() < 0.4,
         "sticks": rng.choice(["beta", "beta", "beta", "missing", "wrong"]),
+        # features as nested plates (dim=-1), the data and component plates at dim=-2
+        "nested": rng.random() < 0.4,
     }
     v["plates"] = {k: f"{name}{i}" for i, (k, name) in enumerate(v["plates"].items())}  # distinct
     D = 1 if v["scalar"] else 2
@@ -68,9 +71,11 @@ def variant(rng):
             weights = c(1.0 / T, (T,))
         if v["deterministic"]:
             weights = pyro.deterministic(nm["det"], weights)
-        shape = () if v["scalar"] else (D,)
-        ev = 0 if v["scalar"] else 1
-        with pyro.plate(pl["comp"], T):
+        nested = v["nested"] and not v["scalar"]
+        shape = () if v["scalar"] or nested else (D,)
+        ev = 0 if v["scalar"] or nested else 1
+        features = pyro.plate(f"{pl['data']}_features", D, dim=-1) if nested else contextlib.nullcontext()
+        with features, pyro.plate(pl["comp"], T, dim=-2 if nested else None):
             fam = v["family"]
             if fam in ("normal", "studentt", "lognormal_prior"):
                 prior = dist.LogNormal(c(0.0, shape), c(1.0)) if fam == "lognormal_prior" else \
@@ -81,10 +86,13 @@ def variant(rng):
                 lam = pyro.sample(nm["a"], dist.Gamma(c(3.0, shape), hyper * 0.05).to_event(ev))
             else:
                 lam = pyro.sample(nm["a"], dist.Beta(c(2.0, shape), hyper).to_event(ev))
-        plate = pyro.plate(pl["data"], N, subsample=idx) if v["subsample"] else pyro.plate(pl["data"], N)
+        dim = -2 if nested else None
+        plate = pyro.plate(pl["data"], N, subsample=idx, dim=dim) if v["subsample"] else \
+            pyro.plate(pl["data"], N, dim=dim)
         with plate as i:
             x = data[i] if v["subsample"] else data
             z = pyro.sample(nm["z"], dist.Categorical(weights))
+            z = z.squeeze(-1) if nested else z
             if fam in ("normal", "lognormal_prior"):
                 like = dist.Normal(mu[z], lam[z].rsqrt())
             elif fam == "studentt":
@@ -93,7 +101,8 @@ def variant(rng):
                 like = dist.Poisson(lam[z])
             else:
                 like = dist.Bernoulli(lam[z])
-            pyro.sample(nm["obs"], like.to_event(ev), obs=x)
+            with features:
+                pyro.sample(nm["obs"], like.to_event(ev), obs=x)
 
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
     shape = (N,) if v["scalar"] else (N, D)
@@ -124,13 +133,16 @@ def test_no_raw_error_escapes_recognition_or_fit():
                 result = pm.fit_vb(model, *args, max_iter=3, **kwargs)
             assert result.elbo == result.elbo, v  # not NaN
             outcomes["accepted"] += 1
+            nested = v["nested"] and not v["scalar"]
+            outcomes["nested accepted"] = outcomes.get("nested accepted", 0) + nested
         except ValueError as err:  # ModelStructureError is a ValueError
             assert str(err), v
             outcomes["refused"] += 1
         except Exception as err:  # noqa: BLE001 -- the point of the test
             pytest.fail(f"variant {k} {v} raised {type(err).__name__}: {err}")
-    # the generator covers both sides
+    # the generator covers both sides, with features as nested plates too
     assert outcomes["accepted"] >= 5 and outcomes["refused"] >= 5, outcomes
+    assert outcomes["nested accepted"] >= 3, outcomes
 
 
 def test_refusals_are_model_structure_errors_naming_a_site():
