@@ -1,7 +1,8 @@
-"""Fuzz: generated model variants (names, plates, argument conventions, dtypes, scalar / vector
-data, features as an event or as nested plates, hyperparameters as constants / pyro.param / latents,
-deterministic sites, wrong distributions, missing sticks). Whatever the variant, ``recognize_model`` and ``fit_vb`` either work or raise a
-ModelStructureError / ValueError: no raw torch or Pyro error escapes."""
+"""Fuzz: generated model variants (names, plates, argument conventions, dtypes, scalar / vector data,
+features as an event or as nested plates, hyperparameters as constants / pyro.param / latents,
+deterministic sites, wrong distributions, missing sticks). Whatever the variant, ``recognize_model``
+and ``fit_vb`` either work or raise a ModelStructureError / ValueError: no raw torch or Pyro error
+escapes."""
 
 import contextlib
 import random
