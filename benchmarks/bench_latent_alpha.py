@@ -4,9 +4,13 @@ For each seed: 10,000 items from a Chinese restaurant process with alpha = 5 (ab
 many of one or two items), each cluster a unit-covariance Gaussian in D = 10 around a centre drawn from
 N(0, 10^2 I). Memoized VB with the known-covariance Gaussian family (prior matching the generator),
 alpha ~ Gamma(1, 0.1), K = 100 k-means++ start, 10 batches and birth / merge / delete moves.
-Printed per seed: true and found clusters, E_q[alpha], and the exact posterior mean of alpha given the
-number of clusters alone (Antoniak: p(alpha | K) proportional to p(alpha) alpha^K Gamma(alpha) /
-Gamma(alpha + N)) for the true and the found count.
+Printed per seed: true and found clusters, E_q[alpha], and two exact posterior means of alpha:
+- given the number of clusters alone (Antoniak: p(alpha | K) proportional to p(alpha) alpha^K Gamma(alpha) /
+  Gamma(alpha + N)), for the true and the found count;
+- given the assignments to labelled sticks, the stick-breaking likelihood the model writes
+  (``ordered_alpha_posterior_mean``: an extra factor prod_k 1 / (alpha + N_{>=k})), for the true clusters
+  in decreasing size (the labelling of highest likelihood, the one variational inference settles in) and
+  for the fit's own expected sizes in its stick order.
 """
 
 import time
@@ -15,7 +19,7 @@ import torch
 from _common import make_parser
 
 import pyro_memo as pm
-from pyro_memo.allocation import alpha_posterior_mean
+from pyro_memo.allocation import alpha_posterior_mean, ordered_alpha_posterior_mean
 from pyro_memo.data import crp_gaussian_mixture
 from pyro_memo.families import KnownCovGaussian
 
@@ -46,11 +50,15 @@ def main():
         x, labels = _crp(args.n, args.alpha, args.dim, seed)
         start = time.perf_counter()
         post = fit_alpha(x, seed, args.dim, prior=prior, laps=args.laps)
-        found = int((post.responsibilities(x).sum(0) > 0.5).sum())
+        sizes = post.responsibilities(x).sum(0)
+        found = int((sizes > 0.5).sum())
         true = int(labels.max()) + 1
         exact_true, exact_found = (alpha_posterior_mean(c, args.n, *prior) for c in (true, found))
+        true_sizes = torch.as_tensor(labels).bincount().sort(descending=True).values
+        ordered_true, ordered_found = (ordered_alpha_posterior_mean(n, *prior) for n in (true_sizes, sizes))
         print(f"seed {seed}: clusters true {true} found {found} (K = {post.K}); E_q[alpha] = "
               f"{post.expected_alpha():.3f}; exact E[alpha | K] true {exact_true:.3f} found {exact_found:.3f}; "
+              f"exact E[alpha | labelled sticks] true (by size) {ordered_true:.3f} found {ordered_found:.3f}; "
               f"{time.perf_counter() - start:.0f} s", flush=True)
 
 

@@ -100,3 +100,34 @@ def test_learnt_alpha_survives_a_checkpoint_and_moves():
 def test_bad_alpha_prior_is_refused():
     with pytest.raises(ValueError, match="alpha_prior"):
         DPSticks(alpha_prior=(1.0, 0.0))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ordered_alpha_posterior_mean_is_the_labelled_stick_posterior(seed):
+    """Against quadrature of p(alpha) prod_k alpha B(N_k + 1, N_{>k} + alpha), the sticks integrated out one by
+    one (not the telescoped form the function uses); empty sticks contribute alpha B(1, alpha) = 1."""
+    from scipy import integrate
+    from scipy.special import betaln
+
+    from pyro_memo.allocation import alpha_posterior_mean, ordered_alpha_posterior_mean
+
+    rng = np.random.default_rng(seed)
+    sizes = np.concatenate([rng.integers(1, 60, size=3 + 2 * seed), np.zeros(seed)])  # trailing empty sticks
+    s1, s2 = 1.0 + 0.5 * seed, 0.1 + 0.2 * seed
+    later = np.concatenate([np.cumsum(sizes[::-1])[::-1][1:], [0.0]])  # N_{>k}
+
+    def log_post(a):
+        return (s1 - 1) * np.log(a) - s2 * a + np.sum(np.log(a) + betaln(sizes + 1, later + a))
+
+    top = max(log_post(a) for a in np.linspace(0.01, 80, 4000))
+    moments = [integrate.quad(lambda a, k=k: a**k * np.exp(log_post(a) - top), 0, np.inf, limit=200)[0]
+               for k in (0, 1)]
+    ref = moments[1] / moments[0]
+    got = ordered_alpha_posterior_mean(torch.as_tensor(sizes), s1, s2)
+    assert abs(got - ref) < 1e-4 * ref, (got, ref)
+    # the labelling's extra factor lowers the mean below the partition-only (Antoniak) posterior
+    C, N = int((sizes > 0).sum()), int(sizes.sum())
+    assert got < alpha_posterior_mean(C, N, s1, s2)
+    # and decreasing size order gives the lowest mean of all orders
+    ordered = np.sort(sizes)[::-1].copy()
+    assert ordered_alpha_posterior_mean(torch.as_tensor(ordered), s1, s2) <= got + 1e-9
