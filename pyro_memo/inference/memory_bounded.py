@@ -9,8 +9,10 @@ After each epoch of ``E`` items, two phases (Gomes et al. §3):
 2. **Compression**: greedy top-down splitting chooses new clumps within the bound ``M``
    (:mod:`pyro_memo.memo.compression`); the items they summarise are purged, their statistics kept.
 
-Where this differs from Gomes et al.: the number of components is fixed at ``K`` here (their model building
-proposes Ueda-style splits and merges); splits in compression are refined by hard assignments of whole
+Where this differs from Gomes et al.: their model building proposes Ueda-style splits and merges; here
+``moves=("birth", "merge")`` runs the project's birth and merge moves on the tied bound
+(:mod:`pyro_memo.inference.moves.tied`), each accepted only when the exact tied bound rises, and without
+moves the number of components stays ``K``; splits in compression are refined by hard assignments of whole
 units to two child components and ranked by the exact change of the magnified free energy for hard
 clusters (log marginal likelihoods) rather than by iterating soft restricted updates; memory is counted in
 the numbers this implementation stores (a clump's count and full statistics).
@@ -25,11 +27,13 @@ import torch
 from ..allocation import DPSticks
 from ..data.batch_source import BatchSource
 from ..engine import MemoizedDriver
+from ..engine.moves import make_moves
 from ..memo.clumps import Clumps, tied_local_step, tied_responsibilities
 from ..memo.compression import Compressor
 from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_responsibilities
+from .moves.tied import TIED_MOVES
 
 
 class MemorySource(BatchSource):
@@ -61,8 +65,9 @@ class MemoryBoundedResult:
     :ivar float elbo: the tied bound of everything in memory after the last epoch's model building.
     :ivar clumps: the memory after the last compression.
     :ivar list epochs: per epoch a dict: ``items`` seen, ``elbo`` (tied bound after model building),
-        ``laps``, ``clumps``, ``singlets``, ``memory_used`` (stored numbers after compression),
-        ``memory_bytes``, ``seconds``.
+        ``laps``, ``K`` (components), ``moves`` (proposed / accepted per move), ``move_gains`` (the exact tied
+        bound before and after each accepted move), ``clumps``, ``singlets``, ``memory_used`` (stored numbers
+        after compression), ``memory_bytes``, ``seconds``.
     """
 
     posterior: object
@@ -76,7 +81,7 @@ class MemoryBoundedVB:
     """Memory-bounded VB for a DP mixture of ``family`` components (module docstring).
 
     :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
-    :param int K: number of components (fixed).
+    :param int K: number of components (the start when there are moves).
     :param int memory_bound: ``M``, the most numbers the clumps and singlets kept between epochs may take.
     :param int epoch: ``E``, items per epoch.
     :param float alpha: DP concentration.
@@ -84,11 +89,14 @@ class MemoryBoundedVB:
         magnification of compression (``T`` over the items seen so far); ``None``: no magnification.
     :param int laps: most coordinate-ascent laps of each model building; ``tol`` its relative stopping change.
     :param int refine: restricted update rounds of each split proposal in compression.
-    :param int seed: seeds the initialisation and the split proposals.
+    :param int seed: seeds the initialisation, the split proposals and the moves.
+    :param moves: model-building moves, names out of ``"birth"``, ``"merge"`` (a comma-separated string or a
+        list; :data:`~pyro_memo.inference.moves.tied.TIED_MOVES`) or move objects; they persist across epochs.
+    :param dict move_options: keyword arguments per move name (e.g. ``{"birth": {"max_K": 50}}``).
     """
 
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, lifetime=None, laps=100, tol=1e-8, refine=10,
-                 seed=0):
+                 seed=0, moves=(), move_options=None):
         if int(K) < 1 or int(epoch) < 1:
             raise ValueError(f"K and epoch must be positive integers; got K={K}, epoch={epoch}")
         self.family, self.K, self.epoch = family, int(K), int(epoch)
@@ -97,6 +105,7 @@ class MemoryBoundedVB:
         self.alpha = float(alpha)
         self.lifetime = lifetime
         self.laps, self.tol, self.refine, self.seed = int(laps), float(tol), int(refine), int(seed)
+        self.moves = make_moves(moves, TIED_MOVES, seed=self.seed, **(move_options or {}))
 
     def epochs(self, data):
         """``data`` as epochs of at most ``epoch`` items: an ``(N, D)`` array or tensor, a ``.npy`` path
@@ -117,7 +126,7 @@ class MemoryBoundedVB:
 
     def build(self, memory, posterior):
         """Model building: coordinate ascent on the tied bound of ``memory`` from ``posterior``."""
-        driver = TiedVB(laps=self.laps, tol=self.tol, seed=self.seed, shuffle=False)
+        driver = TiedVB(laps=self.laps, tol=self.tol, seed=self.seed, shuffle=False, moves=self.moves)
         return driver.fit(MemorySource(memory), posterior=posterior)
 
     def fit(self, data, callback=None):
@@ -138,6 +147,7 @@ class MemoryBoundedVB:
             posterior, summary, elbo = fit.posterior, fit.summary, fit.elbo_trace[-1]
             memory = self.compress(memory, posterior, seen)
             record = {"epoch": len(records), "items": seen, "elbo": elbo, "laps": len(fit.elbo_trace),
+                      "K": posterior.K, "moves": _move_counts(fit.state), "move_gains": list(fit.state.move_gains),
                       "clumps": memory.num_clumps, "singlets": memory.num_singlets,
                       "memory_used": memory.memory(), "memory_bytes": memory.memory() * memory.counts.element_size(),
                       "seconds": time.perf_counter() - start}
@@ -157,3 +167,14 @@ class MemoryBoundedVB:
         magnify = 1.0 if self.lifetime is None else self.lifetime / seen
         compressor = Compressor(self.family, magnify, self.alpha, self.refine, self.seed + seen)
         return compressor.compress(memory, torch.cat([clump_resp, point_resp]), self.memory_bound)[0]
+
+
+def _move_counts(state):
+    """``{move: {"proposed": n, "accepted": m}}`` summed over one model building's laps."""
+    counts = {}
+    for lap in state.move_log:
+        for name, c in lap.items():
+            total = counts.setdefault(name, {"proposed": 0, "accepted": 0})
+            total["proposed"] += c["proposed"]
+            total["accepted"] += c["accepted"]
+    return counts

@@ -90,7 +90,7 @@ _FIT_USES = {
     "family": Use(default="gauss", choices=FAMILY_NAMES),
     "algo": Use("vb: full-batch coordinate ascent; memo: memoized online VB over --batches fixed batches; "
                 "memory-bounded: epochs of --epoch items seen once, kept as clumps within --memory numbers "
-                "(Gomes et al. 2008; fixed K)",
+                "(Gomes et al. 2008; K fixed unless --moves birth,merge)",
                 default="vb", choices=("vb", "memo", "memory-bounded")),
     "memory": Use(needs=BOUNDED),
     "epoch": Use(needs=BOUNDED),
@@ -114,8 +114,9 @@ _FIT_USES = {
     "round_size": Use(needs=MEMO),
     "overrelax": Use(default="on", choices=("on", "off"), needs=MEMO),
     "moves": Use("birth, merge, delete (exact full-data ELBO acceptance) or greedy-merge (the paper's ablation); "
-                 "e.g. --moves birth,merge,delete --K 1 grows the model from one component",
-                 default="", needs=MEMO),
+                 "e.g. --moves birth,merge,delete --K 1 grows the model from one component; with --algo "
+                 "memory-bounded: birth, merge (exact tied-bound acceptance in each epoch's model building)",
+                 default="", needs=(("algo", ("memo", "memory-bounded")),)),
     "json": Use("keys: elbo (total nats), elbo_trace (per lap), K, weights, lap_seconds, seconds, k_trace, "
                 "emptied (per lap, components whose expected size fell below one item: collapse), N, D, "
                 "moves (--algo memo), nmi (labelled data), ..."),
@@ -221,11 +222,12 @@ def _fit_memory_bounded(args, data, labels, description, family):
         data = family.check_data(np.concatenate([np.asarray(b) for b in data]))  # read in order, epoch by epoch
     lifetime = args.lifetime or len(data)
     model = MemoryBoundedVB(family, args.K, args.memory, args.epoch, alpha=args.alpha, lifetime=lifetime,
-                            laps=args.laps, tol=args.tol, seed=args.seed)
+                            laps=args.laps, tol=args.tol, seed=args.seed, moves=args.moves)
 
     def progress(record):
         if not args.quiet:
             print(f"epoch {record['epoch'] + 1}: {record['items']} items, tied bound {record['elbo']:.6g}, "
+                  f"K {record['K']}, "
                   f"{record['clumps']} clumps, {record['singlets']} singlets, {record['memory_used']} numbers",
                   file=sys.stderr, flush=True)
 
@@ -315,7 +317,10 @@ class DPMixture(CliModel):
                     raise ValueError(f"{flag} must be a positive integer; got {value}")
             if args.algo == "memory-bounded" and args.init != "kmeans++":
                 raise ValueError("--algo memory-bounded starts from k-means++ on the first epoch; leave --init out")
-            parse_moves(args.moves, DP_MOVE_NAMES, self.name)
+            moves = parse_moves(args.moves, DP_MOVE_NAMES, self.name)
+            tied = [m for m in moves if m not in ("birth", "merge")]
+            if args.algo == "memory-bounded" and tied:
+                raise ValueError(f"--moves {','.join(tied)} is not available with --algo memory-bounded (birth, merge)")
             parse_alpha_prior(args.alpha_prior)
             check_device(args.device)
         else:  # names known at parse time: a bad list fails before torch is imported
