@@ -11,7 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 SETUP = ('pip install torch==2.13.0 && pip install . && pyro-memo fit\n'
-         'pip install torch==2.13.0 && pip install ".[test]" && python -m pytest -q\n')
+         'pip install torch==2.13.0 && pip install ".[test]" && python -m pytest -q -n auto\n')
 
 
 def test_readme_is_at_most_10000_characters():
