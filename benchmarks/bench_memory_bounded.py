@@ -10,7 +10,10 @@ factors, as memoized VB's is scored), the free-energy ratio of Gomes et al. (200
 assignment distributions, N x K; the paper's accounting), and the wall time.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_memory_bounded.py [--n 70000] [--K 25] [--epoch 1000]
-        [--memories 20000,100000,500000]
+        [--memories 20000,100000,500000] [--moves birth,merge --start-K 1]
+
+``--moves birth,merge``: the memory-bounded fits also run births and merges in each epoch's model building,
+from ``--start-K`` components (births up to ``K``); the memoized reference keeps ``K`` fixed.
 """
 
 import time
@@ -37,6 +40,8 @@ def main():
     parser.add_argument("--laps", type=int, default=10, help="memoized VB's laps")
     parser.add_argument("--build-laps", type=int, default=20, help="model-building laps per epoch")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--moves", default="", help="model-building moves of the memory-bounded fits: birth,merge")
+    parser.add_argument("--start-K", type=int, default=None, help="their first K with --moves (default: --K)")
     args = parser.parse_args()
 
     images, _ = load_fashion_mnist()
@@ -55,12 +60,15 @@ def main():
     memo_elbo = memo.elbo_trace[-1]
     print(f"memoized VB, full memo: {args.laps} laps, {n // args.epoch} batches, ELBO {memo_elbo:.6g} "
           f"({memo_elbo / n:.4f} per item), {memo_seconds:.1f} s")
+    if args.moves:
+        print(f"memory-bounded fits: moves {args.moves} from K = {args.start_K or args.K} (births up to {args.K})")
     print(f"\n{'M (numbers)':>12}{'kept':>10}{'savings':>9}{'clumps':>8}{'singlets':>10}{'tied bound':>14}"
-          f"{'exact ELBO':>14}{'FE ratio':>10}{'seconds':>9}")
+          f"{'exact ELBO':>14}{'FE ratio':>10}{'K':>5}{'seconds':>9}")
     for bound in (int(m) for m in args.memories.split(",")):
         start = time.perf_counter()
-        mb = pm.MemoryBoundedVB(family, args.K, bound, args.epoch, lifetime=n, laps=args.build_laps, tol=1e-6,
-                                seed=args.seed)
+        mb = pm.MemoryBoundedVB(family, args.start_K or args.K, bound, args.epoch, lifetime=n, laps=args.build_laps,
+                                tol=1e-6, seed=args.seed, moves=args.moves,
+                                move_options={"birth": {"max_K": args.K}})
         fit = mb.fit(x)
         seconds = time.perf_counter() - start
         exact = exact_elbo(fit.posterior, x)
@@ -68,7 +76,7 @@ def main():
         kept = fit.clumps.memory()
         savings = n * (d + args.K) / kept
         print(f"{bound:>12,}{kept:>10,}{savings:>8.1f}x{fit.clumps.num_clumps:>8}{fit.clumps.num_singlets:>10}"
-              f"{fit.elbo:>14.6g}{exact:>14.6g}{ratio:>10.4f}{seconds:>9.1f}", flush=True)
+              f"{fit.elbo:>14.6g}{exact:>14.6g}{ratio:>10.4f}{fit.posterior.K:>5}{seconds:>9.1f}", flush=True)
 
 
 if __name__ == "__main__":

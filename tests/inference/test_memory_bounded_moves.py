@@ -102,3 +102,15 @@ def test_the_cli_grows_a_stream_with_moves(tmp_path, capsys):
     bad = argv[:-2] + ["--moves", "birth,delete"]
     assert main(bad) == 2
     assert "--moves delete is not available with --algo memory-bounded (birth, merge)" in capsys.readouterr().err
+
+
+def test_a_birth_created_at_the_end_of_an_epoch_is_adopted_in_the_next():
+    """With two model-building laps, births are created at an epoch's last lap; the next epoch's model
+    building starts from an empty memo and adopts them in its second lap (regression: the adoption read
+    the empty memo's total)."""
+    x, labels = late_stream(1)
+    family = pm.Gaussian.from_data(x)
+    fit = MemoryBoundedVB(family, 1, 700, 300, seed=1, laps=2, moves="birth,merge").fit(x)
+    gains = [g for r in fit.epochs for g in r["move_gains"]]
+    assert gains and all(g["after"] > g["before"] for g in gains)
+    assert fit.epochs[-1]["K"] > 1

@@ -70,7 +70,10 @@ class BirthMove(Move):
     # --------------------------------------------------------------- adoption
     def start_lap(self, state, driver):
         post = state.posterior
-        self.adopting = self.pending is not None and post.K + self.pending.K <= self.max_K
+        # a pending birth joins a complete memo; a fit that starts with an empty one (a memory-bounded
+        # epoch's model building) keeps it for the next lap
+        ready = state.cache.total is not None
+        self.adopting = ready and self.pending is not None and post.K + self.pending.K <= self.max_K
         if self.adopting:
             cache = state.cache
             self.snapshot = (dict(cache.batches), cache.total, post, float(post.elbo(cache.total)))
@@ -83,7 +86,8 @@ class BirthMove(Move):
             state.cache.replace(PSEUDO_BATCH, pseudo)
             state.posterior = post.optimal_for(state.cache.total)
             self.log(state, proposed=1)
-        self.pending = None
+        if ready:
+            self.pending = None
         # collection target for this lap: components in decreasing size, one per lap, starting
         # again from the largest after every successful birth, so each is tried within K laps
         total = state.cache.total
