@@ -153,22 +153,30 @@ def _squeeze_dist(fn):
     return type(fn)(**{k: getattr(fn, k)[..., 0] for k in fn.arg_constraints})
 
 
-class _ScalarSites:
-    """A family's component sites for a model with scalar ``(N,)`` data: the sites are sampled with
-    shape ``(T,)`` (as the model samples them) and handed to the family as ``(T, 1)``."""
+class _WrittenSites:
+    """A family's component sites as a model writes them in another form than the family's own: the
+    family's prior, with each site sampled by :meth:`site`."""
 
     def __init__(self, sites):
         self.inner = sites
         self.names = sites.names
         self.roles = sites.roles
 
+    def site(self, role, fn):
+        raise NotImplementedError
+
     def sample(self, hyper):
+        return self.inner.family.pyro_prior(dist, hyper, self.site)
+
+
+class _ScalarSites(_WrittenSites):
+    """A family's component sites for a model with scalar ``(N,)`` data: the sites are sampled with
+    shape ``(T,)`` (as the model samples them) and handed to the family as ``(T, 1)``."""
+
+    def site(self, role, fn):
         import pyro
 
-        def sample(role, fn):
-            return pyro.sample(self.names[role], _squeeze_dist(fn)).unsqueeze(-1)
-
-        return self.inner.family.pyro_prior(dist, hyper, sample)
+        return pyro.sample(self.names[role], _squeeze_dist(fn)).unsqueeze(-1)
 
 
 def _without_event(fn):
@@ -179,29 +187,29 @@ def _without_event(fn):
     raise ValueError(f"{type(fn).__name__} has no event dimension written with .to_event")
 
 
-class _FeatureSites:
+class _FeatureSites(_WrittenSites):
     """A family's component sites for a model whose component sites sit in a nested feature plate
     (``dim=-1``, inside the component plate at ``dim=-2``): each such site is sampled there one feature
     at a time, the family's ``.to_event(1)`` form with its event dimension as a plate."""
 
     def __init__(self, sites, features, D):
-        self.inner, self.features, self.D = sites, dict(features), int(D)
-        self.names = sites.names
-        self.roles = sites.roles
+        super().__init__(sites)
+        self.features, self.D = dict(features), int(D)
 
     def sample(self, hyper):
         import pyro
 
         # one plate object per feature plate (a plate's second pyro.plate call would be another site)
-        plates = {name: pyro.plate(name, self.D, dim=-1) for name in dict.fromkeys(self.features.values())}
+        self.plates = {name: pyro.plate(name, self.D, dim=-1) for name in dict.fromkeys(self.features.values())}
+        return super().sample(hyper)
 
-        def sample(role, fn):
-            if role not in self.features:
-                return pyro.sample(self.names[role], fn)
-            with plates[self.features[role]]:
-                return pyro.sample(self.names[role], _without_event(fn))
+    def site(self, role, fn):
+        import pyro
 
-        return self.inner.family.pyro_prior(dist, hyper, sample)
+        if role not in self.features:
+            return pyro.sample(self.names[role], fn)
+        with self.plates[self.features[role]]:
+            return pyro.sample(self.names[role], _without_event(fn))
 
 
 #: the nested-plate form of a DP mixture's observation (the alternative to ``.to_event(1)``)
