@@ -1,5 +1,5 @@
-"""Memory-bounded variational inference for a DP mixture (Gomes, Welling & Perona 2008): data arrive once, in
-epochs, and are kept only as clumps within a memory bound.
+"""Memory-bounded variational inference for a DP mixture and for an HDP over any family (Gomes, Welling & Perona
+2008): data arrive once, in epochs, and are kept only as clumps within a memory bound.
 
 After each epoch of ``E`` items, two phases (Gomes et al. §3):
 
@@ -9,15 +9,23 @@ After each epoch of ``E`` items, two phases (Gomes et al. §3):
 2. **Compression**: greedy top-down splitting chooses new clumps within the bound ``M``
    (:mod:`pyro_memo.memo.compression`); the items they summarise are purged, their statistics kept.
 
+:class:`MemoryBoundedVB` runs the loop once; :class:`MemoryBoundedHDP` fills in the HDP's steps: epochs of ``E``
+groups (images, documents), the memory a :class:`~pyro_memo.memo.group_clumps.GroupedClumps` whose tied local
+step also ties document groups' :math:`q(\\pi_s)`, and before compression the most similar document groups
+merged (eq. 27) until at most ``max_groups`` remain.
+
 Where this differs from Gomes et al.: their model building proposes Ueda-style splits and merges; here
 ``moves=("birth", "merge")`` runs the project's birth and merge moves on the tied bound
 (:mod:`pyro_memo.inference.moves.tied`), each accepted only when the exact tied bound rises, and without
 moves the number of components stays ``K``; splits in compression are refined by hard assignments of whole
 units to two child components and ranked by the exact change of the magnified free energy for hard
-clusters (log marginal likelihoods) rather than by iterating soft restricted updates; memory is counted in
-the numbers this implementation stores (a clump's count and full statistics).
+clusters (log marginal likelihoods) rather than by iterating soft restricted updates; for the HDP that ranking
+leaves out eq. 30's document terms (the split's effect on the groups' Dirichlets) and uses ``gamma`` in the
+extra cluster's prior term; memory is counted in the numbers this implementation stores (a clump's count, full
+statistics and, for the HDP, its ``|S|`` group counts).
 """
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -28,8 +36,10 @@ from ..allocation import DPSticks
 from ..data.batch_source import BatchSource
 from ..engine import MemoizedDriver
 from ..engine.moves import make_moves
-from ..memo.clumps import Clumps, tied_local_step, tied_responsibilities
+from ..memo.clumps import Clumps
 from ..memo.compression import Compressor
+from ..memo.group_clumps import GroupedClumps
+from ..posterior.hdp import HDPMixturePosterior
 from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_responsibilities
@@ -50,10 +60,16 @@ class MemorySource(BatchSource):
 
 
 class TiedVB(MemoizedDriver):
-    """The memoized driver whose local step is the tied local step of a batch of clumps and singlets."""
+    """The memoized driver whose local step is the tied local step of a batch of clumps and singlets
+    (:meth:`Clumps.tied_local_step <pyro_memo.memo.clumps.Clumps.tied_local_step>`, or a
+    :class:`~pyro_memo.memo.group_clumps.GroupedClumps`' for the HDP)."""
+
+    def __init__(self, local_options=None, **options):
+        super().__init__(**options)
+        self.local_options = dict(local_options or {})
 
     def local_step(self, state, key, batch):
-        return tied_local_step(self.local_globals(state), batch)
+        return batch.tied_local_step(self.local_globals(state), **self.local_options)
 
 
 @dataclass
@@ -106,6 +122,7 @@ class MemoryBoundedVB:
         self.lifetime = lifetime
         self.laps, self.tol, self.refine, self.seed = int(laps), float(tol), int(refine), int(seed)
         self.moves = make_moves(moves, TIED_MOVES, seed=self.seed, **(move_options or {}))
+        self.local_options = {}
 
     def epochs(self, data):
         """``data`` as epochs of at most ``epoch`` items: an ``(N, D)`` array or tensor, a ``.npy`` path
@@ -126,8 +143,14 @@ class MemoryBoundedVB:
 
     def build(self, memory, posterior):
         """Model building: coordinate ascent on the tied bound of ``memory`` from ``posterior``."""
-        driver = TiedVB(laps=self.laps, tol=self.tol, seed=self.seed, shuffle=False, moves=self.moves)
+        driver = TiedVB(laps=self.laps, tol=self.tol, seed=self.seed, shuffle=False, moves=self.moves,
+                        local_options=self.local_options)
         return driver.fit(MemorySource(memory), posterior=posterior)
+
+    def new_memory(self, chunk):
+        """One epoch's items as singlets: ``(memory, items)``."""
+        x = self.family.check_data(chunk)
+        return Clumps.of_points(self.family, x), len(x)
 
     def fit(self, data, callback=None):
         """Process ``data`` epoch by epoch (see :meth:`epochs`); ``callback(epoch_record)`` after each.
@@ -137,18 +160,17 @@ class MemoryBoundedVB:
         memory, posterior, records, seen = None, None, [], 0
         for chunk in self.epochs(data):
             start = time.perf_counter()
-            x = self.family.check_data(chunk)
-            seen += len(x)
-            fresh = Clumps.of_points(self.family, x)
+            fresh, items = self.new_memory(chunk)
+            seen += items
             memory = fresh if memory is None else memory.cat(fresh)
             if posterior is None:
-                posterior = self.initial_posterior(x)
+                posterior = self.initial_posterior(fresh.points)
             fit = self.build(memory, posterior)
             posterior, summary, elbo = fit.posterior, fit.summary, fit.elbo_trace[-1]
             memory = self.compress(memory, posterior, seen)
             record = {"epoch": len(records), "items": seen, "elbo": elbo, "laps": len(fit.elbo_trace),
                       "K": posterior.K, "moves": _move_counts(fit.state), "move_gains": list(fit.state.move_gains),
-                      "clumps": memory.num_clumps, "singlets": memory.num_singlets,
+                      "clumps": memory.num_clumps, "singlets": memory.num_singlets, **self.memory_record(memory),
                       "memory_used": memory.memory(), "memory_bytes": memory.memory() * memory.counts.element_size(),
                       "seconds": time.perf_counter() - start}
             records.append(record)
@@ -158,15 +180,116 @@ class MemoryBoundedVB:
             raise ValueError("no data: the stream held no epoch")
         return MemoryBoundedResult(posterior, summary, records[-1]["elbo"], memory, records)
 
+    def memory_record(self, memory):
+        """A model's extra fields of an epoch's record (none for the DP mixture)."""
+        return {}
+
     def compress(self, memory, posterior, seen):
         """``memory`` within the bound: unchanged when it fits, else the clumps of a
         :class:`~pyro_memo.memo.compression.Compressor` fed the units' tied responsibilities."""
         if memory.memory() <= self.memory_bound:
             return memory
-        clump_resp, point_resp = tied_responsibilities(posterior, memory)
+        local, _ = memory.tied_local_step(posterior, **self.local_options)
         magnify = 1.0 if self.lifetime is None else self.lifetime / seen
-        compressor = Compressor(self.family, magnify, self.alpha, self.refine, self.seed + seen)
-        return compressor.compress(memory, torch.cat([clump_resp, point_resp]), self.memory_bound)[0]
+        compressor = Compressor(self.family, magnify, self.split_concentration, self.refine, self.seed + seen)
+        return compressor.compress(memory, torch.cat([local[0], local[1]]), self.memory_bound)[0]
+
+    @property
+    def split_concentration(self):
+        """The concentration of compression's extra-cluster prior term (the DP's ``alpha``)."""
+        return self.alpha
+
+
+class MemoryBoundedHDP(MemoryBoundedVB):
+    """Memory-bounded VB for an HDP mixture of ``family`` components over groups of items (module docstring;
+    Gomes, Welling & Perona 2008, §3): epochs of ``epoch`` groups, seen once; clumps of items across groups
+    and document groups of groups sharing one :math:`q(\\pi_s)`.
+
+    :param family: a :class:`~pyro_memo.families.ConjugateFamily` of the items (e.g. pixel features).
+    :param int K: number of components (top-level truncation).
+    :param int memory_bound: ``M``, the most numbers clumps and singlets may take between epochs (eq. 26, each
+        clump paying one number per document group).
+    :param int epoch: ``E``, groups per epoch.
+    :param float alpha: group-level concentration; ``gamma``: top-level concentration.
+    :param int max_groups: the most document groups kept after each epoch; ``None``: every group keeps its
+        own :math:`q(\\pi)`.
+    :param int lifetime: ``T_pts``, the items expected over the stream's lifetime (compression's data
+        magnification); ``None``: none.
+    :param laps, tol, refine, seed: as :class:`MemoryBoundedVB` (``tol`` 1e-6 by default, as
+        :class:`~pyro_memo.topics.MemoizedHDP`'s). Moves are not available for the HDP yet.
+    :param int local_iters: most sweeps of each tied local step; ``local_tol`` its stopping change of the
+        document groups' counts (mean absolute, per entry).
+    """
+
+    def __init__(self, family, K, memory_bound, epoch, alpha=1.0, gamma=1.0, max_groups=None, lifetime=None,
+                 laps=100, tol=1e-6, refine=10, seed=0, moves=(), local_iters=100, local_tol=1e-6):
+        if moves:
+            raise ValueError("births and merges in memory-bounded model building are built for the DP mixture only; "
+                             "fit the HDP with moves=() (a fixed K)")
+        super().__init__(family, K, memory_bound, epoch, alpha=alpha, lifetime=lifetime, laps=laps, tol=tol,
+                         refine=refine, seed=seed)
+        self.gamma = float(gamma)
+        if max_groups is not None and int(max_groups) < 1:
+            raise ValueError(f"max_groups must be a positive integer (or None); got {max_groups}")
+        self.max_groups = None if max_groups is None else int(max_groups)
+        self.local_options = {"max_iter": int(local_iters), "tol": float(local_tol)}
+
+    def epochs(self, data):
+        """``data``, an iterable of groups (each an ``(n_d, D)`` array or tensor), as lists of ``epoch`` groups."""
+        groups = iter(data)
+        while True:
+            chunk = list(itertools.islice(groups, self.epoch))
+            if not chunk:
+                return
+            yield chunk
+
+    def new_memory(self, chunk):
+        """One epoch's groups as singlets, each group its own document group: ``(memory, items)``."""
+        memory = GroupedClumps.of_groups(self.family, chunk)
+        return memory, memory.num_singlets
+
+    def initial_posterior(self, x):
+        """Components fitted to k-means++ responsibilities of the first epoch's items, sticks at the prior."""
+        resp = initial_responsibilities(x, self.K, "kmeans++", self.seed)
+        return HDPMixturePosterior.from_summary(self.family, self.alpha, self.gamma,
+                                                Summary.from_responsibilities(self.family, x, resp))
+
+    def memory_record(self, memory):
+        return {"groups": memory.num_groups, "documents": memory.num_docs}
+
+    @property
+    def split_concentration(self):
+        """The top-level ``gamma`` (module docstring)."""
+        return self.gamma
+
+    def compress(self, memory, posterior, seen):
+        """Document groups merged (:meth:`merge_groups`), then the clumps within the bound."""
+        return super().compress(self.merge_groups(memory, posterior), posterior, seen)
+
+    def merge_groups(self, memory, posterior):
+        """Merge the pair of document groups with the most similar expected weights (Gomes et al. eq. 27, the
+        cosine of :math:`E[\\pi_s]` and :math:`E[\\pi_{s'}]`) until at most ``max_groups`` remain; a merged
+        group's :math:`\theta` follows eq. 20 from the pair's summed counts and sizes."""
+        if self.max_groups is None or memory.num_groups <= self.max_groups:
+            return memory
+        (_, _, theta), _ = memory.tied_local_step(posterior, **self.local_options)
+        prior = (posterior.alpha * posterior.expected_beta()).to(theta.dtype)
+        sizes = memory.group_sizes.to(theta.dtype).clone()
+        counts = sizes[:, None] * (theta - prior)  # N_s, tail zero
+        while memory.num_groups > self.max_groups:
+            mean = (counts / sizes[:, None] + prior)
+            mean = mean / mean.sum(1, keepdim=True)
+            unit = mean / mean.norm(dim=1, keepdim=True)
+            similarity = unit @ unit.T
+            similarity.fill_diagonal_(-float("inf"))
+            flat = int(similarity.argmax())
+            keep, drop = sorted(divmod(flat, len(sizes)))
+            memory = memory.merge_groups(keep, drop)
+            counts[keep] += counts[drop]
+            sizes[keep] += sizes[drop]
+            rest = [s for s in range(len(sizes)) if s != drop]
+            counts, sizes = counts[rest], sizes[rest]
+        return memory
 
 
 def _move_counts(state):

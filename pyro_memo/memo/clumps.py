@@ -103,10 +103,36 @@ class Clumps:
                       {k: torch.cat([v, other.stats[k]]) for k, v in self.stats.items()},
                       torch.cat([self.points, other.points]))
 
+    def clump_cost(self):
+        """Numbers one clump stores: its count and its statistics (:func:`clump_size`)."""
+        return clump_size(self.stats)
+
     def memory(self):
         """Stored numbers (Gomes et al. 2008, eq. 26 with no document groups): ``1 + S`` per clump (its count
         and its ``S`` statistics), ``D`` per singlet."""
-        return self.num_clumps * clump_size(self.stats) + self.points.numel()
+        return self.num_clumps * self.clump_cost() + self.points.numel()
+
+    def from_leaves(self, units, leaves):
+        """The memory of a compression's final partition of these clumps' ``units``
+        (:class:`~pyro_memo.memo.compression.Units`), ``leaves`` lists of unit indices: a leaf that costs its
+        singlets keeps them (``units.as_singlets``), any other becomes one clump with the summed count and
+        statistics of its units."""
+        counts, stats, points = [], {k: [] for k in self.stats}, []
+        for leaf in leaves:
+            if units.as_singlets(leaf):
+                points.append(self.points[leaf - units.first_singlet])
+                continue
+            count, total = units.total(leaf)
+            counts.append(count)
+            for k, v in total.items():
+                stats[k].append(v)
+        return Clumps(torch.stack(counts) if counts else self.counts[:0],
+                      {k: torch.stack(v) if v else self.stats[k][:0] for k, v in stats.items()},
+                      torch.cat(points) if points else self.points[:0])
+
+    def tied_local_step(self, posterior):
+        """:func:`tied_local_step` of this memory under the DP mixture's globals ``posterior``."""
+        return tied_local_step(posterior, self)
 
 
 def clump_size(stats):

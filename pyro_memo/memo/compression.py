@@ -25,7 +25,7 @@ import math
 import numpy as np
 import torch
 
-from .clumps import Clumps, clump_size, stats_log_lik
+from .clumps import stats_log_lik
 
 
 class Units:
@@ -38,7 +38,7 @@ class Units:
         self.clumps = clumps
         self.first_singlet = clumps.num_clumps
         self.counts = torch.cat([clumps.counts, clumps.points.new_ones(clumps.num_singlets)])
-        self.size = clump_size(clumps.stats)
+        self.size = clumps.clump_cost()
         self.dim = family.dim
 
     def __len__(self):
@@ -178,7 +178,7 @@ class Compressor:
             cost += change
             counter = self._push(queue, units, left, counter)
             counter = self._push(queue, units, right, counter)
-        return self._store(units, final), final
+        return clumps.from_leaves(units, final), final
 
     def _push(self, queue, units, leaf, counter):
         proposal = self.propose(units, leaf)
@@ -201,20 +201,3 @@ class Compressor:
             _, i, j, union = best
             leaves = [leaf for k, leaf in enumerate(leaves) if k not in (i, j)] + [union]
         return leaves
-
-    def _store(self, units, leaves):
-        """The :class:`Clumps` of a final partition: a leaf that costs its singlets keeps them, any other
-        becomes one clump with the summed count and statistics of its units."""
-        counts, stats, points = [], {k: [] for k in units.clumps.stats}, []
-        for leaf in leaves:
-            if units.as_singlets(leaf):
-                points.append(units.clumps.points[leaf - units.first_singlet])
-                continue
-            count, total = units.total(leaf)
-            counts.append(count)
-            for k, v in total.items():
-                stats[k].append(v)
-        like = units.clumps
-        return Clumps(torch.stack(counts) if counts else like.counts[:0],
-                      {k: torch.stack(v) if v else like.stats[k][:0] for k, v in stats.items()},
-                      torch.cat(points) if points else like.points[:0])

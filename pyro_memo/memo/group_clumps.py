@@ -1,0 +1,196 @@
+"""Clumps and document groups of an HDP (Gomes, Welling & Perona 2008, §2.3): the memory of memory-bounded
+variational inference over groups of items (images as groups of pixels, documents as groups of tokens).
+
+Two kinds of tying. A clump :math:`c` of :math:`N_c` items, drawn from any groups, keeps its summed statistics
+:math:`\\Phi^c` and, per document group :math:`s`, the number :math:`N_{cs}` of its items from that group; its
+items share one :math:`q(z_c)`. A *document group* :math:`s` of :math:`D_s` groups shares one
+:math:`q(\\pi_s) = \\mathrm{Dir}(\\theta_s)`. Items kept as they are (*singlets*) belong to one document group.
+
+With :math:`N_{sk} = \\sum_c q_{ck} N_{cs} + \\sum_{n \\in s} r_{nk}` (eq. 15), the tied optima are
+(eqs. 20-21, in this project's stick parametrisation, :math:`\\alpha E[\\beta_k]` for Gomes et al.'s
+:math:`\\alpha_k`)
+
+.. math:: \\theta_{sk} = N_{sk}/D_s + \\alpha E[\\beta_k], \\qquad
+          \\log q_{ck} = \\tfrac{1}{N_c} L_{ck} + \\sum_s \\tfrac{N_{cs}}{N_c} E[\\log \\pi_{sk}] + \\text{const},
+
+with :math:`L_{ck}` the clump's expected log-likelihood (:func:`~pyro_memo.memo.clumps.stats_log_lik`), and a
+singlet's :math:`\\log r_{nk} = E\\log p(x_n \\mid \\phi_k) + E[\\log\\pi_{sk}]`. The :math:`D_s` groups sharing
+:math:`q(\\pi_s)` contribute :math:`D_s` times one group's terms at counts :math:`N_s / D_s`, so the group part
+of the bound is
+
+.. math:: \\sum_s \\Big[\\sum_k (N_{sk} - D_s \\theta_{sk}) E\\log\\pi_{sk} - D_s\\, c(\\theta_s)\\Big]
+
+and the top-level sticks see :math:`\\sum_s D_s` groups with :math:`\\sum_s D_s E[\\log \\pi_s]`; with every
+:math:`D_s = 1` and no clumps this is the HDP bound itself (:class:`~pyro_memo.posterior.hdp.GroupedHDPPosterior`).
+
+Memory is counted by eq. 26: a clump stores its count, its statistics and its :math:`|S|` group counts, a
+singlet its :math:`d` numbers.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from ..families._sparse import drop_underflow
+from ..posterior.hdp import expected_log_dirichlet, log_dirichlet_norm
+from ..summaries import GroupSummary
+from .clumps import Clumps, clump_size, stats_log_lik, tied_summary
+
+
+@dataclass
+class GroupedClumps(Clumps):
+    """Clumps and singlets of an HDP's items with their document groups (module docstring).
+
+    :ivar clump_groups: ``(C, S)`` items of each clump per document group, :math:`N_{cs}`.
+    :ivar point_groups: ``(P,)`` document group of each singlet.
+    :ivar group_sizes: ``(S,)`` groups (documents, images) tied in each document group, :math:`D_s`.
+    """
+
+    clump_groups: torch.Tensor = None
+    point_groups: torch.Tensor = None
+    group_sizes: torch.Tensor = None
+
+    @classmethod
+    def of_groups(cls, family, groups):
+        """Singlets only, each group its own document group: ``groups`` a sequence of ``(n_d, D)`` item arrays."""
+        groups = list(groups)
+        if not groups:
+            raise ValueError("no groups: an epoch of an HDP stream needs at least one group of items")
+        empty = [i for i, g in enumerate(groups) if len(g) == 0]
+        if empty:
+            raise ValueError(f"every group needs at least one item; groups {empty} of this epoch are empty")
+        xs = [family.check_data(g) for g in groups]
+        x = torch.cat(xs)
+        base = Clumps.of_points(family, x)
+        owner = torch.repeat_interleave(torch.arange(len(xs), device=x.device),
+                                        torch.tensor([len(g) for g in xs], device=x.device))
+        return cls(base.counts, base.stats, x, x.new_zeros((0, len(xs))), owner, x.new_ones(len(xs)))
+
+    @property
+    def num_groups(self):
+        """Document groups :math:`|S|`."""
+        return int(self.group_sizes.shape[0])
+
+    @property
+    def num_docs(self):
+        """Groups summarised, :math:`\\sum_s D_s`."""
+        return int(round(float(self.group_sizes.sum())))
+
+    def clump_cost(self):
+        """Numbers one clump stores: its count, statistics and :math:`|S|` group counts (eq. 26)."""
+        return clump_size(self.stats) + self.num_groups
+
+    def memory(self):
+        """Stored numbers (Gomes et al. 2008, eq. 26): :meth:`clump_cost` per clump, ``D`` per singlet."""
+        return self.num_clumps * self.clump_cost() + self.points.numel()
+
+    def cat(self, other):
+        """These clumps, singlets and document groups with ``other``'s (whose groups are new)."""
+        base = Clumps.cat(self, other)
+        S, T = self.num_groups, other.num_groups
+        groups = torch.cat([torch.cat([self.clump_groups, self.clump_groups.new_zeros(self.num_clumps, T)], 1),
+                            torch.cat([other.clump_groups.new_zeros(other.num_clumps, S), other.clump_groups], 1)])
+        return GroupedClumps(base.counts, base.stats, base.points, groups,
+                             torch.cat([self.point_groups, other.point_groups + S]),
+                             torch.cat([self.group_sizes, other.group_sizes]))
+
+    def unit_groups(self):
+        """``(C + P, S)`` items per document group of every unit: the clumps' rows, then the singlets' one-hots."""
+        onehot = self.points.new_zeros((self.num_singlets, self.num_groups))
+        onehot[torch.arange(self.num_singlets, device=onehot.device), self.point_groups] = 1.0
+        return torch.cat([self.clump_groups, onehot])
+
+    def from_leaves(self, units, leaves):
+        """The memory of a compression's final partition (:meth:`Clumps.from_leaves`), each new clump's group
+        counts the sums of its units' and each kept singlet in its document group."""
+        stored = Clumps.from_leaves(self, units, leaves)
+        rows = self.unit_groups()
+        clump_rows, point_groups = [], []
+        for leaf in leaves:
+            if units.as_singlets(leaf):
+                point_groups.append(self.point_groups[leaf - units.first_singlet])
+            else:
+                clump_rows.append(rows[leaf].sum(0))
+        return GroupedClumps(stored.counts, stored.stats, stored.points,
+                             torch.stack(clump_rows) if clump_rows else rows[:0],
+                             torch.cat(point_groups) if point_groups else self.point_groups[:0],
+                             self.group_sizes.clone())
+
+    def merge_groups(self, keep, drop):
+        """Document group ``drop`` tied into ``keep``: its counts and size added to ``keep``'s, its index removed."""
+        if keep == drop:
+            raise ValueError("cannot merge a document group with itself")
+        groups = self.clump_groups.clone()
+        groups[:, keep] += groups[:, drop]
+        sizes = self.group_sizes.clone()
+        sizes[keep] += sizes[drop]
+        owners = torch.where(self.point_groups == drop, keep, self.point_groups)
+        owners = owners - (owners > drop).long()
+        rest = [s for s in range(self.num_groups) if s != drop]
+        return GroupedClumps(self.counts, self.stats, self.points, groups[:, rest], owners, sizes[rest])
+
+    def tied_local_step(self, posterior, max_iter=100, tol=1e-6):
+        """:func:`tied_hdp_local_step` of this memory."""
+        return tied_hdp_local_step(posterior, self, max_iter, tol)
+
+
+def group_factors(posterior, group_counts, sizes):
+    """``(theta, E log pi)`` of the document groups, each ``(S, K + 1)``: eq. 20 for counts ``(S, K)``."""
+    prior = posterior.alpha * posterior.expected_beta()
+    K = posterior.K
+    theta = torch.cat([group_counts / sizes[:, None] + prior[:K], prior[K:].expand(len(sizes), 1)], 1)
+    return theta, expected_log_dirichlet(theta)
+
+
+def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-6):
+    """``((clump_resp, point_resp, theta), summary)``: coordinate ascent on the tied local factors of ``memory``
+    (a :class:`GroupedClumps`) under the globals ``posterior`` (an
+    :class:`~pyro_memo.posterior.hdp.HDPMixturePosterior`): clump and singlet responsibilities (eq. 21) and
+    document-group Dirichlets (eq. 20) alternate until the groups' counts move by less than ``tol`` per entry on
+    average; a last sweep sets the responsibilities, then ``theta`` exactly, so the summary's bound is that of
+    the factors returned. The summary is a :class:`~pyro_memo.summaries.GroupSummary` (module docstring)."""
+    family, K = posterior.family, posterior.K
+    points = memory.points.to(posterior.dtype)
+    point_lik = family.expected_log_lik(points, posterior.component) if memory.num_singlets else \
+        points.new_zeros((0, K))
+    if memory.num_clumps:
+        clump_lik = stats_log_lik(family, posterior.component, memory.counts, memory.stats) / memory.counts[:, None]
+        share = memory.clump_groups / memory.counts[:, None]  # (C, S) fraction of each clump's items per group
+    else:
+        clump_lik, share = memory.counts.new_zeros((0, K)), memory.clump_groups
+    sizes = memory.group_sizes.to(posterior.dtype)
+    owner = memory.point_groups
+
+    def responsibilities(e_log_pi):
+        clump_resp = drop_underflow(torch.softmax(clump_lik + share @ e_log_pi[:, :K], dim=-1))
+        point_resp = torch.softmax(point_lik + e_log_pi[owner, :K], dim=-1)
+        return clump_resp, point_resp
+
+    def group_counts(clump_resp, point_resp):
+        return memory.clump_groups.T @ clump_resp + point_resp.new_zeros((len(sizes), K)).index_add_(0, owner,
+                                                                                                     point_resp)
+
+    log_beta = torch.log(posterior.expected_beta())  # the start: r ∝ E[beta_k] exp(E log p), as the HDP's
+    counts = group_counts(*responsibilities(log_beta.expand(len(sizes), K + 1)))
+    for _ in range(max_iter):
+        new = group_counts(*responsibilities(group_factors(posterior, counts, sizes)[1]))
+        moved = float((new - counts).abs().mean()) if new.numel() else 0.0
+        counts = new
+        if moved < tol:
+            break
+    clump_resp, point_resp = responsibilities(group_factors(posterior, counts, sizes)[1])
+    counts = group_counts(clump_resp, point_resp)
+    theta, e_log_pi = group_factors(posterior, counts, sizes)
+    return (clump_resp, point_resp, theta), tied_group_summary(family, memory, clump_resp, point_resp, theta,
+                                                               e_log_pi, counts)
+
+
+def tied_group_summary(family, memory, clump_resp, point_resp, theta, e_log_pi, counts):
+    """The :class:`~pyro_memo.summaries.GroupSummary` of tied factors (module docstring): the items' part by
+    :func:`~pyro_memo.memo.clumps.tied_summary`, the groups' weighted by their sizes :math:`D_s`."""
+    items = tied_summary(family, memory, clump_resp, point_resp)
+    sizes = memory.group_sizes.to(theta.dtype)
+    full = torch.cat([counts, counts.new_zeros(len(sizes), 1)], 1)
+    doc_term = ((full - sizes[:, None] * theta) * e_log_pi).sum() - (sizes * log_dirichlet_norm(theta)).sum()
+    return GroupSummary(items.counts, items.stats, (sizes[:, None] * e_log_pi).sum(0), doc_term, items.entropy,
+                        memory.num_docs)

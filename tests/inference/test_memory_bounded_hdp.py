@@ -1,0 +1,136 @@
+"""Memory-bounded VB for the HDP (issue #18, Gomes, Welling & Perona 2008 §2.3-3): clumps across groups and
+document groups sharing one q(pi). Without ties the tied local step is the HDP's; the tied bound is the untied
+bound of the expanded factors (so never above the untied optimum); clump and group counts are exact sums; the
+memory never exceeds its bound; with a bound larger than the data the fit is batch VB's."""
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+from pyro_memo.inference.memory_bounded import MemoryBoundedHDP
+from pyro_memo.memo.clumps import Clumps
+from pyro_memo.memo.group_clumps import GroupedClumps
+from pyro_memo.posterior.hdp import HDPMixturePosterior, expected_log_dirichlet
+from pyro_memo.summaries import Summary
+from pyro_memo.topics import MemoizedHDP
+from tests.engine.test_hdp_any_family import gaussian_groups
+
+
+def setting(seed, num_groups=8, per_group=30, K=5):
+    """Groups, their family, items ``x``, each item's group ``doc``, and globals fitted to random soft
+    responsibilities."""
+    groups, _ = gaussian_groups(seed, num_groups=num_groups, per_group=per_group)
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    x = torch.as_tensor(np.concatenate(groups))
+    doc = torch.repeat_interleave(torch.arange(num_groups), torch.tensor([len(g) for g in groups]))
+    g = torch.Generator().manual_seed(seed)
+    resp = torch.softmax(3 * torch.randn(len(x), K, generator=g, dtype=x.dtype), -1)
+    post = HDPMixturePosterior.from_summary(family, 0.7, 3.0, Summary.from_responsibilities(family, x, resp))
+    return groups, family, x, doc, post
+
+
+def tie(family, x, doc, num_groups, num_clumps, num_singlets, merges, seed):
+    """Items ``x`` of groups ``doc`` tied: all but ``num_singlets`` random items in ``num_clumps`` random clumps
+    (across groups), then ``merges`` random pairs of document groups merged. Returns the memory, each item's
+    clump (``-1`` for a singlet) and each group's document group."""
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(x), generator=g)
+    clumped, single = order[num_singlets:], order[:num_singlets].sort().values
+    clump = torch.full((len(x),), -1)
+    clump[clumped] = torch.randint(num_clumps, (len(clumped),), generator=g)
+    clump[clumped[:num_clumps]] = torch.arange(num_clumps)
+    base = Clumps.from_groups(family, x[clumped], clump[clumped], num_clumps)
+    rows = torch.zeros(num_clumps, num_groups, dtype=x.dtype).index_put_((clump[clumped], doc[clumped]),
+                                                                         torch.ones(len(clumped), dtype=x.dtype),
+                                                                         accumulate=True)
+    memory = GroupedClumps(base.counts, base.stats, x[single], rows, doc[single], torch.ones(num_groups,
+                                                                                            dtype=x.dtype))
+    owner = torch.arange(num_groups)
+    for _ in range(merges):
+        keep, drop = sorted(torch.randperm(memory.num_groups, generator=g)[:2].tolist())
+        memory = memory.merge_groups(keep, drop)
+        owner = torch.where(owner == drop, keep, owner)
+        owner = owner - (owner > drop).long()
+    return memory, clump, single, owner
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_without_ties_the_tied_local_step_is_the_hdp_local_step(seed):
+    groups, family, x, doc, post = setting(seed)
+    memory = GroupedClumps.of_groups(family, groups)
+    (_, point_resp, _), tied = memory.tied_local_step(post, max_iter=5000, tol=1e-13)
+    resp, _, untied, _ = post.local_step(doc, x, torch.ones(len(x), dtype=x.dtype), len(groups), max_iter=5000,
+                                         tol=1e-13)
+    np.testing.assert_allclose(float(post.elbo(tied)), float(post.elbo(untied)), rtol=1e-10)
+    torch.testing.assert_close(point_resp, resp, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_tied_bound_is_the_untied_bound_of_its_expanded_factors_and_below_the_untied_optimum(seed):
+    """Expanding the tied factors (each clump's q to its items, each document group's q(pi) to its groups) gives
+    untied factors whose bound is the tied bound; the untied local step from them can only rise."""
+    groups, family, x, doc, post = setting(seed)
+    num_groups = len(groups)
+    memory, clump, single, owner = tie(family, x, doc, num_groups, 6 + seed, 40, merges=seed % 4, seed=seed)
+    (clump_resp, point_resp, theta), tied = memory.tied_local_step(post, max_iter=500, tol=1e-10)
+    resp = torch.empty(len(x), post.K, dtype=x.dtype)
+    resp[clump >= 0] = clump_resp[clump[clump >= 0]]
+    resp[single] = point_resp
+    doc_theta = theta[owner]
+    counts = torch.zeros(num_groups, post.K, dtype=x.dtype).index_add_(0, doc, resp)
+    ones = torch.ones(len(x), dtype=x.dtype)
+    expanded = post.summarize(doc, x, ones, resp, doc_theta, expected_log_dirichlet(doc_theta), counts)
+    np.testing.assert_allclose(float(post.elbo(expanded)), float(post.elbo(tied)), rtol=1e-10)
+    _, _, best, _ = post.local_step(doc, x, ones, num_groups, init_counts=counts, max_iter=500, tol=1e-10)
+    assert float(post.elbo(tied)) <= float(post.elbo(best)) + 1e-9 * abs(float(post.elbo(best)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_over_a_random_stream_memory_stays_bounded_and_counts_are_exact_sums(seed):
+    rng = np.random.default_rng(seed)
+    groups, _ = gaussian_groups(seed, num_groups=int(rng.integers(12, 24)), per_group=int(rng.integers(20, 50)))
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    bound = int(rng.integers(150, 600))
+    epoch = int(rng.integers(3, 8))
+    max_groups = None if seed == 0 else int(rng.integers(2, 6))
+    records = []
+    fit = MemoryBoundedHDP(family, int(rng.integers(2, 6)), bound, epoch, max_groups=max_groups, seed=seed, laps=20,
+                           lifetime=3 * sum(map(len, groups))).fit(groups, callback=records.append)
+    memory = fit.clumps
+    assert len(records) == -(-len(groups) // epoch)
+    assert all(r["memory_used"] <= bound for r in records) and memory.memory() <= bound
+    assert memory.num_items == sum(map(len, groups)) and memory.num_docs == len(groups)
+    if max_groups is not None:
+        assert all(r["groups"] <= max_groups for r in records)
+    x = torch.as_tensor(np.concatenate(groups))
+    total = x.T @ x
+    kept = memory.stats["xx"].sum(0) + memory.points.T @ memory.points
+    torch.testing.assert_close(kept, total, rtol=1e-10, atol=1e-6)
+    torch.testing.assert_close(memory.clump_groups.sum(1), memory.counts)
+    per_group = memory.clump_groups.sum(0) + torch.bincount(memory.point_groups, minlength=memory.num_groups)
+    assert float(per_group.sum()) == pytest.approx(len(x))
+
+
+def test_with_a_bound_larger_than_the_data_it_is_batch_vb():
+    groups, _ = gaussian_groups(5, num_groups=10, per_group=40)
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    tight = {"laps": 300, "tol": 1e-13, "local_iters": 5000, "local_tol": 1e-13}
+    stream = MemoryBoundedHDP(family, 4, 10**7, len(groups), alpha=0.7, gamma=3.0, seed=2, **tight)
+    fit = stream.fit(groups)
+    assert fit.clumps.num_clumps == 0 and fit.clumps.num_singlets == sum(map(len, groups))
+    start = stream.initial_posterior(torch.as_tensor(np.concatenate(groups)))
+    batch = MemoizedHDP(K=4, alpha=0.7, gamma=3.0, family=family, overrelax=False, **tight).fit(groups, 1,
+                                                                                                 posterior=start)
+    np.testing.assert_allclose(fit.elbo, batch.elbo_trace[-1], rtol=1e-8)
+
+
+def test_bad_settings_are_clear_errors():
+    groups, _ = gaussian_groups(0, num_groups=4, per_group=10)
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    with pytest.raises(ValueError, match="DP mixture only"):
+        MemoryBoundedHDP(family, 3, 1000, 2, moves="birth")
+    with pytest.raises(ValueError, match="max_groups must be a positive integer"):
+        MemoryBoundedHDP(family, 3, 1000, 2, max_groups=0)
+    with pytest.raises(ValueError, match="groups \\[1\\] of this epoch are empty"):
+        MemoryBoundedHDP(family, 3, 1000, 2).fit([groups[0], groups[1][:0]])
