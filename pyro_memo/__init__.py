@@ -19,6 +19,7 @@ __all__ = [
     "ClosedFormOptimizer",
     "MemoizedELBO",
     "MemoizedVB",
+    "MemoryBoundedHDP",
     "MemoryBoundedVB",
     "MemoState",
     "fit_memoized",
@@ -70,7 +71,8 @@ _SOURCES = {
     ".families": ("FAMILIES Bernoulli ConjugateFamily DiagGaussian Gaussian Multinomial Poisson "
                   "ZeroMeanGaussian get_family").split(),
     ".inference": ("BlockedGibbs CollapsedGibbs DPMixturePosterior FitResult FullBatchVB MemoizedVB MemoState "
-                   "MemoryBoundedVB StochasticVB full_data_elbo load_state save_state vb_log_predictive").split(),
+                   "MemoryBoundedHDP MemoryBoundedVB StochasticVB full_data_elbo load_state save_state "
+                   "vb_log_predictive").split(),
     ".model_file": "load_model save_model".split(),
     ".inference.moves": "BirthMove DeleteMove GreedyMergeMove MergeMove Move".split(),
     ".models": "DPMixtureModel".split(),

@@ -120,7 +120,7 @@ def test_moves_are_reported_in_json(blobs, capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["fit", "bars", "--model", "hdp", "--family", "gauss"], "--family does not apply to --model hdp"),
+        (["fit", "bars", "--model", "hdp", "--family", "gauss"], "--family needs --algo memory-bounded (--model hdp)"),
         (["fit", "--gamma", "3"], "--gamma does not apply to --model dp"),
         (["fit", "--lam0", "0.5"], "--lam0 does not apply to --model dp"),
         (["fit", "--vocab", "vocab.txt"], "--vocab does not apply to --model dp"),
@@ -155,9 +155,10 @@ def test_help_names_the_models_of_every_option():
                 (command, action.dest, action.help)
     fit = build_parser()._subparsers._group_actions[0].choices["fit"]
     helps = {action.dest: action.help for action in fit._actions}
-    assert helps["family"].startswith("[dp]") and helps["gamma"].startswith("[hdp]")
+    assert helps["family"].startswith("[dp, hdp]") and helps["gamma"].startswith("[hdp]")
     assert helps["eps"].startswith("[relational]") and helps["heldout"].startswith("[relational]")
-    assert "default kmeans++" in helps["init"] and "default kmeans." in helps["init"]
+    assert "default kmeans++" in helps["init"] and ("default kmeans." in helps["init"]
+                                                    or "default kmeans; needs --algo memo" in helps["init"])
     assert "dp: " in helps["batches"] and "needs --algo memo" in helps["batches"]
 
 
@@ -205,7 +206,7 @@ def test_a_third_model_registers_itself_without_editing_the_cli(third_model, blo
     expected = np.load(blobs / "blobs.npy").mean(0) + 1
     np.testing.assert_allclose(json.loads((blobs / "c.json").read_text())["mean"], expected)
     assert main(["fit", str(blobs / "blobs.npy"), "--model", "constant", "--family", "gauss"]) == 2
-    assert ("--family does not apply to --model constant: it has no observation family (it applies to --model dp)"
+    assert ("--family does not apply to --model constant: it has no observation family (it applies to --model dp, hdp)"
             in capsys.readouterr().err)
     assert main(["fit", "--shift", "1"]) == 2
     assert "--shift does not apply to --model dp (it applies to --model constant)" in capsys.readouterr().err

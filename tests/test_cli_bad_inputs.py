@@ -44,6 +44,10 @@ def files(tmp_path_factory):
     (d / "empty.ldac").write_text("")
     (d / "one_column.txt").write_text("0\n1\n2\n")
     (d / "negative.edges").write_text("0 1\n-3 2\n")
+    np.savez(d / "grouped.npz", x=good, groups=np.repeat(np.arange(6), 10))  # --model hdp --algo memory-bounded
+    np.savez(d / "grouped_float.npz", x=good, groups=np.repeat(np.arange(6), 10) + 0.5)
+    np.savez(d / "grouped_short.npz", x=good, groups=np.arange(7))
+    np.savez(d / "grouped_nan.npz", x=with_nan, groups=np.repeat(np.arange(6), 10))
     np.savez(d / "more.npz", x=rng.normal(size=(80, 2)))  # other N than good.npz
     np.savez(d / "wide.npz", x=rng.normal(size=(60, 3)))  # other D
     _checkpoints(d)
@@ -276,6 +280,24 @@ def cases(f):
         (["predict", str(f / "dp_state"), good, "--out", os.path.join(unwritable, "p.npz")], "--out"),
         (["predict", str(f / "dp_state"), good, "--out", str(f / "dp_state" / "model.pt")], "--out"),
         (["predict", str(f / "dp_state"), good, "--K", "3"], "--K"),
+        # the memory-bounded HDP over groups of items
+        (["fit", str(f / "grouped.npz"), "--model", "hdp", "--algo", "memory-bounded"], "--memory"),
+        (["fit", str(f / "grouped.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "0", "--epoch", "2"],
+         "--memory"),
+        (["fit", str(f / "grouped.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "500", "--epoch",
+          "2", "--groups", "0"], "--groups"),
+        (["fit", str(f / "grouped.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "500", "--epoch",
+          "2", "--batches", "3"], "--batches"),
+        (["fit", str(f / "grouped.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "3", "--epoch",
+          "2"], "cannot hold even one clump"),
+        (["fit", good, "--model", "hdp", "--algo", "memory-bounded", "--memory", "500", "--epoch", "2"], "groups"),
+        (["fit", str(f / "grouped_float.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "500",
+          "--epoch", "2"], "integers"),
+        (["fit", str(f / "grouped_short.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "500",
+          "--epoch", "2"], "shape"),
+        (["fit", str(f / "grouped_nan.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "500",
+          "--epoch", "2"], "NaN"),
+        (hdp + ["--memory", "500"], "--memory"),
         # a truncation no memory can hold
         (fit + ["--K", str(10**11), "--laps", "1"], "memory"),
     ]

@@ -352,6 +352,22 @@ def parse_prior(text, family):
 
 
 #: ``--alpha-prior``, shared by the models that can learn their concentration alpha
+FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior), zm-gauss (zero mean, Wishart), "
+               "diag-gauss (Normal-Gamma), known-gauss / known-diag-gauss (known full / diagonal covariance `noise`, "
+               "Normal prior on the mean), mult (Dirichlet), bern (Beta), poisson (Gamma); default priors are "
+               "scaled to the data.")
+#: ``fit`` options shared by the models with memory-bounded VB (a DP mixture, the HDP over a family)
+MEMORY_BOUNDED_OPTIONS = (
+    Option("--family", FAMILY_HELP),
+    Option("--memory", "memory-bounded VB: the most numbers the clumps and singlets kept between epochs may take "
+                       "(each clump its count and statistics, each singlet its D values; Gomes et al. 2008, eq. 26).",
+           {"type": int, "metavar": "M"}),
+    Option("--epoch", "memory-bounded VB: items (DP mixture) or groups (HDP) per epoch; each is seen once.",
+           {"type": int, "metavar": "E"}),
+    Option("--lifetime", "memory-bounded VB: the items expected over the stream's lifetime, which magnifies the data "
+                         "when choosing clumps (default: the data's size).", {"type": int, "metavar": "T"}),
+)
+
 ALPHA_PRIOR_OPTION = Option("--alpha-prior", "learn the concentration alpha (the DP's; the HDP's document level): "
                             "alpha ~ Gamma(S1, S2) (shape S1, rate S2; prior mean S1 / S2) with its closed-form "
                             "posterior q(alpha) (Blei & Jordan 2006), in place of a fixed --alpha; the summary and "

@@ -22,18 +22,23 @@ from .graphs import (
     split_pairs,
 )
 from .home import DATA_HOME_ENV, DataUnavailableError, get_data_home
+from .pixels import COLOR_PHOTOGRAPHS, color_tiles, load_color_photograph, pixel_features
 from .synthetic import bars_corpus, crp_gaussian_mixture, dp_gaussian_mixture, edge_covariances, toy_patches
 from .wikipedia import fetch_wikipedia, load_wikipedia
 
 __all__ = [
     "ArrayBatches",
     "BUNDLED",
+    "COLOR_PHOTOGRAPHS",
     "BatchSource",
     "Corpus",
     "CorpusShards",
     "DaskArrayBatches",
     "DATA_HOME_ENV",
     "DataUnavailableError",
+    "color_tiles",
+    "load_color_photograph",
+    "pixel_features",
     "FASHION_MNIST_DIR",
     "FileBatches",
     "Graph",

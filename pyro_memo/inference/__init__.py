@@ -8,7 +8,7 @@ from .full_batch_vb import FitResult, FullBatchVB
 from .gibbs import GibbsResult
 from .initialization import initial_responsibilities
 from .memoized_vb import MemoizedVB, MemoState
-from .memory_bounded import MemoryBoundedResult, MemoryBoundedVB
+from .memory_bounded import MemoryBoundedHDP, MemoryBoundedResult, MemoryBoundedVB
 from .predictive import log_predictive, vb_log_predictive
 from .stochastic_vb import StochasticVB, full_data_elbo
 from .summary_cache import SummaryCache
@@ -23,6 +23,7 @@ __all__ = [
     "MemoState",
     "MemoizedVB",
     "MemoryBoundedResult",
+    "MemoryBoundedHDP",
     "MemoryBoundedVB",
     "StochasticVB",
     "SummaryCache",

@@ -82,8 +82,10 @@ class MemoryBoundedResult:
     :ivar clumps: the memory after the last compression.
     :ivar list epochs: per epoch a dict: ``items`` seen, ``elbo`` (tied bound after model building),
         ``laps``, ``K`` (components), ``moves`` (proposed / accepted per move), ``move_gains`` (the exact tied
-        bound before and after each accepted move), ``clumps``, ``singlets``, ``memory_used`` (stored numbers
-        after compression), ``memory_bytes``, ``seconds``.
+        bound before and after each accepted move), ``units`` (clumps and singlets model building fitted) and
+        ``memory_building`` (their stored numbers, this epoch's items included), ``clumps``, ``singlets``,
+        ``memory_used`` (stored numbers after compression), ``memory_bytes``, ``seconds``; for the HDP also
+        ``groups`` (document groups) and ``documents`` (groups seen).
     """
 
     posterior: object
@@ -167,8 +169,9 @@ class MemoryBoundedVB:
                 posterior = self.initial_posterior(fresh.points)
             fit = self.build(memory, posterior)
             posterior, summary, elbo = fit.posterior, fit.summary, fit.elbo_trace[-1]
+            built = {"units": len(memory), "memory_building": memory.memory()}
             memory = self.compress(memory, posterior, seen)
-            record = {"epoch": len(records), "items": seen, "elbo": elbo, "laps": len(fit.elbo_trace),
+            record = {"epoch": len(records), "items": seen, "elbo": elbo, "laps": len(fit.elbo_trace), **built,
                       "K": posterior.K, "moves": _move_counts(fit.state), "move_gains": list(fit.state.move_gains),
                       "clumps": memory.num_clumps, "singlets": memory.num_singlets, **self.memory_record(memory),
                       "memory_used": memory.memory(), "memory_bytes": memory.memory() * memory.counts.element_size(),
@@ -218,11 +221,11 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     :param laps, tol, refine, seed: as :class:`MemoryBoundedVB` (``tol`` 1e-6 by default, as
         :class:`~pyro_memo.topics.MemoizedHDP`'s). Moves are not available for the HDP yet.
     :param int local_iters: most sweeps of each tied local step; ``local_tol`` its stopping change of the
-        document groups' counts (mean absolute, per entry).
+        document groups' counts (mean absolute, per entry; :class:`~pyro_memo.topics.MemoizedHDP`'s default).
     """
 
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, gamma=1.0, max_groups=None, lifetime=None,
-                 laps=100, tol=1e-6, refine=10, seed=0, moves=(), local_iters=100, local_tol=1e-6):
+                 laps=100, tol=1e-6, refine=10, seed=0, moves=(), local_iters=100, local_tol=1e-3):
         if moves:
             raise ValueError("births and merges in memory-bounded model building are built for the DP mixture only; "
                              "fit the HDP with moves=() (a fixed K)")

@@ -129,7 +129,7 @@ class GroupedClumps(Clumps):
         rest = [s for s in range(self.num_groups) if s != drop]
         return GroupedClumps(self.counts, self.stats, self.points, groups[:, rest], owners, sizes[rest])
 
-    def tied_local_step(self, posterior, max_iter=100, tol=1e-6):
+    def tied_local_step(self, posterior, max_iter=100, tol=1e-3):
         """:func:`tied_hdp_local_step` of this memory."""
         return tied_hdp_local_step(posterior, self, max_iter, tol)
 
@@ -142,13 +142,14 @@ def group_factors(posterior, group_counts, sizes):
     return theta, expected_log_dirichlet(theta)
 
 
-def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-6):
+def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3):
     """``((clump_resp, point_resp, theta), summary)``: coordinate ascent on the tied local factors of ``memory``
     (a :class:`GroupedClumps`) under the globals ``posterior`` (an
     :class:`~pyro_memo.posterior.hdp.HDPMixturePosterior`): clump and singlet responsibilities (eq. 21) and
     document-group Dirichlets (eq. 20) alternate until the groups' counts move by less than ``tol`` per entry on
-    average; a last sweep sets the responsibilities, then ``theta`` exactly, so the summary's bound is that of
-    the factors returned. The summary is a :class:`~pyro_memo.summaries.GroupSummary` (module docstring)."""
+    average (the default ``tol`` is the HDP local step's); a last sweep sets the responsibilities, then
+    ``theta`` exactly, so the summary's bound is that of the factors returned. The summary is a
+    :class:`~pyro_memo.summaries.GroupSummary` (module docstring)."""
     family, K = posterior.family, posterior.K
     points = memory.points.to(posterior.dtype)
     point_lik = family.expected_log_lik(points, posterior.component) if memory.num_singlets else \
@@ -161,10 +162,16 @@ def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-6):
     sizes = memory.group_sizes.to(posterior.dtype)
     owner = memory.point_groups
 
+    # a singlet's r_nk = Phi_nk W_sk / z_n with Phi = exp(E log p - row max) formed once and
+    # W = exp(E log pi - group max) per sweep: one exp of (S, K) per sweep, not of (P, K) (as the HDP's local step)
+    phi = torch.exp(point_lik - point_lik.max(1, keepdim=True).values) if memory.num_singlets else point_lik
+    tiny = torch.finfo(phi.dtype).tiny
+
     def responsibilities(e_log_pi):
         clump_resp = drop_underflow(torch.softmax(clump_lik + share @ e_log_pi[:, :K], dim=-1))
-        point_resp = torch.softmax(point_lik + e_log_pi[owner, :K], dim=-1)
-        return clump_resp, point_resp
+        weights = torch.exp(e_log_pi[:, :K] - e_log_pi[:, :K].max(1, keepdim=True).values)
+        point_resp = phi * weights[owner]
+        return clump_resp, point_resp / point_resp.sum(1, keepdim=True).clamp_min(tiny)
 
     def group_counts(clump_resp, point_resp):
         return memory.clump_groups.T @ clump_resp + point_resp.new_zeros((len(sizes), K)).index_add_(0, owner,

@@ -134,3 +134,24 @@ def test_bad_settings_are_clear_errors():
         MemoryBoundedHDP(family, 3, 1000, 2, max_groups=0)
     with pytest.raises(ValueError, match="groups \\[1\\] of this epoch are empty"):
         MemoryBoundedHDP(family, 3, 1000, 2).fit([groups[0], groups[1][:0]])
+
+
+def test_the_cli_fits_grouped_data_within_its_memory(tmp_path):
+    import json
+
+    from pyro_memo.cli import main
+
+    groups, _ = gaussian_groups(1, num_groups=12, per_group=40)
+    np.savez(tmp_path / "groups.npz", x=np.concatenate(groups), groups=np.repeat(np.arange(12), 40)[::-1].copy())
+    argv = ["fit", str(tmp_path / "groups.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "400",
+            "--epoch", "4", "--K", "5", "--groups", "5", "--json", str(tmp_path / "out.json"), "--save",
+            str(tmp_path / "run"), "--quiet"]
+    assert main(argv) == 0
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["algo"] == "memory-bounded" and out["model"] == "hdp" and out["groups_seen"] == 12
+    assert len(out["epochs"]) == 3 and out["elbo"] == out["epochs"][-1]["elbo"]
+    assert all(e["memory_used"] <= 400 and e["memory_bytes"] == 8 * e["memory_used"] and e["groups"] <= 5
+               for e in out["epochs"])
+    assert [e["documents"] for e in out["epochs"]] == [4, 8, 12] and out["epochs"][-1]["items"] == 480
+    saved = np.load(tmp_path / "run" / "posterior.npz")
+    assert saved["labels"].shape == (480,) and saved["means"].shape == (5, 2)

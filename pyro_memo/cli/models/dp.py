@@ -8,6 +8,7 @@ import time
 
 from ..common import (
     ALPHA_PRIOR_OPTION,
+    MEMORY_BOUNDED_OPTIONS,
     check_device,
     check_resume_matches,
     compare_progress,
@@ -51,12 +52,8 @@ PRIOR_SAMPLE = 100_000
 MEMO = (("algo", ("memo",)),)
 BOUNDED = (("algo", ("memory-bounded",)),)
 NOT_BOUNDED = (("algo", ("vb", "memo")),)
-FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior), zm-gauss (zero mean, Wishart), "
-               "diag-gauss (Normal-Gamma), known-gauss / known-diag-gauss (known full / diagonal covariance `noise`, "
-               "Normal prior on the mean), mult (Dirichlet), bern (Beta), poisson (Gamma); default priors are "
-               "scaled to the data.")
-
-register_option("fit", Option("--family", FAMILY_HELP))
+for _option in MEMORY_BOUNDED_OPTIONS:
+    register_option("fit", _option)
 register_option("compare", Option("--family", "scoring family (default priors from the training data)."))
 PRIOR_HELP = ("prior hyperparameters replacing the data-scaled defaults, e.g. kappa=0.1,nu=30 (gauss: m kappa nu; "
               "diag-gauss: m kappa a b; known-gauss, known-diag-gauss: m; zm-gauss: nu; mult: lam; "
@@ -69,19 +66,11 @@ for _command in ("fit", "compare"):
     register_option(_command, Option("--prior-scale", SCALE_HELP, {"type": float, "metavar": "S"}))
 
 register_option("fit", ALPHA_PRIOR_OPTION)
-register_option("fit", Option("--memory", "memory-bounded VB: the most numbers the clumps and singlets kept between "
-                                          "epochs may take (each clump its count and statistics, each singlet its D "
-                                          "values; Gomes et al. 2008, eq. 26).", {"type": int, "metavar": "M"}))
-register_option("fit", Option("--epoch", "memory-bounded VB: items per epoch; each item is seen once.",
-                              {"type": int, "metavar": "E"}))
 register_option("fit", Option("--overrelax", "over-relaxed batch steps of memoized VB (Salakhutdinov & Roweis 2003): "
                                               "each batch's local step runs under globals extrapolated along the "
                                               "last step's change and is kept only when the exact ELBO rises, else "
                                               "redone exactly; off: the exact steps of Hughes & Sudderth 2013.",
                               {"metavar": "on|off"}))
-register_option("fit", Option("--lifetime", "memory-bounded VB: the items expected over the stream's lifetime, "
-                                            "which magnifies the data when choosing clumps (default: the data's "
-                                            "size).", {"type": int, "metavar": "T"}))
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {

@@ -8,6 +8,7 @@ import time
 
 from ..common import (
     ALPHA_PRIOR_OPTION,
+    MEMORY_BOUNDED_OPTIONS,
     check_device,
     check_resume_matches,
     compare_progress,
@@ -25,7 +26,7 @@ from ..common import (
     report,
     stop_requested,
 )
-from ..names import TOPIC_METHOD_NAMES
+from ..names import FAMILY_NAMES, TOPIC_METHOD_NAMES
 from ..registry import CliModel, Option, Use, register_model, register_option
 
 
@@ -65,6 +66,11 @@ register_option("fit", ALPHA_PRIOR_OPTION)
 register_option("fit", Option("--gamma-prior", "learn the HDP's top-level concentration: gamma ~ Gamma(S1, S2) "
                                                 "(shape, rate) with its closed-form posterior q(gamma), in place "
                                                 "of a fixed --gamma.", {"metavar": "S1,S2"}))
+for _option in MEMORY_BOUNDED_OPTIONS:
+    register_option("fit", _option)
+register_option("fit", Option("--groups", "memory-bounded HDP: the most document groups kept after each epoch "
+                                           "(groups tied to one q(pi), merged by Gomes et al.'s eq. 27); "
+                                           "default: every group keeps its own.", {"type": int, "metavar": "G"}))
 register_option("fit", Option("--learn-lam0", "learn the topics' Dirichlet prior lam0 (starting from --lam0) by "
                                                "type-II maximum likelihood on the exact bound.",
                               {"action": "store_true"}))
@@ -74,6 +80,8 @@ _DATA = ("a corpus: an LDA-C file (.ldac, with --vocab or a vocab.txt beside it)
 _WHY_NOT = {"family": "its topics are always multinomial over the vocabulary, with a Dirichlet(--lam0) prior"}
 _COMMON = {"data": Use(_DATA), "alpha": Use("document-level concentration", default=0.5),
            "gamma": Use(default=10.0), "lam0": Use(default=0.1), "vocab": Use(), "quiet": Use(default=False)}
+MEMO = (("algo", ("memo",)),)
+BOUNDED = (("algo", ("memory-bounded",)),)
 
 
 def load_corpus(source, vocab=None):
@@ -198,33 +206,47 @@ class HDPTopics(CliModel):
     uses = {
         "fit": {
             **_COMMON,
-            "algo": Use("memo: memoized inference over --batches fixed batches of documents", default="memo",
-                        choices=("memo",),
+            "data": Use(_DATA + "; with --algo memory-bounded: a .npz file with x (N, D) and groups (N,), or "
+                        "tiles (30 colour tiles as groups of pixel features)"),
+            "lam0": Use(default=0.1, needs=MEMO), "vocab": Use(needs=MEMO),
+            "algo": Use("memo: memoized inference over --batches fixed batches of documents; memory-bounded: an "
+                        "HDP mixture of --family components over groups of items, seen once in epochs of --epoch "
+                        "groups and kept as clumps within --memory numbers (Gomes et al. 2008; K fixed)",
+                        default="memo", choices=("memo", "memory-bounded"),
                         hints={"vb": "--algo memo --batches 1 is full-batch coordinate ascent"}),
+            "family": Use("memory-bounded: the items' observation family (default gauss; priors scaled to the data)",
+                          choices=FAMILY_NAMES, needs=BOUNDED),
+            "memory": Use("memory-bounded: the most numbers kept between epochs (eq. 26: a clump its count, "
+                          "statistics and one count per document group; a singlet its D values)", needs=BOUNDED),
+            "epoch": Use("memory-bounded: groups per epoch; each group is seen once", needs=BOUNDED),
+            "lifetime": Use("memory-bounded: the items expected over the stream's lifetime (compression's data "
+                            "magnification; default: the data's items)", needs=BOUNDED),
+            "groups": Use(needs=BOUNDED),
             "K": Use(default=20), "laps": Use(default=100), "tol": Use(default=1e-7),
             "batches": Use("fixed batches of documents: default 10; a sharded corpus (a directory written by "
-                           "pyro_memo.data.write_corpus_shards) is fitted one batch per shard"),
+                           "pyro_memo.data.write_corpus_shards) is fitted one batch per shard", needs=MEMO),
             "init": Use("initial topics: kmeans (a KL k-means of the documents) or documents (random documents)",
-                        default="kmeans", choices=("kmeans", "documents")),
-            "seed": Use(default=0), "device": Use(default="cpu"),
+                        default="kmeans", choices=("kmeans", "documents"), needs=MEMO),
+            "seed": Use(default=0), "device": Use(default="cpu", needs=MEMO),
             "dtype": Use(default="float64", choices=("float64", "float32")),
-            "local_dtype": Use(default=None, choices=("float32", "float64")),
-            "workers": Use(), "scheduler": Use(), "round_size": Use(),
-            "moves": Use("birth, merge, delete", default=""),
+            "local_dtype": Use(default=None, choices=("float32", "float64"), needs=MEMO),
+            "workers": Use(needs=MEMO), "scheduler": Use(needs=MEMO), "round_size": Use(needs=MEMO),
+            "moves": Use("birth, merge, delete", default="", needs=MEMO),
             "json": Use("keys: elbo, elbo_trace, K (topics > 1%), weights, top_words, lap_seconds, seconds, moves, "
                         "emptied (per lap, topics whose expected tokens fell below one: collapse), documents, "
                         "tokens, V, ..."),
             "save": Use("DIR/model.pt (the fitted model, for pyro-memo predict), "
                         "DIR/topics.txt (top words per topic), DIR/topics.npz (topic_word, weights), DIR/trace.png "
                         "and DIR/state.pt (after every lap; resumable)"),
-            "resume": Use(),
+            "resume": Use(needs=MEMO),
             "alpha_prior": Use("learn the document-level concentration: alpha ~ Gamma(S1, S2) (shape, rate) with "
-                               "its closed-form posterior q(alpha), in place of a fixed --alpha", default=""),
-            "gamma_prior": Use(default=""),
-            "learn_lam0": Use(default=False),
+                               "its closed-form posterior q(alpha), in place of a fixed --alpha", default="",
+                               needs=MEMO),
+            "gamma_prior": Use(default="", needs=MEMO),
+            "learn_lam0": Use(default=False, needs=MEMO),
             "sparse_L": Use("keep only each token's L largest topic responsibilities, renormalised over them, in "
                             "every sweep of the document-level local step (Hughes & Sudderth 2016); the bound stays "
-                            "exact for that sparse posterior; L >= --K is dense"),
+                            "exact for that sparse posterior; L >= --K is dense", needs=MEMO),
         },
         "compare": {
             **_COMMON,
@@ -248,7 +270,14 @@ class HDPTopics(CliModel):
                 raise ValueError(f"--vocab {args.vocab}: no such file")
             if args.data is None or not str(args.data).endswith((".ldac", ".dat", ".txt")):
                 raise ValueError(f"--vocab applies only to an LDA-C corpus file (.ldac); DATA is {args.data}")
-        if command == "fit":
+        if command == "fit" and args.algo == "memory-bounded":
+            if args.memory is None or args.epoch is None:
+                raise ValueError("--algo memory-bounded needs --memory M (stored numbers) and --epoch E (groups)")
+            for flag, value in (("--memory", args.memory), ("--epoch", args.epoch), ("--lifetime", args.lifetime),
+                                ("--groups", args.groups)):
+                if value is not None and value < 1:
+                    raise ValueError(f"{flag} must be a positive integer; got {value}")
+        elif command == "fit":
             parse_moves(args.moves, TOPIC_MOVES, self.name)
             check_device(args.device)
             parse_alpha_prior(args.alpha_prior)
@@ -260,6 +289,10 @@ class HDPTopics(CliModel):
             parse_seeds(args.seeds)
 
     def fit(self, args):
+        if args.algo == "memory-bounded":
+            from .hdp_bounded import fit_memory_bounded_hdp
+
+            return fit_memory_bounded_hdp(args)
         _imports()
         corpus, description = load_corpus(args.data, args.vocab)
         if corpus.num_docs == 0:
