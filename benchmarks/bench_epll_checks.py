@@ -1,0 +1,127 @@
+"""Why EPLL does not beat single-pass patch denoising here (issue #16's EPLL bar): the same Gaussian-mixture
+patch prior used three ways on the central ``--crop`` square of ``camera`` at sigma = 25, for priors learnt from
+three training sets, including an *oracle* learnt from the clean test image itself.
+
+For each training set, ``--n`` random zero-mean 8 x 8 patches are written to disk and a fixed-K memoized fit
+(``--K``, ``--laps`` laps, ``--batches`` batches; no moves) gives the prior. Then:
+
+* single pass, MAP component: each noisy patch Wiener-filtered by its most probable component, averaged;
+* single pass, MMSE: each patch's posterior mean over all components, averaged (``mmse_denoise``);
+* EPLL (``epll_denoise``: half-quadratic splitting, beta = sigma^-2 (1, 4, 8, 16, 32, 64), lambda = 64 / sigma^2)
+  and variants: the z-step by the MMSE instead of the MAP component, three x/z rounds per beta, lambda halved
+  and doubled, other beta schedules.
+
+Training sets: ``all`` (the 16 bundled photographs but camera, the benchmark's default), ``natural`` (the
+photographs of scenes and textures: astronaut, chelsea, coffee, rocket, brick, grass, gravel, clock, coins,
+moon; no scans of text, micrographs or star fields), ``oracle`` (camera itself, clean).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_epll_checks.py [--n 200000] [--crop 256] [--K 50]
+        [--sets all,natural,oracle] [--variants]
+"""
+
+import os
+import tempfile
+import time
+
+import torch
+from _common import make_parser
+
+from pyro_memo.denoising import (
+    PHOTOGRAPHS,
+    GaussianMixturePrior,
+    add_noise,
+    average_patches,
+    center_crop,
+    coverage,
+    epll_denoise,
+    fit_patch_mixture,
+    image_patches,
+    load_image,
+    map_patches,
+    mmse_denoise,
+    mmse_patches,
+    psnr,
+    put_back,
+    write_patches,
+)
+
+TEST_IMAGE = "camera"
+SETS = {
+    "all": [name for name in PHOTOGRAPHS if name != TEST_IMAGE],
+    "natural": ["astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon"],
+    "oracle": [TEST_IMAGE],
+}
+
+
+def map_single_pass(noisy, prior, sigma):
+    """Each zero-mean patch Wiener-filtered by its most probable component, averaged per pixel (EPLL's z-step at
+    noise sigma, then plain averaging)."""
+    y = torch.as_tensor(noisy, dtype=torch.float64)
+    patches = image_patches(y)
+    dc = patches.mean(-1, keepdim=True)
+    return average_patches(map_patches(patches - dc, prior, sigma**2) + dc, tuple(y.shape))
+
+
+def epll_variant(noisy, prior, sigma, betas, lam_scale=1.0, zstep="map", rounds=1):
+    """EPLL as :func:`~pyro_memo.denoising.epll_denoise`, with the z-step by the MAP or the MMSE component,
+    ``rounds`` x/z rounds per beta and lambda scaled by ``lam_scale``."""
+    var = sigma**2
+    y = torch.as_tensor(noisy, dtype=torch.float64)
+    shape = tuple(y.shape)
+    count = coverage(shape, 8, y)
+    lam = 64 / var * lam_scale
+    z_step = map_patches if zstep == "map" else mmse_patches
+    x = y
+    for b in betas:
+        beta = b / var
+        for _ in range(rounds):
+            patches = image_patches(x, 8)
+            dc = patches.mean(-1, keepdim=True)
+            z = z_step(patches - dc, prior, 1.0 / beta) + dc
+            x = (lam * y + beta * put_back(z, shape, 8)) / (lam + beta * count)
+    return x
+
+
+def main():
+    parser = make_parser(__doc__)
+    parser.add_argument("--n", type=int, default=200_000)
+    parser.add_argument("--crop", type=int, default=256)
+    parser.add_argument("--K", type=int, default=50)
+    parser.add_argument("--laps", type=int, default=4)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--sets", default="all,natural,oracle")
+    parser.add_argument("--variants", action="store_true", help="also the EPLL variants (slow)")
+    args = parser.parse_args()
+    sigma = 25.0
+    clean = center_crop(load_image(TEST_IMAGE), args.crop)
+    noisy = add_noise(clean, sigma, seed=0)
+    print(f"{TEST_IMAGE} {args.crop}x{args.crop}, sigma {sigma:g}, noisy {psnr(clean, noisy):.2f} dB; priors: fixed "
+          f"K = {args.K} memoized fits on {args.n} patches; torch threads {torch.get_num_threads()}", flush=True)
+    b0 = (1, 4, 8, 16, 32, 64)
+    variants = [("EPLL, MMSE z-step", dict(betas=b0, zstep="mmse")),
+                ("EPLL, 3 rounds per beta", dict(betas=b0, rounds=3)),
+                ("EPLL, lambda x 0.5", dict(betas=b0, lam_scale=0.5)),
+                ("EPLL, lambda x 2", dict(betas=b0, lam_scale=2.0)),
+                ("EPLL, beta (1 .. 32)", dict(betas=(1, 4, 8, 16, 32))),
+                ("EPLL, beta (0.25, 1 .. 32)", dict(betas=(0.25, 1, 4, 8, 16, 32))),
+                ("EPLL, beta (1, 2 .. 128)", dict(betas=(1, 2, 4, 8, 16, 32, 64, 128)))]
+    for name in args.sets.split(","):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "patches.npy")
+            write_patches(path, [load_image(n) for n in SETS[name]], args.n, seed=0)
+            start = time.perf_counter()
+            fit = fit_patch_mixture(path, K=args.K, laps=args.laps, batches=args.batches, moves="", seed=0)
+            prior = GaussianMixturePrior.from_posterior(fit.posterior)
+        print(f"\n[{name}] {', '.join(SETS[name])}: prior K = {prior.K}, fit {time.perf_counter() - start:.1f} s")
+        rows = [("single pass, MAP component", lambda p=prior: map_single_pass(noisy, p, sigma)),
+                ("single pass, MMSE", lambda p=prior: mmse_denoise(noisy, p, sigma)),
+                ("EPLL (default)", lambda p=prior: epll_denoise(noisy, p, sigma))]
+        if args.variants:
+            rows += [(label, lambda p=prior, kw=kw: epll_variant(noisy, p, sigma, **kw)) for label, kw in variants]
+        for label, run in rows:
+            start = time.perf_counter()
+            print(f"  {label:30s} {psnr(clean, run()):7.3f} dB  ({time.perf_counter() - start:.1f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
