@@ -62,14 +62,20 @@ def parse_args():
     parser.add_argument("--local-dtype", default=None, choices=("float32", "float64"),
                         help="precision of the memoized fits' local step (globals, memo and ELBO stay float64)")
     parser.add_argument("--skip", default="", help="comma-separated fits to skip: moves, fixed, sklearn")
+    parser.add_argument("--train", default="all", choices=("all", "natural"),
+                        help="training photographs: all bundled but camera, or the natural scenes and textures "
+                             "(no scanned text, micrographs or star fields)")
     return parser.parse_args()
 
 
+NATURAL = ("astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon")
+
+
 def write_training_patches(path, args):
-    names = [name for name in PHOTOGRAPHS if name != TEST_IMAGE]
+    names = [name for name in PHOTOGRAPHS if name != TEST_IMAGE] if args.train == "all" else list(NATURAL)
     start = time.perf_counter()
     write_patches(path, [load_image(name) for name in names], args.n, seed=args.seed)
-    print(f"{args.n} zero-mean 8x8 patches of {len(names)} photographs (all bundled but {TEST_IMAGE}) written to "
+    print(f"{args.n} zero-mean 8x8 patches of {len(names)} photographs ({', '.join(names)}) written to "
           f"{path} ({os.path.getsize(path) / 1e9:.2f} GB) in {time.perf_counter() - start:.1f} s", flush=True)
 
 
