@@ -272,7 +272,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     def merge_groups(self, memory, posterior):
         """Merge the pair of document groups with the most similar expected weights (Gomes et al. eq. 27, the
         cosine of :math:`E[\\pi_s]` and :math:`E[\\pi_{s'}]`) until at most ``max_groups`` remain; a merged
-        group's :math:`\theta` follows eq. 20 from the pair's summed counts and sizes."""
+        group's :math:`\\theta` follows eq. 20 from the pair's summed counts and sizes."""
         if self.max_groups is None or memory.num_groups <= self.max_groups:
             return memory
         (_, _, theta), _ = memory.tied_local_step(posterior, **self.local_options)
