@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from ..families._sparse import drop_underflow
-from ..posterior.hdp import expected_log_dirichlet, log_dirichlet_norm
+from ..posterior.hdp import expected_log_dirichlet, group_terms
 from ..summaries import GroupSummary
 from .clumps import Clumps, clump_size, stats_log_lik, tied_summary
 
@@ -197,7 +197,5 @@ def tied_group_summary(family, memory, clump_resp, point_resp, theta, e_log_pi, 
     :func:`~pyro_memo.memo.clumps.tied_summary`, the groups' weighted by their sizes :math:`D_s`."""
     items = tied_summary(family, memory, clump_resp, point_resp)
     sizes = memory.group_sizes.to(theta.dtype)
-    full = torch.cat([counts, counts.new_zeros(len(sizes), 1)], 1)
-    doc_term = ((full - sizes[:, None] * theta) * e_log_pi).sum() - (sizes * log_dirichlet_norm(theta)).sum()
-    return GroupSummary(items.counts, items.stats, (sizes[:, None] * e_log_pi).sum(0), doc_term, items.entropy,
-                        memory.num_docs)
+    return GroupSummary(items.counts, items.stats, (sizes[:, None] * e_log_pi).sum(0),
+                        group_terms(counts, theta, e_log_pi, sizes), items.entropy, memory.num_docs)

@@ -29,11 +29,17 @@ def expected_log_dirichlet(conc):
     return torch.digamma(conc) - torch.digamma(conc.sum(-1, keepdim=True))
 
 
-def group_terms(counts, theta, e_log_pi):
+def group_terms(counts, theta, e_log_pi, sizes=None):
     """The group-level terms of the bound that do not depend on the globals:
-    :math:`\\sum_d [\\sum_k (N_{dk} - \\theta_{dk}) E\\log\\pi_{dk} - c(\\theta_d)]` (the tail has no items)."""
+    :math:`\\sum_d [\\sum_k (N_{dk} - \\theta_{dk}) E\\log\\pi_{dk} - c(\\theta_d)]` (the tail has no items).
+    With ``sizes`` :math:`D_s`, each row is a document group of :math:`D_s` groups sharing one
+    :math:`q(\\pi_s)` and :math:`N_s` items, and the terms are
+    :math:`\\sum_s [\\sum_k (N_{sk} - D_s\\theta_{sk}) E\\log\\pi_{sk} - D_s c(\\theta_s)]`
+    (Gomes, Welling & Perona 2008, §2.3)."""
     full_counts = torch.cat([counts, counts.new_zeros(counts.shape[0], 1)], 1)
-    return ((full_counts - theta) * e_log_pi).sum() - log_dirichlet_norm(theta).sum()
+    if sizes is None:
+        return ((full_counts - theta) * e_log_pi).sum() - log_dirichlet_norm(theta).sum()
+    return ((full_counts - sizes[:, None] * theta) * e_log_pi).sum() - (sizes * log_dirichlet_norm(theta)).sum()
 
 
 class GroupedHDPPosterior(VariationalPosterior):

@@ -30,15 +30,14 @@ def load_groups(source):
         raise ValueError(f"{source}: no such file")
     try:
         with np.load(source, allow_pickle=False) as arrays:
-            missing = [k for k in ("x", "groups") if k not in arrays.files]
-            if missing:
-                raise ValueError(f"{source}: no array named {' or '.join(missing)} (it holds "
-                                 f"{', '.join(arrays.files)}); save x (N, D) and groups (N,) with numpy.savez")
-            x, groups = np.asarray(arrays["x"]), np.asarray(arrays["groups"])
-    except ValueError:
-        raise
+            arrays = {name: np.asarray(arrays[name]) for name in arrays.files}
     except Exception as err:  # a corrupt or foreign file: numpy raises many types
         raise ValueError(f"{source}: not a readable .npz file ({type(err).__name__}: {str(err)[:120]})") from None
+    missing = [k for k in ("x", "groups") if k not in arrays]
+    if missing:
+        raise ValueError(f"{source}: no array named {' or '.join(missing)} (it holds {', '.join(arrays)}); "
+                         f"save x (N, D) and groups (N,) with numpy.savez")
+    x, groups = arrays["x"], arrays["groups"]
     if x.ndim != 2 or groups.ndim != 1 or len(groups) != len(x):
         raise ValueError(f"{source}: expected x of shape (N, D) and groups of shape (N,); got {x.shape} and "
                          f"{groups.shape}")
