@@ -22,7 +22,7 @@ from .graphs import (
     split_pairs,
 )
 from .home import DATA_HOME_ENV, DataUnavailableError, get_data_home
-from .pixels import COLOR_PHOTOGRAPHS, color_tiles, load_color_photograph, pixel_features
+from .pixels import COLOR_PHOTOGRAPHS, color_tiles, fashion_pixel_groups, load_color_photograph, pixel_features
 from .synthetic import bars_corpus, crp_gaussian_mixture, dp_gaussian_mixture, edge_covariances, toy_patches
 from .wikipedia import fetch_wikipedia, load_wikipedia
 
@@ -37,6 +37,7 @@ __all__ = [
     "DATA_HOME_ENV",
     "DataUnavailableError",
     "color_tiles",
+    "fashion_pixel_groups",
     "load_color_photograph",
     "pixel_features",
     "FASHION_MNIST_DIR",

@@ -17,8 +17,8 @@ BUNDLED = {
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
 
-def load_fashion_mnist(folder=FASHION_MNIST_DIR):
-    """Fashion-MNIST train + test images as a ``(70000, 784)`` float64 array in [0, 1], and labels.
+def fashion_mnist_bytes(folder=FASHION_MNIST_DIR):
+    """Fashion-MNIST train + test images as a ``(70000, 784)`` uint8 array (55 MB) and labels.
 
     :raises ValueError: if the files are missing (``apt-get install dataset-fashion-mnist``).
     """
@@ -34,7 +34,16 @@ def load_fashion_mnist(folder=FASHION_MNIST_DIR):
 
     images = [read(f"{part}-images-idx3-ubyte.gz", 16).reshape(-1, 784) for part in ("train", "t10k")]
     labels = [read(f"{part}-labels-idx1-ubyte.gz", 8) for part in ("train", "t10k")]
-    return np.concatenate(images).astype(np.float64) / 255.0, np.concatenate(labels).astype(np.int64)
+    return np.concatenate(images), np.concatenate(labels).astype(np.int64)
+
+
+def load_fashion_mnist(folder=FASHION_MNIST_DIR):
+    """Fashion-MNIST train + test images as a ``(70000, 784)`` float64 array in [0, 1], and labels.
+
+    :raises ValueError: if the files are missing (``apt-get install dataset-fashion-mnist``).
+    """
+    images, labels = fashion_mnist_bytes(folder)
+    return images.astype(np.float64) / 255.0, labels
 
 
 def load_dataset(source):

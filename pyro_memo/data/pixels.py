@@ -1,6 +1,7 @@
-"""Colour images as groups of pixel features, for an HDP mixture's joint segmentation (Gomes, Welling & Perona
-2008, §4.1): each tile of an image is a group, each pixel an item with features (x, y relative to the tile's
-centre, L, a, b in CIE Lab).
+"""Images as groups of pixel features, for an HDP mixture's joint segmentation (Gomes, Welling & Perona 2008,
+§4.1): each tile of a colour image is a group, each pixel an item with features (x, y relative to the tile's
+centre, L, a, b in CIE Lab); or each Fashion-MNIST image a group of 784 pixels with features (x, y, intensity),
+streamed one image at a time (:func:`fashion_pixel_groups`).
 """
 
 import warnings
@@ -71,3 +72,24 @@ def pixel_features(tile):
     y, x = np.mgrid[0:h, 0:w].astype(np.float64)
     lab = skimage.color.rgb2lab(np.clip(tile, 0.0, 1.0))
     return np.column_stack([(x - (w - 1) / 2).ravel(), (y - (h - 1) / 2).ravel(), lab.reshape(-1, 3)])
+
+
+def fashion_pixel_groups(images=None, folder=None):
+    """Fashion-MNIST's images (train then test; the first ``images`` of the 70,000) as groups of pixels, one
+    ``(784, 3)`` float64 array at a time: x and y relative to the image's centre (in pixels, y up) and the
+    intensity in [0, 1]. The images are held as bytes (55 MB for all 70,000), so a stream of 55 million pixels
+    never holds more than one image of features.
+
+    :raises ValueError: if the files are missing (``apt-get install dataset-fashion-mnist``), or ``images`` is
+        not in 1 .. 70,000.
+    """
+    from .datasets import FASHION_MNIST_DIR, fashion_mnist_bytes
+
+    raw, _ = fashion_mnist_bytes(FASHION_MNIST_DIR if folder is None else folder)
+    count = len(raw) if images is None else int(images)
+    if not 1 <= count <= len(raw):
+        raise ValueError(f"images must be between 1 and {len(raw)}; got {images}")
+    y, x = np.mgrid[0:28, 0:28].astype(np.float64)
+    coords = np.column_stack([(x - 13.5).ravel(), (13.5 - y).ravel()])
+    for image in raw[:count]:
+        yield np.column_stack([coords, image / 255.0])

@@ -11,6 +11,7 @@ import warnings
 import torch
 
 from ._special import logdet_from_cholesky, multidigamma, multigammaln, safe_cholesky
+from .base import chunk_elements
 
 
 def regularized_scatter(scatter, what, magnitude):
@@ -58,8 +59,17 @@ def whitened_sq_norms(chol, centres=None, dtype=None):
         chol_inv = chol_inv.to(dtype)
         shift = shift if centres is None else shift.to(dtype)
 
-    def sq_norms(x):
+    def block(x):
         return ((chol_inv @ x.T - shift) ** 2).sum(1).T
+
+    def sq_norms(x):  # in chunks: the (K, D, n) differences take K D times the items' memory
+        step = max(1, chunk_elements(x.device) // (chol_inv.shape[0] * chol_inv.shape[-1]))
+        if len(x) <= step:
+            return block(x)
+        out = x.new_empty((len(x), chol_inv.shape[0]))
+        for lo in range(0, len(x), step):
+            out[lo:lo + step] = block(x[lo:lo + step])
+        return out
 
     return sq_norms
 

@@ -97,7 +97,7 @@ class Gaussian(ConjugateFamily):
         sq_norms = whitened_sq_norms(chol, post["m"], dtype)
         const = (0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]).to(dtype)
         nu = post["nu"].to(dtype)
-        return lambda x: const - 0.5 * nu * sq_norms(x.to(dtype))
+        return lambda x: sq_norms(x.to(dtype)).mul_(-0.5 * nu).add_(const)  # in place: one (N, K) tensor
 
     def expected_log_lik_from_stats(self, counts, stats, post):
         d = self.dim

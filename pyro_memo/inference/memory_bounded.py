@@ -81,11 +81,14 @@ class MemoryBoundedResult:
     :ivar float elbo: the tied bound of everything in memory after the last epoch's model building.
     :ivar clumps: the memory after the last compression.
     :ivar list epochs: per epoch a dict: ``items`` seen, ``elbo`` (tied bound after model building),
-        ``laps``, ``K`` (components), ``moves`` (proposed / accepted per move), ``move_gains`` (the exact tied
-        bound before and after each accepted move), ``units`` (clumps and singlets model building fitted) and
-        ``memory_building`` (their stored numbers, this epoch's items included), ``clumps``, ``singlets``,
+        ``laps``, ``K`` (components), ``used`` (components holding at least 0.1% of the items in memory),
+        ``moves`` (proposed / accepted per move), ``move_gains`` (the exact tied bound before and after each
+        accepted move), ``units`` (clumps and singlets model building fitted), ``memory_building`` (their stored
+        numbers, this epoch's items included) and ``items_building`` (the items they summarise), ``clumps``,
+        ``singlets``,
         ``memory_used`` (stored numbers after compression), ``memory_bytes``, ``seconds``; for the HDP also
-        ``groups`` (document groups) and ``documents`` (groups seen).
+        ``groups`` (document groups) and ``documents`` (groups seen), and ``groups_building``, ``documents_building``
+        (the same during model building).
     """
 
     posterior: object
@@ -169,7 +172,9 @@ class MemoryBoundedVB:
                 posterior = self.initial_posterior(fresh.points)
             fit = self.build(memory, posterior)
             posterior, summary, elbo = fit.posterior, fit.summary, fit.elbo_trace[-1]
-            built = {"units": len(memory), "memory_building": memory.memory()}
+            built = {"units": len(memory), "memory_building": memory.memory(), "items_building": memory.num_items,
+                     "used": int((summary.counts >= 1e-3 * summary.counts.sum()).sum()),
+                     **{f"{k}_building": v for k, v in self.memory_record(memory).items()}}
             memory = self.compress(memory, posterior, seen)
             record = {"epoch": len(records), "items": seen, "elbo": elbo, "laps": len(fit.elbo_trace), **built,
                       "K": posterior.K, "moves": _move_counts(fit.state), "move_gains": list(fit.state.move_gains),
@@ -193,9 +198,14 @@ class MemoryBoundedVB:
         if memory.memory() <= self.memory_bound:
             return memory
         local, _ = memory.tied_local_step(posterior, **self.local_options)
+        return self.clump(memory, owners(local), seen)
+
+    def clump(self, memory, owner, seen):
+        """The :class:`~pyro_memo.memo.compression.Compressor`'s clumps of ``memory`` within the bound, its units
+        hard-partitioned first by ``owner``, each unit's most responsible component (:func:`owners`)."""
         magnify = 1.0 if self.lifetime is None else self.lifetime / seen
         compressor = Compressor(self.family, magnify, self.split_concentration, self.refine, self.seed + seen)
-        return compressor.compress(memory, torch.cat([local[0], local[1]]), self.memory_bound)[0]
+        return compressor.compress(memory, owner, self.memory_bound)[0]
 
     @property
     def split_concentration(self):
@@ -266,33 +276,64 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         return self.gamma
 
     def compress(self, memory, posterior, seen):
-        """Document groups merged (:meth:`merge_groups`), then the clumps within the bound."""
-        return super().compress(self.merge_groups(memory, posterior), posterior, seen)
+        """Document groups merged (:meth:`merge_groups`), then the clumps within the bound, their singlets in
+        document-group order. One tied local step serves both: the units' first hard partition comes from the
+        responsibilities before the groups merge."""
+        merge = self.max_groups is not None and memory.num_groups > self.max_groups
+        if not merge and memory.memory() <= self.memory_bound:
+            return memory
+        local, _ = memory.tied_local_step(posterior, **self.local_options)
+        owner, theta = owners(local), local[2]
+        del local  # the responsibilities: as large as the epoch's items times K
+        if merge:
+            memory = self.merge_groups(memory, posterior, theta)
+        if memory.memory() > self.memory_bound:
+            memory = self.clump(memory, owner, seen)
+        return memory.sorted_by_group()
 
-    def merge_groups(self, memory, posterior):
+    def merge_groups(self, memory, posterior, theta=None):
         """Merge the pair of document groups with the most similar expected weights (Gomes et al. eq. 27, the
         cosine of :math:`E[\\pi_s]` and :math:`E[\\pi_{s'}]`) until at most ``max_groups`` remain; a merged
-        group's :math:`\\theta` follows eq. 20 from the pair's summed counts and sizes."""
+        group's :math:`\\theta` follows eq. 20 from the pair's summed counts and sizes. The merges are chosen on
+        the groups' counts alone (one similarity row updated per merge) and applied to the memory at once.
+        ``theta``: the groups' Dirichlets when the caller has them (else a tied local step finds them)."""
         if self.max_groups is None or memory.num_groups <= self.max_groups:
             return memory
-        (_, _, theta), _ = memory.tied_local_step(posterior, **self.local_options)
+        if theta is None:
+            (_, _, theta), _ = memory.tied_local_step(posterior, **self.local_options)
         prior = (posterior.alpha * posterior.expected_beta()).to(theta.dtype)
         sizes = memory.group_sizes.to(theta.dtype).clone()
         counts = sizes[:, None] * (theta - prior)  # N_s, tail zero
-        while memory.num_groups > self.max_groups:
-            mean = (counts / sizes[:, None] + prior)
-            mean = mean / mean.sum(1, keepdim=True)
-            unit = mean / mean.norm(dim=1, keepdim=True)
-            similarity = unit @ unit.T
-            similarity.fill_diagonal_(-float("inf"))
-            flat = int(similarity.argmax())
-            keep, drop = sorted(divmod(flat, len(sizes)))
-            memory = memory.merge_groups(keep, drop)
+
+        def direction(s):
+            mean = counts[s] / sizes[s, None] + prior
+            mean = mean / mean.sum(-1, keepdim=True)
+            return mean / mean.norm(dim=-1, keepdim=True)
+
+        S = memory.num_groups
+        unit = direction(torch.arange(S))
+        similarity = unit @ unit.T
+        similarity.fill_diagonal_(-float("inf"))
+        target = torch.arange(S)
+        for _ in range(S - self.max_groups):
+            keep, drop = sorted(divmod(int(similarity.argmax()), S))
             counts[keep] += counts[drop]
             sizes[keep] += sizes[drop]
-            rest = [s for s in range(len(sizes)) if s != drop]
-            counts, sizes = counts[rest], sizes[rest]
-        return memory
+            target[target == drop] = keep
+            similarity[drop, :] = similarity[:, drop] = -float("inf")
+            alive = similarity[keep] > -float("inf")
+            unit[keep] = direction(keep)
+            row = torch.where(alive, unit @ unit[keep], -float("inf"))
+            similarity[keep, :] = similarity[:, keep] = row
+            similarity[keep, keep] = -float("inf")
+        _, target = torch.unique(target, return_inverse=True)
+        return memory.regroup(target)
+
+
+def owners(local):
+    """Each unit's most responsible component, ``(C + P,)``, from tied local factors (clump responsibilities,
+    singlet responsibilities, ...)."""
+    return torch.cat([local[0].argmax(1), local[1].argmax(1)])
 
 
 def _move_counts(state):

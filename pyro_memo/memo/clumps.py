@@ -30,14 +30,17 @@ from ..families._sparse import drop_underflow
 from ..summaries import Summary
 
 
-def stats_log_lik(family, component, counts, stats):
-    """:math:`L_{ck} = f_k(N_c, \\Phi^c)`: the expected log-likelihood of every clump's items under every
-    component, ``(C, K)``, for clump ``counts`` ``(C,)`` and statistics ``stats`` (dict of ``(C, ...)``),
-    from the coefficients of the family's
-    :meth:`~pyro_memo.families.ConjugateFamily.expected_log_lik_from_stats`, which is linear in its counts
-    and statistics."""
+def log_lik_coefficients(family, component, stats):
+    """The coefficients of :math:`f_k(N, \\Phi) = N a_k + \\langle \\Phi, B_k\\rangle`, the family's expected
+    log-likelihood of statistics (module docstring), read off by differentiating
+    :meth:`~pyro_memo.families.ConjugateFamily.expected_log_lik_from_stats` once at zero statistics: ``(a, B)``
+    with ``a`` ``(K,)`` (``None`` for a family whose term does not depend on the count, the multinomial) and
+    ``B`` ``(K, F)``, the statistics' coefficients flattened in the order of ``stats``' keys (:func:`flat_stats`).
+
+    :raises ValueError: if the family's term is not linear in the statistics (it cannot tie items)."""
     K = next(iter(component.values())).shape[0]
-    dtype, device = counts.dtype, counts.device
+    template = next(iter(stats.values()))
+    dtype, device = template.dtype, template.device
     with torch.enable_grad():
         zero_counts = torch.zeros(K, dtype=dtype, device=device, requires_grad=True)
         zero_stats = {name: torch.zeros((K,) + s.shape[1:], dtype=dtype, device=device, requires_grad=True)
@@ -47,13 +50,29 @@ def stats_log_lik(family, component, counts, stats):
     if bool(value.detach().abs().max() > 0):
         raise ValueError(f"the {family.name} family's expected log-likelihood of statistics is not linear in them "
                          f"(it is {value.detach().abs().max():.3g} at zero statistics); it cannot tie items")
-    out = counts.new_zeros((len(counts), K))
-    if grads[0] is not None:  # a family whose term does not depend on the count (multinomial) has none
-        out = out + counts[:, None] * grads[0][None, :]
-    for s, grad in zip(stats.values(), grads[1:], strict=True):
-        if grad is not None:
-            out = out + s.reshape(len(s), -1) @ grad.reshape(K, -1).T
-    return out
+    parts = [torch.zeros_like(z).reshape(K, -1) if g is None else g.reshape(K, -1)
+             for z, g in zip(zero_stats.values(), grads[1:], strict=True)]
+    return grads[0], torch.cat(parts, 1)
+
+
+def flat_stats(stats):
+    """Statistics (dict of ``(C, ...)``) as one ``(C, F)`` matrix, keys in order."""
+    return torch.cat([s.reshape(len(s), math.prod(s.shape[1:])) for s in stats.values()], 1)
+
+
+def item_stats(family, x):
+    """Every item's own statistics, a dict of ``(N, ...)`` tensors summing to ``family.stats(x, ones)``."""
+    one = x.new_ones((1, 1))
+    return {k: v.squeeze(1) for k, v in torch.func.vmap(lambda row: family.stats(row[None], one))(x).items()}
+
+
+def stats_log_lik(family, component, counts, stats):
+    """:math:`L_{ck} = f_k(N_c, \\Phi^c)`: the expected log-likelihood of every clump's items under every
+    component, ``(C, K)``, for clump ``counts`` ``(C,)`` and statistics ``stats`` (dict of ``(C, ...)``), one
+    matrix product with the :func:`log_lik_coefficients`."""
+    a, B = log_lik_coefficients(family, component, stats)
+    out = flat_stats(stats) @ B.T
+    return out if a is None else out + counts[:, None] * a[None, :]
 
 
 @dataclass
@@ -116,19 +135,19 @@ class Clumps:
         """The memory of a compression's final partition of these clumps' ``units``
         (:class:`~pyro_memo.memo.compression.Units`), ``leaves`` lists of unit indices: a leaf that costs its
         singlets keeps them (``units.as_singlets``), any other becomes one clump with the summed count and
-        statistics of its units."""
-        counts, stats, points = [], {k: [] for k in self.stats}, []
-        for leaf in leaves:
-            if units.as_singlets(leaf):
-                points.append(self.points[leaf - units.first_singlet])
-                continue
-            count, total = units.total(leaf)
-            counts.append(count)
-            for k, v in total.items():
-                stats[k].append(v)
-        return Clumps(torch.stack(counts) if counts else self.counts[:0],
-                      {k: torch.stack(v) if v else self.stats[k][:0] for k, v in stats.items()},
-                      torch.cat(points) if points else self.points[:0])
+        statistics of its units, in the order of ``leaves``."""
+        stored, kept = self._partition(units, leaves)
+        labels = torch.repeat_interleave(torch.arange(len(stored)), torch.tensor([len(leaves[i]) for i in stored]))
+        counts, flat = units.sums(labels, len(stored), torch.cat([leaves[i] for i in stored]) if stored else
+                                  torch.zeros(0, dtype=torch.long))
+        points = [leaves[i] - units.first_singlet for i in kept]
+        return Clumps(counts, units.unflatten(flat), self.points[torch.cat(points)] if points else self.points[:0])
+
+    @staticmethod
+    def _partition(units, leaves):
+        """Positions in ``leaves`` of the leaves stored as clumps and of those kept as singlets."""
+        singlets = [units.as_singlets(leaf) for leaf in leaves]
+        return [i for i, s in enumerate(singlets) if not s], [i for i, s in enumerate(singlets) if s]
 
     def tied_local_step(self, posterior):
         """:func:`tied_local_step` of this memory under the DP mixture's globals ``posterior``."""

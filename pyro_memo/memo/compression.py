@@ -17,21 +17,43 @@ A leaf is stored as one clump (its summed count and statistics) or, when it hold
 than ``clump_size / D`` of them (Gomes et al.'s :math:`(d + 3)/2 + 1/d` for a full-covariance Gaussian), as
 its singlets. When even the partition by component needs more than the bound, the leaves whose union
 loses the least magnified free energy are merged first.
+
+Splits are accepted in rounds, so that an epoch of hundreds of thousands of singlets costs a few passes over
+the units per round rather than a Python loop per leaf: each round takes the leaves in order of their gain (Gomes
+et al.'s greedy rule) and accepts their splits while the round uses at most half of the memory still free (and
+always the best one that fits), then proposes splits for all the new children at once, by vectorised restricted
+updates in which each unit is scored only under its own leaf's two children. Where Gomes et al. accept one
+split at a time, a round may thus accept a split whose children would have ranked below a later one's; the
+last rounds, with little memory left, accept one split at a time as they do.
 """
 
+import copy
 import heapq
 import math
 
-import numpy as np
 import torch
 
-from .clumps import stats_log_lik
+from .clumps import flat_stats, item_stats, log_lik_coefficients
+
+
+def segment_max(values, segments, n):
+    """Per segment maximum of ``values`` (segments ``0 .. n-1``; ``-inf`` where empty)."""
+    out = values.new_full((n,), -math.inf)
+    return out.scatter_reduce(0, segments, values, "amax")
+
+
+def segment_argmin(keys, segments, n):
+    """Per segment the position (into ``keys``) of the smallest key (ties go to the first), and that key."""
+    smallest = keys.new_full((n,), math.inf).scatter_reduce(0, segments, keys, "amin")
+    hit = torch.nonzero(keys == smallest[segments]).flatten()
+    out = torch.full((n,), len(keys), dtype=torch.long, device=keys.device)
+    return out.scatter_reduce(0, segments[hit], hit, "amin"), smallest
 
 
 class Units:
-    """The units of a compression step: the current clumps (units ``0 .. C-1``, with their counts and
-    statistics) and singlets (units ``C .. C+S-1``, kept as points: their statistics are never formed one by
-    one, only summed over a leaf)."""
+    """The units of a compression step: the current clumps (units ``0 .. C-1``) and singlets (units
+    ``C .. C+P-1``), each with its count and its statistics flattened to one row of :attr:`flat` (a singlet's
+    are its item's own, :func:`~pyro_memo.memo.clumps.item_stats`)."""
 
     def __init__(self, family, clumps):
         self.family = family
@@ -40,34 +62,66 @@ class Units:
         self.counts = torch.cat([clumps.counts, clumps.points.new_ones(clumps.num_singlets)])
         self.size = clumps.clump_cost()
         self.dim = family.dim
+        self.template = {k: v[:0] for k, v in clumps.stats.items()}
+        own = item_stats(family, clumps.points) if clumps.num_singlets else self.template
+        self.flat = torch.cat([flat_stats(clumps.stats), flat_stats({k: own[k] for k in clumps.stats})])
+        self.multiplicity = (torch.arange(len(self.counts)) >= self.first_singlet).long()  # singlets per unit
+        self.members = None
+
+    def distinct(self, owner):
+        """These units with the singlets of equal statistics and equal ``owner`` (their first leaf) merged into
+        one unit standing for all of them (:attr:`multiplicity` singlets; :attr:`members`: each original unit's
+        unit here). Hard splitting treats the merged unit exactly as its singlets, which always take the same
+        side (scores are linear in a unit's count and statistics); pixels of quantised images repeat often."""
+        C = self.first_singlet
+        rows = torch.cat([self.flat[C:], owner[C:, None].to(self.flat.dtype)], 1)
+        values, inverse, repeats = torch.unique(rows, dim=0, return_inverse=True, return_counts=True)
+        other = copy.copy(self)
+        other.counts = torch.cat([self.counts[:C], repeats.to(self.counts.dtype)])
+        other.flat = torch.cat([self.flat[:C], values[:, :-1] * repeats[:, None].to(values.dtype)])
+        other.multiplicity = torch.cat([self.multiplicity[:C], repeats])
+        other.members = torch.cat([torch.arange(C), C + inverse])
+        return other, torch.cat([owner[:C], values[:, -1].long()])
 
     def __len__(self):
         return int(self.counts.shape[0])
 
-    def _parts(self, index):
-        return index[index < self.first_singlet], index[index >= self.first_singlet] - self.first_singlet
+    def unflatten(self, flat):
+        """``(n, F)`` flattened statistics as the family's dict of ``(n, ...)``."""
+        out, start = {}, 0
+        for k, v in self.template.items():
+            width = math.prod(v.shape[1:])
+            out[k] = flat[:, start:start + width].reshape((len(flat),) + v.shape[1:])
+            start += width
+        return out
+
+    def sums(self, labels, n, index=None):
+        """Summed counts ``(n,)`` and flattened statistics ``(n, F)`` of the units ``index`` (all by default) by
+        their ``labels`` in ``0 .. n-1``."""
+        counts, flat = (self.counts, self.flat) if index is None else (self.counts[index], self.flat[index])
+        return (counts.new_zeros(n).index_add_(0, labels, counts),
+                flat.new_zeros((n, flat.shape[1])).index_add_(0, labels, flat))
 
     def total(self, index):
-        """Summed count and statistics of the units ``index``: the clumps' statistics plus those of the
-        singlets' points."""
-        clumps, singlets = self._parts(index)
-        points = self.clumps.points[singlets]
-        ones = points.new_ones((len(points), 1))
-        stats = self.family.stats(points, ones)
-        return self.counts[index].sum(), {k: v[0] + self.clumps.stats[k][clumps].sum(0) for k, v in stats.items()}
+        """Summed count and statistics (a dict) of the units ``index``."""
+        counts, flat = self.sums(torch.zeros(len(index), dtype=torch.long, device=index.device), 1, index)
+        return counts[0], {k: v[0] for k, v in self.unflatten(flat).items()}
 
-    def log_lik(self, index, component):
-        """Expected log-likelihood of each unit's items under each component of ``component``:
-        ``(len(index), K)``, clumps from their statistics and singlets from their points."""
-        clumps, singlets = self._parts(index)
-        out = self.counts.new_empty((len(index), next(iter(component.values())).shape[0]))
-        is_clump = index < self.first_singlet
-        if len(clumps):
-            out[is_clump] = stats_log_lik(self.family, component, self.clumps.counts[clumps],
-                                          {k: v[clumps] for k, v in self.clumps.stats.items()})
-        if len(singlets):
-            out[~is_clump] = self.family.expected_log_lik(self.clumps.points[singlets], component)
-        return out
+    def own_log_lik(self, component, which, index):
+        """Expected log-likelihood of the items of each unit ``index[i]`` under component ``which[i]`` of
+        ``component``: ``(len(index),)``, linear in the units' statistics."""
+        a, B = log_lik_coefficients(self.family, component, self.template)
+        out = (self.flat[index] * B[which]).sum(1)
+        return out if a is None else out + self.counts[index] * a[which]
+
+    def leaf_costs(self, labels, n, index=None):
+        """Numbers each of ``n`` leaves stores (:meth:`as_singlets` leaves their singlets, others one clump),
+        for units ``index`` (all by default) with leaf ``labels``, and whether each leaf keeps its singlets."""
+        multiplicity = self.multiplicity if index is None else self.multiplicity[index]
+        units = torch.zeros(n, dtype=torch.long, device=labels.device).index_add_(0, labels, multiplicity)
+        clumps = torch.zeros_like(units).index_add_(0, labels, (multiplicity == 0).long())
+        singlets = (clumps == 0) & (units * self.dim <= self.size)
+        return torch.where(singlets, units * self.dim, torch.full_like(units, self.size)), singlets
 
     def as_singlets(self, index):
         """Whether a leaf of units ``index`` keeps its items as singlets: all are singlets and they take no
@@ -94,110 +148,191 @@ class Compressor:
         self.magnify = max(1.0, float(magnify))
         self.alpha = float(alpha)
         self.refine = int(refine)
-        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(int(seed))
 
     # ------------------------------------------------------------------ scores
-    def log_marginal(self, count, stats):
-        """Magnified log marginal likelihood of one leaf (a hard cluster) plus its CRP term."""
+    def log_marginal(self, counts, flat, units):
+        """Magnified log marginal likelihood of hard clusters (``counts`` ``(n,)``, flattened statistics) plus
+        their CRP terms: ``(n,)``."""
         m = self.magnify
-        value = self.family.log_marginal((m * count).reshape(1), {k: (m * v).unsqueeze(0) for k, v in stats.items()})
-        return float(value[0]) + math.lgamma(float(m * count))
+        value = self.family.log_marginal(m * counts, units.unflatten(m * flat))
+        return value + torch.lgamma(m * counts)
 
-    def split_gain(self, units, parent, children):
-        """Change of the magnified free energy when leaf ``parent`` splits into ``children``."""
-        gain = sum(self.log_marginal(*units.total(c)) for c in children) - self.log_marginal(*units.total(parent))
-        return gain + math.log(self.alpha)
+    def _fit(self, counts, flat, units):
+        """Components fitted to the magnified statistics of hard clusters."""
+        m = self.magnify
+        return self.family.posterior(m * counts, units.unflatten(m * flat))
 
     # ---------------------------------------------------------------- proposals
-    def propose(self, units, leaf):
-        """``(gain, (left, right))``: a split of ``leaf`` (index tensor of units) by restricted hard updates of
-        two child components (units to the child under which their items are likelier, children refitted to
-        their units' magnified statistics), or ``None`` when the leaf has one unit."""
-        if len(leaf) < 2:
-            return None
-        counts = units.counts[leaf]
-        side = self._start(units, leaf)
+    def split_level(self, units, index, node, n, parent_counts, parent_flat):
+        """Split ``n`` leaves at once: units ``index`` in leaves ``node`` (``0 .. n-1``, two or more units each)
+        by restricted hard updates of two child components per leaf (units to the child under which their
+        items are likelier, children refitted to their units' magnified statistics) from a k-means++ start;
+        a leaf stops when its split stands still or would leave one child empty (it keeps its last split).
+        Returns each unit's side (``True``: the second child) and each leaf's change of the magnified free
+        energy (eq. 30 for hard clusters)."""
+        counts, flat = units.counts[index], units.flat[index]
+        side = self._start(units, index, node, n)
+        frozen = torch.zeros(n, dtype=torch.bool)
+        sizes_of = torch.bincount(node, minlength=n)
         for _ in range(self.refine):
-            children = [self._fit(units, leaf[~side]), self._fit(units, leaf[side])]
-            component = {k: torch.cat([children[0][k], children[1][k]]) for k in children[0]}
-            sizes = torch.stack([counts[~side].sum(), counts[side].sum()])
-            score = units.log_lik(leaf, component) + counts[:, None] * torch.log(sizes)
-            new = score[:, 1] > score[:, 0]
-            if torch.equal(new, side) or bool(new.all()) or not bool(new.any()):
-                break  # converged, or one child would take every unit: keep the last split
-            side = new
-        children = (leaf[~side], leaf[side])
-        return self.split_gain(units, leaf, children), children
+            child = 2 * node + side.long()
+            child_counts = counts.new_zeros(2 * n).index_add_(0, child, counts)
+            child_flat = flat.new_zeros((2 * n, flat.shape[1])).index_add_(0, child, flat)
+            a, B = log_lik_coefficients(self.family, self._fit(child_counts, child_flat, units), units.template)
+            log_size = torch.log(child_counts.clamp_min(1e-300))
+            B, bias = B.reshape(n, 2, -1), (log_size if a is None else a + log_size).reshape(n, 2)
+            # the second child's score minus the first's, from one gathered row per unit
+            new = (flat * (B[:, 1] - B[:, 0])[node]).sum(1) + counts * (bias[:, 1] - bias[:, 0])[node] > 0
+            moved = torch.bincount(node[new != side], minlength=n)
+            second = torch.bincount(node[new], minlength=n)
+            frozen |= (moved == 0) | (second == 0) | (second == sizes_of)
+            if bool(frozen.all()):
+                break
+            side = torch.where(frozen[node], side, new)
+        child = 2 * node + side.long()
+        child_counts = counts.new_zeros(2 * n).index_add_(0, child, counts)
+        child_flat = flat.new_zeros((2 * n, flat.shape[1])).index_add_(0, child, flat)
+        children = self.log_marginal(child_counts, child_flat, units).reshape(n, 2).sum(1)
+        gain = children - self.log_marginal(parent_counts, parent_flat, units) + math.log(self.alpha)
+        return side, gain
 
-    def _fit(self, units, index):
-        """One component's posterior fitted to the magnified statistics of units ``index``."""
-        count, stats = units.total(index)
-        m = self.magnify
-        return self.family.posterior((m * count).reshape(1), {k: (m * v).unsqueeze(0) for k, v in stats.items()})
-
-    def _start(self, units, leaf):
-        """A k-means++-style start: a random unit's component, then a second unit drawn with probability
+    def _start(self, units, index, node, n):
+        """k-means++-style starts: per leaf a random unit's component, then a second unit drawn with probability
         growing with how badly the first fits it (per item), and each unit on the side it fits better."""
-        first = int(self.rng.integers(len(leaf)))
-        seed = self._fit(units, leaf[first:first + 1])
-        per_item = units.log_lik(leaf, seed)[:, 0] / units.counts[leaf]
-        badness = (per_item.max() - per_item).clamp_min(0)
-        p = (badness / badness.sum()).cpu().numpy() if float(badness.sum()) > 0 else None
-        second = int(self.rng.choice(len(leaf), p=p))
-        if second == first:
-            second = (first + 1) % len(leaf)
-        other = self._fit(units, leaf[second:second + 1])
-        scores = units.log_lik(leaf, {k: torch.cat([v, other[k]]) for k, v in seed.items()})
-        side = scores[:, 1] > scores[:, 0]
+        keys = torch.rand(len(index), generator=self.generator, dtype=torch.float64)
+        first, _ = segment_argmin(keys, node, n)
+        seed = self._fit(units.counts[index[first]], units.flat[index[first]], units)
+        per_item = units.own_log_lik(seed, node, index) / units.counts[index]
+        badness = (segment_max(per_item, node, n)[node] - per_item).clamp_min(0)
+        race = -torch.log(torch.rand(len(index), generator=self.generator, dtype=torch.float64)) / badness
+        race[first] = math.inf
+        keys[first] = math.inf
+        stuck = torch.isinf(segment_argmin(race, node, n)[1])  # the first fits all others alike: any of them
+        second, _ = segment_argmin(torch.where(stuck[node], keys, race), node, n)
+        other = self._fit(units.counts[index[second]], units.flat[index[second]], units)
+        both = {k: torch.cat([v, other[k]]) for k, v in seed.items()}
+        side = units.own_log_lik(both, node + n, index) > units.own_log_lik(both, node, index)
         side[first], side[second] = False, True
         return side
 
     # ---------------------------------------------------------------- compress
     def compress(self, clumps, resp, memory_bound):
         """Clumps within ``memory_bound`` stored numbers summarising ``clumps`` (their units hard-partitioned
-        by ``resp``, the units' responsibilities ``(C + S, K)``), and the leaves (lists of unit indices)."""
+        by ``resp``, the units' responsibilities ``(C + P, K)`` or their most responsible components ``(C + P,)``),
+        and the leaves (unit indices, in the order of the stored clumps and singlets)."""
         units = Units(self.family, clumps)
-        owner = resp.argmax(1)
-        leaves = [torch.nonzero(owner == k).flatten() for k in torch.unique(owner).tolist()]
-        leaves = self._merge_to_fit(units, leaves, memory_bound)
-        cost = sum(units.cost(leaf) for leaf in leaves)
-        queue, counter = [], 0
-        for leaf in leaves:
-            counter = self._push(queue, units, leaf, counter)
+        distinct, owner = units.distinct(resp.argmax(1) if resp.dim() == 2 else resp)
+        _, labels = torch.unique(owner, return_inverse=True)
+        partition = _Partition(self, distinct, self._merge_to_fit(distinct, labels, memory_bound))
+        partition.propose(torch.arange(partition.size))
+        cost = sum(partition.cost)
+        queue = [(-partition.gain[leaf], leaf) for leaf in range(partition.size)]
+        heapq.heapify(queue)
         final = []
         while queue:
-            _, _, leaf, proposal = heapq.heappop(queue)
-            if proposal is None:
-                final.append(leaf)
-                continue
-            left, right = proposal[1]
-            change = units.cost(left) + units.cost(right) - units.cost(leaf)
-            if cost + change > memory_bound:
-                final.append(leaf)  # this split does not fit; smaller ones may
-                continue
-            cost += change
-            counter = self._push(queue, units, left, counter)
-            counter = self._push(queue, units, right, counter)
-        return clumps.from_leaves(units, final), final
+            accepted, used, budget = [], 0, (memory_bound - cost) / 2
+            while queue:
+                leaf = queue[0][1]
+                change = partition.change(leaf)
+                if change is None or cost + change > memory_bound:
+                    final.append(heapq.heappop(queue)[1])  # one unit, or this split does not fit; smaller ones may
+                    continue
+                if accepted and used + change > budget:
+                    break  # the round is full; the rest wait for the next
+                heapq.heappop(queue)
+                accepted.append(leaf)
+                used += change
+                cost += change
+            for child in partition.split(accepted):
+                heapq.heappush(queue, (-partition.gain[child], child))
+        position = partition.positions(final)[distinct.members]
+        order = torch.argsort(position, stable=True)
+        leaves = list(torch.split(order, torch.bincount(position, minlength=len(final)).tolist()))
+        return clumps.from_leaves(units, leaves), leaves
 
-    def _push(self, queue, units, leaf, counter):
-        proposal = self.propose(units, leaf)
-        priority = math.inf if proposal is None else -proposal[0]
-        heapq.heappush(queue, (priority, counter, leaf, proposal))
-        return counter + 1
-
-    def _merge_to_fit(self, units, leaves, memory_bound):
+    def _merge_to_fit(self, units, labels, memory_bound):
         """Merge the pair of leaves that loses the least magnified free energy until the partition fits."""
         if units.size > memory_bound:
             raise ValueError(f"memory_bound {memory_bound} cannot hold even one clump ({units.size} numbers)")
-        while sum(units.cost(leaf) for leaf in leaves) > memory_bound and len(leaves) > 1:
-            best = None
-            for i in range(len(leaves)):
-                for j in range(i + 1, len(leaves)):
-                    union = torch.cat([leaves[i], leaves[j]])
-                    loss = self.split_gain(units, union, (leaves[i], leaves[j]))
-                    if best is None or loss < best[0]:
-                        best = (loss, i, j, union)
-            _, i, j, union = best
-            leaves = [leaf for k, leaf in enumerate(leaves) if k not in (i, j)] + [union]
-        return leaves
+        n = int(labels.max()) + 1
+        while n > 1 and int(units.leaf_costs(labels, n)[0].sum()) > memory_bound:
+            counts, flat = units.sums(labels, n)
+            alone = self.log_marginal(counts, flat, units)
+            i, j = torch.triu_indices(n, n, 1)
+            loss = alone[i] + alone[j] - self.log_marginal(counts[i] + counts[j], flat[i] + flat[j], units)
+            best = int(torch.argmin(loss + math.log(self.alpha)))
+            keep, drop = int(i[best]), int(j[best])
+            labels = torch.where(labels == drop, keep, labels)
+            labels = labels - (labels > drop).long()
+            n -= 1
+        return labels
+
+
+class _Partition:
+    """The current leaves of greedy top-down splitting: each unit's leaf and side in its leaf's proposed split;
+    per leaf its count, flattened statistics, storage cost and, once proposed, its split's gain and cost."""
+
+    def __init__(self, compressor, units, labels):
+        self.compressor, self.units = compressor, units
+        self.leaf = labels.clone()
+        self.side = torch.zeros(len(labels), dtype=torch.bool)
+        self.counts, self.flat = units.sums(labels, int(labels.max()) + 1)
+        self.cost = units.leaf_costs(labels, len(self.counts))[0].tolist()
+        self.gain = [-math.inf] * len(self.cost)
+        self.split_cost = [None] * len(self.cost)
+
+    @property
+    def size(self):
+        return len(self.cost)
+
+    def change(self, leaf):
+        """The change of stored numbers if ``leaf`` splits (``None``: it has no proposal)."""
+        return None if self.split_cost[leaf] is None else self.split_cost[leaf] - self.cost[leaf]
+
+    def propose(self, leaves):
+        """Split proposals (:meth:`Compressor.split_level`) for the ``leaves`` (a tensor of ids) with two or
+        more units."""
+        wanted = torch.zeros(self.size, dtype=torch.bool)
+        wanted[leaves] = True
+        index = torch.nonzero(wanted[self.leaf]).flatten()
+        many = torch.bincount(self.leaf[index], minlength=self.size) >= 2
+        index = index[many[self.leaf[index]]]
+        active = torch.nonzero(many).flatten()
+        if not len(active):
+            return
+        local = torch.full((self.size,), -1, dtype=torch.long)
+        local[active] = torch.arange(len(active))
+        node = local[self.leaf[index]]
+        side, gain = self.compressor.split_level(self.units, index, node, len(active), self.counts[active],
+                                                 self.flat[active])
+        self.side[index] = side
+        costs, _ = self.units.leaf_costs(2 * node + side.long(), 2 * len(active), index)
+        costs = costs.reshape(-1, 2).sum(1).tolist()
+        for i, leaf in enumerate(active.tolist()):
+            self.gain[leaf], self.split_cost[leaf] = float(gain[i]), costs[i]
+
+    def split(self, leaves):
+        """Replace the ``leaves`` by their proposed children (proposing their own splits); the children's ids."""
+        if not leaves:
+            return []
+        base, parents = self.size, torch.tensor(leaves, dtype=torch.long)
+        rank = torch.full((self.size,), -1, dtype=torch.long)
+        rank[parents] = torch.arange(len(leaves))
+        index = torch.nonzero(rank[self.leaf] >= 0).flatten()
+        child = 2 * rank[self.leaf[index]] + self.side[index].long()
+        self.leaf[index] = base + child
+        counts, flat = self.units.sums(child, 2 * len(leaves), index)
+        self.counts, self.flat = torch.cat([self.counts, counts]), torch.cat([self.flat, flat])
+        self.cost += self.units.leaf_costs(child, 2 * len(leaves), index)[0].tolist()
+        self.gain += [-math.inf] * (2 * len(leaves))
+        self.split_cost += [None] * (2 * len(leaves))
+        children = torch.arange(base, self.size)
+        self.propose(children)
+        return children.tolist()
+
+    def positions(self, leaves):
+        """Each unit's position in ``leaves`` (the final partition)."""
+        position = torch.full((self.size,), -1, dtype=torch.long)
+        position[torch.tensor(leaves, dtype=torch.long)] = torch.arange(len(leaves))
+        return position[self.leaf]

@@ -103,31 +103,41 @@ class GroupedClumps(Clumps):
     def from_leaves(self, units, leaves):
         """The memory of a compression's final partition (:meth:`Clumps.from_leaves`), each new clump's group
         counts the sums of its units' and each kept singlet in its document group."""
-        stored = Clumps.from_leaves(self, units, leaves)
-        rows = self.unit_groups()
-        clump_rows, point_groups = [], []
-        for leaf in leaves:
-            if units.as_singlets(leaf):
-                point_groups.append(self.point_groups[leaf - units.first_singlet])
-            else:
-                clump_rows.append(rows[leaf].sum(0))
-        return GroupedClumps(stored.counts, stored.stats, stored.points,
-                             torch.stack(clump_rows) if clump_rows else rows[:0],
-                             torch.cat(point_groups) if point_groups else self.point_groups[:0],
-                             self.group_sizes.clone())
+        base = Clumps.from_leaves(self, units, leaves)
+        stored, kept = self._partition(units, leaves)
+        rows = self.clump_groups.new_zeros((len(stored), self.num_groups))
+        for row, i in enumerate(stored):
+            leaf = leaves[i]
+            clumps = leaf[leaf < units.first_singlet]
+            singlets = leaf[leaf >= units.first_singlet] - units.first_singlet
+            rows[row] = self.clump_groups[clumps].sum(0)
+            rows[row].index_add_(0, self.point_groups[singlets], rows.new_ones(len(singlets)))
+        points = [self.point_groups[leaves[i] - units.first_singlet] for i in kept]
+        return GroupedClumps(base.counts, base.stats, base.points, rows,
+                             torch.cat(points) if points else self.point_groups[:0], self.group_sizes.clone())
 
     def merge_groups(self, keep, drop):
         """Document group ``drop`` tied into ``keep``: its counts and size added to ``keep``'s, its index removed."""
         if keep == drop:
             raise ValueError("cannot merge a document group with itself")
-        groups = self.clump_groups.clone()
-        groups[:, keep] += groups[:, drop]
-        sizes = self.group_sizes.clone()
-        sizes[keep] += sizes[drop]
-        owners = torch.where(self.point_groups == drop, keep, self.point_groups)
-        owners = owners - (owners > drop).long()
-        rest = [s for s in range(self.num_groups) if s != drop]
-        return GroupedClumps(self.counts, self.stats, self.points, groups[:, rest], owners, sizes[rest])
+        target = torch.arange(self.num_groups, device=self.point_groups.device)
+        target[drop] = keep
+        return self.regroup(target - (target > drop).long())
+
+    def regroup(self, target):
+        """Document groups tied by ``target`` ``(S,)``, each group's new index (``0 .. S'-1``, every one used):
+        counts and sizes of groups sharing an index are added; the singlets keep their order."""
+        new = int(target.max()) + 1
+        groups = self.clump_groups.new_zeros((self.num_clumps, new)).index_add_(1, target, self.clump_groups)
+        sizes = self.group_sizes.new_zeros(new).index_add_(0, target, self.group_sizes)
+        return GroupedClumps(self.counts, self.stats, self.points, groups, target[self.point_groups], sizes)
+
+    def sorted_by_group(self):
+        """The same memory with its singlets ordered by document group (stably; the tied local step then needs
+        no permutation)."""
+        order = torch.argsort(self.point_groups, stable=True)
+        return GroupedClumps(self.counts, self.stats, self.points[order], self.clump_groups,
+                             self.point_groups[order], self.group_sizes)
 
     def tied_local_step(self, posterior, max_iter=100, tol=1e-3):
         """:func:`tied_hdp_local_step` of this memory."""
@@ -149,47 +159,77 @@ def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3):
     document-group Dirichlets (eq. 20) alternate until the groups' counts move by less than ``tol`` per entry on
     average (the default ``tol`` is the HDP local step's); a last sweep sets the responsibilities, then
     ``theta`` exactly, so the summary's bound is that of the factors returned. The summary is a
-    :class:`~pyro_memo.summaries.GroupSummary` (module docstring)."""
+    :class:`~pyro_memo.summaries.GroupSummary` (module docstring).
+
+    A singlet's :math:`r_{nk} = \\Phi_{nk} W_{sk} / z_n`, with :math:`\\Phi = \\exp(E\\log p - \\text{row max})`
+    formed once and :math:`W_s = \\exp(E\\log\\pi_s - \\max)` per sweep, so a sweep needs only each group's
+    :math:`z = \\Phi_s W_s` and counts :math:`N_{sk} = W_{sk} \\sum_{n \\in s} \\Phi_{nk} / z_n`: two
+    matrix-vector products per document group and no ``(P, K)`` temporary; the responsibilities are formed
+    once, in place of :math:`\\Phi`."""
     family, K = posterior.family, posterior.K
+    order, bounds = _group_runs(memory.point_groups)
     points = memory.points.to(posterior.dtype)
-    point_lik = family.expected_log_lik(points, posterior.component) if memory.num_singlets else \
-        points.new_zeros((0, K))
+    if order is not None:
+        points = points[order]
+    if memory.num_singlets:
+        phi = family.expected_log_lik(points, posterior.component)
+        phi.sub_(phi.max(1, keepdim=True).values).exp_()
+    else:
+        phi = points.new_zeros((0, K))
     if memory.num_clumps:
         clump_lik = stats_log_lik(family, posterior.component, memory.counts, memory.stats) / memory.counts[:, None]
         share = memory.clump_groups / memory.counts[:, None]  # (C, S) fraction of each clump's items per group
     else:
         clump_lik, share = memory.counts.new_zeros((0, K)), memory.clump_groups
     sizes = memory.group_sizes.to(posterior.dtype)
-    owner = memory.point_groups
-
-    # a singlet's r_nk = Phi_nk W_sk / z_n with Phi = exp(E log p - row max) formed once and
-    # W = exp(E log pi - group max) per sweep: one exp of (S, K) per sweep, not of (P, K) (as the HDP's local step)
-    phi = torch.exp(point_lik - point_lik.max(1, keepdim=True).values) if memory.num_singlets else point_lik
     tiny = torch.finfo(phi.dtype).tiny
 
-    def responsibilities(e_log_pi):
-        clump_resp = drop_underflow(torch.softmax(clump_lik + share @ e_log_pi[:, :K], dim=-1))
-        weights = torch.exp(e_log_pi[:, :K] - e_log_pi[:, :K].max(1, keepdim=True).values)
-        point_resp = phi * weights[owner]
-        return clump_resp, point_resp / point_resp.sum(1, keepdim=True).clamp_min(tiny)
+    def clump_responsibilities(e_log_pi):
+        return drop_underflow(torch.softmax(clump_lik + share @ e_log_pi[:, :K], dim=-1))
 
-    def group_counts(clump_resp, point_resp):
-        return memory.clump_groups.T @ clump_resp + point_resp.new_zeros((len(sizes), K)).index_add_(0, owner,
-                                                                                                     point_resp)
+    def weights_of(e_log_pi):
+        return torch.exp(e_log_pi[:, :K] - e_log_pi[:, :K].max(1, keepdim=True).values)
+
+    def group_counts(e_log_pi):
+        clump_resp, weights = clump_responsibilities(e_log_pi), weights_of(e_log_pi)
+        counts = memory.clump_groups.T @ clump_resp
+        for group, lo, hi in bounds:
+            block = phi[lo:hi]
+            counts[group] += weights[group] * (block.T @ (block @ weights[group]).clamp_min(tiny).reciprocal())
+        return counts
 
     log_beta = torch.log(posterior.expected_beta())  # the start: r ∝ E[beta_k] exp(E log p), as the HDP's
-    counts = group_counts(*responsibilities(log_beta.expand(len(sizes), K + 1)))
+    counts = group_counts(log_beta.expand(len(sizes), K + 1))
     for _ in range(max_iter):
-        new = group_counts(*responsibilities(group_factors(posterior, counts, sizes)[1]))
+        new = group_counts(group_factors(posterior, counts, sizes)[1])
         moved = float((new - counts).abs().mean()) if new.numel() else 0.0
         counts = new
         if moved < tol:
             break
-    clump_resp, point_resp = responsibilities(group_factors(posterior, counts, sizes)[1])
-    counts = group_counts(clump_resp, point_resp)
+    e_log_pi = group_factors(posterior, counts, sizes)[1]
+    clump_resp, weights = clump_responsibilities(e_log_pi), weights_of(e_log_pi)
+    for group, lo, hi in bounds:  # phi becomes the singlets' responsibilities
+        block = phi[lo:hi]
+        block.mul_(weights[group])
+        block.div_(block.sum(1, keepdim=True).clamp_min(tiny))
+    point_resp = phi if order is None else torch.empty_like(phi).index_copy_(0, order, phi)
+    counts = memory.clump_groups.T @ clump_resp + point_resp.new_zeros((len(sizes), K)).index_add_(
+        0, memory.point_groups, point_resp)
     theta, e_log_pi = group_factors(posterior, counts, sizes)
     return (clump_resp, point_resp, theta), tied_group_summary(family, memory, clump_resp, point_resp, theta,
                                                                e_log_pi, counts)
+
+
+def _group_runs(owner):
+    """``(order, runs)``: the singlets' order by document group (``None`` when they are sorted already) and
+    ``(group, start, stop)`` of each run of one group in that order."""
+    order = None
+    if len(owner) > 1 and bool((owner[1:] < owner[:-1]).any()):
+        order = torch.argsort(owner, stable=True)
+        owner = owner[order]
+    groups, lengths = torch.unique_consecutive(owner, return_counts=True)
+    stops = torch.cumsum(lengths, 0).tolist()
+    return order, [(g, stop - n, stop) for g, n, stop in zip(groups.tolist(), lengths.tolist(), stops, strict=True)]
 
 
 def tied_group_summary(family, memory, clump_resp, point_resp, theta, e_log_pi, counts):

@@ -12,10 +12,17 @@ import torch
 
 from .base import AdditiveSummary
 
+#: the most responsibilities :func:`entropy_per_component` takes the logarithm of at once
+ENTROPY_CHUNK = 2**21
+
 
 def entropy_per_component(resp):
-    """:math:`-\\sum_n \\hat r_{nk} \\log \\hat r_{nk}` for each ``k`` (``0 log 0 = 0``)."""
-    return -torch.special.xlogy(resp, resp).sum(0)
+    """:math:`-\\sum_n \\hat r_{nk} \\log \\hat r_{nk}` for each ``k`` (``0 log 0 = 0``), over chunks of
+    :data:`ENTROPY_CHUNK` numbers (an epoch of 400,000 items at K = 50 would otherwise need a second 160 MB)."""
+    step = max(1, ENTROPY_CHUNK // max(1, resp.shape[-1]))
+    if len(resp) <= step:
+        return -torch.special.xlogy(resp, resp).sum(0)
+    return -sum(torch.special.xlogy(part, part).sum(0) for part in torch.split(resp, step))
 
 
 @dataclass
