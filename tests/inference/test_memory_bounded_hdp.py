@@ -10,6 +10,7 @@ import torch
 import pyro_memo as pm
 from pyro_memo.inference.memory_bounded import MemoryBoundedHDP
 from pyro_memo.memo.clumps import Clumps
+from pyro_memo.memo.compression import Compressor
 from pyro_memo.memo.group_clumps import GroupedClumps
 from pyro_memo.posterior.hdp import HDPMixturePosterior, expected_log_dirichlet
 from pyro_memo.summaries import Summary
@@ -155,3 +156,83 @@ def test_the_cli_fits_grouped_data_within_its_memory(tmp_path):
     assert [e["documents"] for e in out["epochs"]] == [4, 8, 12] and out["epochs"][-1]["items"] == 480
     saved = np.load(tmp_path / "run" / "posterior.npz")
     assert saved["labels"].shape == (480,) and saved["means"].shape == (5, 2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_tied_local_step_does_not_depend_on_the_singlets_order(seed):
+    """Singlets need not be sorted by document group: shuffled, the bound is the same and each singlet keeps its
+    responsibilities."""
+    groups, family, x, doc, post = setting(seed)
+    memory, _, _, _ = tie(family, x, doc, len(groups), 4, 60, merges=2, seed=seed)
+    order = torch.randperm(memory.num_singlets, generator=torch.Generator().manual_seed(seed))
+    shuffled = GroupedClumps(memory.counts, memory.stats, memory.points[order], memory.clump_groups,
+                             memory.point_groups[order], memory.group_sizes)
+    (clump_a, point_a, theta_a), a = memory.tied_local_step(post, max_iter=500, tol=1e-12)
+    (clump_b, point_b, theta_b), b = shuffled.tied_local_step(post, max_iter=500, tol=1e-12)
+    np.testing.assert_allclose(float(post.elbo(b)), float(post.elbo(a)), rtol=1e-12)
+    torch.testing.assert_close(point_b, point_a[order], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(theta_b, theta_a, rtol=1e-10, atol=1e-10)
+    assert shuffled.sorted_by_group().point_groups.diff().ge(0).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_regrouping_at_once_is_merging_pair_by_pair(seed):
+    groups, family, x, doc, post = setting(seed, num_groups=9)
+    memory, _, _, _ = tie(family, x, doc, len(groups), 5, 50, merges=0, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    one_by_one, target = memory, torch.arange(memory.num_groups)
+    for _ in range(4):
+        keep, drop = sorted(torch.randperm(one_by_one.num_groups, generator=g)[:2].tolist())
+        one_by_one = one_by_one.merge_groups(keep, drop)
+        target = torch.where(target == drop, keep, target)
+        target = target - (target > drop).long()
+    at_once = memory.regroup(target)
+    torch.testing.assert_close(at_once.clump_groups, one_by_one.clump_groups)
+    torch.testing.assert_close(at_once.group_sizes, one_by_one.group_sizes)
+    assert torch.equal(at_once.point_groups, one_by_one.point_groups)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compression_with_repeated_items_across_groups_stores_exact_sums_within_the_bound(seed):
+    """Quantised pixels repeat across images: compression merges equal singlets of the same first leaf into one
+    unit; the clumps it stores still hold the exact statistics and group counts of their items."""
+    rng = np.random.default_rng(seed)
+    base = np.round(rng.normal(size=(40, 2)), 1)
+    groups = [base[rng.integers(0, 40, size=int(rng.integers(30, 60)))] for _ in range(10)]
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    memory = GroupedClumps.of_groups(family, groups)
+    bound = int(rng.integers(80, 300))
+    K = 4
+    post = MemoryBoundedHDP(family, K, bound, 10, seed=seed).initial_posterior(memory.points)
+    (_, point_resp, _), _ = memory.tied_local_step(post)
+    compressed, leaves = Compressor(family, magnify=5.0, seed=seed).compress(memory, point_resp, bound)
+    assert compressed.memory() <= bound
+    assert sorted(torch.cat(leaves).tolist()) == list(range(memory.num_singlets))
+    x = memory.points
+    total = x.T @ x
+    kept = compressed.stats["xx"].sum(0) + compressed.points.T @ compressed.points
+    torch.testing.assert_close(kept, total, rtol=1e-10, atol=1e-8)
+    per_group = compressed.clump_groups.sum(0) + torch.bincount(compressed.point_groups,
+                                                              minlength=compressed.num_groups)
+    torch.testing.assert_close(per_group, torch.tensor([float(len(g)) for g in groups], dtype=x.dtype))
+    stored = [leaf for leaf in leaves if len(leaf) * 2 > compressed.clump_cost()]
+    for c, leaf in enumerate(stored):
+        items = memory.points[leaf]
+        torch.testing.assert_close(compressed.stats["x"][c], items.sum(0), rtol=1e-10, atol=1e-8)
+        owners = torch.bincount(memory.point_groups[leaf], minlength=memory.num_groups).to(x.dtype)
+        torch.testing.assert_close(compressed.clump_groups[c], owners)
+
+
+def test_equal_singlets_of_one_first_leaf_become_one_unit():
+    from pyro_memo.memo.compression import Units
+
+    family = pm.Gaussian.from_data(np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]]))
+    points = np.array([[0.0, 0.0], [1.0, 2.0], [0.0, 0.0], [1.0, 2.0], [0.0, 0.0]])
+    memory = GroupedClumps.of_groups(family, [points[:2], points[2:]])
+    units = Units(family, memory)
+    distinct, owner = units.distinct(torch.tensor([0, 1, 0, 1, 1]))
+    assert len(distinct) == 3  # (0, 0) in leaf 0 twice, (0, 0) in leaf 1 once, (1, 2) in leaf 1 twice
+    assert sorted(distinct.multiplicity.tolist()) == [1, 2, 2]
+    assert torch.equal(owner[distinct.members], torch.tensor([0, 1, 0, 1, 1]))
+    torch.testing.assert_close(distinct.flat.sum(0), units.flat.sum(0))
+    torch.testing.assert_close(distinct.counts.sum(), units.counts.sum())
