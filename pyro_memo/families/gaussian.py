@@ -97,7 +97,14 @@ class Gaussian(ConjugateFamily):
         sq_norms = whitened_sq_norms(chol, post["m"], dtype)
         const = (0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]).to(dtype)
         nu = post["nu"].to(dtype)
-        return lambda x: sq_norms(x.to(dtype)).mul_(-0.5 * nu).add_(const)  # in place: one (N, K) tensor
+
+        def log_lik(x):
+            sq = sq_norms(x.to(dtype))
+            if sq.requires_grad:  # differentiated (type-II updates): no in-place arithmetic
+                return const - 0.5 * nu * sq
+            return sq.mul_(-0.5 * nu).add_(const)  # in place: one (N, K) tensor, not three
+
+        return log_lik
 
     def expected_log_lik_from_stats(self, counts, stats, post):
         d = self.dim
