@@ -311,10 +311,10 @@ class MemoryBoundedHDP(MemoryBoundedVB):
             return mean / mean.norm(dim=-1, keepdim=True)
 
         S = memory.num_groups
-        unit = direction(torch.arange(S))
+        unit = direction(torch.arange(S, device=theta.device))
         similarity = unit @ unit.T
         similarity.fill_diagonal_(-float("inf"))
-        target = torch.arange(S)
+        target = torch.arange(S, device=theta.device)
         for _ in range(S - self.max_groups):
             keep, drop = sorted(divmod(int(similarity.argmax()), S))
             counts[keep] += counts[drop]

@@ -137,9 +137,11 @@ class Clumps:
         singlets keeps them (``units.as_singlets``), any other becomes one clump with the summed count and
         statistics of its units, in the order of ``leaves``."""
         stored, kept = self._partition(units, leaves)
-        labels = torch.repeat_interleave(torch.arange(len(stored)), torch.tensor([len(leaves[i]) for i in stored]))
+        device = self.counts.device
+        labels = torch.repeat_interleave(torch.arange(len(stored), device=device),
+                                         torch.tensor([len(leaves[i]) for i in stored], device=device))
         counts, flat = units.sums(labels, len(stored), torch.cat([leaves[i] for i in stored]) if stored else
-                                  torch.zeros(0, dtype=torch.long))
+                                  torch.zeros(0, dtype=torch.long, device=device))
         points = [leaves[i] - units.first_singlet for i in kept]
         return Clumps(counts, units.unflatten(flat), self.points[torch.cat(points)] if points else self.points[:0])
 

@@ -65,7 +65,8 @@ class Units:
         self.template = {k: v[:0] for k, v in clumps.stats.items()}
         own = item_stats(family, clumps.points) if clumps.num_singlets else self.template
         self.flat = torch.cat([flat_stats(clumps.stats), flat_stats({k: own[k] for k in clumps.stats})])
-        self.multiplicity = (torch.arange(len(self.counts)) >= self.first_singlet).long()  # singlets per unit
+        self.device = self.counts.device
+        self.multiplicity = (torch.arange(len(self.counts), device=self.device) >= self.first_singlet).long()
         self.members = None
 
     def distinct(self, owner):
@@ -80,7 +81,7 @@ class Units:
         other.counts = torch.cat([self.counts[:C], repeats.to(self.counts.dtype)])
         other.flat = torch.cat([self.flat[:C], values[:, :-1] * repeats[:, None].to(values.dtype)])
         other.multiplicity = torch.cat([self.multiplicity[:C], repeats])
-        other.members = torch.cat([torch.arange(C), C + inverse])
+        other.members = torch.cat([torch.arange(C, device=self.device), C + inverse])
         return other, torch.cat([owner[:C], values[:, -1].long()])
 
     def __len__(self):
@@ -173,7 +174,7 @@ class Compressor:
         energy (eq. 30 for hard clusters)."""
         counts, flat = units.counts[index], units.flat[index]
         side = self._start(units, index, node, n)
-        frozen = torch.zeros(n, dtype=torch.bool)
+        frozen = torch.zeros(n, dtype=torch.bool, device=units.device)
         sizes_of = torch.bincount(node, minlength=n)
         for _ in range(self.refine):
             child = 2 * node + side.long()
@@ -200,12 +201,13 @@ class Compressor:
     def _start(self, units, index, node, n):
         """k-means++-style starts: per leaf a random unit's component, then a second unit drawn with probability
         growing with how badly the first fits it (per item), and each unit on the side it fits better."""
-        keys = torch.rand(len(index), generator=self.generator, dtype=torch.float64)
+        keys = torch.rand(len(index), generator=self.generator, dtype=torch.float64).to(units.device)
         first, _ = segment_argmin(keys, node, n)
         seed = self._fit(units.counts[index[first]], units.flat[index[first]], units)
         per_item = units.own_log_lik(seed, node, index) / units.counts[index]
         badness = (segment_max(per_item, node, n)[node] - per_item).clamp_min(0)
-        race = -torch.log(torch.rand(len(index), generator=self.generator, dtype=torch.float64)) / badness
+        race = -torch.log(torch.rand(len(index), generator=self.generator, dtype=torch.float64)).to(units.device)
+        race = race / badness
         race[first] = math.inf
         keys[first] = math.inf
         stuck = torch.isinf(segment_argmin(race, node, n)[1])  # the first fits all others alike: any of them
@@ -225,7 +227,7 @@ class Compressor:
         distinct, owner = units.distinct(resp.argmax(1) if resp.dim() == 2 else resp)
         _, labels = torch.unique(owner, return_inverse=True)
         partition = _Partition(self, distinct, self._merge_to_fit(distinct, labels, memory_bound))
-        partition.propose(torch.arange(partition.size))
+        partition.propose(torch.arange(partition.size, device=units.device))
         cost = sum(partition.cost)
         queue = [(-partition.gain[leaf], leaf) for leaf in range(partition.size)]
         heapq.heapify(queue)
@@ -276,7 +278,8 @@ class _Partition:
     def __init__(self, compressor, units, labels):
         self.compressor, self.units = compressor, units
         self.leaf = labels.clone()
-        self.side = torch.zeros(len(labels), dtype=torch.bool)
+        self.device = units.device
+        self.side = torch.zeros(len(labels), dtype=torch.bool, device=self.device)
         self.counts, self.flat = units.sums(labels, int(labels.max()) + 1)
         self.cost = units.leaf_costs(labels, len(self.counts))[0].tolist()
         self.gain = [-math.inf] * len(self.cost)
@@ -293,7 +296,7 @@ class _Partition:
     def propose(self, leaves):
         """Split proposals (:meth:`Compressor.split_level`) for the ``leaves`` (a tensor of ids) with two or
         more units."""
-        wanted = torch.zeros(self.size, dtype=torch.bool)
+        wanted = torch.zeros(self.size, dtype=torch.bool, device=self.device)
         wanted[leaves] = True
         index = torch.nonzero(wanted[self.leaf]).flatten()
         many = torch.bincount(self.leaf[index], minlength=self.size) >= 2
@@ -301,8 +304,8 @@ class _Partition:
         active = torch.nonzero(many).flatten()
         if not len(active):
             return
-        local = torch.full((self.size,), -1, dtype=torch.long)
-        local[active] = torch.arange(len(active))
+        local = torch.full((self.size,), -1, dtype=torch.long, device=self.device)
+        local[active] = torch.arange(len(active), device=self.device)
         node = local[self.leaf[index]]
         side, gain = self.compressor.split_level(self.units, index, node, len(active), self.counts[active],
                                                  self.flat[active])
@@ -316,9 +319,9 @@ class _Partition:
         """Replace the ``leaves`` by their proposed children (proposing their own splits); the children's ids."""
         if not leaves:
             return []
-        base, parents = self.size, torch.tensor(leaves, dtype=torch.long)
-        rank = torch.full((self.size,), -1, dtype=torch.long)
-        rank[parents] = torch.arange(len(leaves))
+        base, parents = self.size, torch.tensor(leaves, dtype=torch.long, device=self.device)
+        rank = torch.full((self.size,), -1, dtype=torch.long, device=self.device)
+        rank[parents] = torch.arange(len(leaves), device=self.device)
         index = torch.nonzero(rank[self.leaf] >= 0).flatten()
         child = 2 * rank[self.leaf[index]] + self.side[index].long()
         self.leaf[index] = base + child
@@ -327,12 +330,13 @@ class _Partition:
         self.cost += self.units.leaf_costs(child, 2 * len(leaves), index)[0].tolist()
         self.gain += [-math.inf] * (2 * len(leaves))
         self.split_cost += [None] * (2 * len(leaves))
-        children = torch.arange(base, self.size)
+        children = torch.arange(base, self.size, device=self.device)
         self.propose(children)
         return children.tolist()
 
     def positions(self, leaves):
         """Each unit's position in ``leaves`` (the final partition)."""
-        position = torch.full((self.size,), -1, dtype=torch.long)
-        position[torch.tensor(leaves, dtype=torch.long)] = torch.arange(len(leaves))
+        position = torch.full((self.size,), -1, dtype=torch.long, device=self.device)
+        position[torch.tensor(leaves, dtype=torch.long, device=self.device)] = torch.arange(len(leaves),
+                                                                                         device=self.device)
         return position[self.leaf]
