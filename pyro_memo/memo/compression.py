@@ -50,6 +50,12 @@ def segment_argmin(keys, segments, n):
     return out.scatter_reduce(0, segments[hit], hit, "amin"), smallest
 
 
+def segment_sums(counts, flat, labels, n):
+    """Summed ``counts`` ``(n,)`` and flattened statistics ``(n, F)`` of rows with ``labels`` in ``0 .. n-1``."""
+    return (counts.new_zeros(n).index_add_(0, labels, counts),
+            flat.new_zeros((n, flat.shape[1])).index_add_(0, labels, flat))
+
+
 class Units:
     """The units of a compression step: the current clumps (units ``0 .. C-1``) and singlets (units
     ``C .. C+P-1``), each with its count and its statistics flattened to one row of :attr:`flat` (a singlet's
@@ -100,13 +106,7 @@ class Units:
         """Summed counts ``(n,)`` and flattened statistics ``(n, F)`` of the units ``index`` (all by default) by
         their ``labels`` in ``0 .. n-1``."""
         counts, flat = (self.counts, self.flat) if index is None else (self.counts[index], self.flat[index])
-        return (counts.new_zeros(n).index_add_(0, labels, counts),
-                flat.new_zeros((n, flat.shape[1])).index_add_(0, labels, flat))
-
-    def total(self, index):
-        """Summed count and statistics (a dict) of the units ``index``."""
-        counts, flat = self.sums(torch.zeros(len(index), dtype=torch.long, device=index.device), 1, index)
-        return counts[0], {k: v[0] for k, v in self.unflatten(flat).items()}
+        return segment_sums(counts, flat, labels, n)
 
     def own_log_lik(self, component, which, index):
         """Expected log-likelihood of the items of each unit ``index[i]`` under component ``which[i]`` of
@@ -128,10 +128,6 @@ class Units:
         """Whether a leaf of units ``index`` keeps its items as singlets: all are singlets and they take no
         more numbers than one clump (Gomes et al.'s :math:`(d + 3)/2 + 1/d` points for a full covariance)."""
         return bool((index >= self.first_singlet).all()) and len(index) * self.dim <= self.size
-
-    def cost(self, index):
-        """Numbers a leaf of units ``index`` stores: its singlets' (:meth:`as_singlets`) or one clump's."""
-        return len(index) * self.dim if self.as_singlets(index) else self.size
 
 
 class Compressor:
@@ -177,9 +173,7 @@ class Compressor:
         frozen = torch.zeros(n, dtype=torch.bool, device=units.device)
         sizes_of = torch.bincount(node, minlength=n)
         for _ in range(self.refine):
-            child = 2 * node + side.long()
-            child_counts = counts.new_zeros(2 * n).index_add_(0, child, counts)
-            child_flat = flat.new_zeros((2 * n, flat.shape[1])).index_add_(0, child, flat)
+            child_counts, child_flat = segment_sums(counts, flat, 2 * node + side.long(), 2 * n)
             a, B = log_lik_coefficients(self.family, self._fit(child_counts, child_flat, units), units.template)
             log_size = torch.log(child_counts.clamp_min(1e-300))
             B, bias = B.reshape(n, 2, -1), (log_size if a is None else a + log_size).reshape(n, 2)
@@ -191,9 +185,7 @@ class Compressor:
             if bool(frozen.all()):
                 break
             side = torch.where(frozen[node], side, new)
-        child = 2 * node + side.long()
-        child_counts = counts.new_zeros(2 * n).index_add_(0, child, counts)
-        child_flat = flat.new_zeros((2 * n, flat.shape[1])).index_add_(0, child, flat)
+        child_counts, child_flat = segment_sums(counts, flat, 2 * node + side.long(), 2 * n)
         children = self.log_marginal(child_counts, child_flat, units).reshape(n, 2).sum(1)
         gain = children - self.log_marginal(parent_counts, parent_flat, units) + math.log(self.alpha)
         return side, gain

@@ -208,13 +208,13 @@ def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3):
             break
     e_log_pi = group_factors(posterior, counts, sizes)[1]
     clump_resp, weights = clump_responsibilities(e_log_pi), weights_of(e_log_pi)
+    counts = memory.clump_groups.T @ clump_resp
     for group, lo, hi in bounds:  # phi becomes the singlets' responsibilities
         block = phi[lo:hi]
         block.mul_(weights[group])
         block.div_(block.sum(1, keepdim=True).clamp_min(tiny))
+        counts[group] += block.sum(0)
     point_resp = phi if order is None else torch.empty_like(phi).index_copy_(0, order, phi)
-    counts = memory.clump_groups.T @ clump_resp + point_resp.new_zeros((len(sizes), K)).index_add_(
-        0, memory.point_groups, point_resp)
     theta, e_log_pi = group_factors(posterior, counts, sizes)
     return (clump_resp, point_resp, theta), tied_group_summary(family, memory, clump_resp, point_resp, theta,
                                                                e_log_pi, counts)
