@@ -56,6 +56,23 @@ def segment_sums(counts, flat, labels, n):
             flat.new_zeros((n, flat.shape[1])).index_add_(0, labels, flat))
 
 
+def unique_rows(rows):
+    """``torch.unique(rows, dim=0, return_inverse=True, return_counts=True)`` for a 2-D ``rows``, the same
+    sorted rows, found by one 1-D sort per column: each column's values become ranks, folded column by column
+    into one integer per row (lexicographic order; re-ranked whenever the next column could overflow int64).
+    Sorting whole rows is several times slower on the CPU."""
+    key, bound = rows.new_zeros(len(rows), dtype=torch.long), 1
+    for column in rows.T:
+        values, rank = torch.unique(column, return_inverse=True)
+        if bound * len(values) >= 2**62:
+            key, bound = torch.unique(key, return_inverse=True)[1], int(key.max()) + 1
+        key, bound = key * len(values) + rank, bound * len(values)
+    order, inverse, repeats = torch.unique(key, return_inverse=True, return_counts=True)
+    first = torch.full((len(order),), len(rows), dtype=torch.long, device=rows.device)
+    first.scatter_reduce_(0, inverse, torch.arange(len(rows), device=rows.device), "amin")
+    return rows[first], inverse, repeats
+
+
 class Units:
     """The units of a compression step: the current clumps (units ``0 .. C-1``) and singlets (units
     ``C .. C+P-1``), each with its count and its statistics flattened to one row of :attr:`flat` (a singlet's
@@ -82,7 +99,7 @@ class Units:
         side (scores are linear in a unit's count and statistics); pixels of quantised images repeat often."""
         C = self.first_singlet
         rows = torch.cat([self.flat[C:], owner[C:, None].to(self.flat.dtype)], 1)
-        values, inverse, repeats = torch.unique(rows, dim=0, return_inverse=True, return_counts=True)
+        values, inverse, repeats = unique_rows(rows)
         other = copy.copy(self)
         other.counts = torch.cat([self.counts[:C], repeats.to(self.counts.dtype)])
         other.flat = torch.cat([self.flat[:C], values[:, :-1] * repeats[:, None].to(values.dtype)])

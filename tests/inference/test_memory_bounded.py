@@ -12,7 +12,7 @@ from pyro_memo.engine import MemoizedDriver
 from pyro_memo.inference.dp_mixture_posterior import DPMixturePosterior
 from pyro_memo.inference.memory_bounded import MemoryBoundedVB
 from pyro_memo.memo.clumps import Clumps, tied_local_step
-from pyro_memo.memo.compression import Compressor
+from pyro_memo.memo.compression import Compressor, unique_rows
 from pyro_memo.summaries import Summary
 from tests.conftest import FAMILY_NAMES, four_blobs, make_data
 
@@ -107,6 +107,19 @@ def test_with_a_bound_larger_than_the_data_it_is_batch_vb():
     start = stream.initial_posterior(x[:400])
     batch = MemoizedDriver(laps=500, tol=1e-13, shuffle=False).fit(pm.make_batches(x, 1), posterior=start)
     np.testing.assert_allclose(fit.elbo, batch.elbo_trace[-1], rtol=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unique_rows_is_torch_unique_over_rows(seed):
+    """The column-by-column ranks give torch.unique(dim=0)'s rows, inverse and counts, many columns (re-ranked
+    keys), few, and no rows included."""
+    g = torch.Generator().manual_seed(seed)
+    n, F = [(2000, 40), (500, 3), (0, 4), (7, 1), (3000, 13), (1, 2)][seed]
+    rows = torch.randint(-3, 4, (n, F), generator=g).double() / 3
+    rows[: n // 2] = rows[n - n // 2:][torch.randperm(n // 2, generator=g)] if n > 1 else rows[: n // 2]
+    expected = torch.unique(rows, dim=0, return_inverse=True, return_counts=True)
+    for got, want in zip(unique_rows(rows), expected, strict=True):
+        assert torch.equal(got, want)
 
 
 def test_bad_settings_are_clear_errors():
