@@ -59,8 +59,14 @@ class ThreadPolicy:
         self.candidates = (1,)
         self.choice = 1
         self._saved = None
+        self._depth = 0
 
     def __enter__(self):
+        """Start measuring (from one thread). Entered again while entered, as a driver's fit is inside a
+        :class:`~pyro_memo.MemoryBoundedVB` stream that shares its policy, it keeps its measurements."""
+        self._depth += 1
+        if self._depth > 1:
+            return self
         self._saved = torch.get_num_threads()
         most = self.threads or self._saved
         self.candidates = (1,) if most == 1 else (1, most)
@@ -75,7 +81,9 @@ class ThreadPolicy:
         return self
 
     def __exit__(self, *exc):
-        torch.set_num_threads(self._saved)
+        self._depth -= 1
+        if self._depth == 0:
+            torch.set_num_threads(self._saved)
         return False
 
     def _next(self):

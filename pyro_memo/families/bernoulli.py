@@ -3,7 +3,7 @@
 import torch
 
 from ._special import kl_beta, lbeta
-from .base import ConjugateFamily, data_for_defaults
+from .base import ConjugateFamily, data_for_defaults, weighted_sums
 
 
 class Bernoulli(ConjugateFamily):
@@ -47,7 +47,7 @@ class Bernoulli(ConjugateFamily):
             raise ValueError("bern data must be binary (0/1); found other values")
 
     def stats(self, x, resp):
-        return {"x": resp.T @ x}
+        return {"x": weighted_sums(resp, x)}
 
     def posterior(self, counts, stats):
         a = self.prior["a"] + stats["x"]

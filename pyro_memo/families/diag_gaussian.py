@@ -5,7 +5,7 @@ import math
 import torch
 
 from ._special import kl_gamma
-from .base import ConjugateFamily, data_for_defaults
+from .base import ConjugateFamily, data_for_defaults, weighted_sums
 
 
 class DiagGaussian(ConjugateFamily):
@@ -62,7 +62,7 @@ class DiagGaussian(ConjugateFamily):
         return cls(prior, dtype=dtype, device=device)
 
     def stats(self, x, resp):
-        return {"x": resp.T @ x, "xx": resp.T @ (x * x)}
+        return {"x": weighted_sums(resp, x), "xx": weighted_sums(resp, x * x)}
 
     def posterior(self, counts, stats):
         p = self.prior

@@ -14,7 +14,7 @@ from ._wishart import (
     whitened_sq_norms,
     wishart_terms,
 )
-from .base import ConjugateFamily, data_for_defaults, outer_product_stats
+from .base import ConjugateFamily, data_for_defaults, outer_product_stats, weighted_sums
 
 
 class Gaussian(ConjugateFamily):
@@ -65,7 +65,7 @@ class Gaussian(ConjugateFamily):
         return cls(prior, dtype=dtype, device=device)
 
     def stats(self, x, resp):
-        return {"x": resp.T @ x, "xx": outer_product_stats(x, resp)}
+        return {"x": weighted_sums(resp, x), "xx": outer_product_stats(x, resp)}
 
     def posterior(self, counts, stats):
         p = self.prior

@@ -33,7 +33,7 @@ import torch
 
 from ._special import safe_cholesky
 from ._wishart import regularized_scatter
-from .base import ConjugateFamily, data_for_defaults
+from .base import ConjugateFamily, data_for_defaults, weighted_sums
 
 
 def _logdet(chol):
@@ -100,7 +100,7 @@ class KnownCovGaussian(ConjugateFamily):
 
     def stats(self, x, resp):
         y = self._whiten(x - self.prior["m"])
-        return {"x": resp.T @ x, "xPx": resp.T @ (y * y).sum(-1)}
+        return {"x": weighted_sums(resp, x), "xPx": resp.T @ (y * y).sum(-1)}
 
     def posterior(self, counts, stats):
         p = self.prior

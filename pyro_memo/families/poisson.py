@@ -3,7 +3,7 @@
 import torch
 
 from ._special import kl_gamma
-from .base import ConjugateFamily, data_for_defaults
+from .base import ConjugateFamily, data_for_defaults, weighted_sums
 from .multinomial import check_counts
 
 
@@ -49,7 +49,7 @@ class Poisson(ConjugateFamily):
         check_counts(x, self.name)
 
     def stats(self, x, resp):
-        return {"x": resp.T @ x, "logfact": resp.T @ torch.lgamma(x + 1).sum(-1)}
+        return {"x": weighted_sums(resp, x), "logfact": resp.T @ torch.lgamma(x + 1).sum(-1)}
 
     def posterior(self, counts, stats):
         return {"a": self.prior["a"] + stats["x"], "b": self.prior["b"] + counts.unsqueeze(-1)}

@@ -151,9 +151,10 @@ class Clumps:
         singlets = [units.as_singlets(leaf) for leaf in leaves]
         return [i for i, s in enumerate(singlets) if not s], [i for i, s in enumerate(singlets) if s]
 
-    def tied_local_step(self, posterior):
-        """:func:`tied_local_step` of this memory under the DP mixture's globals ``posterior``."""
-        return tied_local_step(posterior, self)
+    def tied_local_step(self, posterior, summarize=True):
+        """:func:`tied_local_step` of this memory under the DP mixture's globals ``posterior`` (its summary
+        ``None`` with ``summarize=False``)."""
+        return tied_local_step(posterior, self) if summarize else (tied_responsibilities(posterior, self), None)
 
 
 def clump_size(stats):

@@ -28,6 +28,7 @@ singlet its :math:`d` numbers.
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -139,9 +140,20 @@ class GroupedClumps(Clumps):
         return GroupedClumps(self.counts, self.stats, self.points[order], self.clump_groups,
                              self.point_groups[order], self.group_sizes)
 
-    def tied_local_step(self, posterior, max_iter=100, tol=1e-3):
+    def tied_local_step(self, posterior, max_iter=100, tol=1e-3, summarize=True):
         """:func:`tied_hdp_local_step` of this memory."""
-        return tied_hdp_local_step(posterior, self, max_iter, tol)
+        return tied_hdp_local_step(posterior, self, max_iter, tol, summarize)
+
+
+class TiedGroupLocal(NamedTuple):
+    """The tied local factors of a :class:`GroupedClumps` (module docstring): clump responsibilities
+    ``(C, K)``, singlet responsibilities ``(P, K)``, the document groups' Dirichlets ``theta`` ``(S, K + 1)``
+    and their counts :math:`N_{sk}` ``(S, K)`` (eq. 15)."""
+
+    clump_resp: torch.Tensor
+    point_resp: torch.Tensor
+    theta: torch.Tensor
+    counts: torch.Tensor
 
 
 def group_factors(posterior, group_counts, sizes):
@@ -152,20 +164,28 @@ def group_factors(posterior, group_counts, sizes):
     return theta, expected_log_dirichlet(theta)
 
 
-def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3):
-    """``((clump_resp, point_resp, theta), summary)``: coordinate ascent on the tied local factors of ``memory``
+def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3, summarize=True):
+    """``(TiedGroupLocal, summary)``: coordinate ascent on the tied local factors of ``memory``
     (a :class:`GroupedClumps`) under the globals ``posterior`` (an
     :class:`~pyro_memo.posterior.hdp.HDPMixturePosterior`): clump and singlet responsibilities (eq. 21) and
     document-group Dirichlets (eq. 20) alternate until the groups' counts move by less than ``tol`` per entry on
     average (the default ``tol`` is the HDP local step's); a last sweep sets the responsibilities, then
     ``theta`` exactly, so the summary's bound is that of the factors returned. The summary is a
-    :class:`~pyro_memo.summaries.GroupSummary` (module docstring).
+    :class:`~pyro_memo.summaries.GroupSummary` (module docstring); ``None`` with ``summarize=False`` (compression
+    reads only the factors).
 
     A singlet's :math:`r_{nk} = \\Phi_{nk} W_{sk} / z_n`, with :math:`\\Phi = \\exp(E\\log p - \\text{row max})`
     formed once and :math:`W_s = \\exp(E\\log\\pi_s - \\max)` per sweep, so a sweep needs only each group's
     :math:`z = \\Phi_s W_s` and counts :math:`N_{sk} = W_{sk} \\sum_{n \\in s} \\Phi_{nk} / z_n`: two
     matrix-vector products per document group and no ``(P, K)`` temporary; the responsibilities are formed
-    once, in place of :math:`\\Phi`."""
+    once, in place of :math:`\\Phi`.
+
+    In float64 the sweeps first run on a float32 copy of :math:`\\Phi` (half the memory traffic of these
+    bandwidth-bound products, 0.044 s -> 0.023 s per sweep over 410,000 singlets at K = 50) until the counts
+    move by less than ``tol`` or by less than float32 can resolve (``1e-5`` of their mean), then continue in
+    float64 until they move by less than ``tol``, so the fixed point is float64's (at ``tol`` 1e-2 one float64
+    sweep confirms it); counts that float32 cannot represent (an underflowing :math:`z_n`) restart the sweeps
+    in float64. The responsibilities and the summary are always formed from the float64 :math:`\\Phi`."""
     family, K = posterior.family, posterior.K
     order, bounds = _group_runs(memory.point_groups)
     points = memory.points.to(posterior.dtype)
@@ -182,33 +202,48 @@ def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3):
     else:
         clump_lik, share = memory.counts.new_zeros((0, K)), memory.clump_groups
     sizes = memory.group_sizes.to(posterior.dtype)
-    tiny = torch.finfo(phi.dtype).tiny
-
     def clump_responsibilities(e_log_pi):
         return drop_underflow(torch.softmax(clump_lik + share @ e_log_pi[:, :K], dim=-1))
 
     def weights_of(e_log_pi):
         return torch.exp(e_log_pi[:, :K] - e_log_pi[:, :K].max(1, keepdim=True).values)
 
-    def group_counts(e_log_pi):
+    def group_counts(e_log_pi, table):
         clump_resp, weights = clump_responsibilities(e_log_pi), weights_of(e_log_pi)
         counts = memory.clump_groups.T @ clump_resp
+        weights, tiny = weights.to(table.dtype), torch.finfo(table.dtype).tiny
         for group, lo, hi in bounds:
-            block = phi[lo:hi]
-            counts[group] += weights[group] * (block.T @ (block @ weights[group]).clamp_min(tiny).reciprocal())
+            block = table[lo:hi]
+            singlets = weights[group] * (block.T @ (block @ weights[group]).clamp_min(tiny).reciprocal())
+            counts[group] += singlets.to(counts.dtype)
         return counts
 
+    def sweeps(counts, table, tol, budget):  # -> (counts, sweeps run); counts not finite: stop
+        for run in range(1, budget + 1):
+            new = group_counts(group_factors(posterior, counts, sizes)[1], table)
+            moved = float((new - counts).abs().mean()) if new.numel() else 0.0
+            counts = new
+            if not moved >= tol:  # converged, or nan / inf
+                return counts, run
+        return counts, budget
+
     log_beta = torch.log(posterior.expected_beta())  # the start: r ∝ E[beta_k] exp(E log p), as the HDP's
-    counts = group_counts(log_beta.expand(len(sizes), K + 1))
-    for _ in range(max_iter):
-        new = group_counts(group_factors(posterior, counts, sizes)[1])
-        moved = float((new - counts).abs().mean()) if new.numel() else 0.0
-        counts = new
-        if moved < tol:
-            break
+    start = log_beta.expand(len(sizes), K + 1)
+    used = 0
+    if phi.dtype == torch.float64 and phi.numel():
+        fast = phi.to(torch.float32)
+        counts = group_counts(start, fast)
+        counts, used = sweeps(counts, fast, max(tol, 1e-5 * float(counts.abs().mean())), max_iter)
+        del fast
+        if not bool(torch.isfinite(counts).all()):
+            used = 0
+    if not used:
+        counts = group_counts(start, phi)
+    counts, _ = sweeps(counts, phi, tol, max_iter - used)
     e_log_pi = group_factors(posterior, counts, sizes)[1]
     clump_resp, weights = clump_responsibilities(e_log_pi), weights_of(e_log_pi)
     counts = memory.clump_groups.T @ clump_resp
+    tiny = torch.finfo(phi.dtype).tiny
     for group, lo, hi in bounds:  # phi becomes the singlets' responsibilities
         block = phi[lo:hi]
         block.mul_(weights[group])
@@ -216,8 +251,9 @@ def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3):
         counts[group] += block.sum(0)
     point_resp = phi if order is None else torch.empty_like(phi).index_copy_(0, order, phi)
     theta, e_log_pi = group_factors(posterior, counts, sizes)
-    return (clump_resp, point_resp, theta), tied_group_summary(family, memory, clump_resp, point_resp, theta,
-                                                               e_log_pi, counts)
+    summary = tied_group_summary(family, memory, clump_resp, point_resp, theta, e_log_pi, counts) if summarize \
+        else None
+    return TiedGroupLocal(clump_resp, point_resp, theta, counts), summary
 
 
 def _group_runs(owner):

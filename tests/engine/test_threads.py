@@ -121,3 +121,27 @@ def test_a_much_slower_count_is_measured_rarely(two_threads):
         used = run_steps(policy, 600, lambda t: 0.01 if t == 2 else 0.001)
     assert policy.choice == 1
     assert used.count(2) <= 3
+
+
+def test_a_policy_entered_again_keeps_its_measurements(two_threads):
+    """A memory-bounded stream shares its policy with each epoch's model building: entering it again (one
+    short fit per epoch) keeps the choice measured so far, and only the outermost exit restores torch's
+    setting."""
+    with ThreadPolicy(2) as policy:
+        for _ in range(10):  # ten model buildings of four local steps each
+            with policy:
+                run_steps(policy, 4, lambda t: 0.006 if t == 2 else 0.001)
+            assert torch.get_num_threads() == policy.choice
+        assert policy.choice == 1 and policy.history
+    assert torch.get_num_threads() == 2
+
+
+def test_a_memory_bounded_stream_shares_one_policy_across_epochs(two_threads):
+    """Every epoch's model building runs under the stream's one policy, which ends with a choice measured over
+    the epochs (each epoch alone is too short to measure), and the fit restores torch's setting."""
+    x = np.random.default_rng(0).normal(size=(1200, 2))
+    stream = pm.MemoryBoundedVB(pm.Gaussian.from_data(x), 3, 600, 100, laps=4, threads=2)
+    fit = stream.fit(x)
+    assert len(fit.epochs) == 12
+    assert stream.thread_policy.history  # measured and decided across epochs
+    assert torch.get_num_threads() == 2

@@ -60,7 +60,7 @@ def tie(family, x, doc, num_groups, num_clumps, num_singlets, merges, seed):
 def test_without_ties_the_tied_local_step_is_the_hdp_local_step(seed):
     groups, family, x, doc, post = setting(seed)
     memory = GroupedClumps.of_groups(family, groups)
-    (_, point_resp, _), tied = memory.tied_local_step(post, max_iter=5000, tol=1e-13)
+    (_, point_resp, _, _), tied = memory.tied_local_step(post, max_iter=5000, tol=1e-13)
     resp, _, untied, _ = post.local_step(doc, x, torch.ones(len(x), dtype=x.dtype), len(groups), max_iter=5000,
                                          tol=1e-13)
     np.testing.assert_allclose(float(post.elbo(tied)), float(post.elbo(untied)), rtol=1e-10)
@@ -74,7 +74,7 @@ def test_the_tied_bound_is_the_untied_bound_of_its_expanded_factors_and_below_th
     groups, family, x, doc, post = setting(seed)
     num_groups = len(groups)
     memory, clump, single, owner = tie(family, x, doc, num_groups, 6 + seed, 40, merges=seed % 4, seed=seed)
-    (clump_resp, point_resp, theta), tied = memory.tied_local_step(post, max_iter=500, tol=1e-10)
+    (clump_resp, point_resp, theta, _), tied = memory.tied_local_step(post, max_iter=500, tol=1e-10)
     resp = torch.empty(len(x), post.K, dtype=x.dtype)
     resp[clump >= 0] = clump_resp[clump[clump >= 0]]
     resp[single] = point_resp
@@ -167,8 +167,8 @@ def test_the_tied_local_step_does_not_depend_on_the_singlets_order(seed):
     order = torch.randperm(memory.num_singlets, generator=torch.Generator().manual_seed(seed))
     shuffled = GroupedClumps(memory.counts, memory.stats, memory.points[order], memory.clump_groups,
                              memory.point_groups[order], memory.group_sizes)
-    (clump_a, point_a, theta_a), a = memory.tied_local_step(post, max_iter=500, tol=1e-12)
-    (clump_b, point_b, theta_b), b = shuffled.tied_local_step(post, max_iter=500, tol=1e-12)
+    (clump_a, point_a, theta_a, _), a = memory.tied_local_step(post, max_iter=500, tol=1e-12)
+    (clump_b, point_b, theta_b, _), b = shuffled.tied_local_step(post, max_iter=500, tol=1e-12)
     np.testing.assert_allclose(float(post.elbo(b)), float(post.elbo(a)), rtol=1e-12)
     torch.testing.assert_close(point_b, point_a[order], rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(theta_b, theta_a, rtol=1e-10, atol=1e-10)
@@ -204,7 +204,7 @@ def test_compression_with_repeated_items_across_groups_stores_exact_sums_within_
     bound = int(rng.integers(80, 300))
     K = 4
     post = MemoryBoundedHDP(family, K, bound, 10, seed=seed).initial_posterior(memory.points)
-    (_, point_resp, _), _ = memory.tied_local_step(post)
+    point_resp = memory.tied_local_step(post)[0].point_resp
     compressed, leaves = Compressor(family, magnify=5.0, seed=seed).compress(memory, point_resp, bound)
     assert compressed.memory() <= bound
     assert sorted(torch.cat(leaves).tolist()) == list(range(memory.num_singlets))
