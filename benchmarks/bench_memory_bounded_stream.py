@@ -4,7 +4,8 @@
 Gaussian topics (fixed K), under a memory bound of ``--memory`` stored numbers (eq. 26) and at most
 ``--groups`` document groups (eq. 27 merges).
 
-Printed per epoch: images seen, the tied bound per item in memory, topics in use (components holding at least
+Printed per epoch (``thr``: the thread count the stream's thread policy runs with after it): images seen,
+the tied bound per item in memory, topics in use (components holding at least
 0.1% of the items in memory), the units model building fitted, clumps, singlets and document groups kept, the
 working memory as Gomes et al. count it (§4.2: the numbers model building holds, its items' and clumps' plus one
 assignment distribution of K numbers per unit, and the document groups' Dirichlets), the process's peak RSS and
@@ -62,7 +63,7 @@ def main():
                                 max_groups=args.groups, lifetime=points, laps=args.laps, tol=args.tol,
                                 refine=args.refine, seed=args.seed, local_tol=args.local_tol)
     print(f"{'epoch':>5s} {'images':>6s} {'bound/item':>10s} {'topics':>6s} {'units':>7s} {'clumps':>6s} "
-          f"{'singl':>6s} {'S':>4s} {'working MB':>10s} {'RSS MB':>7s} {'seconds':>7s}", flush=True)
+          f"{'singl':>6s} {'S':>4s} {'working MB':>10s} {'RSS MB':>7s} {'seconds':>7s} {'thr':>3s}", flush=True)
     rows = []
 
     def report(record):
@@ -70,8 +71,8 @@ def main():
         rows.append((record["documents"], record["used"], record["seconds"], working))
         print(f"{record['epoch']:5d} {record['documents']:6d} {record['elbo'] / record['items_building']:10.4f} "
               f"{record['used']:6d} {record['units']:7d} {record['clumps']:6d} {record['singlets']:6d} "
-              f"{record['groups']:4d} {working * 8 / 1e6:10.1f} {peak_rss_mb():7.0f} {record['seconds']:7.1f}",
-              flush=True)
+              f"{record['groups']:4d} {working * 8 / 1e6:10.1f} {peak_rss_mb():7.0f} {record['seconds']:7.1f} "
+              f"{model.thread_policy.choice:3d}", flush=True)
 
     start = time.perf_counter()
     result = model.fit(fashion_pixel_groups(args.images), callback=report)
@@ -80,7 +81,8 @@ def main():
     peak = max(r[3] for r in rows)
     print(f"\ntotal {seconds / 60:.1f} min, {seconds / len(rows):.1f} s per epoch; peak RSS {peak_rss_mb():.0f} MB; "
           f"peak working memory {peak * 8 / 1e6:.1f} MB against batch VB's {batch * 8 / 1e9:.1f} GB "
-          f"({points} x ({D} + {K}) numbers): memory savings factor {batch / peak:.0f}", flush=True)
+          f"({points} x ({D} + {K}) numbers): memory savings factor {batch / peak:.0f}; thread policy's choices "
+          f"(of 1 and {torch.get_num_threads()}): {model.thread_policy.history or 'none measured'}", flush=True)
     if args.figure:
         figure(args.figure, rows, result.posterior)
 
