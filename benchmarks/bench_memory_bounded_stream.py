@@ -48,6 +48,10 @@ def main():
     parser.add_argument("--local-tol", type=float, default=1e-2)
     parser.add_argument("--refine", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fresh-local", action="store_true",
+                        help="compression runs its own local step (the library's default) instead of reading model "
+                             "building's last local factors (reuse_local=True, this script's default: one local "
+                             "step fewer per epoch)")
     parser.add_argument("--figure", default=None)
     args = parser.parse_args()
 
@@ -61,7 +65,8 @@ def main():
           f"{torch.get_num_threads()}", flush=True)
     model = pm.MemoryBoundedHDP(family, K, args.memory, args.epoch, alpha=args.alpha, gamma=args.gamma,
                                 max_groups=args.groups, lifetime=points, laps=args.laps, tol=args.tol,
-                                refine=args.refine, seed=args.seed, local_tol=args.local_tol)
+                                refine=args.refine, seed=args.seed, local_tol=args.local_tol,
+                                reuse_local=not args.fresh_local)
     print(f"{'epoch':>5s} {'images':>6s} {'bound/item':>10s} {'topics':>6s} {'units':>7s} {'clumps':>6s} "
           f"{'singl':>6s} {'S':>4s} {'working MB':>10s} {'RSS MB':>7s} {'seconds':>7s} {'thr':>3s}", flush=True)
     rows = []

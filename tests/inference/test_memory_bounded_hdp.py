@@ -236,3 +236,26 @@ def test_equal_singlets_of_one_first_leaf_become_one_unit():
     assert torch.equal(owner[distinct.members], torch.tensor([0, 1, 0, 1, 1]))
     torch.testing.assert_close(distinct.flat.sum(0), units.flat.sum(0))
     torch.testing.assert_close(distinct.counts.sum(), units.counts.sum())
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_compression_runs_its_own_local_step_unless_it_reuses_model_buildings(monkeypatch, reuse):
+    """By default each compressing epoch runs one tied local step more than model building's laps (compression's
+    own, under the final globals); with ``reuse_local`` it reads model building's last factors and runs none.
+    Either way the memory stays within the bound and keeps exact sums."""
+    groups, _ = gaussian_groups(3, num_groups=16, per_group=30)
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    steps, original = [], GroupedClumps.tied_local_step
+    monkeypatch.setattr(GroupedClumps, "tied_local_step",
+                        lambda self, *a, **k: steps.append(1) or original(self, *a, **k))
+    records = []
+    fit = MemoryBoundedHDP(family, 3, 300, 4, max_groups=3, laps=5, reuse_local=reuse).fit(
+        groups, callback=lambda r: records.append((r, len(steps))))
+    before = 0
+    for record, after in records:
+        assert after - before == record["laps"] + (0 if reuse else 1)
+        assert record["memory_used"] <= 300
+        before = after
+    x = torch.as_tensor(np.concatenate(groups))
+    kept = fit.clumps.stats["xx"].sum(0) + fit.clumps.points.T @ fit.clumps.points
+    torch.testing.assert_close(kept, x.T @ x, rtol=1e-10, atol=1e-6)
