@@ -233,6 +233,10 @@ class MemoryBoundedVB:
         of its own."""
         return owners(local)
 
+    def local_readout(self, memory, posterior):
+        """The :meth:`readout` of a tied local step of ``memory`` under ``posterior`` (no summary formed)."""
+        return self.readout(memory.tied_local_step(posterior, summarize=False, **self.local_options)[0])
+
     def compress(self, memory, posterior, seen, readout=None):
         """``memory`` within the bound: unchanged when it fits, else the clumps of a
         :class:`~pyro_memo.memo.compression.Compressor` that partitions the units first by their most
@@ -241,7 +245,7 @@ class MemoryBoundedVB:
         if memory.memory() <= self.memory_bound:
             return memory
         if readout is None:
-            readout = self.readout(memory.tied_local_step(posterior, summarize=False, **self.local_options)[0])
+            readout = self.local_readout(memory, posterior)
         return self.clump(memory, readout, seen)
 
     def clump(self, memory, owner, seen):
@@ -334,7 +338,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         if not merge and memory.memory() <= self.memory_bound:
             return memory
         if readout is None:
-            readout = self.readout(memory.tied_local_step(posterior, summarize=False, **self.local_options)[0])
+            readout = self.local_readout(memory, posterior)
         owner, counts = readout
         if merge:
             memory = self.merge_groups(memory, posterior, counts)
@@ -352,7 +356,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         if self.max_groups is None or memory.num_groups <= self.max_groups:
             return memory
         if counts is None:
-            counts = memory.tied_local_step(posterior, summarize=False, **self.local_options)[0].counts
+            counts = self.local_readout(memory, posterior)[1]
         prior = (posterior.alpha * posterior.expected_beta()).to(counts.dtype)
         sizes = memory.group_sizes.to(counts.dtype).clone()
         counts = torch.cat([counts, counts.new_zeros(len(counts), 1)], 1)  # N_s, tail zero

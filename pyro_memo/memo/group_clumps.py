@@ -202,6 +202,7 @@ def tied_hdp_local_step(posterior, memory, max_iter=100, tol=1e-3, summarize=Tru
     else:
         clump_lik, share = memory.counts.new_zeros((0, K)), memory.clump_groups
     sizes = memory.group_sizes.to(posterior.dtype)
+
     def clump_responsibilities(e_log_pi):
         return drop_underflow(torch.softmax(clump_lik + share @ e_log_pi[:, :K], dim=-1))
 
