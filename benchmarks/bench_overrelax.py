@@ -14,6 +14,10 @@ fit's whole time).
 
     python benchmarks/bench_overrelax.py [--runs 3] [--laps 10] [--threads 1,2] [--busy no,yes]
 
+``--same-process``: instead, per condition one fresh process fits exact and over-relaxed alternately
+``--runs`` times and prints the median mean lap over laps 3 on (both take exact steps before): less
+noise from process start-up and memory placement than fits in separate processes.
+
 ``--other-models``: instead, the HDP on the bars corpus (2,000 documents, K = 20, 10 batches) and the
 relational model on a synthetic assortative graph (2,000 nodes, 10 communities, K = 10, 10 batches),
 10 laps, exact against over-relaxed steps (``overrelax=True``; off by default for these models), in
@@ -42,6 +46,38 @@ def child(args):
     fit = memo.fit(x, num_batches=args.batches)
     print(json.dumps({"laps": fit.lap_seconds, "trace": [e / len(x) for e in fit.elbo_trace],
                       "counts": memo.relax_counts, "threads": torch.get_num_threads()}))
+
+
+def child_pairs(args):
+    """Exact and over-relaxed fits alternating in this process; prints the mean lap from lap 3 of each."""
+    import torch
+
+    import pyro_memo as pm
+    from pyro_memo.data import toy_patches
+
+    x = torch.as_tensor(toy_patches(args.n, seed=0)[0])
+    family = pm.ZeroMeanGaussian.from_data(x)
+    laps = {"exact": [], "over": []}
+    for _ in range(args.runs):
+        for mode in laps:
+            memo = pm.MemoizedVB(family, args.K, laps=args.laps, tol=0, seed=args.seed, overrelax=mode == "over")
+            laps[mode].append(float(np.mean(memo.fit(x, num_batches=args.batches).lap_seconds[2:])))
+    print(json.dumps(laps))
+
+
+def same_process(args):
+    """``--same-process``: see the module docstring."""
+    command = [sys.executable, __file__, "--n", str(args.n), "--K", str(args.K), "--batches", str(args.batches),
+               "--laps", str(args.laps), "--seed", str(args.seed), "--runs", str(args.runs), "--child", "pairs"]
+    print(f"toy data: N = {args.n}, K = {args.K}, {args.batches} batches, {args.laps} laps; {args.runs} alternating "
+          f"pairs of fits in one process per condition; median mean lap from lap 3 on")
+    print(f"\n{'threads':>7} {'busy':>5} {'exact s/lap':>12} {'over s/lap':>11} {'ratio':>6}")
+    for busy in (b == "yes" for b in args.busy.split(",")):
+        for threads in (int(t) for t in args.threads.split(",")):
+            laps = run_isolated(command, threads, busy)
+            exact, over = np.median(laps["exact"]), np.median(laps["over"])
+            print(f"{threads:>7} {'yes' if busy else 'no':>5} {exact:>12.4f} {over:>11.4f} {over / exact:>6.3f}",
+                  flush=True)
 
 
 def other_models(seeds):
@@ -80,10 +116,14 @@ def main():
     parser.add_argument("--busy", default="no,yes")
     parser.add_argument("--other-models", action="store_true")
     parser.add_argument("--seeds", default="0,1", help="with --other-models")
-    parser.add_argument("--child", choices=("exact", "over"), help=argparse.SUPPRESS)
+    parser.add_argument("--same-process", action="store_true")
+    parser.add_argument("--child", choices=("exact", "over", "pairs"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args)
+        (child_pairs if args.child == "pairs" else child)(args)
+        return
+    if args.same_process:
+        same_process(args)
         return
     if args.other_models:
         other_models([int(s) for s in args.seeds.split(",")])

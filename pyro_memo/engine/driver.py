@@ -194,7 +194,8 @@ class MemoizedDriver(Driver):
         depends on the executor or its workers.
     :param int round_size: batches per round of the parallel schedule (``None``: the whole lap,
         one global update per lap, as full-batch VB).
-    :param overrelax: over-relaxed batch steps once the memo is complete (:mod:`~pyro_memo.engine.overrelax`,
+    :param overrelax: over-relaxed batch steps after its warm-up laps (by default two laps of exact steps:
+        the memo is built, then refreshed once under its own globals; :mod:`~pyro_memo.engine.overrelax`,
         Salakhutdinov & Roweis 2003): each round's local steps run under globals extrapolated along the
         last round's change of the memo and are kept only when the exact objective rises, else redone
         under the exact globals, so no round lowers the objective. ``True`` (default): an
@@ -497,9 +498,11 @@ class MemoizedDriver(Driver):
     # ------------------------------------------------------- over-relaxation
     def overrelaxing(self, state, source, hold):
         """Whether this round may over-relax (:mod:`~pyro_memo.engine.overrelax`): the option is on,
-        the memo is complete (the objective is exact) and no move visits batches."""
+        its warm-up laps are done, the memo is complete (the objective is exact) and no move visits
+        batches."""
         cache = state.cache
-        return (self.overrelax is not None and not hold and len(cache) == source.num_batches
+        return (self.overrelax is not None and not hold and state.laps_done >= self.overrelax.warmup_laps
+                and len(cache) == source.num_batches
                 and cache.num_items == source.num_items and not self.returns_batch()
                 and all(type(m).batch_visit is Move.batch_visit for m in self.moves))
 

@@ -106,12 +106,27 @@ def test_a_resumed_over_relaxed_fit_ends_where_an_uninterrupted_one_ends(tmp_pat
     np.testing.assert_allclose(resumed.elbo_trace, whole.elbo_trace, rtol=1e-12)
 
 
+@pytest.mark.parametrize("warmup", [1, 2, 3])
+def test_the_warm_up_laps_take_exact_steps_and_the_next_lap_over_relaxes(warmup):
+    family, x = family_data("zm-gauss", warmup, n=600, clusters=6)
+    exact = pm.MemoizedVB(family, 8, laps=warmup + 2, tol=0, seed=warmup, overrelax=False).fit(x, num_batches=6)
+    memo = pm.MemoizedVB(family, 8, laps=warmup + 2, tol=0, seed=warmup,
+                         overrelax=Overrelaxation(step_items=1, warmup_laps=warmup))
+    fit = memo.fit(x, num_batches=6)
+    assert fit.elbo_trace[:warmup] == exact.elbo_trace[:warmup]  # the same steps, bit for bit
+    assert memo.relax_counts["proposed"] > 0
+    assert fit.elbo_trace[warmup + 1] != exact.elbo_trace[warmup + 1]
+    assert np.diff(fit.elbo_trace).min() >= -1e-9 * abs(fit.elbo_trace[-1])
+
+
 def test_moves_that_visit_batches_take_exact_steps_and_merges_alone_over_relax():
     family, x = family_data("gauss", 5, n=600)
-    fit = pm.MemoizedVB(family, 2, laps=4, tol=0, seed=0, moves="birth,merge,delete").fit(x, num_batches=4)
-    assert fit.state.relax == 1.0  # births visit batches: every step exact
-    fit = pm.MemoizedVB(family, 6, laps=6, tol=0, seed=0, moves="merge", record_batch_elbos=True).fit(x, num_batches=4)
-    assert fit.state.relax != 1.0
+    memo = pm.MemoizedVB(family, 2, laps=4, tol=0, seed=0, moves="birth,merge,delete")
+    fit = memo.fit(x, num_batches=4)
+    assert fit.state.relax == 1.0 and memo.relax_counts["proposed"] == 0  # births visit batches: every step exact
+    memo = pm.MemoizedVB(family, 6, laps=6, tol=0, seed=0, moves="merge", record_batch_elbos=True)
+    fit = memo.fit(x, num_batches=4)
+    assert memo.relax_counts["accepted"] > 0
     assert np.diff(fit.batch_elbos).min() >= -1e-9 * abs(fit.batch_elbos[-1])
 
 
@@ -255,6 +270,9 @@ def test_bad_settings_are_refused_in_one_line():
     for kwargs, word in (({"grow": 1.0}, "grow"), ({"max_factor": 0.5}, "max_factor"), ({"shrink": 1.0}, "shrink")):
         with pytest.raises(ValueError, match=word):
             Overrelaxation(**kwargs)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="warmup_laps"):
+            Overrelaxation(warmup_laps=bad)
     with pytest.raises(ValueError, match="overrelax must be"):
         as_overrelaxation("yes")
     assert Overrelaxation().limit(20) == 20.0 and Overrelaxation(max_factor=5).limit(20) == 5.0
