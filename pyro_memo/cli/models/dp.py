@@ -69,7 +69,8 @@ register_option("fit", ALPHA_PRIOR_OPTION)
 register_option("fit", Option("--overrelax", "over-relaxed batch steps of memoized VB (Salakhutdinov & Roweis 2003): "
                                               "each batch's local step runs under globals extrapolated along the "
                                               "last step's change and is kept only when the exact ELBO rises, else "
-                                              "redone exactly; off: the exact steps of Hughes & Sudderth 2013.",
+                                              "redone exactly (from lap 3: laps 1-2 take exact steps); off: the "
+                                              "exact steps of Hughes & Sudderth 2013.",
                               {"metavar": "on|off"}))
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
