@@ -32,16 +32,25 @@ import numpy as np
 from _common import add_toy_arguments, make_parser, run_isolated
 
 
-def child(args):
-    """One fit in this process; prints its JSON record last."""
+def toy(n):
+    """The toy patches and their zero-mean Gaussian family with default priors."""
     import torch
 
     import pyro_memo as pm
     from pyro_memo.data import toy_patches
 
+    x = torch.as_tensor(toy_patches(n, seed=0)[0])
+    return x, pm.ZeroMeanGaussian.from_data(x)
+
+
+def child(args):
+    """One fit in this process; prints its JSON record last."""
+    import torch
+
+    import pyro_memo as pm
+
     torch.manual_seed(0)
-    x = torch.as_tensor(toy_patches(args.n, seed=0)[0])
-    family = pm.ZeroMeanGaussian.from_data(x)
+    x, family = toy(args.n)
     memo = pm.MemoizedVB(family, args.K, laps=args.laps, tol=0, seed=args.seed, overrelax=args.child == "over")
     fit = memo.fit(x, num_batches=args.batches)
     print(json.dumps({"laps": fit.lap_seconds, "trace": [e / len(x) for e in fit.elbo_trace],
@@ -50,13 +59,9 @@ def child(args):
 
 def child_pairs(args):
     """Exact and over-relaxed fits alternating in this process; prints the mean lap from lap 3 of each."""
-    import torch
-
     import pyro_memo as pm
-    from pyro_memo.data import toy_patches
 
-    x = torch.as_tensor(toy_patches(args.n, seed=0)[0])
-    family = pm.ZeroMeanGaussian.from_data(x)
+    x, family = toy(args.n)
     laps = {"exact": [], "over": []}
     for _ in range(args.runs):
         for mode in laps:
@@ -65,10 +70,15 @@ def child_pairs(args):
     print(json.dumps(laps))
 
 
+def child_command(args):
+    """This script with the toy settings of ``args``, for a child process."""
+    return [sys.executable, __file__, "--n", str(args.n), "--K", str(args.K), "--batches", str(args.batches),
+            "--laps", str(args.laps), "--seed", str(args.seed)]
+
+
 def same_process(args):
     """``--same-process``: see the module docstring."""
-    command = [sys.executable, __file__, "--n", str(args.n), "--K", str(args.K), "--batches", str(args.batches),
-               "--laps", str(args.laps), "--seed", str(args.seed), "--runs", str(args.runs), "--child", "pairs"]
+    command = child_command(args) + ["--runs", str(args.runs), "--child", "pairs"]
     print(f"toy data: N = {args.n}, K = {args.K}, {args.batches} batches, {args.laps} laps; {args.runs} alternating "
           f"pairs of fits in one process per condition; median mean lap from lap 3 on")
     print(f"\n{'threads':>7} {'busy':>5} {'exact s/lap':>12} {'over s/lap':>11} {'ratio':>6}")
@@ -128,8 +138,7 @@ def main():
     if args.other_models:
         other_models([int(s) for s in args.seeds.split(",")])
         return
-    command = [sys.executable, __file__, "--n", str(args.n), "--K", str(args.K), "--batches", str(args.batches),
-               "--laps", str(args.laps), "--seed", str(args.seed), "--child"]
+    command = child_command(args) + ["--child"]
     print(f"toy data: N = {args.n}, D = 25, K = {args.K}, {args.batches} batches, {args.laps} laps, seed {args.seed}, "
           f"{args.runs} interleaved runs per condition, each in a fresh process")
     print(f"\n{'threads':>7} {'busy':>5} {'exact s/lap':>12} {'over s/lap':>11} {'ratio':>6} {'kept/proposed':>14} "

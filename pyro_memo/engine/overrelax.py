@@ -79,16 +79,10 @@ class Overrelaxation:
                              f"got {max_factor!r}")
         if not 0 < shrink < 1:
             raise ValueError(f"shrink must be in (0, 1); got {shrink!r}")
-        if isinstance(step_items, bool) or not isinstance(step_items, int) or step_items < 1:
-            raise ValueError(f"step_items must be a positive integer; got {step_items!r}")
         self.grow, self.max_factor, self.shrink = float(grow), max_factor, float(shrink)
-        if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 1:
-            raise ValueError(f"min_steps must be a positive integer; got {min_steps!r}")
-        self.step_items, self.min_steps = step_items, min_steps
-        if isinstance(warmup_laps, bool) or not isinstance(warmup_laps, int) or warmup_laps < 1:
-            raise ValueError(f"warmup_laps must be a positive integer (the first lap builds the memo); "
-                             f"got {warmup_laps!r}")
-        self.warmup_laps = warmup_laps
+        self.step_items = _positive_int("step_items", step_items)
+        self.min_steps = _positive_int("min_steps", min_steps)
+        self.warmup_laps = _positive_int("warmup_laps", warmup_laps, " (the first lap builds the memo)")
 
     def span(self, num_items, num_rounds):
         """Rounds per over-relaxed step: enough for ``step_items`` items when the lap's ``num_items``
@@ -138,6 +132,13 @@ class Overrelaxation:
         if accepted is None:
             return self.grow if omega <= 1.0 else omega
         return min(omega * self.grow, self.limit(num_steps)) if accepted else 1.0
+
+
+def _positive_int(name, value, why=""):
+    """``value`` if it is a positive integer (not a bool), else a one-line ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer{why}; got {value!r}")
+    return value
 
 
 def as_overrelaxation(value):
