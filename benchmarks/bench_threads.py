@@ -9,7 +9,8 @@ length: the state of a laptop with a browser open or of a shared server. Runs ar
 repetition, every condition, both libraries in turn.
 
 bnpy runs in its own environment (``../shared/peers/install_bnpy.sh VENV``, Python 3.11 with old pins);
-pass ``--bnpy-venv VENV`` (or set BNPY_VENV). Without it bnpy is skipped with a message.
+pass ``--bnpy-venv VENV`` (or set BNPY_VENV). Without it bnpy is skipped with a message. ``--exact`` adds
+pyro-memo with exact batch steps only (the schedule before over-relaxed steps became the default), side by side.
 
 Mean lap = mean seconds per lap over laps 2..10 (lap 1 of both includes one-time start-up work).
 
@@ -26,9 +27,10 @@ from _common import add_toy_arguments, make_parser, run_isolated
 MEMO_RUN = """
 import json, sys, numpy as np, torch, pyro_memo as pm
 path, K, batches, laps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-local_dtype = sys.argv[6] if len(sys.argv) > 6 else None
+local_dtype = "float32" if "float32" in sys.argv[6:] else None
 x = torch.as_tensor(np.load(path))
-driver = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K, laps=laps, tol=0, seed=seed, local_dtype=local_dtype)
+driver = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K, laps=laps, tol=0, seed=seed, local_dtype=local_dtype,
+                       overrelax=False if "exact" in sys.argv[6:] else None)
 result = driver.fit(x, num_batches=batches)
 print(json.dumps({"lap_seconds": result.lap_seconds, "elbo": result.elbo / len(x),
                   "threads": driver.thread_policy.history[-1:] or [1]}))
@@ -60,6 +62,9 @@ def main():
     parser.add_argument("--bnpy-venv", default=os.environ.get("BNPY_VENV", ""))
     parser.add_argument("--float32-local", action="store_true",
                         help="also run pyro-memo with local_dtype='float32' (float64 globals, memo and ELBO)")
+    parser.add_argument("--exact", action="store_true",
+                        help="also run pyro-memo with exact batch steps only (overrelax=False: the schedule before "
+                             "issue #13's over-relaxed steps)")
     args = parser.parse_args()
 
     from pyro_memo.data import toy_patches
@@ -76,6 +81,8 @@ def main():
     systems = {"pyro-memo": [sys.executable, "-c", MEMO_RUN, *common]}
     if args.float32_local:
         systems["pyro-memo f32"] = [sys.executable, "-c", MEMO_RUN, *common, "float32"]
+    if args.exact:
+        systems["pyro-memo exact"] = [sys.executable, "-c", MEMO_RUN, *common, "exact"]
     if bnpy_python:
         systems["bnpy"] = [bnpy_python, "-c", BNPY_RUN, *common, os.path.join(work, "bnpy-out")]
     print(f"toy data: N = {args.n}, D = 25, K = {args.K}, {args.batches} batches, {args.laps} laps, fixed K; "

@@ -94,7 +94,9 @@ class DPMixturePosterior(VariationalPosterior):
         """``x ->`` unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]`
         (eq. 9), with the terms of the globals alone (:math:`E[\\log w_k]`, the family's
         :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`) computed once for all the
-        chunks of a local step.
+        chunks of a local step, and once for all the batches that read the same globals: the function
+        is kept until the factors change (an over-relaxed step runs several batches under one
+        proposal; the Cholesky factors and inverses cost 13% of a 1,000-item local step at K = D = 25).
 
         ``x`` of another float dtype (float32 data against a float64 fit) is cast to the family's, or to
         ``dtype`` (float32: the mixed-precision local step, its globals' terms computed in float64 and
@@ -102,6 +104,10 @@ class DPMixturePosterior(VariationalPosterior):
         """
         family = self.family
         dtype = family.dtype if dtype is None else dtype
+        factors = (self.component, self.eta1, self.eta0)  # replaced, never changed in place, by the updates
+        kept = self.__dict__.get("_log_joint")
+        if kept is not None and kept[0] == dtype and all(a is b for a, b in zip(kept[1], factors, strict=True)):
+            return kept[2]
         log_lik = family.log_lik_function(self.component, dtype)
         e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
 
@@ -113,7 +119,12 @@ class DPMixturePosterior(VariationalPosterior):
                 return log_lik(x) + e_log_w
             return log_lik(x, products) + e_log_w
 
+        self._log_joint = (dtype, factors, log_joint)
         return log_joint
+
+    def __getstate__(self):
+        """Pickled (for Dask workers) without the kept :meth:`log_joint_function`."""
+        return {k: v for k, v in self.__dict__.items() if k != "_log_joint"}
 
     def log_joint_resp(self, x):
         """Unnormalised :math:`\\log \\tilde r_{nk}` of items ``x`` (eq. 9; see :meth:`log_joint_function`),

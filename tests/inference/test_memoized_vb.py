@@ -157,3 +157,35 @@ def test_near_empty_components_with_drifted_counts_stay_finite(name):
     post = pm.DPMixturePosterior.from_summary(family, pm.DPSticks(1.0), summary)
     assert torch.isfinite(post.family.expected_log_lik(x, post.component)).all()
     assert np.isfinite(float(post.elbo(summary)))
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_the_log_joint_terms_are_kept_until_the_globals_change(name):
+    """The globals' terms of the local step are computed once per globals (an over-relaxed step reads
+    one proposal for several batches) and never outlive them: after an update, a copy's update, a
+    change of precision or a pickle round trip the local step equals one from freshly built globals."""
+    import copy
+    import pickle
+
+    x = make_data(name, 300, D=3, seed=4)
+    family = pm.get_family(name).from_data(x)
+    post = pm.MemoizedVB(family, 5, laps=2, tol=0).fit(x, num_batches=3).posterior
+
+    def fresh(p):
+        return pm.DPMixturePosterior(p.family, p.sticks, dict(p.component), p.eta1, p.eta0, p.q_alpha)
+
+    kept = post.log_joint_function()
+    assert post.log_joint_function() is kept
+    before = kept(x).clone()
+    other = copy.copy(post)
+    other.update(other.local_step(x[:100])[1])
+    torch.testing.assert_close(post.log_joint_function()(x), before, rtol=0, atol=0)
+    assert other.log_joint_function() is not kept
+    torch.testing.assert_close(other.log_joint_function()(x), fresh(other).log_joint_function()(x), rtol=0, atol=0)
+    post.update(post.local_step(x[100:])[1])
+    assert post.log_joint_function() is not kept
+    torch.testing.assert_close(post.log_joint_function()(x), fresh(post).log_joint_function()(x), rtol=0, atol=0)
+    assert post.log_joint_function(torch.float32)(x).dtype == torch.float32
+    back = pickle.loads(pickle.dumps(post))
+    assert "_log_joint" not in vars(back)
+    torch.testing.assert_close(back.responsibilities(x), post.responsibilities(x), rtol=0, atol=0)
