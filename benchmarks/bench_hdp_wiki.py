@@ -67,6 +67,8 @@ def main():
     parser.add_argument("--incremental-first-lap", action="store_true",
                         help="refit the globals after every batch of lap 1 (the classic schedule)")
     parser.add_argument("--save", metavar="PATH", help="torch.save the fitted globals here")
+    parser.add_argument("--alpha", type=float, default=0.5, help="document-level concentration (fixed)")
+    parser.add_argument("--gamma", type=float, default=10.0, help="top-level concentration (fixed)")
     parser.add_argument("--alpha-prior", metavar="S1,S2", help="learn alpha with a Gamma(S1, S2) prior")
     parser.add_argument("--gamma-prior", metavar="S1,S2", help="learn gamma with a Gamma(S1, S2) prior")
     parser.add_argument("--learn-lam0", action="store_true", help="learn lam0 by type-II maximum likelihood")
@@ -104,7 +106,8 @@ def main():
 
     priors = {f"{name}_prior": tuple(float(v) for v in text.split(","))
               for name, text in (("alpha", args.alpha_prior), ("gamma", args.gamma_prior)) if text}
-    model = MemoizedHDP(K=args.K, laps=args.laps, seed=args.seed, dtype=dtype, moves=args.moves, init=args.init,
+    model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, laps=args.laps, seed=args.seed, dtype=dtype,
+                        moves=args.moves, init=args.init,
                         incremental_first_lap=args.incremental_first_lap, learn_lam0=args.learn_lam0, **priors)
     fit = model.fit(train, args.batches, callback=callback)
     seconds = time.perf_counter() - start
