@@ -18,6 +18,16 @@ def make_parser(doc):
     return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def document_split(corpus=None):
+    """``(corpus, train, test)``: ``corpus`` (default: the 7,961-document Wikipedia corpus of the bnpy 0.1.7
+    sdist) and the split every topic benchmark scores on, 20% of the documents held out (seed 0)."""
+    from pyro_memo.data import fetch_wikipedia
+    from pyro_memo.topics import split_documents
+
+    corpus = fetch_wikipedia() if corpus is None else corpus
+    return (corpus, *split_documents(corpus, 0.2, seed=0))
+
+
 def add_toy_arguments(parser):
     """The paper's toy fit (000 §4.1): ``--n`` items, ``--K``, ``--batches``, ``--laps``, ``--seed``."""
     parser.add_argument("--n", type=int, default=100_000)

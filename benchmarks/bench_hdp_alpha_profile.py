@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 import torch
-from _common import make_parser
+from _common import document_split, make_parser
 
-from pyro_memo.topics import MemoizedHDP, fetch_wikipedia, split_documents
+from pyro_memo.topics import MemoizedHDP
 
 
 def profile(counts, beta, alpha):
@@ -40,8 +40,7 @@ def main():
     parser.add_argument("--laps", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    corpus = fetch_wikipedia()
-    train, _ = split_documents(corpus, 0.2, seed=0)
+    _, train, _ = document_split()
     model = MemoizedHDP(K=100, laps=args.laps, seed=args.seed, dtype=torch.float32, alpha_prior=(1, 1),
                         gamma_prior=(1, 0.1), learn_lam0=True)
     start = time.perf_counter()

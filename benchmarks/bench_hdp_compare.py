@@ -8,11 +8,10 @@ is scored by the same document completion on the same held-out documents.
 
 
 import torch
-from _common import make_parser
+from _common import document_split, make_parser
 
 from pyro_memo.comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics, summarize
-from pyro_memo.data import bars_corpus, fetch_wikipedia
-from pyro_memo.topics import split_documents
+from pyro_memo.data import bars_corpus
 
 
 def main():
@@ -28,8 +27,7 @@ def main():
     parser.add_argument("--out", default=None, help="write the harness's tables here")
     args = parser.parse_args()
 
-    corpus = fetch_wikipedia() if args.data == "wiki" else bars_corpus(2000, 100, alpha=0.2, seed=0)[0]
-    train, test = split_documents(corpus, 0.2, seed=0)
+    corpus, train, test = document_split(None if args.data == "wiki" else bars_corpus(2000, 100, alpha=0.2, seed=0)[0])
     methods = [m for m in args.methods.split(",") if m]
     print(f"{corpus}; train {train.num_docs} docs, test {test.num_docs} docs; K = {args.K}, {args.batches} "
           f"batches, {args.seconds:g} s per run, {torch.get_num_threads()} threads", flush=True)

@@ -11,11 +11,10 @@ as a reference when tomotopy is installed.
 import time
 
 import numpy as np
-from _common import make_parser
+from _common import document_split, make_parser
 
 from pyro_memo.comparison import TopicSettings, add_tomotopy_documents, posterior_from_topics, tomotopy_topics
-from pyro_memo.data import fetch_wikipedia
-from pyro_memo.topics import MemoizedHDP, document_completion, split_documents
+from pyro_memo.topics import MemoizedHDP, document_completion
 
 VARIANTS = {
     "documents, incremental first lap": dict(init="documents", incremental_first_lap=True),
@@ -44,8 +43,7 @@ def main():
     parser.add_argument("--laps", type=int, default=12)
     parser.add_argument("--K", type=int, default=50)
     args = parser.parse_args()
-    corpus = fetch_wikipedia()
-    train, test = split_documents(corpus, 0.2, seed=0)
+    _, train, test = document_split()
     rng = np.random.default_rng(1)
     train = train.subset(np.sort(rng.choice(train.num_docs, 1500, replace=False)))
     test = test.subset(np.arange(400))

@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 import torch
-from _common import make_parser
+from _common import document_split, make_parser
 
 from pyro_memo.comparison import bag_of_words
-from pyro_memo.topics import MemoizedHDP, document_completion, fetch_wikipedia, split_documents, split_tokens, top_words
+from pyro_memo.topics import MemoizedHDP, document_completion, split_tokens, top_words
 
 
 def run_gensim(train, test, seconds, seed=0):
@@ -74,8 +74,7 @@ def main():
     parser.add_argument("--learn-lam0", action="store_true", help="learn lam0 by type-II maximum likelihood")
     args = parser.parse_args()
 
-    corpus = fetch_wikipedia()
-    train, test = split_documents(corpus, 0.2, seed=0)
+    corpus, train, test = document_split()
     print(f"{corpus}; train {train.num_docs} docs / {train.num_tokens:.0f} tokens, test {test.num_docs} docs; "
           f"K = {args.K}, {args.batches} batches, budget {args.minutes:g} min, "
           f"{'float32' if args.float32 else 'float64'}, {torch.get_num_threads()} threads; init {args.init}"

@@ -18,10 +18,10 @@ instead (no LDA run), under the standard scoring and under the same point-estima
 import time
 
 import torch
-from _common import make_parser
+from _common import document_split, make_parser
 
 from pyro_memo.comparison import TopicSettings, point_estimate, tomotopy_lda_model, tomotopy_lda_posterior
-from pyro_memo.topics import HDPPosterior, document_completion, fetch_wikipedia, split_documents
+from pyro_memo.topics import HDPPosterior, document_completion
 
 
 def scores(posterior, test):
@@ -50,8 +50,7 @@ def main():
     parser.add_argument("--score-memo", metavar="PATH", help="score a saved memoized-HDP posterior; no LDA run")
     args = parser.parse_args()
 
-    corpus = fetch_wikipedia()
-    train, test = split_documents(corpus, 0.2, seed=0)
+    corpus, train, test = document_split()
     print(f"{corpus}; train {train.num_docs} docs / {train.num_tokens:.0f} tokens, test {test.num_docs} docs",
           flush=True)
     if args.score_memo:
