@@ -27,12 +27,13 @@ from _common import document_split, make_parser
 from pyro_memo.topics import MemoizedHDP
 
 
-def profile(counts, beta, alpha):
-    """:math:`f(\\alpha)` above for ``(D, K)`` topic counts and ``(K + 1,)`` expected weights."""
+def profile(counts, beta):
+    """:math:`f` above, as a function of :math:`\\alpha`, for ``(D, K)`` topic counts and ``(K + 1,)`` expected
+    weights (the tail's counts, zero, and each document's total formed once)."""
     counts = torch.cat([counts, counts.new_zeros(counts.shape[0], 1)], 1)
-    num_docs, K = counts.shape[0], counts.shape[1] - 1
-    return num_docs * K * np.log(alpha) + float(torch.lgamma(alpha * beta + counts).sum()
-                                                - torch.lgamma(alpha + counts.sum(1)).sum())
+    totals, scale = counts.sum(1), counts.shape[0] * (counts.shape[1] - 1)
+    return lambda alpha: scale * np.log(alpha) + float(torch.lgamma(alpha * beta + counts).sum()
+                                                       - torch.lgamma(alpha + totals).sum())
 
 
 def main():
@@ -50,13 +51,14 @@ def main():
     current = float(fit.posterior.alpha)
     print(f"{args.laps} laps in {time.perf_counter() - start:.0f} s; {counts.shape[0]} documents, "
           f"K = {counts.shape[1]}; E_q[alpha] = {current:.4f}")
+    f = profile(counts, beta)
     grid = np.exp(np.linspace(np.log(0.1), np.log(50.0), 400))
-    values = np.array([profile(counts, beta, a) for a in grid])
-    best, gain = grid[values.argmax()], values.max() - profile(counts, beta, current)
+    values = np.array([f(a) for a in grid])
+    best, gain = grid[values.argmax()], values.max() - f(current)
     print(f"joint optimum alpha = {best:.4f}; f(optimum) - f(E_q[alpha]) = {gain:.1f} nats "
           f"({gain / train.num_tokens:.2e} per token)")
     for a in (0.5, current, 1.0, 2.0, 3.0, 6.2):
-        print(f"  alpha {a:6.3f}: f(alpha) - f(optimum) = {profile(counts, beta, a) - values.max():12.1f}")
+        print(f"  alpha {a:6.3f}: f(alpha) - f(optimum) = {f(a) - values.max():12.1f}")
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ class DPMixturePosterior(VariationalPosterior):
         family = self.family
         dtype = family.dtype if dtype is None else dtype
         factors = (self.component, self.eta1, self.eta0)  # replaced, never changed in place, by the updates
-        kept = self.__dict__.get("_log_joint")
+        kept = getattr(self, "_log_joint", None)  # absent until first built, and in copies
         if kept is not None and kept[0] == dtype and all(a is b for a, b in zip(kept[1], factors, strict=True)):
             return kept[2]
         log_lik = family.log_lik_function(self.component, dtype)
