@@ -9,7 +9,7 @@ Debian's python3-graph-tool ships them: ``apt-get download python3-graph-tool`` 
 is downloaded.
 
     python benchmarks/bench_relational_networks.py GRAPH [--K 12] [--seeds 0,1,2] [--passes 30]
-        [--seconds S] [--eps 1e-4] [--learn-eps] [--alpha 1]
+        [--seconds S] [--eps 1e-4] [--learn-eps] [--alpha 1] [--alpha-prior S1,S2]
         [--methods memo,memo-moves,svi-hdp,svi-ammsb,louvain]
 """
 
@@ -30,21 +30,26 @@ def main():
     parser.add_argument("--alpha", type=float, default=1.0)
     parser.add_argument("--learn-eps", action="store_true",
                         help="the memoized methods learn eps from --eps by empirical Bayes (the stochastic keep it)")
+    parser.add_argument("--alpha-prior", default=None,
+                        help="S1,S2: the memoized methods learn alpha ~ Gamma(S1, S2) (the stochastic keep --alpha)")
     parser.add_argument("--methods", default="memo,memo-moves,svi-hdp,svi-ammsb,louvain")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     graph = read_graph_tool(args.graph) if ".gt" in args.graph else load_networkx_graph(args.graph)
     print(f"{graph.name}: {graph.num_nodes} nodes, {graph.num_edges} links, K = {args.K}, eps = {args.eps}, "
-          f"alpha = {args.alpha}, learn eps: {args.learn_eps}", flush=True)
+          f"alpha = {args.alpha}, alpha prior: {args.alpha_prior}, learn eps: {args.learn_eps}", flush=True)
+    alpha_prior = tuple(float(v) for v in args.alpha_prior.split(",")) if args.alpha_prior else None
     seeds = [int(s) for s in args.seeds.split(",")]
     rows, runs = compare_relational(graph, args.methods.split(","), seeds, Budget(args.passes, args.seconds),
-                                 RelationalSettings(K=args.K, eps=args.eps, alpha=args.alpha, learn_eps=args.learn_eps),
+                                 RelationalSettings(K=args.K, eps=args.eps, alpha=args.alpha, learn_eps=args.learn_eps,
+                                                    alpha_prior=alpha_prior),
                                  out_dir=args.out,
                                  progress=lambda message: print(message, flush=True))
     for row in rows:
-        eps = getattr(runs[row["method"], row["seed"]].posterior, "eps", float("nan"))
+        posterior = runs[row["method"], row["seed"]].posterior
+        eps, alpha = (float(getattr(posterior, name, float("nan"))) for name in ("eps", "alpha"))
         print("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
-              + f"  final_eps {eps:.4g}", flush=True)
+              + f"  final_eps {eps:.4g}  final_alpha {alpha:.4g}", flush=True)
 
 
 if __name__ == "__main__":

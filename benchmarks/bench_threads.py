@@ -10,11 +10,13 @@ repetition, every condition, both libraries in turn.
 
 bnpy runs in its own environment (``../shared/peers/install_bnpy.sh VENV``, Python 3.11 with old pins);
 pass ``--bnpy-venv VENV`` (or set BNPY_VENV). Without it bnpy is skipped with a message. ``--exact`` adds
-pyro-memo with exact batch steps only (the schedule before over-relaxed steps became the default), side by side.
+pyro-memo with exact batch steps only (the schedule before over-relaxed steps became the default), side by side;
+``--other-src DIR`` adds pyro-memo run from another source tree (``git worktree add DIR COMMIT``: the code
+before a change), side by side.
 
 Mean lap = mean seconds per lap over laps 2..10 (lap 1 of both includes one-time start-up work).
 
-    python benchmarks/bench_threads.py [--reps 2] [--laps 10] [--bnpy-venv VENV]
+    python benchmarks/bench_threads.py [--reps 2] [--laps 10] [--bnpy-venv VENV] [--exact] [--other-src DIR]
 """
 
 import os
@@ -65,6 +67,9 @@ def main():
     parser.add_argument("--exact", action="store_true",
                         help="also run pyro-memo with exact batch steps only (overrelax=False: the schedule before "
                              "issue #13's over-relaxed steps)")
+    parser.add_argument("--other-src", default=None,
+                        help="also run pyro-memo from this source tree (a checkout of another commit: "
+                             "git worktree add DIR COMMIT), side by side")
     args = parser.parse_args()
 
     from pyro_memo.data import toy_patches
@@ -83,6 +88,9 @@ def main():
         systems["pyro-memo f32"] = [sys.executable, "-c", MEMO_RUN, *common, "float32"]
     if args.exact:
         systems["pyro-memo exact"] = [sys.executable, "-c", MEMO_RUN, *common, "exact"]
+    if args.other_src:
+        other = f"import sys; sys.path.insert(0, {os.path.abspath(args.other_src)!r})\n" + MEMO_RUN
+        systems["pyro-memo other"] = [sys.executable, "-c", other, *common]
     if bnpy_python:
         systems["bnpy"] = [bnpy_python, "-c", BNPY_RUN, *common, os.path.join(work, "bnpy-out")]
     print(f"toy data: N = {args.n}, D = 25, K = {args.K}, {args.batches} batches, {args.laps} laps, fixed K; "

@@ -33,6 +33,8 @@ class RelationalSettings:
     eps: float = 1e-4
     #: the memoized methods learn eps from ``eps`` by empirical Bayes (the stochastic ones keep it fixed)
     learn_eps: bool = False
+    #: ``(s1, s2)``: the memoized methods learn alpha with a Gamma(s1, s2) prior (the stochastic ones keep ``alpha``)
+    alpha_prior: tuple = None
     dtype: torch.dtype = torch.float64
 
 
@@ -74,7 +76,7 @@ def run_memo(graph, budget, settings, seed, moves=(), K=None):
     """:class:`~pyro_memo.relational.MemoizedRelational` (``tol=0``: runs its whole budget)."""
     model = MemoizedRelational(K=settings.K if K is None else K, alpha=settings.alpha, gamma=settings.gamma,
                                eps=settings.eps, tol=0, seed=seed, dtype=settings.dtype, moves=moves,
-                               learn_eps=settings.learn_eps)
+                               learn_eps=settings.learn_eps, alpha_prior=settings.alpha_prior)
     return _run_ours(model, graph, budget, settings)
 
 

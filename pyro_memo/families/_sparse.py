@@ -34,6 +34,18 @@ def drop_underflow(resp):
     return resp.masked_fill(resp < torch.finfo(resp.dtype).tiny ** 0.5, 0.0)
 
 
+def normalize_log_weights(log_weights):
+    """:math:`\\hat r_{nk}`: the softmax of unnormalised log-weights ``(N, K)`` over ``k`` (log-sum-exp),
+    underflow dropped (:func:`drop_underflow`). Log-weights stored component-major (a transposed
+    ``(K, N)`` product, as :meth:`~pyro_memo.families.ZeroMeanGaussian.log_lik_function` forms them)
+    are normalised in that layout, along contiguous rows of ``N`` (a softmax over the last axis would
+    first copy them item-major: measured 0.75 ms against 0.56 ms for a 1,000 x 25 batch, one thread);
+    the result then has the same layout."""
+    if log_weights.dim() == 2 and log_weights.stride(0) == 1 and log_weights.stride(1) != 1:
+        return drop_underflow(torch.softmax(log_weights.T, dim=0).T)
+    return drop_underflow(torch.softmax(log_weights, dim=-1))
+
+
 @dataclass(frozen=True)
 class SparseResponsibilities:
     """Responsibilities :math:`\\hat r_{nk}` stored as ``values[n, j]`` at component ``indices[n, j]``.

@@ -189,9 +189,11 @@ class ConjugateFamily(ABC):
     def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
         """Default prior scaled to the data ``x``; keyword overrides replace defaults."""
 
-    def check_data(self, x):
+    def check_data(self, x, values_checked=False):
         """Validate ``x`` and return it as an ``(N, D)`` tensor of this family's dtype.
 
+        :param bool values_checked: ``x``'s values passed this check before (a fixed batch read again
+            on a later lap): its shape is checked, its values are not scanned again.
         :raises ValueError: naming the problem (rank, width, NaN/inf, support).
         """
         x = torch.as_tensor(x)
@@ -206,6 +208,8 @@ class ConjugateFamily(ABC):
                 f"{self.name} data has {x.shape[1]} columns but the prior has dimension {self.dim}"
             )
         x = x.to(dtype=self.dtype, device=self.device)
+        if values_checked:
+            return x
         if not bool(torch.isfinite(x).all()):
             bad = int((~torch.isfinite(x)).any(1).sum())
             raise ValueError(f"{self.name} data has NaN or inf values in {bad} rows")

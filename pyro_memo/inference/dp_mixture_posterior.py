@@ -4,7 +4,7 @@ import torch
 
 from ..allocation import DPSticks
 from ..families import SparseResponsibilities, family_from_state
-from ..families._sparse import drop_underflow
+from ..families._sparse import normalize_log_weights
 from ..families.base import chunk_elements
 from ..posterior import VariationalPosterior
 from ..summaries import Summary
@@ -142,7 +142,7 @@ class DPMixturePosterior(VariationalPosterior):
         change the ELBO by less than ``N * 1e-150`` nats, and left alone they underflow into
         denormal numbers that slow the summary matrix products several-fold.
         """
-        return drop_underflow(torch.softmax(self.log_joint_resp(x), dim=-1))
+        return normalize_log_weights(self.log_joint_resp(x))
 
     def sparse_responsibilities(self, x, L):
         """The optimal :math:`q(z_n)` supported on at most ``L`` components (Hughes & Sudderth
@@ -195,7 +195,7 @@ class DPMixturePosterior(VariationalPosterior):
         resps, summary = [], None
         for chunk in self.chunks(x):
             products = self.family.item_products(chunk)  # shared by the log-likelihood and the statistics
-            resp = drop_underflow(torch.softmax(log_joint(chunk, products), dim=-1)).to(chunk.dtype)
+            resp = normalize_log_weights(log_joint(chunk, products)).to(chunk.dtype)
             part = Summary.from_responsibilities(self.family, chunk, resp, products)
             summary = part if summary is None else summary + part
             resps.append(resp)

@@ -142,6 +142,23 @@ def test_batch_sources_validate():
         pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=1).fit(bad, num_batches=3)
 
 
+def test_each_fit_scans_every_batch_once():
+    """A batch's values are scanned on its first read in a fit only, and again in the next fit of the
+    same source: values changed in place between fits are caught."""
+    x = make_data("gauss", 60, D=2)
+    source = ArrayBatches(x.clone(), 3)
+    memo = pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=3, tol=0)
+    scans = []
+    check = memo.family.check_data
+    memo.family.check_data = lambda batch, values_checked=False: (scans.append(values_checked),
+                                                                  check(batch, values_checked))[1]
+    memo.fit(source)
+    assert scans.count(False) >= 3 and scans.count(True) >= 6  # laps 2 and 3 read every batch unscanned
+    source.data[45, 0] = float("nan")  # batch 2
+    with pytest.raises(ValueError, match="NaN"):
+        memo.fit(source)
+
+
 @pytest.mark.parametrize("name", ["gauss", "diag-gauss", "zm-gauss"])
 def test_near_empty_components_with_drifted_counts_stay_finite(name):
     """Subtract-old / add-new can leave an emptied component with counts like -1e-13 and
