@@ -32,7 +32,8 @@ path, K, batches, laps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 
 local_dtype = "float32" if "float32" in sys.argv[6:] else None
 x = torch.as_tensor(np.load(path))
 driver = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K, laps=laps, tol=0, seed=seed, local_dtype=local_dtype,
-                       overrelax=False if "exact" in sys.argv[6:] else None)
+                       overrelax=False if "exact" in sys.argv[6:] else None,
+                       threads=1 if "one-thread" in sys.argv[6:] else None)
 result = driver.fit(x, num_batches=batches)
 print(json.dumps({"lap_seconds": result.lap_seconds, "elbo": result.elbo / len(x),
                   "threads": driver.thread_policy.history[-1:] or [1]}))
@@ -67,6 +68,8 @@ def main():
     parser.add_argument("--exact", action="store_true",
                         help="also run pyro-memo with exact batch steps only (overrelax=False: the schedule before "
                              "issue #13's over-relaxed steps)")
+    parser.add_argument("--one-thread", action="store_true",
+                        help="also run pyro-memo with threads=1 (no thread policy, no probes) under each cap")
     parser.add_argument("--other-src", default=None,
                         help="also run pyro-memo from this source tree (a checkout of another commit: "
                              "git worktree add DIR COMMIT), side by side")
@@ -88,6 +91,8 @@ def main():
         systems["pyro-memo f32"] = [sys.executable, "-c", MEMO_RUN, *common, "float32"]
     if args.exact:
         systems["pyro-memo exact"] = [sys.executable, "-c", MEMO_RUN, *common, "exact"]
+    if args.one_thread:
+        systems["pyro-memo threads=1"] = [sys.executable, "-c", MEMO_RUN, *common, "one-thread"]
     if args.other_src:
         other = f"import sys; sys.path.insert(0, {os.path.abspath(args.other_src)!r})\n" + MEMO_RUN
         systems["pyro-memo other"] = [sys.executable, "-c", other, *common]
@@ -104,7 +109,7 @@ def main():
                 laps[name, condition].append(float(np.mean(out["lap_seconds"][1:])))
                 notes[name, condition] = out
                 extra = f"  chose {out['threads'][0]} thread(s)" if "threads" in out else f"  K {out.get('K')}"
-                print(f"  rep {rep}  {name:13s} {condition[0]} thread(s){' busy' if condition[1] else '':5s} "
+                print(f"  rep {rep}  {name:19s} {condition[0]} thread(s){' busy' if condition[1] else '':5s} "
                       f"mean lap {laps[name, condition][-1]:.3f} s  objective/item {out['elbo']:.4f}{extra}",
                       flush=True)
 
@@ -112,12 +117,12 @@ def main():
         return f"{condition[0]} thread{'s' if condition[0] > 1 else ''}{', busy' if condition[1] else ''}"
 
     memos = [name for name in systems if name != "bnpy"]
-    print(f"\n{'condition':18s} {'system':14s} {'s/lap':>7s} {'bnpy / it':>10s}")
+    print(f"\n{'condition':18s} {'system':19s} {'s/lap':>7s} {'bnpy / it':>10s}")
     for c in conditions:
         for name in systems:
             mean = np.mean(laps[name, c])
             vs = f"{np.mean(laps['bnpy', c]) / mean:9.1f}x" if bnpy_python and name != "bnpy" else ""
-            print(f"{label(c):18s} {name:14s} {mean:7.3f} {vs:>10s}")
+            print(f"{label(c):18s} {name:19s} {mean:7.3f} {vs:>10s}")
     print("\npyro-memo, more threads against one (mean lap ratio; <= 1 means never slower):")
     for name in memos:
         for busy in (False, True):

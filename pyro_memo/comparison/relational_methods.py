@@ -1,5 +1,6 @@
 """Relational-model methods behind one signature, scored alike: memoized inference at fixed K
-(``memo``) and from K = 1 with births, deletes and merges (``memo-moves``), the stochastic HDP
+(``memo``), from K = 1 with births, deletes and merges (``memo-moves``), and at fixed K with its
+hyperparameters learnt in the second half of its budget (``memo-eb``), the stochastic HDP
 relational algorithm of Kim, Gopalan, Blei & Sudderth 2013 (``svi-hdp``), fixed-K stochastic a-MMSB
 of Gopalan et al. 2012 (``svi-ammsb``), and two reference community detectors where installed:
 networkx's Louvain communities (``louvain``, Blondel et al. 2008) and graph-tool's stochastic block
@@ -19,6 +20,7 @@ import torch
 from ..relational import MemoizedRelational
 from ..relational.stochastic import StochasticAMMSB, StochasticRelational
 from . import clock
+from .harness import Budget
 
 
 @dataclass
@@ -54,9 +56,9 @@ def _communities(posterior):
     return int(np.unique(posterior.memberships().argmax(1).cpu().numpy()).size)
 
 
-def _run_ours(model, graph, budget, settings):
-    """Fit ``model`` until the budget is spent; its seconds are its own lap times (a stochastic
-    method's scoring pass is left out)."""
+def _run_ours(model, graph, budget, settings, posterior=None):
+    """Fit ``model`` (from ``posterior`` when given) until the budget is spent; its seconds are its
+    own lap times (a stochastic method's scoring pass is left out)."""
     run = RelationalRun()
     state = model.new_state()
 
@@ -68,7 +70,8 @@ def _run_ours(model, graph, budget, settings):
         return budget.spent(lap + 1, run.seconds[-1])
 
     model.laps = int(np.ceil(budget.passes))
-    run.posterior = model.fit(graph, settings.batches, state=state, callback=callback).posterior
+    start = {} if posterior is None else {"posterior": posterior}
+    run.posterior = model.fit(graph, settings.batches, state=state, callback=callback, **start).posterior
     return run
 
 
@@ -78,6 +81,27 @@ def run_memo(graph, budget, settings, seed, moves=(), K=None):
                                eps=settings.eps, tol=0, seed=seed, dtype=settings.dtype, moves=moves,
                                learn_eps=settings.learn_eps, alpha_prior=settings.alpha_prior)
     return _run_ours(model, graph, budget, settings)
+
+
+def run_memo_eb(graph, budget, settings, seed):
+    """Memoized inference at the given ``alpha`` and ``eps`` for half the budget, then empirical Bayes
+    from there for the other half: :math:`\\alpha \\sim Gamma` (``settings.alpha_prior``, else
+    ``(1, 1)``) and eps learnt, each global step raising the bound
+    (:meth:`~pyro_memo.relational.RelationalPosterior.learning`). Learnt from the first lap instead,
+    they settle in poorer optima on polblogs (at K = 20 bounds of -65,000 to -72,000 nats against this
+    method's -53,500 to -59,500; ``benchmarks/results/bench_relational_networks_learn_alpha.txt``,
+    ``bench_relational_networks_memo_eb.txt``)."""
+    half = Budget(budget.passes / 2, None if budget.seconds is None else budget.seconds / 2)
+    fixed = RelationalSettings(**{**settings.__dict__, "learn_eps": False, "alpha_prior": None})
+    first = run_memo(graph, half, fixed, seed)
+    prior = settings.alpha_prior or (1.0, 1.0)
+    model = MemoizedRelational(K=first.posterior.K, alpha_prior=prior, gamma=settings.gamma, eps=settings.eps,
+                               tol=0, seed=seed, dtype=settings.dtype, learn_eps=True)
+    second = _run_ours(model, graph, half, settings, first.posterior.learning(prior, learn_eps=True))
+    run = RelationalRun(laps=first.laps + [first.laps[-1] + lap for lap in second.laps],
+                        seconds=first.seconds + [first.seconds[-1] + t for t in second.seconds],
+                        bound=first.bound + second.bound, K=first.K + second.K, posterior=second.posterior)
+    return run
 
 
 def run_svi(graph, budget, settings, seed, ammsb=False, kappa=0.6, delay=10.0):
@@ -220,6 +244,7 @@ def run_sbm(graph, budget, settings, seed):
 RELATIONAL_METHODS = {
     "memo": run_memo,
     "memo-moves": lambda g, b, s, seed: run_memo(g, b, s, seed, moves="birth,delete,merge", K=1),
+    "memo-eb": run_memo_eb,
     "svi-hdp": run_svi,
     "svi-ammsb": lambda g, b, s, seed: run_svi(g, b, s, seed, ammsb=True),
     "louvain": run_louvain,

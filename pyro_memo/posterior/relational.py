@@ -31,6 +31,7 @@ al. (2013) fix :math:`\\epsilon` to a small constant; on graphs dense between co
 merging communities (measured in ``benchmarks/bench_relational_networks.py``).
 """
 
+import copy
 import math
 
 import torch
@@ -102,6 +103,18 @@ class RelationalPosterior(VariationalPosterior):
         theta = torch.cat([prior[:K] + scale * memberships, prior[K:].expand(N, 1)], 1)
         ones = memberships.new_ones(K)
         return cls(theta, rho, omega, tau[0] * ones, tau[1] * ones, alpha, gamma, tau, eps, learn_eps)
+
+    def learning(self, alpha_prior=None, learn_eps=False):
+        """A copy with the same globals that learns, from its next global step, the membership
+        concentration (``alpha_prior`` ``(s1, s2)``: :math:`\\alpha \\sim Gamma(s_1, s_2)`, its factor
+        starting at the prior) and, with ``learn_eps``, the background probability (eq. E1). Its bound
+        has :math:`q(\\alpha)`'s terms, so it is not comparable with this posterior's: empirical Bayes
+        started once the memberships have settled at fixed values (the harness's ``memo-eb``)."""
+        other = copy.copy(self)
+        if alpha_prior is not None:
+            other.alpha = GammaConcentration(tuple(float(v) for v in alpha_prior))
+        other.learn_eps = bool(self.learn_eps or learn_eps)
+        return other
 
     def with_globals(self, theta, rho, omega, w_a, w_b):
         """This posterior's kind with other globals (same hyperparameters)."""

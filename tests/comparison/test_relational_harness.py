@@ -85,3 +85,14 @@ def test_cli_compare_without_graph_tool_is_one_error_before_any_method_runs(monk
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sbm needs graph-tool" in err[0] and not (tmp_path / "out").exists()
+
+
+def test_memo_eb_learns_its_hyperparameters_in_the_second_half_of_its_budget():
+    graph = assortative_graph(60, 2, alpha=0.05, seed=0)[0]
+    rows, runs = compare_relational(graph, ["memo-eb"], seeds=(0,), budget=Budget(passes=6),
+                                    settings=RelationalSettings(K=2))
+    run = runs["memo-eb", 0]
+    assert run.laps == [1, 2, 3, 4, 5, 6] and run.seconds == sorted(run.seconds)
+    assert hasattr(run.posterior.alpha, "q") and run.posterior.learn_eps
+    assert np.diff(run.bound[3:]).min() >= -1e-9 * abs(run.bound[-1])  # monotone within the learning half
+    assert 0 <= rows[0]["heldout_auc"] <= 1

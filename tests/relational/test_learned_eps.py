@@ -74,3 +74,21 @@ def test_checkpoints_keep_the_learnt_eps():
         NodeBatches(random_graph(7), [np.arange(30)]), posterior=again).state.cache.total)))
     assert optimal_eps(0.0, 0.0) > 0 and optimal_eps(5.0, 0.0) < 1
     torch.testing.assert_close(torch.tensor(optimal_eps(3.0, 7.0)), torch.tensor(0.3))
+
+
+@pytest.mark.parametrize("nonlinks", ["tied", "free"])
+@pytest.mark.parametrize("seed", range(4))
+def test_hyperparameters_learnt_from_a_settled_fit_never_lower_its_bound(seed, nonlinks):
+    """``learning()`` keeps the globals and switches on alpha ~ Gamma and eps learning; the fit continued
+    from it (the harness's ``memo-eb``) raises its own bound at every lap and ends with both learnt."""
+    graph = random_graph(seed)
+    fixed = MemoizedRelational(K=3, laps=4, tol=0, seed=seed, nonlinks=nonlinks).fit(graph, 3).posterior
+    start = fixed.learning(alpha_prior=(1.0, 1.0), learn_eps=True)
+    assert start.learn_eps and not fixed.learn_eps and float(start.alpha) == 1.0 and type(fixed.alpha) is float
+    assert torch.equal(start.theta, fixed.theta) and torch.equal(start.w_a, fixed.w_a)
+    driver = MemoizedRelational(K=3, laps=6, tol=0, seed=seed, nonlinks=nonlinks, learn_eps=True,
+                                alpha_prior=(1.0, 1.0))
+    fit = driver.fit(graph, 3, posterior=start)
+    trace = np.array(fit.state.elbo_trace)
+    assert np.diff(trace).min() >= -1e-9 * np.abs(trace).max(), np.diff(trace)
+    assert fit.posterior.alpha.q != start.alpha.q and fit.posterior.eps != fixed.eps

@@ -62,7 +62,8 @@ BUNDLED_GRAPHS = {
 #: the fraction of communities' weight E[beta] above which a community counts in K
 MIN_WEIGHT = 0.01
 
-register_option("fit", ALPHA_PRIOR_OPTION)
+for _command in ("fit", "compare"):
+    register_option(_command, ALPHA_PRIOR_OPTION)
 for _command in ("fit", "compare"):
     register_option(_command, Option("--eps", "background probability of a link between nodes in different communities "
                                        "(fixed, in (0, 1)).", {"type": float}))
@@ -221,9 +222,14 @@ class Relational(CliModel):
             "data": Use(_DATA), "alpha": Use("membership concentration", default=1.0), "eps": Use(default=1e-4),
             "learn_eps": Use("memo and memo-moves learn eps from --eps by empirical Bayes (the stochastic methods "
                              "keep it fixed)", default=False),
+            "alpha_prior": Use("memo and memo-moves learn alpha ~ Gamma(S1, S2) (shape, rate); memo-eb learns it "
+                               "with this prior (Gamma(1, 1) without it) in the second half of its budget (the "
+                               "stochastic methods keep --alpha)", default=""),
             "methods": Use("relational methods: memo (fixed --K), memo-moves (from K = 1 with birth, delete, merge), "
-                           "svi-hdp (Kim et al. 2013), svi-ammsb (Gopalan et al. 2012), louvain (needs networkx), sbm "
-                           "(graph-tool's minimize_blockmodel_dl; needs graph-tool)",
+                           "memo-eb (fixed --K; alpha and eps learnt in the second half of its budget, from the fit "
+                           "at --alpha and --eps of the first), svi-hdp (Kim et al. 2013), svi-ammsb (Gopalan et "
+                           "al. 2012), louvain (needs networkx), sbm (graph-tool's minimize_blockmodel_dl; needs "
+                           "graph-tool)",
                            default="memo,memo-moves,svi-hdp,svi-ammsb"),
             "seeds": Use(default="0"), "passes": Use(default=20.0), "seconds": Use(), "K": Use(default=10),
             "batches": Use("batches of nodes per pass (memo); the stochastic methods take max(--batches, 10) steps "
@@ -336,7 +342,7 @@ class Relational(CliModel):
         if not args.quiet:
             print(_graph_text(graph, description), file=sys.stderr)
         settings = RelationalSettings(K=args.K, batches=args.batches, alpha=args.alpha, eps=args.eps,
-                                      learn_eps=args.learn_eps)
+                                      learn_eps=args.learn_eps, alpha_prior=parse_alpha_prior(args.alpha_prior))
         try:
             rows, _ = compare_relational(graph, methods, seeds, budget=Budget(args.passes, args.seconds),
                                          settings=settings, out_dir=args.out, progress=compare_progress(args),
