@@ -224,6 +224,12 @@ class ConjugateFamily(ABC):
     def stats(self, x, resp):
         """Responsibility-weighted sufficient statistics :math:`s_k(x)` (Hughes & Sudderth 2013, eq. 7)."""
 
+    def local_step_numbers(self, K):
+        """Numbers a local step of ``K`` components holds at once per item, which bounds its chunks
+        (:meth:`~pyro_memo.DPMixturePosterior.chunk_rows`): by default :math:`KD + D^2`, room
+        for a ``(K, D)`` temporary per item and a ``D x D`` one."""
+        return K * self.dim + self.dim * self.dim
+
     def item_products(self, x):
         """Per-item products that a chunk's expected log-likelihood and its statistics both need,
         built once per chunk of a local step and passed to both (``products``); ``None`` (the default)

@@ -151,12 +151,12 @@ class DPMixturePosterior(VariationalPosterior):
         return SparseResponsibilities.top(self.log_joint_resp(x), L)
 
     def chunk_rows(self, x):
-        """Rows per chunk of the local step: bounds its ``(K, D, rows)`` temporaries to
+        """Rows per chunk of the local step: bounds its temporaries, the family's
+        :meth:`~pyro_memo.families.ConjugateFamily.local_step_numbers` per row, to
         :func:`~pyro_memo.families.base.chunk_elements` numbers (~16 MB in float64 on the CPU, where a
         batch of 1,000 25-dimensional items at K = 25 is one chunk and a long lap does not fragment
         the heap; 256 MB on a GPU, where each chunk costs kernel launches)."""
-        d = x.shape[-1]
-        return max(256, chunk_elements(self.family.device) // (self.K * d + d * d))
+        return max(256, chunk_elements(self.family.device) // self.family.local_step_numbers(self.K))
 
     def chunks(self, x):
         """``x`` in consecutive chunks of :meth:`chunk_rows` rows."""
