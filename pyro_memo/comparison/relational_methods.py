@@ -98,10 +98,9 @@ def run_memo_eb(graph, budget, settings, seed):
     model = MemoizedRelational(K=first.posterior.K, alpha_prior=prior, gamma=settings.gamma, eps=settings.eps,
                                tol=0, seed=seed, dtype=settings.dtype, learn_eps=True)
     second = _run_ours(model, graph, half, settings, first.posterior.learning(prior, learn_eps=True))
-    run = RelationalRun(laps=first.laps + [first.laps[-1] + lap for lap in second.laps],
-                        seconds=first.seconds + [first.seconds[-1] + t for t in second.seconds],
-                        bound=first.bound + second.bound, K=first.K + second.K, posterior=second.posterior)
-    return run
+    return RelationalRun(laps=first.laps + [first.laps[-1] + lap for lap in second.laps],
+                         seconds=first.seconds + [first.seconds[-1] + t for t in second.seconds],
+                         bound=first.bound + second.bound, K=first.K + second.K, posterior=second.posterior)
 
 
 def run_svi(graph, budget, settings, seed, ammsb=False, kappa=0.6, delay=10.0):

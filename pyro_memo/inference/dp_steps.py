@@ -52,18 +52,11 @@ class DPMixtureSteps:
         first read from ``source`` only: a batch source holds the same items in batch ``b`` on every
         lap, and the scan cost 4% of a toy lap (1,000 items, D = 25)."""
         x = source.batch(b)
-        scanned = self._scanned_batches.setdefault(source, set())
+        # per batch source (held weakly), the batches scanned in this fit (absent in copies: __getstate__)
+        scanned = self.__dict__.setdefault("_scanned", weakref.WeakKeyDictionary()).setdefault(source, set())
         x = self.family.check_data(x if torch.is_tensor(x) else np.asarray(x), values_checked=b in scanned)
         scanned.add(b)
         return x
-
-    @property
-    def _scanned_batches(self):
-        """Per batch source (held weakly), the batches whose values :meth:`read_batch` has scanned in
-        this fit."""
-        if "_scanned" not in self.__dict__:
-            self._scanned = weakref.WeakKeyDictionary()
-        return self._scanned
 
     def __getstate__(self):
         """Copies and pickles (the readers sent to Dask workers) leave the scanned batches behind."""
