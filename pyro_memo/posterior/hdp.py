@@ -213,9 +213,11 @@ class GroupedHDPPosterior(VariationalPosterior):
 
     # ------------------------------------------------------------------ bound
     def elbo_terms(self, summary):
-        """The HDP bound's terms (scalar tensors) for the groups ``summary`` describes."""
-        sticks = top_level_objective(self.rho, self.omega, summary.num_docs, summary.sum_log_pi, self.alpha,
-                                     self.gamma)
+        """The HDP bound's terms (scalar tensors) for the groups ``summary`` describes. The sticks' terms
+        are evaluated in float64 whatever the posterior's dtype: with :math:`\\omega_k` in the thousands
+        their log-gamma terms run to millions, which float32 rounds by whole nats."""
+        sticks = top_level_objective(self.rho.double(), self.omega.double(), summary.num_docs,
+                                     summary.sum_log_pi.double(), self.alpha, self.gamma)
         terms = {**self.component_terms(summary), "sticks": sticks, "documents": summary.doc_term,
                  "entropy": summary.entropy.sum()}
         if self.learnt_concentrations:
