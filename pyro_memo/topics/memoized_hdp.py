@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
+from ..allocation.hdp_sticks import sticks_from_sizes
 from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
 from ..data.corpus_shards import CorpusShards, is_corpus_shards
@@ -173,8 +174,10 @@ class HDPSteps:
         return CorpusBatches(data, self.batches(data, num_batches or 1, self.seed), self.dtype, self.device)
 
     def initial_posterior(self, source, order=None):
-        """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``),
-        sticks at the prior (``source``: a :class:`CorpusBatches` or a corpus; for a sharded corpus, from
+        """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``), largest
+        first, and sticks whose expected weights follow their sizes
+        (:func:`~pyro_memo.allocation.hdp_sticks.sticks_from_sizes`, each document counted as one draw from
+        the top level; ``source``: a :class:`CorpusBatches` or a corpus; for a sharded corpus, from
         :attr:`init_docs` documents drawn across its shards); with a ``family``,
         components fitted to k-means++ responsibilities of the items."""
         if self.family is not None:
@@ -185,7 +188,11 @@ class HDPSteps:
             corpus = source.corpus if isinstance(source, CorpusBatches) else source
         post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
                                   self.device)
-        post.lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
+        lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
+        sizes = (lam - self.lam0).sum(1)
+        order = torch.argsort(sizes, descending=True)
+        post.lam = lam[order]
+        post.rho, post.omega = sticks_from_sizes(sizes[order], self.gamma, corpus.num_docs)
         return post
 
     def initial_mixture(self, source, max_items=10_000):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from pyro_memo.allocation.hdp_sticks import expected_beta, sticks_from_sizes
 from pyro_memo.topics import HDPPosterior, MemoizedHDP, from_counts
 from pyro_memo.topics.topic_init import initial_topics, kmeans_topics
 
@@ -80,8 +81,29 @@ def test_first_lap_holds_the_initial_topics_until_the_memo_is_complete(init):
     assert not torch.allclose(incremental.posterior.lam, fit.posterior.lam)
 
 
-def test_fit_uses_the_kmeans_topics_by_default():
+def test_fit_uses_the_kmeans_topics_by_default_largest_first_with_sticks_that_follow_their_sizes():
     corpus, _ = grouped_corpus(3)
-    post = MemoizedHDP(K=4, seed=7).initial_posterior(corpus)
+    model = MemoizedHDP(K=4, seed=7)
+    post = model.initial_posterior(corpus)
     assert isinstance(post, HDPPosterior)
-    torch.testing.assert_close(post.lam, 0.1 + torch.as_tensor(kmeans_topics(corpus, 4, 0.1, seed=7)))
+    counts = torch.as_tensor(kmeans_topics(corpus, 4, 0.1, seed=7))
+    order = torch.argsort(counts.sum(1), descending=True)
+    torch.testing.assert_close(post.lam, 0.1 + counts[order])
+    rho, omega = sticks_from_sizes(counts.sum(1)[order], model.gamma, corpus.num_docs)
+    torch.testing.assert_close(post.rho, rho)
+    torch.testing.assert_close(post.omega, omega)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_initial_sticks_are_the_dp_update_for_documents_shared_out_by_size(seed):
+    rng = np.random.default_rng(seed)
+    K, gamma, draws = int(rng.integers(2, 30)), float(rng.uniform(0.5, 50)), float(rng.uniform(10, 1e4))
+    sizes = torch.as_tensor(np.sort(rng.gamma(1.0, 100.0, K))[::-1].copy())
+    rho, omega = sticks_from_sizes(sizes, gamma, draws)
+    n = draws * sizes / sizes.sum()
+    for k in range(K):  # q(u_k) = Beta(1 + n_k, gamma + sum_{l > k} n_l)
+        torch.testing.assert_close(rho[k] * omega[k], 1 + n[k])
+        torch.testing.assert_close((1 - rho[k]) * omega[k], gamma + n[k + 1:].sum())
+    # with many draws the expected weights are the sizes' shares
+    beta = expected_beta(sticks_from_sizes(sizes, gamma, 1e9)[0])
+    torch.testing.assert_close(beta[:-1], sizes / sizes.sum(), rtol=1e-6, atol=1e-9)
