@@ -28,6 +28,26 @@ def document_split(corpus=None):
     return (corpus, *split_documents(corpus, 0.2, seed=0))
 
 
+def save_topic_posterior(posterior, path):
+    """Save a topic posterior's globals (``bench_hdp_wiki.py --save``, ``bench_lda_wiki.py --save``)."""
+    import torch
+
+    p = posterior
+    torch.save({"lam": p.lam, "rho": p.rho, "omega": p.omega, "alpha": float(p.alpha), "gamma": float(p.gamma),
+                "lam0": float(p.lam0)}, path)
+
+
+def load_topic_posterior(path, alpha=None):
+    """A posterior saved by :func:`save_topic_posterior`, its documents' concentration ``alpha`` if given."""
+    import torch
+
+    from pyro_memo.topics import HDPPosterior
+
+    saved = torch.load(path)
+    return HDPPosterior(saved["lam"], saved["rho"], saved["omega"], saved["alpha"] if alpha is None else alpha,
+                        saved["gamma"], saved["lam0"])
+
+
 def add_toy_arguments(parser):
     """The paper's toy fit (000 §4.1): ``--n`` items, ``--K``, ``--batches``, ``--laps``, ``--seed``."""
     parser.add_argument("--n", type=int, default=100_000)

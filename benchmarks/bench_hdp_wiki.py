@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import torch
-from _common import document_split, make_parser
+from _common import document_split, make_parser, save_topic_posterior
 
 from pyro_memo.comparison import bag_of_words
 from pyro_memo.topics import MemoizedHDP, document_completion, split_tokens, top_words
@@ -71,6 +71,8 @@ def main():
     parser.add_argument("--gamma", type=float, default=10.0, help="top-level concentration (fixed)")
     parser.add_argument("--alpha-prior", metavar="S1,S2", help="learn alpha with a Gamma(S1, S2) prior")
     parser.add_argument("--gamma-prior", metavar="S1,S2", help="learn gamma with a Gamma(S1, S2) prior")
+    parser.add_argument("--lam0", type=float, default=0.1,
+                        help="topics' symmetric Dirichlet prior (the start with --learn-lam0)")
     parser.add_argument("--learn-lam0", action="store_true", help="learn lam0 by type-II maximum likelihood")
     args = parser.parse_args()
 
@@ -105,7 +107,8 @@ def main():
 
     priors = {f"{name}_prior": tuple(float(v) for v in text.split(","))
               for name, text in (("alpha", args.alpha_prior), ("gamma", args.gamma_prior)) if text}
-    model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, laps=args.laps, seed=args.seed, dtype=dtype,
+    model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps, seed=args.seed,
+                        dtype=dtype,
                         moves=args.moves, init=args.init,
                         incremental_first_lap=args.incremental_first_lap, learn_lam0=args.learn_lam0, **priors)
     fit = model.fit(train, args.batches, callback=callback)
@@ -119,9 +122,7 @@ def main():
     print(f"held-out under bnpy's protocol (80% of each test document's word types observed, 20% scored): "
           f"{bnpy_protocol:.4f} nats/token")
     if args.save:
-        p = fit.posterior
-        torch.save({"lam": p.lam, "rho": p.rho, "omega": p.omega, "alpha": float(p.alpha), "gamma": float(p.gamma),
-                    "lam0": float(p.lam0)}, args.save)
+        save_topic_posterior(fit.posterior, args.save)
     for k, w, words in top_words(fit.posterior, train.vocab, 8)[:10]:
         print(f"  topic {k:3d} ({w:.3f}): {' '.join(words)}")
     if args.skip_gensim:

@@ -9,19 +9,24 @@ each test document's word types observed, 20% scored).
 
 ``--score-memo PATH`` scores a memoized-HDP posterior saved by ``bench_hdp_wiki.py --save``
 instead (no LDA run), under the standard scoring and under the same point-estimate fold-in
-(``pyro_memo.comparison.point_estimate``).
+(``pyro_memo.comparison.point_estimate``). ``--save PATH`` saves the LDA's posterior in the same
+form. ``--alphas A1,A2,..`` (with ``--score-memo``) also scores the saved posterior with its
+documents' total concentration replaced by each ``A`` (the topics and their weights kept), and
+prints how its topics are spread: how many carry more than 1% and 0.1% of the weight, the
+exponential of the weights' entropy, and the weighted mean entropy of the topics' word
+distributions (nats).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_lda_wiki.py [--K 100] [--minutes 12] [--eval-every 3]
-    python benchmarks/bench_lda_wiki.py --score-memo memo.pt
+    OMP_NUM_THREADS=1 python benchmarks/bench_lda_wiki.py [--K 100] [--minutes 12] [--eval-every 3] [--save lda.pt]
+    python benchmarks/bench_lda_wiki.py --score-memo memo.pt [--alphas 1,2,4,6.2,10]
 """
 
 import time
 
 import torch
-from _common import document_split, make_parser
+from _common import document_split, load_topic_posterior, make_parser, save_topic_posterior
 
 from pyro_memo.comparison import TopicSettings, point_estimate, tomotopy_lda_model, tomotopy_lda_posterior
-from pyro_memo.topics import HDPPosterior, document_completion
+from pyro_memo.topics import document_completion
 
 
 def scores(posterior, test):
@@ -30,14 +35,28 @@ def scores(posterior, test):
             document_completion(posterior, test, fraction=0.8, split="types"))
 
 
-def score_memo(path, test):
-    saved = torch.load(path)
-    posterior = HDPPosterior(saved["lam"], saved["rho"], saved["omega"], saved["alpha"], saved["gamma"],
-                             saved["lam0"])
+def spread(posterior):
+    """How the topics share the weight, and how broad they are."""
+    weights = posterior.expected_beta().double()
+    phi = posterior.topic_means().double()
+    entropy = -(phi * phi.clamp_min(1e-300).log()).sum(1)
+    kept = weights[:-1]
+    return (f"topics with E[beta] > 1%: {int((kept > 0.01).sum())}, > 0.1%: {int((kept > 0.001).sum())}; "
+            f"exp(entropy of the weights) {float(torch.exp(torch.special.entr(weights).sum())):.1f}; "
+            f"weighted mean topic entropy {float((kept * entropy).sum() / kept.sum()):.3f} nats")
+
+
+def score_memo(path, test, alphas=()):
+    posterior = load_topic_posterior(path)
     for name, post in (("standard", posterior), ("point-estimate", point_estimate(posterior))):
         tokens, types = scores(post, test)
         print(f"memoized HDP ({path}), {name} scoring: held-out {tokens:.4f} nats/token; bnpy protocol "
               f"{types:.4f}", flush=True)
+    if alphas:
+        print(f"{path}: alpha {float(posterior.alpha):.4f}; {spread(posterior)}", flush=True)
+    for alpha in alphas:
+        heldout = document_completion(load_topic_posterior(path, alpha), test)
+        print(f"{path} with alpha {alpha:g}: held-out {heldout:.4f} nats/token", flush=True)
 
 
 def main():
@@ -48,13 +67,15 @@ def main():
     parser.add_argument("--sweeps", type=int, default=10, help="Gibbs sweeps per training call")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--score-memo", metavar="PATH", help="score a saved memoized-HDP posterior; no LDA run")
+    parser.add_argument("--alphas", default="", help="with --score-memo: also score at these concentrations")
+    parser.add_argument("--save", metavar="PATH", help="save the LDA's posterior here")
     args = parser.parse_args()
 
     corpus, train, test = document_split()
     print(f"{corpus}; train {train.num_docs} docs / {train.num_tokens:.0f} tokens, test {test.num_docs} docs",
           flush=True)
     if args.score_memo:
-        score_memo(args.score_memo, test)
+        score_memo(args.score_memo, test, [float(a) for a in args.alphas.split(",") if a])
         return
     settings = TopicSettings(K=args.K)
     model = tomotopy_lda_model(train, settings, args.seed)
@@ -82,6 +103,8 @@ def main():
     print(f"\ntomotopy LDA: {sweeps} sweeps in {cpu:.0f} CPU s / {wall:.0f} wall s (training calls only); "
           f"sum alpha {float(alpha.sum()):.3f} (min {float(alpha.min()):.4f}, max {float(alpha.max()):.4f}); "
           f"final held-out {tokens:.4f} nats/token; bnpy protocol {types:.4f} nats/token")
+    if args.save:
+        save_topic_posterior(posterior, args.save)
 
 
 if __name__ == "__main__":
