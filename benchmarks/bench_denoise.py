@@ -140,24 +140,27 @@ def main():
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         path = os.path.join(folder, "patches.npy")
         write_training_patches(path, args)
-        priors, skip = {}, set(args.skip.split(","))
-        if "moves" not in skip:
-            print(f"(a) DP mixture, memoized VB, birth/merge/delete from K = 1, {args.batches} batches from disk:")
-            priors["DP memo + moves (K=1 start)"] = memoized_prior(path, 1, "birth,merge,delete", args)
-        if "fixed" not in skip:
-            print(f"(b) memoized VB, fixed K = {args.K}, no moves, {args.batches} batches from disk:")
-            priors[f"memo fixed K={args.K}"] = memoized_prior(path, args.K, "", args)
-        if "sklearn" not in skip:
-            print(f"(c) scikit-learn GaussianMixture(n_components={args.K}, covariance_type='full'), EM:")
-            priors[f"sklearn GMM K={args.K}"] = sklearn_prior(path, args)
+        rows, skip = [], set(args.skip.split(","))
+        fits = (("moves", "(a) DP mixture, memoized VB, birth/merge/delete from K = 1, {b} batches from disk:",
+                 "DP memo + moves (K=1 start)", lambda: memoized_prior(path, 1, "birth,merge,delete", args)),
+                ("fixed", "(b) memoized VB, fixed K = {K}, no moves, {b} batches from disk:",
+                 f"memo fixed K={args.K}", lambda: memoized_prior(path, args.K, "", args)),
+                ("sklearn", "(c) scikit-learn GaussianMixture(n_components={K}, covariance_type='full'), EM:",
+                 f"sklearn GMM K={args.K}", lambda: sklearn_prior(path, args)))
+        for key, heading, name, fit in fits:
+            if key in skip:
+                continue
+            print(heading.format(b=args.batches, K=args.K), flush=True)
+            prior, seconds = fit()
+            scores = denoise(prior, clean, noisy, args)  # scored at once: a run cut short keeps its rows
+            rows.append((name, prior.K, seconds, scores))
+            print(f"  denoised: MMSE {scores['mmse'][0]:.2f} dB, EPLL {scores['epll'][0]:.2f} dB", flush=True)
     print(f"\n{'prior':30s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
           f"{'MMSE s':>7s} {'EPLL s':>7s}")
-    for name, (prior, seconds) in priors.items():
-        scores = denoise(prior, clean, noisy, args)
+    for name, K, seconds, scores in rows:
         (mmse, mmse_s), (epll, epll_s) = scores["mmse"], scores["epll"]
-        print(f"{name:30s} {prior.K:4d} {seconds:8.1f} {mmse:8.2f} {epll:8.2f} {epll - mmse:+9.2f} "
+        print(f"{name:30s} {K:4d} {seconds:8.1f} {mmse:8.2f} {epll:8.2f} {epll - mmse:+9.2f} "
               f"{mmse_s:7.1f} {epll_s:7.1f}", flush=True)
-
 
 if __name__ == "__main__":
     main()
