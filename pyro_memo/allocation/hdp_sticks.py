@@ -96,7 +96,9 @@ def sticks_from_sizes(sizes, gamma, draws):
     :math:`n_k = \\text{draws}\\, s_k / \\sum_l s_l`, :math:`q(u_k) = \\mathrm{Beta}(1 + n_k, \\gamma +
     \\sum_{l>k} n_l)`, a DP's stick-breaking coordinate update (Blei & Jordan 2006, §3). Its expected
     weights follow the sizes, so every initial cluster starts with the weight its data gives it rather
-    than the prior's geometric decay."""
+    than the prior's geometric decay. Sizes that are all zero give the prior's sticks."""
+    if not float(sizes.sum()) > 0:
+        return prior_sticks(sizes.shape[0], float(gamma), sizes.dtype, sizes.device)
     n = draws * sizes / sizes.sum()
     a, b = 1 + n, float(gamma) + (n.sum() - torch.cumsum(n, 0))
     return a / (a + b), a + b

@@ -107,3 +107,7 @@ def test_initial_sticks_are_the_dp_update_for_documents_shared_out_by_size(seed)
     # with many draws the expected weights are the sizes' shares
     beta = expected_beta(sticks_from_sizes(sizes, gamma, 1e9)[0])
     torch.testing.assert_close(beta[:-1], sizes / sizes.sum(), rtol=1e-6, atol=1e-9)
+    # no sizes at all (documents that are all empty): the prior's sticks
+    rho, omega = sticks_from_sizes(torch.zeros(K, dtype=torch.float64), gamma, draws)
+    torch.testing.assert_close(rho, torch.full((K,), 1 / (1 + gamma), dtype=torch.float64))
+    torch.testing.assert_close(omega, torch.full((K,), 1 + gamma, dtype=torch.float64))
