@@ -37,15 +37,14 @@ def save_topic_posterior(posterior, path):
                 "lam0": float(p.lam0)}, path)
 
 
-def load_topic_posterior(path, alpha=None):
-    """A posterior saved by :func:`save_topic_posterior`, its documents' concentration ``alpha`` if given."""
+def load_topic_posterior(path):
+    """A posterior saved by :func:`save_topic_posterior`."""
     import torch
 
     from pyro_memo.topics import HDPPosterior
 
     saved = torch.load(path)
-    return HDPPosterior(saved["lam"], saved["rho"], saved["omega"], saved["alpha"] if alpha is None else alpha,
-                        saved["gamma"], saved["lam0"])
+    return HDPPosterior(saved["lam"], saved["rho"], saved["omega"], saved["alpha"], saved["gamma"], saved["lam0"])
 
 
 def add_toy_arguments(parser):

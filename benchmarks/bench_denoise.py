@@ -162,5 +162,6 @@ def main():
         print(f"{name:30s} {K:4d} {seconds:8.1f} {mmse:8.2f} {epll:8.2f} {epll - mmse:+9.2f} "
               f"{mmse_s:7.1f} {epll_s:7.1f}", flush=True)
 
+
 if __name__ == "__main__":
     main()

@@ -108,8 +108,7 @@ def main():
     priors = {f"{name}_prior": tuple(float(v) for v in text.split(","))
               for name, text in (("alpha", args.alpha_prior), ("gamma", args.gamma_prior)) if text}
     model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps, seed=args.seed,
-                        dtype=dtype,
-                        moves=args.moves, init=args.init,
+                        dtype=dtype, moves=args.moves, init=args.init,
                         incremental_first_lap=args.incremental_first_lap, learn_lam0=args.learn_lam0, **priors)
     fit = model.fit(train, args.batches, callback=callback)
     seconds = time.perf_counter() - start

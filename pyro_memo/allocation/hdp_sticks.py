@@ -146,16 +146,18 @@ def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100
     optimizer = torch.optim.LBFGS([params], max_iter=max_iter, tolerance_grad=1e-10, tolerance_change=1e-12,
                                   history_size=20, line_search_fn="strong_wolfe")
 
+    def sticks(p):
+        return torch.sigmoid(p[:K]).clamp(1e-12, 1 - 1e-12), torch.exp(p[K:]).clamp(max=limit)
+
     def closure():
         optimizer.zero_grad()
-        r, w = torch.sigmoid(params[:K]).clamp(1e-12, 1 - 1e-12), torch.exp(params[K:]).clamp(max=limit)
-        loss = -value(r, w)
+        loss = -value(*sticks(params))
         loss.backward()
         return loss
 
     optimizer.step(closure)
     with torch.no_grad():
-        r, w = torch.sigmoid(params[:K]).clamp(1e-12, 1 - 1e-12), torch.exp(params[K:]).clamp(max=limit)
+        r, w = sticks(params)
         if torch.isfinite(r).all() and torch.isfinite(w).all() and float(value(r, w)) >= start:
             rho, omega = r.detach(), w.detach()
     eps = torch.finfo(dtype).eps

@@ -186,14 +186,11 @@ class HDPSteps:
             corpus = source.shards.sample(self.init_docs, self.seed)
         else:
             corpus = source.corpus if isinstance(source, CorpusBatches) else source
-        post = HDPPosterior.prior(self.K, corpus.vocab_size, self.alpha, self.gamma, self.lam0, self.dtype,
-                                  self.device)
         lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
         sizes = (lam - self.lam0).sum(1)
         order = torch.argsort(sizes, descending=True)
-        post.lam = lam[order]
-        post.rho, post.omega = sticks_from_sizes(sizes[order], self.gamma, corpus.num_docs)
-        return post
+        rho, omega = sticks_from_sizes(sizes[order], self.gamma, corpus.num_docs)
+        return HDPPosterior(lam[order], rho, omega, self.alpha, self.gamma, self.lam0)
 
     def initial_mixture(self, source, max_items=10_000):
         """Components fitted to k-means++ (``init="kmeans"``) or random (``"documents"``)
