@@ -26,7 +26,7 @@ import torch
 from _common import document_split, load_topic_posterior, make_parser, save_topic_posterior
 
 from pyro_memo.comparison import TopicSettings, point_estimate, tomotopy_lda_model, tomotopy_lda_posterior
-from pyro_memo.topics import document_completion
+from pyro_memo.topics import HDPPosterior, document_completion
 
 
 def scores(posterior, test):
@@ -55,7 +55,8 @@ def score_memo(path, test, alphas=()):
     if alphas:
         print(f"{path}: alpha {float(posterior.alpha):.4f}; {spread(posterior)}", flush=True)
     for alpha in alphas:
-        heldout = document_completion(load_topic_posterior(path, alpha), test)
+        rescored = HDPPosterior(posterior.lam, posterior.rho, posterior.omega, alpha, posterior.gamma, posterior.lam0)
+        heldout = document_completion(rescored, test)
         print(f"{path} with alpha {alpha:g}: held-out {heldout:.4f} nats/token", flush=True)
 
 
@@ -66,6 +67,7 @@ def main():
     parser.add_argument("--eval-every", type=float, default=3.0, help="CPU minutes between held-out scores")
     parser.add_argument("--sweeps", type=int, default=10, help="Gibbs sweeps per training call")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1, help="tomotopy's worker threads")
     parser.add_argument("--score-memo", metavar="PATH", help="score a saved memoized-HDP posterior; no LDA run")
     parser.add_argument("--alphas", default="", help="with --score-memo: also score at these concentrations")
     parser.add_argument("--save", metavar="PATH", help="save the LDA's posterior here")
@@ -80,14 +82,14 @@ def main():
     settings = TopicSettings(K=args.K)
     model = tomotopy_lda_model(train, settings, args.seed)
     print(f"tomotopy LDAModel: K = {args.K}, alpha starts at {settings.alpha / args.K:g} per topic, eta 0.01, "
-          f"optim_interval {model.optim_interval}, seed {args.seed}; {args.sweeps} sweeps per call, 1 worker; "
-          f"budget {args.minutes:g} CPU minutes", flush=True)
+          f"optim_interval {model.optim_interval}, seed {args.seed}; {args.sweeps} sweeps per call, "
+          f"{args.workers} worker(s); budget {args.minutes:g} CPU minutes", flush=True)
     cpu = wall = 0.0
     sweeps = 0
     next_eval = 60 * args.eval_every
     while cpu < 60 * args.minutes:
         c0, w0 = time.process_time(), time.perf_counter()
-        model.train(args.sweeps, workers=1)
+        model.train(args.sweeps, workers=args.workers)
         cpu += time.process_time() - c0
         wall += time.perf_counter() - w0
         sweeps += args.sweeps
