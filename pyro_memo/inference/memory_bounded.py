@@ -19,10 +19,11 @@ Where this differs from Gomes et al.: their model building proposes Ueda-style s
 (:mod:`pyro_memo.inference.moves.tied`), each accepted only when the exact tied bound rises, and without
 moves the number of components stays ``K``; splits in compression are refined by hard assignments of whole
 units to two child components and ranked by the exact change of the magnified free energy for hard
-clusters (log marginal likelihoods) rather than by iterating soft restricted updates; for the HDP that ranking
-leaves out eq. 30's document terms (the split's effect on the groups' Dirichlets) and uses ``gamma`` in the
-extra cluster's prior term; memory is counted in the numbers this implementation stores (a clump's count, full
-statistics and, for the HDP, its ``|S|`` group counts).
+clusters (log marginal likelihoods) rather than by iterating soft restricted updates; for the HDP that change
+includes eq. 30's document terms with each cluster's :math:`\\alpha_k` its share of :math:`\\alpha E[\\beta]`
+rather than a free parameter under a Gamma prior (:mod:`pyro_memo.memo.document_terms`); memory is counted in
+the numbers this implementation stores (a clump's count, full statistics and, for the HDP, its ``|S|`` group
+counts).
 """
 
 import itertools
@@ -248,17 +249,13 @@ class MemoryBoundedVB:
             readout = self.local_readout(memory, posterior)
         return self.clump(memory, readout, seen)
 
-    def clump(self, memory, owner, seen):
+    def clump(self, memory, owner, seen, prior_mass=None):
         """The :class:`~pyro_memo.memo.compression.Compressor`'s clumps of ``memory`` within the bound, its units
-        hard-partitioned first by ``owner``, each unit's most responsible component (:func:`owners`)."""
+        hard-partitioned first by ``owner``, each unit's most responsible component (:func:`owners`);
+        ``prior_mass``: an HDP's :math:`\\alpha E[\\beta_k]`, for eq. 30's document terms."""
         magnify = 1.0 if self.lifetime is None else self.lifetime / seen
-        compressor = Compressor(self.family, magnify, self.split_concentration, self.refine, self.seed + seen)
-        return compressor.compress(memory, owner, self.memory_bound)[0]
-
-    @property
-    def split_concentration(self):
-        """The concentration of compression's extra-cluster prior term (the DP's ``alpha``)."""
-        return self.alpha
+        compressor = Compressor(self.family, magnify, self.alpha, self.refine, self.seed + seen)
+        return compressor.compress(memory, owner, self.memory_bound, prior_mass)[0]
 
 
 class MemoryBoundedHDP(MemoryBoundedVB):
@@ -319,10 +316,6 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     def memory_record(self, memory):
         return {"groups": memory.num_groups, "documents": memory.num_docs}
 
-    @property
-    def split_concentration(self):
-        """The top-level ``gamma`` (module docstring)."""
-        return self.gamma
 
     def readout(self, local):
         """Each unit's most responsible component (:func:`owners`) and the document groups' counts
@@ -343,7 +336,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         if merge:
             memory = self.merge_groups(memory, posterior, counts)
         if memory.memory() > self.memory_bound:
-            memory = self.clump(memory, owner, seen)
+            memory = self.clump(memory, owner, seen, posterior.alpha * posterior.expected_beta()[:-1])
         return memory.sorted_by_group()
 
     def merge_groups(self, memory, posterior, counts=None):

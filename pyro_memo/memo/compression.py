@@ -1,5 +1,5 @@
 """Compression: choosing the clumps that summarise the data under a memory bound (Gomes, Welling & Perona
-2008, §3.2, Algorithm 3.2), for a mixture (no document groups).
+2008, §3.2, Algorithm 3.2), for a DP mixture and, with document groups, an HDP.
 
 The units to compress are the current clumps and singlets (:class:`~pyro_memo.memo.clumps.Clumps`). They are
 hard-partitioned by their most responsible component, and the partition is refined by greedy top-down
@@ -10,8 +10,11 @@ k-means++ started on the units' mean statistics), and splits are ranked by the c
 :math:`T` the number of items expected over the system's lifetime, so that groups of points that more data
 would separate are split now, before their points are purged. For hard assignments that change is exact
 in closed form: the two children's log marginal likelihoods under the conjugate prior against the
-parent's (:meth:`~pyro_memo.families.ConjugateFamily.log_marginal`), plus the Chinese-restaurant prior's
-term of one more cluster. Every split relaxes a tying constraint, so splitting goes on while memory allows.
+parent's (:meth:`~pyro_memo.families.ConjugateFamily.log_marginal`), plus the change of the partition's prior:
+for a DP mixture the Chinese-restaurant term of one more cluster, for an HDP eq. 30's document terms
+(:mod:`pyro_memo.memo.document_terms`), by which a split whose children are used by different groups costs less
+than one whose children share them. Every split relaxes a tying constraint, so splitting goes on while memory
+allows.
 
 A leaf is stored as one clump (its summed count and statistics) or, when it holds only singlets and fewer
 than ``clump_size / D`` of them (Gomes et al.'s :math:`(d + 3)/2 + 1/d` for a full-covariance Gaussian), as
@@ -34,6 +37,7 @@ import math
 import torch
 
 from .clumps import flat_stats, item_stats, log_lik_coefficients
+from .document_terms import DocumentTerms
 
 
 def segment_max(values, segments, n):
@@ -152,7 +156,8 @@ class Compressor:
 
     :param family: the model's conjugate family.
     :param float magnify: the data magnification :math:`T/\\sum_c N_c` (at least 1).
-    :param float alpha: the DP concentration of the split prior's extra-cluster term.
+    :param float alpha: the DP concentration of the split prior's extra-cluster term (a DP mixture's; an HDP's
+        compression, given its components' prior masses, uses eq. 30's document terms instead).
     :param int refine: restricted update rounds per split proposal.
     :param int seed: seeds the k-means++ starts of the split proposals.
     """
@@ -163,14 +168,23 @@ class Compressor:
         self.alpha = float(alpha)
         self.refine = int(refine)
         self.generator = torch.Generator().manual_seed(int(seed))
+        self.documents = None
 
     # ------------------------------------------------------------------ scores
     def log_marginal(self, counts, flat, units):
-        """Magnified log marginal likelihood of hard clusters (``counts`` ``(n,)``, flattened statistics) plus
-        their CRP terms: ``(n,)``."""
+        """Magnified log marginal likelihood of hard clusters (``counts`` ``(n,)``, flattened statistics) plus,
+        for a DP mixture, their CRP terms: ``(n,)``."""
         m = self.magnify
         value = self.family.log_marginal(m * counts, units.unflatten(m * flat))
-        return value + torch.lgamma(m * counts)
+        return value if self.documents is not None else value + torch.lgamma(m * counts)
+
+    def partition_gain(self, index, node, side, n):
+        """The change of the partition prior's terms when each of ``n`` leaves (units ``index`` in leaves ``node``)
+        splits by ``side``: the CRP's :math:`\\log\\alpha` for a DP mixture, the document terms' change for an HDP."""
+        if self.documents is None:
+            return math.log(self.alpha)
+        children = self.documents.log_marginal(2 * node + side.long(), 2 * n, index).reshape(n, 2).sum(1)
+        return children - self.documents.log_marginal(node, n, index)
 
     def _fit(self, counts, flat, units):
         """Components fitted to the magnified statistics of hard clusters."""
@@ -204,8 +218,8 @@ class Compressor:
             side = torch.where(frozen[node], side, new)
         child_counts, child_flat = segment_sums(counts, flat, 2 * node + side.long(), 2 * n)
         children = self.log_marginal(child_counts, child_flat, units).reshape(n, 2).sum(1)
-        gain = children - self.log_marginal(parent_counts, parent_flat, units) + math.log(self.alpha)
-        return side, gain
+        gain = children - self.log_marginal(parent_counts, parent_flat, units)
+        return side, gain + self.partition_gain(index, node, side, n)
 
     def _start(self, units, index, node, n):
         """k-means++-style starts: per leaf a random unit's component, then a second unit drawn with probability
@@ -228,12 +242,16 @@ class Compressor:
         return side
 
     # ---------------------------------------------------------------- compress
-    def compress(self, clumps, resp, memory_bound):
+    def compress(self, clumps, resp, memory_bound, prior_mass=None):
         """Clumps within ``memory_bound`` stored numbers summarising ``clumps`` (their units hard-partitioned
         by ``resp``, the units' responsibilities ``(C + P, K)`` or their most responsible components ``(C + P,)``),
-        and the leaves (unit indices, in the order of the stored clumps and singlets)."""
+        and the leaves (unit indices, in the order of the stored clumps and singlets). ``prior_mass``: an HDP's
+        :math:`\\alpha E[\\beta_k]` ``(K,)``, for eq. 30's document terms of ``clumps`` with document groups (a
+        :class:`~pyro_memo.memo.group_clumps.GroupedClumps`); ``None``: a DP mixture's CRP term."""
         units = Units(self.family, clumps)
         distinct, owner = units.distinct(resp.argmax(1) if resp.dim() == 2 else resp)
+        self.documents = None if prior_mass is None else DocumentTerms.of_units(clumps, distinct, owner, prior_mass,
+                                                                                self.magnify)
         _, labels = torch.unique(owner, return_inverse=True)
         partition = _Partition(self, distinct, self._merge_to_fit(distinct, labels, memory_bound))
         partition.propose(torch.arange(partition.size, device=units.device))
@@ -272,7 +290,12 @@ class Compressor:
             alone = self.log_marginal(counts, flat, units)
             i, j = torch.triu_indices(n, n, 1)
             loss = alone[i] + alone[j] - self.log_marginal(counts[i] + counts[j], flat[i] + flat[j], units)
-            best = int(torch.argmin(loss + math.log(self.alpha)))
+            if self.documents is None:
+                loss = loss + math.log(self.alpha)
+            else:
+                documents = self.documents.log_marginal(labels, n)
+                loss = loss + documents[i] + documents[j] - self.documents.merged_pairs(labels, n, i, j)
+            best = int(torch.argmin(loss))
             keep, drop = int(i[best]), int(j[best])
             labels = torch.where(labels == drop, keep, labels)
             labels = labels - (labels > drop).long()

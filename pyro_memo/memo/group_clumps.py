@@ -95,11 +95,13 @@ class GroupedClumps(Clumps):
                              torch.cat([self.point_groups, other.point_groups + S]),
                              torch.cat([self.group_sizes, other.group_sizes]))
 
-    def unit_groups(self):
-        """``(C + P, S)`` items per document group of every unit: the clumps' rows, then the singlets' one-hots."""
-        onehot = self.points.new_zeros((self.num_singlets, self.num_groups))
-        onehot[torch.arange(self.num_singlets, device=onehot.device), self.point_groups] = 1.0
-        return torch.cat([self.clump_groups, onehot])
+    def unit_group_pairs(self):
+        """The items of every unit (clumps ``0 .. C-1``, then singlets) per document group, as ``(unit, group, count)``
+        triples of the nonzero entries: each clump's :math:`N_{cs}`, then each singlet's one item in its group."""
+        clump, group = torch.nonzero(self.clump_groups, as_tuple=True)
+        singlets = torch.arange(self.num_singlets, device=group.device)
+        return (torch.cat([clump, self.num_clumps + singlets]), torch.cat([group, self.point_groups]),
+                torch.cat([self.clump_groups[clump, group], self.points.new_ones(self.num_singlets)]))
 
     def from_leaves(self, units, leaves):
         """The memory of a compression's final partition (:meth:`Clumps.from_leaves`), each new clump's group
