@@ -8,11 +8,15 @@ fits run interleaved, lap by lap, so a change in the machine's load hits both al
 
 Printed: seconds of every lap of each, the mean lap seconds from lap 2 on (lap 1 included when there
 is only one), their ratio dense / sparse, and the final exact ELBO of each (the sparse one is the
-exact ELBO of its sparse posterior) with their relative difference.
+exact ELBO of its sparse posterior) with their relative difference. With ``--split``, one batch's local step
+under the dense fit's final globals is also timed in parts (median of ``--reps``): the K expected
+log-likelihoods alone, the dense step, the sparse step. Both steps must compute all K log-likelihoods to find
+each item's top L, so dense / log-likelihoods is the most a sparse step can gain however cheap its statistics.
 
-    python benchmarks/bench_sparse.py [--n 1000000] [--K 200] [--L 8] [--batches 20] [--laps 5]
+    python benchmarks/bench_sparse.py [--n 1000000] [--K 200] [--L 8] [--batches 20] [--laps 5] [--split]
 """
 
+import statistics
 import time
 
 import numpy as np
@@ -55,6 +59,28 @@ def interleaved(fits, source, initial, laps):
                   f"{state.lap_seconds[-1]:7.2f} s  ELBO {state.elbo_trace[-1]:.8e}", flush=True)
 
 
+def cost_split(posterior, x, L, reps):
+    """Median seconds of the parts of a local step of items ``x`` under ``posterior`` (module docstring)."""
+    log_joint = posterior.log_joint_function(None)
+    parts = {"K expected log-likelihoods": lambda: [log_joint(chunk) for chunk in posterior.chunks(x)],
+             "dense local step": lambda: posterior.local_step(x),
+             f"sparse local step (L = {L})": lambda: posterior.local_step(x, sparse_L=L)}
+    times = {name: [] for name in parts}
+    for _ in range(reps):
+        for name, run in parts.items():  # interleaved
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    median = {name: statistics.median(ts) for name, ts in times.items()}
+    print(f"\none batch of {len(x):,} items under the dense fit's globals (median of {reps}):")
+    for name, seconds in median.items():
+        print(f"  {name:32s} {seconds:7.3f} s")
+    dense, sparse, log_lik = (median[name] for name in ("dense local step", f"sparse local step (L = {L})",
+                                                       "K expected log-likelihoods"))
+    print(f"  dense / sparse = {dense / sparse:.2f}x; ceiling dense / log-likelihoods = {dense / log_lik:.2f}x "
+          f"(a sparse step whose top-L selection, statistics and entropy cost nothing)")
+
+
 def main():
     parser = make_parser(__doc__)
     parser.add_argument("--n", type=int, default=1_000_000, help="patches")
@@ -63,6 +89,8 @@ def main():
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--laps", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--split", action="store_true", help="also time one batch's local step in parts")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions of --split's timings")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -82,6 +110,8 @@ def main():
 
     (_, dense_state), (_, sparse_state) = fits
     report_dense_sparse(dense_state, sparse_state, args.L, "ELBO")
+    if args.split:
+        cost_split(dense_state.posterior, source.batch(0), args.L, args.reps)
 
 if __name__ == "__main__":
     main()
