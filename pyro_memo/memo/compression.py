@@ -160,6 +160,8 @@ class Compressor:
         compression, given its components' prior masses, uses eq. 30's document terms instead).
     :param int refine: restricted update rounds per split proposal.
     :param int seed: seeds the k-means++ starts of the split proposals.
+    :ivar documents: the :class:`~pyro_memo.memo.document_terms.DocumentTerms` of the units being compressed (set
+        by :meth:`compress` when given an HDP's prior masses), ``None`` for a DP mixture.
     """
 
     def __init__(self, family, magnify=1.0, alpha=1.0, refine=10, seed=0):
