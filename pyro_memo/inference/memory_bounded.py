@@ -316,7 +316,6 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     def memory_record(self, memory):
         return {"groups": memory.num_groups, "documents": memory.num_docs}
 
-
     def readout(self, local):
         """Each unit's most responsible component (:func:`owners`) and the document groups' counts
         :math:`N_{sk}` (:class:`~pyro_memo.memo.group_clumps.TiedGroupLocal`)."""
