@@ -67,6 +67,8 @@ def main():
     parser.add_argument("--tol", type=float, default=1e-6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--figure", default=None)
+    parser.add_argument("--split-prior", default="documents", choices=("documents", "crp"),
+                        help="compression's partition prior (MemoryBoundedHDP's split_prior)")
     parser.add_argument("--batch-file", default=None,
                         help="batch VB's fit is loaded from this file when it exists (the caller keeps the settings "
                              "the same), else fitted and saved there")
@@ -109,7 +111,7 @@ def main():
     for clumps, max_groups in runs:
         memory_bound = clumps * (size + (max_groups or len(groups)))
         model = pm.MemoryBoundedHDP(family, args.K, memory_bound, args.epoch, max_groups=max_groups,
-                                    lifetime=N, **settings)
+                                    lifetime=N, split_prior=args.split_prior, **settings)
         start = time.perf_counter()
         result = model.fit(groups)
         seconds = time.perf_counter() - start

@@ -53,6 +53,8 @@ def main():
                              "building's last local factors (reuse_local=True, this script's default: one local "
                              "step fewer per epoch)")
     parser.add_argument("--figure", default=None)
+    parser.add_argument("--split-prior", default="documents", choices=("documents", "crp"),
+                        help="compression's partition prior (MemoryBoundedHDP's split_prior)")
     args = parser.parse_args()
 
     first = np.concatenate(list(fashion_pixel_groups(args.epoch)))
@@ -66,7 +68,7 @@ def main():
     model = pm.MemoryBoundedHDP(family, K, args.memory, args.epoch, alpha=args.alpha, gamma=args.gamma,
                                 max_groups=args.groups, lifetime=points, laps=args.laps, tol=args.tol,
                                 refine=args.refine, seed=args.seed, local_tol=args.local_tol,
-                                reuse_local=not args.fresh_local)
+                                reuse_local=not args.fresh_local, split_prior=args.split_prior)
     print(f"{'epoch':>5s} {'images':>6s} {'bound/item':>10s} {'topics':>6s} {'units':>7s} {'clumps':>6s} "
           f"{'singl':>6s} {'S':>4s} {'working MB':>10s} {'RSS MB':>7s} {'seconds':>7s} {'thr':>3s}", flush=True)
     rows = []

@@ -247,14 +247,20 @@ class MemoryBoundedVB:
             return memory
         if readout is None:
             readout = self.local_readout(memory, posterior)
-        return self.clump(memory, readout, seen)
+        return self.clump(memory, readout, seen, posterior)
 
-    def clump(self, memory, owner, seen, prior_mass=None):
+    def partition_prior(self, posterior):
+        """``(concentration, prior_mass)`` of compression's partition prior: the DP's ``alpha`` in the CRP term
+        of a split, and no document terms."""
+        return self.alpha, None
+
+    def clump(self, memory, owner, seen, posterior):
         """The :class:`~pyro_memo.memo.compression.Compressor`'s clumps of ``memory`` within the bound, its units
-        hard-partitioned first by ``owner``, each unit's most responsible component (:func:`owners`);
-        ``prior_mass``: an HDP's :math:`\\alpha E[\\beta_k]`, for eq. 30's document terms."""
+        hard-partitioned first by ``owner``, each unit's most responsible component (:func:`owners`), splits
+        ranked with the partition prior of :meth:`partition_prior` under ``posterior``."""
         magnify = 1.0 if self.lifetime is None else self.lifetime / seen
-        compressor = Compressor(self.family, magnify, self.alpha, self.refine, self.seed + seen)
+        concentration, prior_mass = self.partition_prior(posterior)
+        compressor = Compressor(self.family, magnify, concentration, self.refine, self.seed + seen)
         return compressor.compress(memory, owner, self.memory_bound, prior_mass)[0]
 
 
@@ -277,11 +283,15 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         :class:`~pyro_memo.topics.MemoizedHDP`'s). Moves are not available for the HDP yet.
     :param int local_iters: most sweeps of each tied local step; ``local_tol`` its stopping change of the
         document groups' counts (mean absolute, per entry; :class:`~pyro_memo.topics.MemoizedHDP`'s default).
+    :param str split_prior: the partition prior by which compression ranks its splits: ``"documents"`` (default),
+        eq. 30's document terms (:mod:`pyro_memo.memo.document_terms`); ``"crp"``, a Chinese-restaurant term with
+        ``gamma`` that ignores the groups (this module's ranking before the document terms; it ranks a split
+        along the document groups no cheaper than one across them).
     """
 
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, gamma=1.0, max_groups=None, lifetime=None,
                  laps=100, tol=1e-6, refine=10, seed=0, moves=(), local_iters=100, local_tol=1e-3, reuse_local=False,
-                 threads=None):
+                 threads=None, split_prior="documents"):
         if moves:
             raise ValueError("births and merges in memory-bounded model building are built for the DP mixture only; "
                              "fit the HDP with moves=() (a fixed K)")
@@ -292,6 +302,9 @@ class MemoryBoundedHDP(MemoryBoundedVB):
             raise ValueError(f"max_groups must be a positive integer (or None); got {max_groups}")
         self.max_groups = None if max_groups is None else int(max_groups)
         self.local_options = {"max_iter": int(local_iters), "tol": float(local_tol)}
+        if split_prior not in ("documents", "crp"):
+            raise ValueError(f"split_prior must be 'documents' or 'crp'; got {split_prior!r}")
+        self.split_prior_kind = split_prior
 
     def epochs(self, data):
         """``data``, an iterable of groups (each an ``(n_d, D)`` array or tensor), as lists of ``epoch`` groups."""
@@ -316,6 +329,13 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     def memory_record(self, memory):
         return {"groups": memory.num_groups, "documents": memory.num_docs}
 
+    def partition_prior(self, posterior):
+        """Eq. 30's document terms with the components' prior masses :math:`\\alpha E[\\beta_k]` (``split_prior=
+        "documents"``), or a CRP term with the top-level ``gamma`` (``"crp"``)."""
+        if self.split_prior_kind == "crp":
+            return self.gamma, None
+        return self.alpha, posterior.alpha * posterior.expected_beta()[:-1]
+
     def readout(self, local):
         """Each unit's most responsible component (:func:`owners`) and the document groups' counts
         :math:`N_{sk}` (:class:`~pyro_memo.memo.group_clumps.TiedGroupLocal`)."""
@@ -335,7 +355,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         if merge:
             memory = self.merge_groups(memory, posterior, counts)
         if memory.memory() > self.memory_bound:
-            memory = self.clump(memory, owner, seen, posterior.alpha * posterior.expected_beta()[:-1])
+            memory = self.clump(memory, owner, seen, posterior)
         return memory.sorted_by_group()
 
     def merge_groups(self, memory, posterior, counts=None):

@@ -135,3 +135,31 @@ def test_a_split_along_the_groups_outranks_one_across_them(seed):
     torch.testing.assert_close(points[0], points[1])
     gains = [float(compressor.partition_gain(index, owner, side, 1)) for side in (along, across)]
     assert math.isfinite(gains[1]) and gains[0] > gains[1]
+
+
+def test_the_hdp_compresses_with_document_terms_unless_told_crp(monkeypatch):
+    """``split_prior="documents"`` hands compression the components' prior masses alpha E[beta] (document terms);
+    ``"crp"`` none, with gamma as the CRP's concentration."""
+    from pyro_memo.inference.memory_bounded import MemoryBoundedHDP
+
+    seen = []
+    original = Compressor.compress
+
+    def spy(self, clumps, resp, memory_bound, prior_mass=None):
+        seen.append((self.alpha, prior_mass))
+        return original(self, clumps, resp, memory_bound, prior_mass)
+
+    monkeypatch.setattr(Compressor, "compress", spy)
+    rng = np.random.default_rng(0)
+    groups = [rng.normal(size=(30, 2)) + rng.normal(scale=3, size=2) for _ in range(6)]
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    for kind in ("documents", "crp"):
+        seen.clear()
+        model = MemoryBoundedHDP(family, 3, 200, 2, alpha=0.7, gamma=4.0, laps=5, split_prior=kind)
+        fit = model.fit(groups)
+        assert seen and fit.clumps.memory() <= 200
+        for alpha, mass in seen:
+            if kind == "crp":
+                assert alpha == 4.0 and mass is None
+            else:
+                assert mass is not None and mass.shape == (3,) and float(mass.sum()) < 0.7

@@ -87,8 +87,9 @@ def test_the_tied_bound_is_the_untied_bound_of_its_expanded_factors_and_below_th
     assert float(post.elbo(tied)) <= float(post.elbo(best)) + 1e-9 * abs(float(post.elbo(best)))
 
 
+@pytest.mark.parametrize("split_prior", ["documents", "crp"])
 @pytest.mark.parametrize("seed", range(4))
-def test_over_a_random_stream_memory_stays_bounded_and_counts_are_exact_sums(seed):
+def test_over_a_random_stream_memory_stays_bounded_and_counts_are_exact_sums(seed, split_prior):
     rng = np.random.default_rng(seed)
     groups, _ = gaussian_groups(seed, num_groups=int(rng.integers(12, 24)), per_group=int(rng.integers(20, 50)))
     family = pm.Gaussian.from_data(np.concatenate(groups))
@@ -97,7 +98,8 @@ def test_over_a_random_stream_memory_stays_bounded_and_counts_are_exact_sums(see
     max_groups = None if seed == 0 else int(rng.integers(2, 6))
     records = []
     fit = MemoryBoundedHDP(family, int(rng.integers(2, 6)), bound, epoch, max_groups=max_groups, seed=seed, laps=20,
-                           lifetime=3 * sum(map(len, groups))).fit(groups, callback=records.append)
+                           lifetime=3 * sum(map(len, groups)), split_prior=split_prior).fit(groups,
+                                                                                           callback=records.append)
     memory = fit.clumps
     assert len(records) == -(-len(groups) // epoch)
     assert all(r["memory_used"] <= bound for r in records) and memory.memory() <= bound
@@ -133,6 +135,8 @@ def test_bad_settings_are_clear_errors():
         MemoryBoundedHDP(family, 3, 1000, 2, moves="birth")
     with pytest.raises(ValueError, match="max_groups must be a positive integer"):
         MemoryBoundedHDP(family, 3, 1000, 2, max_groups=0)
+    with pytest.raises(ValueError, match="split_prior must be 'documents' or 'crp'"):
+        MemoryBoundedHDP(family, 3, 1000, 2, split_prior="dirichlet")
     with pytest.raises(ValueError, match="groups \\[1\\] of this epoch are empty"):
         MemoryBoundedHDP(family, 3, 1000, 2).fit([groups[0], groups[1][:0]])
 
