@@ -15,8 +15,14 @@ Training sets: ``all`` (the 16 bundled photographs but camera, the benchmark's d
 photographs of scenes and textures: astronaut, chelsea, coffee, rocket, brick, grass, gravel, clock, coins,
 moon; no scans of text, micrographs or star fields), ``oracle`` (camera itself, clean).
 
+With ``--objective`` each prior also scores the clean image, the single-pass MMSE estimate and EPLL's result by the
+objective EPLL minimises, :math:`\\lambda/2 \\lVert x - y\\rVert^2 - \\sum_i \\log p(P_i x)`: if EPLL reaches the lowest
+objective and still no higher PSNR, the splitting optimises and its optimum is the limit. ``--prior-scales`` refits
+each training set's prior with the Wishart prior's scale matrix times each value (``fit_patch_mixture``'s
+``prior_scale``).
+
     OMP_NUM_THREADS=1 python benchmarks/bench_epll_checks.py [--n 200000] [--crop 256] [--K 50]
-        [--sets all,natural,oracle] [--variants]
+        [--sets all,natural,oracle] [--variants] [--objective] [--prior-scales 1,10]
 """
 
 import os
@@ -44,6 +50,7 @@ from pyro_memo.denoising import (
     put_back,
     write_patches,
 )
+from pyro_memo.denoising.prior import component_scores
 
 TEST_IMAGE = "camera"
 SETS = {
@@ -82,6 +89,19 @@ def epll_variant(noisy, prior, sigma, betas, lam_scale=1.0, zstep="map", rounds=
     return x
 
 
+def epll_objective(image, noisy, prior, sigma, chunk=4096):
+    """:math:`\\lambda/2 \\lVert x - y\\rVert^2 - \\sum_i \\log p(P_i x)` with :math:`\\lambda = 64/\\sigma^2`, the
+    patch prior's log density by log-sum-exp over its components (zero-mean patches, no noise)."""
+    x = torch.as_tensor(image, dtype=torch.float64)
+    y = torch.as_tensor(noisy, dtype=torch.float64)
+    patches = image_patches(x)
+    patches = patches - patches.mean(-1, keepdim=True)
+    precisions, log_norms = prior.noisy_terms(1e-9)
+    log_p = sum(torch.logsumexp(component_scores(patches[i:i + chunk], precisions, log_norms)[0], -1).sum().item()
+                for i in range(0, len(patches), chunk))
+    return 64 / sigma**2 / 2 * float(((x - y) ** 2).sum()) - log_p
+
+
 def main():
     parser = make_parser(__doc__)
     parser.add_argument("--n", type=int, default=200_000)
@@ -91,6 +111,8 @@ def main():
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--sets", default="all,natural,oracle")
     parser.add_argument("--variants", action="store_true", help="also the EPLL variants (slow)")
+    parser.add_argument("--objective", action="store_true", help="also EPLL's objective of clean, MMSE and EPLL")
+    parser.add_argument("--prior-scales", default="1", help="Wishart prior scales to fit each prior with")
     args = parser.parse_args()
     sigma = 25.0
     clean = center_crop(load_image(TEST_IMAGE), args.crop)
@@ -109,19 +131,31 @@ def main():
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "patches.npy")
             write_patches(path, [load_image(n) for n in SETS[name]], args.n, seed=0)
-            start = time.perf_counter()
-            fit = fit_patch_mixture(path, K=args.K, laps=args.laps, batches=args.batches, moves="", seed=0)
-            prior = GaussianMixturePrior.from_posterior(fit.posterior)
-        print(f"\n[{name}] {', '.join(SETS[name])}: prior K = {prior.K}, fit {time.perf_counter() - start:.1f} s")
-        rows = [("single pass, MAP component", lambda p=prior: map_single_pass(noisy, p, sigma)),
-                ("single pass, MMSE", lambda p=prior: mmse_denoise(noisy, p, sigma)),
-                ("EPLL (default)", lambda p=prior: epll_denoise(noisy, p, sigma))]
-        if args.variants:
-            rows += [(label, lambda p=prior, kw=kw: epll_variant(noisy, p, sigma, **kw)) for label, kw in variants]
-        for label, run in rows:
-            start = time.perf_counter()
-            print(f"  {label:30s} {psnr(clean, run()):7.3f} dB  ({time.perf_counter() - start:.1f} s)", flush=True)
+            for scale in [float(v) for v in args.prior_scales.split(",")]:
+                start = time.perf_counter()
+                fit = fit_patch_mixture(path, K=args.K, laps=args.laps, batches=args.batches, moves="", seed=0,
+                                        prior_scale=scale)
+                prior = GaussianMixturePrior.from_posterior(fit.posterior)
+                print(f"\n[{name}] {', '.join(SETS[name])}: prior_scale {scale:g}, prior K = {prior.K}, fit "
+                      f"{time.perf_counter() - start:.1f} s")
+                score(prior, clean, noisy, sigma, args, variants)
 
+
+def score(prior, clean, noisy, sigma, args, variants):
+    """Print each method's PSNR under ``prior`` (and with ``--objective`` EPLL's objective of its result)."""
+    rows = [("single pass, MAP component", lambda: map_single_pass(noisy, prior, sigma)),
+            ("single pass, MMSE", lambda: mmse_denoise(noisy, prior, sigma)),
+            ("EPLL (default)", lambda: epll_denoise(noisy, prior, sigma))]
+    if args.variants:
+        rows += [(label, lambda kw=kw: epll_variant(noisy, prior, sigma, **kw)) for label, kw in variants]
+    if args.objective:
+        print(f"  {'clean image':30s} {'':>10s}  EPLL objective {epll_objective(clean, noisy, prior, sigma):.6g}")
+    for label, run in rows:
+        start = time.perf_counter()
+        estimate = run()
+        seconds = time.perf_counter() - start
+        extra = f"  EPLL objective {epll_objective(estimate, noisy, prior, sigma):.6g}" if args.objective else ""
+        print(f"  {label:30s} {psnr(clean, estimate):7.3f} dB  ({seconds:.1f} s){extra}", flush=True)
 
 if __name__ == "__main__":
     main()
