@@ -38,6 +38,7 @@ from pyro_memo.denoising import (
     add_noise,
     average_patches,
     center_crop,
+    component_scores,
     coverage,
     epll_denoise,
     fit_patch_mixture,
@@ -50,7 +51,6 @@ from pyro_memo.denoising import (
     put_back,
     write_patches,
 )
-from pyro_memo.denoising.prior import component_scores
 
 TEST_IMAGE = "camera"
 SETS = {
