@@ -188,9 +188,9 @@ class HDPSteps:
             corpus = source.corpus if isinstance(source, CorpusBatches) else source
         lam = initial_topics(corpus, self.K, self.lam0, self.init, self.seed, self.dtype, self.device)
         sizes = (lam - self.lam0).sum(1)
-        order = torch.argsort(sizes, descending=True)
-        rho, omega = sticks_from_sizes(sizes[order], self.gamma, corpus.num_docs)
-        return HDPPosterior(lam[order], rho, omega, self.alpha, self.gamma, self.lam0)
+        largest_first = torch.argsort(sizes, descending=True)
+        rho, omega = sticks_from_sizes(sizes[largest_first], self.gamma, corpus.num_docs)
+        return HDPPosterior(lam[largest_first], rho, omega, self.alpha, self.gamma, self.lam0)
 
     def initial_mixture(self, source, max_items=10_000):
         """Components fitted to k-means++ (``init="kmeans"``) or random (``"documents"``)
