@@ -19,6 +19,7 @@ three tiles side by side (Fig. 2 analogue: each pixel coloured by its component'
 
     OMP_NUM_THREADS=1 python benchmarks/bench_memory_bounded_hdp.py [--tiles 30] [--K 20] [--epoch 5]
         [--clumps 25,50,100,200,400] [--groups 3,9,15] [--scale 1.0] [--figure FILE.png]
+        [--moves birth,merge --start-K K0 --max-K KMAX]
 """
 
 import os
@@ -40,6 +41,11 @@ def exact_bound(posterior, groups):
     doc = torch.repeat_interleave(torch.arange(len(groups)), torch.tensor([len(g) for g in groups]))
     _, _, summary, _ = posterior.local_step(doc, x, torch.ones(len(x), dtype=x.dtype), len(groups), tol=1e-6)
     return float(posterior.elbo(summary))
+
+
+def accepted(result, move):
+    """Accepted ``move``s over a memory-bounded fit's epochs."""
+    return sum(e["moves"].get(move, {}).get("accepted", 0) for e in result.epochs)
 
 
 def segmentation(posterior, group, shape):
@@ -69,6 +75,12 @@ def main():
     parser.add_argument("--figure", default=None)
     parser.add_argument("--split-prior", default="documents", choices=("documents", "crp"),
                         help="compression's partition prior (MemoryBoundedHDP's split_prior)")
+    parser.add_argument("--moves", default="", help="model building's moves (birth, merge), each accepted on the "
+                                                     "exact tied bound")
+    parser.add_argument("--start-K", type=int, default=None, help="memory-bounded VB's starting K with --moves "
+                                                                   "(default --K)")
+    parser.add_argument("--max-K", type=int, default=None, help="no birth beyond this many components (default --K, "
+                                                                 "batch VB's truncation)")
     parser.add_argument("--batch-file", default=None,
                         help="batch VB's fit is loaded from this file when it exists (the caller keeps the settings "
                              "the same), else fitted and saved there")
@@ -84,6 +96,11 @@ def main():
     settings = dict(alpha=args.alpha, gamma=args.gamma, seed=args.seed, laps=args.laps, tol=args.tol)
     first = torch.as_tensor(np.concatenate(groups[:args.epoch]))
     start_posterior = pm.MemoryBoundedHDP(family, args.K, 10**12, args.epoch, **settings).initial_posterior(first)
+    start_K = args.start_K or args.K
+    most_K = max(start_K, args.max_K or args.K) if args.moves else args.K  # the most components model building holds
+    moves = {"moves": args.moves, "move_options": {"birth": {"max_K": args.max_K or args.K}}} if args.moves else {}
+    if args.moves:
+        print(f"memory-bounded VB: moves {args.moves} from K = {start_K} (at most {args.max_K or args.K})")
 
     loaded = bool(args.batch_file) and os.path.exists(args.batch_file)
     if loaded:  # the same settings' batch VB, saved by an earlier run
@@ -106,22 +123,24 @@ def main():
     runs += [(runs[-1][0], int(g)) for g in args.groups.split(",") if g]
     print(f"\n{'clumps':>6s} {'groups':>6s} {'M':>8s} {'kept C':>6s} {'S':>3s} {'singl':>6s} {'tied bound':>12s} "
           f"{'exact bound':>12s} {'FE ratio':>8s} {'peak numbers':>12s} {'savings':>8s} {'seconds':>8s} "
-          f"{'x batch':>7s}")
+          f"{'x batch':>7s}" + ("   K  births merges" if args.moves else ""))
     fitted = {}
     for clumps, max_groups in runs:
         memory_bound = clumps * (size + (max_groups or len(groups)))
-        model = pm.MemoryBoundedHDP(family, args.K, memory_bound, args.epoch, max_groups=max_groups,
-                                    lifetime=N, split_prior=args.split_prior, **settings)
+        model = pm.MemoryBoundedHDP(family, start_K, memory_bound, args.epoch, max_groups=max_groups,
+                                    lifetime=N, split_prior=args.split_prior, **moves, **settings)
         start = time.perf_counter()
         result = model.fit(groups)
         seconds = time.perf_counter() - start
         bound = exact_bound(result.posterior, groups)
         ratio = 1 - (batch_bound - bound) / abs(batch_bound)
-        peak = max(e["memory_building"] + e["units"] * args.K for e in result.epochs)
+        peak = max(e["memory_building"] + e["units"] * most_K for e in result.epochs)
         memory = result.clumps
         print(f"{clumps:6d} {str(max_groups or '-'):>6s} {memory_bound:8d} {memory.num_clumps:6d} "
               f"{memory.num_groups:3d} {memory.num_singlets:6d} {result.elbo:12.6g} {bound:12.6g} {ratio:8.4f} "
-              f"{peak:12d} {batch_numbers / peak:8.1f} {seconds:8.1f} {seconds / batch_seconds:7.2f}", flush=True)
+              f"{peak:12d} {batch_numbers / peak:8.1f} {seconds:8.1f} {seconds / batch_seconds:7.2f}"
+              + (f" {result.posterior.K:3d} {accepted(result, 'birth'):7d} {accepted(result, 'merge'):6d}"
+                 if args.moves else ""), flush=True)
         fitted[(clumps, max_groups)] = result.posterior
     if args.figure:
         import matplotlib

@@ -54,6 +54,31 @@ def rho_from_weights(weights):
     return (kept / remaining).clamp(1e-8, 1 - 1e-8)
 
 
+def merged_sticks(rho, omega, a, b):
+    """Sticks whose expected weights are the current ones with component ``b``'s added to ``a``'s
+    and ``b`` removed (the start of a merged fit's stick optimisation)."""
+    weights = expected_beta(rho)
+    weights[a] = weights[a] + weights[b]
+    keep = torch.cat([torch.arange(b), torch.arange(b + 1, len(weights))])
+    return rho_from_weights(weights[keep]), omega[keep[:-1]]
+
+
+def split_sticks(rho, omega, target, shares, keep_target=False):
+    """Sticks with new components appended last (before the tail) that take ``shares`` ``(J,)`` of
+    component ``target``'s expected weight, each with ``target``'s concentration: a birth's start.
+    With ``keep_target`` the target keeps the rest of its weight (``shares`` sum to at most one);
+    without, it is removed and ``shares`` are normalised to share all of it."""
+    weights = expected_beta(rho)
+    split = weights[target] * (shares if keep_target else shares / shares.sum())
+    K = len(rho)
+    keep = torch.arange(K) if keep_target else torch.tensor([k for k in range(K) if k != target], dtype=torch.long)
+    head = weights[keep].clone()
+    if keep_target:
+        head[target] = weights[target] - split.sum()
+    new_rho = rho_from_weights(torch.cat([head, split, weights[-1:]]))
+    return new_rho, torch.cat([omega[keep], omega[target].expand(len(shares))])
+
+
 def top_level_objective(rho, omega, num_docs, sum_log_pi, alpha, gamma):
     """The terms of the HDP bound that depend on ``q(u)``.
 

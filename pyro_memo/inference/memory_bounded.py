@@ -16,7 +16,8 @@ merged (eq. 27) until at most ``max_groups`` remain.
 
 Where this differs from Gomes et al.: their model building proposes Ueda-style splits and merges; here
 ``moves=("birth", "merge")`` runs the project's birth and merge moves on the tied bound
-(:mod:`pyro_memo.inference.moves.tied`), each accepted only when the exact tied bound rises, and without
+(:mod:`pyro_memo.inference.moves.tied` for the DP mixture, :mod:`pyro_memo.inference.moves.tied_hdp` for the HDP),
+each accepted only when the exact tied bound rises, and without
 moves the number of components stays ``K``; splits in compression are refined by hard assignments of whole
 units to two child components and ranked by the exact change of the magnified free energy for hard
 clusters (log marginal likelihoods) rather than by iterating soft restricted updates; for the HDP that change
@@ -46,6 +47,7 @@ from ..summaries import Summary
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_responsibilities
 from .moves.tied import TIED_MOVES
+from .moves.tied_hdp import TIED_HDP_MOVES
 
 
 class MemorySource(BatchSource):
@@ -139,6 +141,9 @@ class MemoryBoundedVB:
         runs with its choice (each model building is too short to measure on its own).
     """
 
+    #: the model-building moves by name
+    move_registry = TIED_MOVES
+
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, lifetime=None, laps=100, tol=1e-8, refine=10,
                  seed=0, moves=(), move_options=None, reuse_local=False, threads=None):
         if int(K) < 1 or int(epoch) < 1:
@@ -149,7 +154,7 @@ class MemoryBoundedVB:
         self.alpha = float(alpha)
         self.lifetime = lifetime
         self.laps, self.tol, self.refine, self.seed = int(laps), float(tol), int(refine), int(seed)
-        self.moves = make_moves(moves, TIED_MOVES, seed=self.seed, **(move_options or {}))
+        self.moves = make_moves(moves, self.move_registry, seed=self.seed, **(move_options or {}))
         self.local_options = {}
         self.thread_policy = ThreadPolicy(threads)
         self.reuse_local = bool(reuse_local)
@@ -280,7 +285,11 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     :param int lifetime: ``T_pts``, the items expected over the stream's lifetime (compression's data
         magnification); ``None``: none.
     :param laps, tol, refine, seed, reuse_local, threads: as :class:`MemoryBoundedVB` (``tol`` 1e-6 by default, as
-        :class:`~pyro_memo.topics.MemoizedHDP`'s). Moves are not available for the HDP yet.
+        :class:`~pyro_memo.topics.MemoizedHDP`'s).
+    :param moves: model-building moves, names out of ``"birth"``, ``"merge"`` (a comma-separated string or a list;
+        :data:`~pyro_memo.inference.moves.tied_hdp.TIED_HDP_MOVES`) or move objects; each candidate gets its own
+        tied local steps and is kept only when the exact tied bound rises (:mod:`pyro_memo.inference.moves.tied_hdp`).
+    :param dict move_options: keyword arguments per move name (e.g. ``{"birth": {"max_K": 50}}``).
     :param int local_iters: most sweeps of each tied local step; ``local_tol`` its stopping change of the
         document groups' counts (mean absolute, per entry; :class:`~pyro_memo.topics.MemoizedHDP`'s default).
     :param str split_prior: the partition prior by which compression ranks its splits: ``"documents"`` (default),
@@ -289,14 +298,14 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         along the document groups no cheaper than one across them).
     """
 
+    move_registry = TIED_HDP_MOVES
+
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, gamma=1.0, max_groups=None, lifetime=None,
-                 laps=100, tol=1e-6, refine=10, seed=0, moves=(), local_iters=100, local_tol=1e-3, reuse_local=False,
-                 threads=None, split_prior="documents"):
-        if moves:
-            raise ValueError("births and merges in memory-bounded model building are built for the DP mixture only; "
-                             "fit the HDP with moves=() (a fixed K)")
+                 laps=100, tol=1e-6, refine=10, seed=0, moves=(), move_options=None, local_iters=100, local_tol=1e-3,
+                 reuse_local=False, threads=None, split_prior="documents"):
         super().__init__(family, K, memory_bound, epoch, alpha=alpha, lifetime=lifetime, laps=laps, tol=tol,
-                         refine=refine, seed=seed, reuse_local=reuse_local, threads=threads)
+                         refine=refine, seed=seed, moves=moves, move_options=move_options, reuse_local=reuse_local,
+                         threads=threads)
         self.gamma = float(gamma)
         if max_groups is not None and int(max_groups) < 1:
             raise ValueError(f"max_groups must be a positive integer (or None); got {max_groups}")

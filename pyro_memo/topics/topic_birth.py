@@ -13,7 +13,7 @@ candidate's sticks are optimised and the birth is kept only if the exact bound r
 import numpy as np
 import torch
 
-from ..allocation.hdp_sticks import expected_beta, rho_from_weights
+from ..allocation.hdp_sticks import split_sticks
 from .candidate_memo import CandidateMemoMove, tried_topics
 from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
@@ -73,12 +73,7 @@ class TopicBirthMove(CandidateMemoMove):
         """The current globals with the target replaced by the new topics (appended last), its
         expected weight shared among them in proportion to their sizes."""
         keep = [k for k in range(post.K) if k != self.target]
-        weights = expected_beta(post.rho)
-        share = (self.new_lam - post.lam0).sum(1)
-        split = weights[self.target] * share / share.sum()
-        new_weights = torch.cat([weights[keep], split, weights[-1:]])
-        rho = rho_from_weights(new_weights)
-        omega = torch.cat([post.omega[keep], post.omega[self.target].expand(self.num_new)])
+        rho, omega = split_sticks(post.rho, post.omega, self.target, (self.new_lam - post.lam0).sum(1))
         return HDPPosterior(torch.cat([post.lam[keep], self.new_lam]), rho, omega, post.alpha, post.gamma, post.lam0)
 
     def visit_batch(self, state, key, batch, local, summary):

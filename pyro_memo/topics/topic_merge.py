@@ -12,7 +12,7 @@ bound rises.
 
 import torch
 
-from ..allocation.hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
+from ..allocation.hdp_sticks import expected_beta, merged_sticks, optimize_sticks
 from ..engine import PairMergeMove
 from ..inference.moves.merge import merge_scores as mixture_merge_scores
 from ..summaries import Summary, TopicSummary
@@ -28,15 +28,6 @@ def merge_scores(summary, lam0):
     words = Summary(summary.topic_counts, {"x": summary.word_counts, "logc": summary.entropy.new_zeros(summary.K)},
                     summary.entropy, summary.num_docs)
     return mixture_merge_scores(family, words)
-
-
-def merged_sticks(rho, omega, a, b):
-    """Sticks whose expected weights are the current ones with topic ``b``'s added to ``a``'s
-    and ``b`` removed (the start of the merged fit's stick optimisation)."""
-    weights = expected_beta(rho)
-    weights[a] = weights[a] + weights[b]
-    keep = torch.cat([torch.arange(b), torch.arange(b + 1, len(weights))])
-    return rho_from_weights(weights[keep]), omega[keep[:-1]]
 
 
 def batch_summary_from_counts(summary, counts, alpha, weights, entropy):

@@ -131,8 +131,8 @@ def test_with_a_bound_larger_than_the_data_it_is_batch_vb():
 def test_bad_settings_are_clear_errors():
     groups, _ = gaussian_groups(0, num_groups=4, per_group=10)
     family = pm.Gaussian.from_data(np.concatenate(groups))
-    with pytest.raises(ValueError, match="DP mixture only"):
-        MemoryBoundedHDP(family, 3, 1000, 2, moves="birth")
+    with pytest.raises(ValueError, match="unknown moves \\['delete'\\]; choose from birth, merge"):
+        MemoryBoundedHDP(family, 3, 1000, 2, moves="birth,delete")
     with pytest.raises(ValueError, match="max_groups must be a positive integer"):
         MemoryBoundedHDP(family, 3, 1000, 2, max_groups=0)
     with pytest.raises(ValueError, match="split_prior must be 'documents' or 'crp'"):

@@ -82,6 +82,8 @@ _COMMON = {"data": Use(_DATA), "alpha": Use("document-level concentration", defa
            "gamma": Use(default=10.0), "lam0": Use(default=0.1), "vocab": Use(), "quiet": Use(default=False)}
 MEMO = (("algo", ("memo",)),)
 BOUNDED = (("algo", ("memory-bounded",)),)
+#: the moves of the memory-bounded HDP's model building
+BOUNDED_MOVES = ("birth", "merge")
 
 
 def load_corpus(source, vocab=None):
@@ -231,7 +233,9 @@ class HDPTopics(CliModel):
             "dtype": Use(default="float64", choices=("float64", "float32")),
             "local_dtype": Use(default=None, choices=("float32", "float64"), needs=MEMO),
             "workers": Use(needs=MEMO), "scheduler": Use(needs=MEMO), "round_size": Use(needs=MEMO),
-            "moves": Use("birth, merge, delete", default="", needs=MEMO),
+            "moves": Use("birth, merge, delete; with --algo memory-bounded: birth, merge (exact tied-bound "
+                         "acceptance in each epoch's model building; e.g. --K 1 --moves birth,merge grows the model)",
+                         default="", needs=(("algo", ("memo", "memory-bounded")),)),
             "json": Use("keys: elbo, elbo_trace, K (topics > 1%), weights, top_words, lap_seconds, seconds, moves, "
                         "emptied (per lap, topics whose expected tokens fell below one: collapse), documents, "
                         "tokens, V, ..."),
@@ -277,6 +281,7 @@ class HDPTopics(CliModel):
                                 ("--groups", args.groups)):
                 if value is not None and value < 1:
                     raise ValueError(f"{flag} must be a positive integer; got {value}")
+            parse_moves(args.moves, BOUNDED_MOVES, f"{self.name} --algo memory-bounded")
         elif command == "fit":
             parse_moves(args.moves, TOPIC_MOVES, self.name)
             check_device(args.device)

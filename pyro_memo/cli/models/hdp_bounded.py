@@ -64,12 +64,13 @@ def fit_memory_bounded_hdp(args):
     num_items = sum(len(g) for g in groups)
     lifetime = args.lifetime or num_items
     model = MemoryBoundedHDP(family, args.K, args.memory, args.epoch, alpha=args.alpha, gamma=args.gamma,
-                             max_groups=args.groups, lifetime=lifetime, laps=args.laps, tol=args.tol, seed=args.seed)
+                             max_groups=args.groups, lifetime=lifetime, laps=args.laps, tol=args.tol, seed=args.seed,
+                             moves=args.moves)
 
     def progress(record):
         if not args.quiet:
             print(f"epoch {record['epoch'] + 1}: {record['documents']} groups, {record['items']} items, tied bound "
-                  f"{record['elbo']:.6g}, {record['clumps']} clumps, {record['singlets']} singlets, "
+                  f"{record['elbo']:.6g}, K {record['K']}, {record['clumps']} clumps, {record['singlets']} singlets, "
                   f"{record['groups']} document groups, {record['memory_used']} numbers", file=sys.stderr, flush=True)
 
     start = time.perf_counter()
@@ -93,7 +94,8 @@ def fit_memory_bounded_hdp(args):
         out["saved"] = args.save
     text = "\n".join([
         f"data      {description}",
-        f"model     HDP mixture, family {family.name}, truncation K = {args.K}",
+        f"model     HDP mixture, family {family.name}, " + (f"from K = {args.K}, moves {args.moves}" if args.moves
+                                                               else f"truncation K = {args.K}"),
         f"inference memory-bounded VB: {len(result.epochs)} epochs of {args.epoch} groups in {out['seconds']:.2f} s; "
         f"memory {last['memory_used']} of {args.memory} numbers ({last['clumps']} clumps, {last['singlets']} "
         f"singlets, {last['groups']} document groups)",

@@ -171,32 +171,10 @@ class BirthMove(Move):
         self._kept = None
 
     def create(self, posterior, sub):
-        """Fit a fresh DP mixture to the subsample, then merge its redundant components (the
-        five best pairs by Hughes & Sudderth 2013, eq. 12 tried each round) while the subsample's exact ELBO
-        rises (a single cluster then yields a single component,
-        and no birth). Returns the subsample's summary under the fresh model."""
-        seed = int(self.rng.integers(2**31))
-        resp = initial_responsibilities(sub, self.fresh_K, "kmeans++", seed)
-        start = posterior.optimal_for(Summary.from_responsibilities(posterior.family, sub, resp))
-        # full-batch coordinate ascent: the one driver with the subsample as its only batch
-        fit = MemoizedDriver(laps=self.fresh_iters, tol=1e-6, seed=seed, shuffle=False).fit(
-            make_batches(sub, 1), posterior=start)
-        post = fit.posterior
-        while post.K > 1:
-            resp, summary = post.local_step(sub)
-            current, _ = optimal_elbo(post, summary)
-            pairs, scores = merge_scores(post.family, summary)
-            pairs = pairs[torch.argsort(scores, descending=True)[: self.cleanup_pairs]]  # eq. 12 ranking
-            entropies = pair_entropies(resp, pairs)
-            best = None
-            for p, (a, b) in enumerate(pairs.tolist()):
-                value, merged = optimal_elbo(post, summary.merge(a, b, entropies[p]))
-                if value > current and (best is None or value > best[0]):
-                    best = (value, merged)
-            if best is None:
-                return summary
-            post = best[1]  # optimal for the merged summary; the next round's local step refines it
-        return post.local_step(sub)[1]
+        """The subsample's summary under a fresh mixture (:func:`fresh_mixture`, seeded from the move's
+        generator)."""
+        return fresh_mixture(posterior, sub, self.fresh_K, self.fresh_iters, self.cleanup_pairs,
+                             int(self.rng.integers(2**31)))
 
     def converged(self, state):
         """Every component was targeted twice (fresh subsample and initialisation each time)
@@ -211,3 +189,32 @@ class BirthMove(Move):
         self.pending = None if d["pending"] is None else Summary.from_dict(d["pending"])
         self.rng.bit_generator.state = d["rng"]
         self.failures = int(d.get("failures", 0))
+
+
+def fresh_mixture(posterior, sub, fresh_K, iters, cleanup_pairs, seed):
+    """A birth's creation step: fit a fresh DP mixture of ``posterior``'s kind (a
+    :class:`~pyro_memo.inference.DPMixturePosterior`) with ``fresh_K`` components to the subsample ``sub``
+    (k-means++ start, ``iters`` laps of full-batch coordinate ascent), then merge its redundant components
+    (the ``cleanup_pairs`` best pairs by Hughes & Sudderth 2013, eq. 12 tried each round) while the
+    subsample's exact ELBO rises (a single cluster then yields a single component, and no birth). Returns the
+    subsample's summary under the fresh model."""
+    resp = initial_responsibilities(sub, fresh_K, "kmeans++", seed)
+    start = posterior.optimal_for(Summary.from_responsibilities(posterior.family, sub, resp))
+    # full-batch coordinate ascent: the one driver with the subsample as its only batch
+    fit = MemoizedDriver(laps=iters, tol=1e-6, seed=seed, shuffle=False).fit(make_batches(sub, 1), posterior=start)
+    post = fit.posterior
+    while post.K > 1:
+        resp, summary = post.local_step(sub)
+        current, _ = optimal_elbo(post, summary)
+        pairs, scores = merge_scores(post.family, summary)
+        pairs = pairs[torch.argsort(scores, descending=True)[:cleanup_pairs]]  # eq. 12 ranking
+        entropies = pair_entropies(resp, pairs)
+        best = None
+        for p, (a, b) in enumerate(pairs.tolist()):
+            value, merged = optimal_elbo(post, summary.merge(a, b, entropies[p]))
+            if value > current and (best is None or value > best[0]):
+                best = (value, merged)
+        if best is None:
+            return summary
+        post = best[1]  # optimal for the merged summary; the next round's local step refines it
+    return post.local_step(sub)[1]
