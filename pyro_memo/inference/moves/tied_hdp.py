@@ -2,25 +2,26 @@
 building; the proposals of Hughes & Sudderth 2013, §3.1-3.2, and for the HDP of Hughes, Kim & Sudderth 2015, §5).
 
 In the memory-bounded HDP the memory (:class:`~pyro_memo.memo.group_clumps.GroupedClumps`) is model building's one
-batch, and its tied local step starts afresh every lap (:class:`~pyro_memo.inference.memory_bounded.TiedVB`). So a
-move builds no candidate memo beside the lap. After the lap it proposes candidate globals, runs the tied local step
-of the whole memory under them and gives the candidate the globals optimal for the resulting summary
-(``optimal_for``: components in closed form, sticks optimised), for ``rounds`` rounds; the candidate replaces the
-memo and the globals only when its exact tied bound is higher than the fit's. The fit's state is itself a tied
-local step followed by the optimal globals, so the comparison is like for like, and exact.
+batch, and its tied local step starts afresh every lap (:class:`~pyro_memo.inference.memory_bounded.TiedVB`). Both
+moves act after the lap, on the memory and its tied local factors, and a candidate replaces the memo and the globals
+only when its exact tied bound, with the globals optimal for its summary (``optimal_for``: components in closed
+form, sticks optimised), is higher than the fit's (the lap's tied factors with their optimal globals).
 
 - A **birth** targets the largest component not tried since the last accepted birth. A fresh DP mixture is
   fitted to the singlets it is responsible for (the epoch's new items; :func:`~pyro_memo.inference.moves.birth.
   fresh_mixture`, as the DP's births), and its components are appended to the model: their statistics scaled
   to the singlets' responsibility mass, their sticks sharing the target's expected weight
-  (:func:`~pyro_memo.allocation.hdp_sticks.split_sticks`; the target keeps the rest).
+  (:func:`~pyro_memo.allocation.hdp_sticks.split_sticks`; the target keeps the rest). The candidate gets
+  ``rounds`` tied local steps of the whole memory, each followed by its optimal globals, before it is judged.
 - A **merge** takes candidate pairs by the marginal-likelihood ratio of their statistics (Hughes & Sudderth
-  2013, eq. 12), best first, each pair tried once until the components change; the candidate has the pair's
-  summed statistics and both sticks' weight (:func:`~pyro_memo.allocation.hdp_sticks.merged_sticks`). At most
-  ``max_pairs`` candidates per lap and one accepted merge per lap.
+  2013, eq. 12), best first. Its candidate is the lap's tied factors with the pair's responsibilities and
+  document-group counts added (:func:`~pyro_memo.memo.group_clumps.merged_tied_factors`: no local step, the
+  merged entropy from :func:`~pyro_memo.inference.moves.tied.tied_pair_entropies`) and the pair's sticks
+  merged (:func:`~pyro_memo.allocation.hdp_sticks.merged_sticks`); each component takes part in at most one
+  accepted merge per lap.
 
 Where this differs from Gomes et al.: they propose Ueda-style splits and merges; here the project's birth and
-merge proposals do that work, each accepted only when the exact tied bound rises. A candidate is judged after
+merge proposals do that work, each accepted only when the exact tied bound rises. A birth's candidate is judged after
 ``rounds`` local-global rounds of its own, not after a lap of the fit.
 """
 
@@ -30,23 +31,18 @@ import torch
 from ...allocation import DPSticks
 from ...allocation.hdp_sticks import merged_sticks, split_sticks
 from ...engine.moves import Move, candidate_pairs
+from ...memo.group_clumps import merged_tied_factors
 from ..dp_mixture_posterior import DPMixturePosterior
 from .birth import fresh_mixture
 from .merge import merge_scores
+from .tied import tied_pair_entropies
 
 
 class TiedHDPMove(Move):
     """Base of the memory-bounded HDP's moves (module docstring): :meth:`visit_batch` keeps the memory and its
-    tied local factors; :meth:`end_lap` calls :meth:`propose`, which tries candidates with :meth:`try_candidate`.
+    tied local factors; :meth:`end_lap` calls :meth:`propose`, which judges candidates with :meth:`accept`."""
 
-    :param int rounds: tied local steps (each followed by the optimal globals) a candidate gets before its bound
-        is compared with the fit's.
-    """
-
-    def __init__(self, rounds=2):
-        if int(rounds) < 1:
-            raise ValueError(f"rounds must be a positive integer; got {rounds}")
-        self.rounds = int(rounds)
+    def __init__(self):
         self.memory = self.local = self.key = None
         self.local_options = {}
 
@@ -60,29 +56,26 @@ class TiedHDPMove(Move):
 
     def end_lap(self, state, driver):
         if self.memory is not None and state.cache.total is not None:
-            self.propose(state, driver)
+            if self.local[1].shape[1] != state.cache.total.K:  # a move before this one changed the components
+                self.local = getattr(driver, "last_local", None)  # the factors of the memo's summary now
+            if self.local is not None:
+                self.propose(state, driver)
         self.memory = self.local = self.key = None
 
     def propose(self, state, driver):
         """Try this lap's candidates (a subclass's part)."""
         raise NotImplementedError
 
-    def try_candidate(self, state, driver, candidate):
-        """Give ``candidate`` (globals) :attr:`rounds` tied local steps of the memory, each followed by its optimal
-        globals, and make it the fit's memo and globals when its exact tied bound is higher than the fit's.
-        Returns whether it was accepted (its gain then in ``state.move_gains``)."""
-        current = float(state.posterior.elbo(state.cache.total))
-        for _ in range(self.rounds):
-            local, summary = self.memory.tied_local_step(candidate, **self.local_options)
-            candidate = candidate.optimal_for(summary)
-        value = float(candidate.elbo(summary))
+    def accept(self, state, driver, current, value, posterior, summary, local):
+        """Log a proposal whose exact tied bound is ``value`` against the fit's ``current``, and when it is higher
+        make its globals ``posterior``, ``summary`` and tied factors ``local`` the fit's. Returns whether it did."""
         self.log(state, proposed=1, accepted=int(value > current))
         if not value > current:
             return False
         state.cache.replace(self.key, summary)
-        state.posterior = candidate
+        state.posterior = posterior
         self.local = local
-        if hasattr(driver, "last_local"):  # the factors of the state the fit now reports
+        if hasattr(driver, "last_local"):  # the factors of the memo's summary, for compression and later moves
             driver.last_local = local
         self.record_gain(state, current, value)
         return True
@@ -98,7 +91,8 @@ class TiedHDPBirthMove(TiedHDPMove):
     :param int fresh_iters: coordinate-ascent laps of the fresh mixture.
     :param float min_items: fresh components with fewer expected items (or under 2% of the subsample) are dropped;
         a birth needs at least two survivors.
-    :param int rounds: see :class:`TiedHDPMove`.
+    :param int rounds: tied local steps of the memory (each followed by the optimal globals) the candidate gets
+        before its bound is compared with the fit's.
     :param int seed: seeds the subsamples and the fresh mixtures.
     """
 
@@ -106,7 +100,10 @@ class TiedHDPBirthMove(TiedHDPMove):
 
     def __init__(self, fresh_K=5, subsample_size=None, min_resp=0.1, max_K=100, fresh_iters=20, min_items=5,
                  rounds=2, seed=0):
-        super().__init__(rounds)
+        super().__init__()
+        if int(rounds) < 1:
+            raise ValueError(f"rounds must be a positive integer; got {rounds}")
+        self.rounds = int(rounds)
         self.fresh_K, self.subsample_size, self.min_resp = int(fresh_K), subsample_size, float(min_resp)
         self.max_K, self.fresh_iters, self.min_items = int(max_K), int(fresh_iters), float(min_items)
         self.rng = np.random.default_rng(seed)
@@ -164,10 +161,19 @@ class TiedHDPBirthMove(TiedHDPMove):
         if fresh is None or posterior.K + fresh.K > self.max_K:
             state.tried_components(self.name, posterior.K).append(target)
             return
-        if self.try_candidate(state, driver, self.candidate(posterior, total, target, fresh, mass)):
+        if self.judge(state, driver, self.candidate(posterior, total, target, fresh, mass)):
             state.tried_components(self.name, state.posterior.K, reset=True)
         else:
             state.tried_components(self.name, posterior.K).append(target)
+
+    def judge(self, state, driver, candidate):
+        """Give ``candidate`` (globals) :attr:`rounds` tied local steps of the memory, each followed by its optimal
+        globals, then :meth:`accept` it or not."""
+        current = float(state.posterior.elbo(state.cache.total))
+        for _ in range(self.rounds):
+            local, summary = self.memory.tied_local_step(candidate, **self.local_options)
+            candidate = candidate.optimal_for(summary)
+        return self.accept(state, driver, current, float(candidate.elbo(summary)), candidate, summary, local)
 
     def converged(self, state):
         """Every component was tried since the last accepted birth (or the model is at ``max_K``)."""
@@ -176,27 +182,19 @@ class TiedHDPBirthMove(TiedHDPMove):
 
 
 class TiedHDPMergeMove(TiedHDPMove):
-    """Merges for the memory-bounded HDP (module docstring).
+    """Merges for the memory-bounded HDP (module docstring): after each lap, the candidate pairs' merged tied factors
+    are evaluated exactly, best pair first by eq. 12, each component in at most one accepted merge per lap.
 
     :param int pairs_per_component: candidate partners per component by eq. 12.
-    :param int max_pairs: most candidates tried per lap (each costs ``rounds`` tied local steps).
-    :param int rounds: see :class:`TiedHDPMove`.
+    :param int max_pairs: most candidates per lap (``None``: every component's ``pairs_per_component`` best).
     """
 
     name = "merge"
 
-    def __init__(self, pairs_per_component=2, max_pairs=2, rounds=2):
-        super().__init__(rounds)
-        self.pairs_per_component, self.max_pairs = int(pairs_per_component), int(max_pairs)
-
-    def pairs(self, state):
-        """This lap's candidate pairs ``[(a, b), ...]``, best first by eq. 12, none tried since the components
-        last changed."""
-        total = state.cache.total
-        pairs, scores = merge_scores(state.posterior.family, total)
-        ranked = candidate_pairs(pairs, scores, total.K, self.pairs_per_component).tolist()
-        tried = state.tried_components(self.name, total.K)
-        return [tuple(p) for p in ranked if tuple(p) not in tried][:self.max_pairs]
+    def __init__(self, pairs_per_component=2, max_pairs=None):
+        super().__init__()
+        self.pairs_per_component = int(pairs_per_component)
+        self.max_pairs = None if max_pairs is None else int(max_pairs)
 
     @staticmethod
     def candidate(posterior, total, a, b):
@@ -213,14 +211,28 @@ class TiedHDPMergeMove(TiedHDPMove):
         return posterior.with_globals(rho, omega, component=posterior.family.posterior(counts[keep], stats))
 
     def propose(self, state, driver):
-        if state.posterior.K < 2:
+        total = state.cache.total
+        if total.K < 2:
             return
-        for a, b in self.pairs(state):
+        pairs, scores = merge_scores(state.posterior.family, total)
+        pairs = candidate_pairs(pairs, scores, total.K, self.pairs_per_component, self.max_pairs)
+        entropies = tied_pair_entropies(self.memory, self.local, pairs)  # a pair's is unchanged by others' merges
+        current = float(state.posterior.elbo(total))
+        position, used = list(range(total.K)), set()  # original index -> current index (None once merged)
+        for p, (a0, b0) in enumerate(pairs.tolist()):
+            if a0 in used or b0 in used:
+                continue
+            a, b = position[a0], position[b0]
             candidate = self.candidate(state.posterior, state.cache.total, a, b)
-            K = state.posterior.K
-            if self.try_candidate(state, driver, candidate):
-                return  # the components changed: the next lap ranks the pairs afresh
-            state.tried_components(self.name, K).append((a, b))
+            local, summary = merged_tied_factors(candidate, self.memory, self.local, state.cache.total, a, b,
+                                                 entropies[p])
+            candidate = candidate.optimal_for(summary)
+            value = float(candidate.elbo(summary))
+            if self.accept(state, driver, current, value, candidate, summary, local):
+                current = value
+                used.update((a0, b0))
+                position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
+                            for i, q in enumerate(position)]
 
 
 #: the moves the memory-bounded HDP's model building takes, by name, in the order they run
