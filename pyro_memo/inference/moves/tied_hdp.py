@@ -183,18 +183,24 @@ class TiedHDPBirthMove(TiedHDPMove):
 
 class TiedHDPMergeMove(TiedHDPMove):
     """Merges for the memory-bounded HDP (module docstring): after each lap, the candidate pairs' merged tied factors
-    are evaluated exactly, best pair first by eq. 12, each component in at most one accepted merge per lap.
+    are evaluated exactly, best pair first by eq. 12, each component in at most one accepted merge per lap. The
+    stick optimisation dominates an evaluation (27 ms of L-BFGS at K = 20 to convergence, measured, against a few
+    ms for the rest), so a candidate's sticks get ``stick_iters`` iterations from the merged ones: any sticks give
+    an exact bound, and the fit's next global step optimises them fully. A rejected pair is not tried again until
+    the components change.
 
     :param int pairs_per_component: candidate partners per component by eq. 12.
     :param int max_pairs: most candidates per lap (``None``: every component's ``pairs_per_component`` best).
+    :param int stick_iters: L-BFGS iterations of a candidate's sticks.
     """
 
     name = "merge"
 
-    def __init__(self, pairs_per_component=2, max_pairs=None):
+    def __init__(self, pairs_per_component=2, max_pairs=None, stick_iters=10):
         super().__init__()
         self.pairs_per_component = int(pairs_per_component)
         self.max_pairs = None if max_pairs is None else int(max_pairs)
+        self.stick_iters = int(stick_iters)
 
     @staticmethod
     def candidate(posterior, total, a, b):
@@ -214,25 +220,31 @@ class TiedHDPMergeMove(TiedHDPMove):
         total = state.cache.total
         if total.K < 2:
             return
+        tried = state.tried_components(self.name, total.K)  # pairs rejected since the components last changed
         pairs, scores = merge_scores(state.posterior.family, total)
-        pairs = candidate_pairs(pairs, scores, total.K, self.pairs_per_component, self.max_pairs)
-        entropies = tied_pair_entropies(self.memory, self.local, pairs)  # a pair's is unchanged by others' merges
+        pairs = candidate_pairs(pairs, scores, total.K, self.pairs_per_component)
+        pairs = [p for p in pairs.tolist() if tuple(p) not in tried][:self.max_pairs]
+        if not pairs:
+            return
+        entropies = tied_pair_entropies(self.memory, self.local, torch.tensor(pairs, device=total.counts.device))
         current = float(state.posterior.elbo(total))
         position, used = list(range(total.K)), set()  # original index -> current index (None once merged)
-        for p, (a0, b0) in enumerate(pairs.tolist()):
+        for p, (a0, b0) in enumerate(pairs):  # a pair's entropy is unchanged by other pairs' merges
             if a0 in used or b0 in used:
                 continue
             a, b = position[a0], position[b0]
             candidate = self.candidate(state.posterior, state.cache.total, a, b)
             local, summary = merged_tied_factors(candidate, self.memory, self.local, state.cache.total, a, b,
                                                  entropies[p])
-            candidate = candidate.optimal_for(summary)
+            candidate = candidate.updated(summary, stick_iters=self.stick_iters)
             value = float(candidate.elbo(summary))
             if self.accept(state, driver, current, value, candidate, summary, local):
                 current = value
                 used.update((a0, b0))
                 position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
                             for i, q in enumerate(position)]
+            elif not used:  # numbered as the lap's components, which no merge has changed yet
+                tried.append((a0, b0))
 
 
 #: the moves the memory-bounded HDP's model building takes, by name, in the order they run
