@@ -279,29 +279,3 @@ def tied_group_summary(family, memory, clump_resp, point_resp, theta, e_log_pi, 
     return GroupSummary(items.counts, items.stats, (sizes[:, None] * e_log_pi).sum(0),
                         group_terms(counts, theta, e_log_pi, sizes), items.entropy, memory.num_docs)
 
-
-def merged_tied_factors(posterior, memory, local, summary, a, b, entropy_ab):
-    """``(TiedGroupLocal, summary)`` after component ``b`` of tied factors ``local`` (whose summary is ``summary``)
-    is merged into ``a`` (Hughes & Sudderth 2013 §3.2; for the HDP, Hughes, Kim & Sudderth 2015 §5): clump and
-    singlet responsibilities add, so do the components' counts and statistics and the document groups' counts
-    :math:`N_{sk}`; ``theta`` is refit to the merged counts under ``posterior``'s sticks (eq. 20, ``posterior``
-    having ``K - 1`` components), and the merged component's entropy, which the others' do not give, is
-    ``entropy_ab`` (:func:`~pyro_memo.inference.moves.tied.tied_pair_entropies`). The merged factors are tied
-    factors of the memory, so the summary's bound is exact."""
-    keep = [k for k in range(summary.K) if k != b]
-
-    def combine(t, axis=0):
-        t = t.clone()
-        t.select(axis, a).add_(t.select(axis, b))
-        return t.index_select(axis, torch.tensor(keep, device=t.device))
-
-    counts = combine(local.counts, 1)
-    theta, e_log_pi = group_factors(posterior, counts, memory.group_sizes.to(counts.dtype))
-    entropy = summary.entropy.clone()
-    entropy[a] = entropy_ab
-    sizes = memory.group_sizes.to(theta.dtype)
-    merged = GroupSummary(combine(summary.counts), {k: combine(v) for k, v in summary.stats.items()},
-                          (sizes[:, None] * e_log_pi).sum(0), group_terms(counts, theta, e_log_pi, sizes),
-                          entropy[keep], summary.num_docs)
-    factors = TiedGroupLocal(combine(local.clump_resp, 1), combine(local.point_resp, 1), theta, counts)
-    return factors, merged

@@ -9,9 +9,7 @@ import torch
 import pyro_memo as pm
 from pyro_memo.allocation.hdp_sticks import expected_beta, merged_sticks, split_sticks
 from pyro_memo.inference.memory_bounded import MemoryBoundedHDP, MemorySource, TiedVB
-from pyro_memo.inference.moves.tied import tied_pair_entropies
 from pyro_memo.inference.moves.tied_hdp import TiedHDPBirthMove, TiedHDPMergeMove
-from pyro_memo.memo.group_clumps import group_factors, merged_tied_factors, tied_group_summary
 from pyro_memo.metrics import nmi
 from tests.inference.test_memory_bounded_hdp import setting, tie
 
@@ -56,37 +54,6 @@ def test_a_move_is_accepted_only_when_the_exact_tied_bound_rises(seed):
     accepted_gains_are_exact(fit.state)
     proposed = sum(c["proposed"] for lap in fit.state.move_log for c in lap.values())
     assert proposed > 0
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_merged_tied_factors_are_the_tied_summary_of_the_merged_responsibilities(seed):
-    groups, family, x, doc, post = setting(seed, K=4 + seed % 3)
-    memory, _, _, _ = tie(family, x, doc, len(groups), 4 + seed, 60, merges=seed % 3, seed=seed)
-    local, summary = memory.tied_local_step(post, max_iter=50)
-    a, b = sorted(torch.randperm(post.K, generator=torch.Generator().manual_seed(seed))[:2].tolist())
-    candidate = TiedHDPMergeMove.candidate(post, summary, a, b)
-    entropy = tied_pair_entropies(memory, local, torch.tensor([[a, b]]))[0]
-    merged_local, merged = merged_tied_factors(candidate, memory, local, summary, a, b, entropy)
-    keep = [k for k in range(post.K) if k != b]
-
-    def merged_columns(r):
-        r = r.clone()
-        r[:, a] += r[:, b]
-        return r[:, keep]
-
-    clump_resp, point_resp = merged_columns(local.clump_resp), merged_columns(local.point_resp)
-    counts = memory.clump_groups.T @ clump_resp
-    counts = counts.index_add(0, memory.point_groups, point_resp)
-    sizes = memory.group_sizes.to(x.dtype)
-    theta, e_log_pi = group_factors(candidate, counts, sizes)
-    direct = tied_group_summary(family, memory, clump_resp, point_resp, theta, e_log_pi, counts)
-    torch.testing.assert_close(merged_local.counts, counts, rtol=1e-10, atol=1e-9)
-    torch.testing.assert_close(merged_local.theta, theta, rtol=1e-10, atol=1e-9)
-    for field in ("counts", "entropy", "sum_log_pi", "doc_term"):
-        torch.testing.assert_close(getattr(merged, field), getattr(direct, field), rtol=1e-10, atol=1e-8)
-    for key, value in direct.stats.items():
-        torch.testing.assert_close(merged.stats[key], value, rtol=1e-10, atol=1e-8)
-    np.testing.assert_allclose(float(candidate.elbo(merged)), float(candidate.elbo(direct)), rtol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -26,9 +26,8 @@ from .merge import MergeMove, pair_entropies
 
 def tied_pair_entropies(clumps, local, pairs):
     """``(P,)`` merged-assignment entropy of each pair under tied local factors ``local`` =
-    ``(clump_resp, point_resp, ...)`` of ``clumps`` (the HDP's :class:`~pyro_memo.memo.group_clumps.TiedGroupLocal`
-    too): clumps weighted by their sizes, singlets as items."""
-    clump_resp, point_resp = local[0], local[1]
+    ``(clump_resp, point_resp)`` of ``clumps``: clumps weighted by their sizes, singlets as items."""
+    clump_resp, point_resp = local
     entropy = pair_entropies(point_resp, pairs)
     if clumps.num_clumps:
         merged = clump_resp[:, pairs[:, 0]] + clump_resp[:, pairs[:, 1]]
