@@ -278,4 +278,3 @@ def tied_group_summary(family, memory, clump_resp, point_resp, theta, e_log_pi, 
     sizes = memory.group_sizes.to(theta.dtype)
     return GroupSummary(items.counts, items.stats, (sizes[:, None] * e_log_pi).sum(0),
                         group_terms(counts, theta, e_log_pi, sizes), items.entropy, memory.num_docs)
-
