@@ -157,5 +157,6 @@ def score(prior, clean, noisy, sigma, args, variants):
         extra = f"  EPLL objective {epll_objective(estimate, noisy, prior, sigma):.6g}" if args.objective else ""
         print(f"  {label:30s} {psnr(clean, estimate):7.3f} dB  ({seconds:.1f} s){extra}", flush=True)
 
+
 if __name__ == "__main__":
     main()

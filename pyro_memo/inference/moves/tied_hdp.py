@@ -73,22 +73,18 @@ class TiedHDPMove(Move):
 
     def judge(self, state, driver, candidate):
         """Give ``candidate`` (globals) :attr:`rounds` tied local steps of the memory, each followed by its optimal
-        globals, then :meth:`accept` it or not."""
+        globals, and make it the fit's memo and globals when its exact tied bound is higher than the fit's. Logs the
+        proposal; returns whether it was accepted (its gain then in ``state.move_gains``)."""
         current = float(state.posterior.elbo(state.cache.total))
         for _ in range(self.rounds):
             local, summary = self.memory.tied_local_step(candidate, **self.local_options)
             candidate = candidate.optimal_for(summary)
-        return self.accept(state, driver, current, float(candidate.elbo(summary)), candidate, summary, local)
-
-    def accept(self, state, driver, current, value, posterior, summary, local):
-        """Log a proposal whose exact tied bound is ``value`` against the fit's ``current``, and when it is higher
-        make its globals ``posterior``, ``summary`` and tied factors ``local`` the fit's. Returns whether it did."""
+        value = float(candidate.elbo(summary))
         self.log(state, proposed=1, accepted=int(value > current))
         if not value > current:
             return False
         state.cache.replace(self.key, summary)
-        state.posterior = posterior
-        self.local = local
+        state.posterior = candidate
         if hasattr(driver, "last_local"):  # the factors of the memo's summary, for compression and later moves
             driver.last_local = local
         self.record_gain(state, current, value)
