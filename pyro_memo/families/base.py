@@ -236,6 +236,18 @@ class ConjugateFamily(ABC):
         for families that need none."""
         return None
 
+    def chunk_stats(self, x, resp, products=None):
+        """:meth:`stats` of one chunk of a local step, in a form that adds across chunks and that
+        :meth:`finish_stats` turns into :meth:`stats` once their sum is formed: ``finish_stats`` of the
+        sum over chunks equals ``stats`` of all the items. By default the statistics themselves; a
+        family whose statistics are unpacked from a cheaper form (:class:`ZeroMeanGaussian`'s packed
+        second moments) sums that form and unpacks once per local step."""
+        return self.stats(x, resp) if products is None else self.stats(x, resp, products)
+
+    def finish_stats(self, total):
+        """:meth:`stats` from the sum over chunks of :meth:`chunk_stats` (by default that sum itself)."""
+        return total
+
     def sparse_stats(self, x, resp):
         """:meth:`stats` of a :class:`~pyro_memo.families.SparseResponsibilities` ``resp``, equal to
         ``stats(x, resp.dense())`` at :math:`O(NL)` instead of :math:`O(NK)` family terms (Hughes &

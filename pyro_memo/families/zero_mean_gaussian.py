@@ -14,7 +14,15 @@ from ._wishart import (
     whitened_sq_norms,
     wishart_terms,
 )
-from .base import ConjugateFamily, data_for_defaults, outer_product_stats, packed_outer, packed_quadratic_weights
+from .base import (
+    ConjugateFamily,
+    data_for_defaults,
+    outer_product_stats,
+    packed_outer,
+    packed_quadratic_weights,
+    unpack_symmetric,
+    weighted_sums,
+)
 
 
 class ZeroMeanGaussian(ConjugateFamily):
@@ -51,6 +59,18 @@ class ZeroMeanGaussian(ConjugateFamily):
 
     def stats(self, x, resp, products=None):
         return {"xx": outer_product_stats(x, resp, products)}
+
+    def chunk_stats(self, x, resp, products=None):
+        """The packed :math:`\\sum_n r_{nk}\\, x_{ni} x_{nj}`, ``i <= j``, of one chunk: ``(K, D(D+1)/2)``.
+        Summed over a local step's chunks and unpacked once (:meth:`finish_stats`), instead of once per
+        chunk: at K = 200, D = 64 a 50,000-item batch has 60 chunks, whose unpacking and summing took
+        0.2 s of its 2.4 s local step (one thread)."""
+        products = packed_outer(x) if products is None else products
+        return {"xx": weighted_sums(resp, products)}
+
+    def finish_stats(self, total):
+        """:meth:`stats` from the summed :meth:`chunk_stats`: the packed second moments unpacked."""
+        return {"xx": unpack_symmetric(total["xx"], self.dim)}
 
     def local_step_numbers(self, K):
         """The packed products, :math:`D(D+1)/2` per item, and the ``(N, K)`` log-weights and

@@ -7,7 +7,7 @@ from ..families import SparseResponsibilities, family_from_state
 from ..families._sparse import normalize_log_weights
 from ..families.base import chunk_elements
 from ..posterior import VariationalPosterior
-from ..summaries import Summary
+from ..summaries import Summary, entropy_per_component
 
 
 class DPMixturePosterior(VariationalPosterior):
@@ -191,15 +191,20 @@ class DPMixturePosterior(VariationalPosterior):
         return resp.dense(), Summary.from_sparse_responsibilities(self.family, x, resp)
 
     def _dense_local_step(self, x, log_joint):
-        """:meth:`local_step` with every responsibility kept, summarised chunk by chunk."""
-        resps, summary = [], None
+        """:meth:`local_step` with every responsibility kept, summarised chunk by chunk: counts, entropy
+        and the family's :meth:`~pyro_memo.families.ConjugateFamily.chunk_stats` summed over the chunks,
+        the statistics finished once."""
+        family = self.family
+        resps, counts, entropy, total = [], 0, 0, None
         for chunk in self.chunks(x):
-            products = self.family.item_products(chunk)  # shared by the log-likelihood and the statistics
+            products = family.item_products(chunk)  # shared by the log-likelihood and the statistics
             resp = normalize_log_weights(log_joint(chunk, products)).to(chunk.dtype)
-            part = Summary.from_responsibilities(self.family, chunk, resp, products)
-            summary = part if summary is None else summary + part
+            part = family.chunk_stats(chunk, resp, products)
+            total = part if total is None else {name: total[name] + part[name] for name in part}
+            counts = counts + resp.sum(0)
+            entropy = entropy + entropy_per_component(resp)
             resps.append(resp)
-        return torch.cat(resps), summary
+        return torch.cat(resps), Summary(counts, family.finish_stats(total), entropy, x.shape[0])
 
     # ------------------------------------------------------------------ ELBO
     def elbo_terms(self, summary):
