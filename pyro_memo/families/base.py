@@ -232,8 +232,9 @@ class ConjugateFamily(ABC):
 
     def item_products(self, x):
         """Per-item products that a chunk's expected log-likelihood and its statistics both need,
-        built once per chunk of a local step and passed to both (``products``); ``None`` (the default)
-        for families that need none."""
+        built once per chunk of a local step and passed to both (``products`` of the
+        :meth:`log_lik_function`'s function and of :meth:`chunk_stats`); ``None`` (the default) for
+        families that need none."""
         return None
 
     def chunk_stats(self, x, resp, products=None):
@@ -241,8 +242,9 @@ class ConjugateFamily(ABC):
         :meth:`finish_stats` turns into :meth:`stats` once their sum is formed: ``finish_stats`` of the
         sum over chunks equals ``stats`` of all the items. By default the statistics themselves; a
         family whose statistics are unpacked from a cheaper form (:class:`ZeroMeanGaussian`'s packed
-        second moments) sums that form and unpacks once per local step."""
-        return self.stats(x, resp) if products is None else self.stats(x, resp, products)
+        second moments) sums that form and unpacks once per local step. ``products``: the chunk's
+        :meth:`item_products`, for the families that have them."""
+        return self.stats(x, resp)
 
     def finish_stats(self, total):
         """:meth:`stats` from the sum over chunks of :meth:`chunk_stats` (by default that sum itself)."""
@@ -396,18 +398,15 @@ def weighted_sums(resp, values):
     return resp.T @ values
 
 
-def outer_product_stats(x, resp, packed=None):
+def outer_product_stats(x, resp):
     """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as matrix products of the
     responsibilities with the packed outer products, formed for at most :func:`chunk_elements`
     numbers at a time (a 100,000-item batch in D = 64 would need 1.7 GB at once). For one component
     (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted Gram matrix
-    :math:`(r \\odot X)^T X`, which skips forming the outer products. ``packed``: :func:`packed_outer`
-    ``(x)`` when the caller has it."""
+    :math:`(r \\odot X)^T X`, which skips forming the outer products."""
     if resp.shape[1] == 1:
         return ((x * resp).T @ x).unsqueeze(0)
     n, d = x.shape
-    if packed is not None:
-        return unpack_symmetric(weighted_sums(resp, packed), d)
     step = max(1, chunk_elements(x.device) // (d * (d + 1) // 2))
     total = weighted_sums(resp[:step], packed_outer(x[:step]))
     for lo in range(step, n, step):

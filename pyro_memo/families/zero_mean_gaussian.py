@@ -57,8 +57,8 @@ class ZeroMeanGaussian(ConjugateFamily):
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device)
 
-    def stats(self, x, resp, products=None):
-        return {"xx": outer_product_stats(x, resp, products)}
+    def stats(self, x, resp):
+        return {"xx": outer_product_stats(x, resp)}
 
     def chunk_stats(self, x, resp, products=None):
         """The packed :math:`\\sum_n r_{nk}\\, x_{ni} x_{nj}`, ``i <= j``, of one chunk: ``(K, D(D+1)/2)``.

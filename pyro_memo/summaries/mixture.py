@@ -45,11 +45,9 @@ class Summary(AdditiveSummary):
     component_fields = ("counts", "stats", "entropy")
 
     @classmethod
-    def from_responsibilities(cls, family, x, resp, products=None):
-        """Summarise items ``x`` with responsibilities ``resp`` under ``family`` (``products``: the
-        family's :meth:`~pyro_memo.families.ConjugateFamily.item_products` of ``x``, when computed)."""
-        stats = family.stats(x, resp) if products is None else family.stats(x, resp, products)
-        return cls(resp.sum(0), stats, entropy_per_component(resp), x.shape[0])
+    def from_responsibilities(cls, family, x, resp):
+        """Summarise items ``x`` with responsibilities ``resp`` under ``family``."""
+        return cls(resp.sum(0), family.stats(x, resp), entropy_per_component(resp), x.shape[0])
 
     @classmethod
     def from_sparse_responsibilities(cls, family, x, resp):
