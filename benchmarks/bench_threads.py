@@ -14,7 +14,8 @@ pyro-memo with exact batch steps only (the schedule before over-relaxed steps be
 ``--other-src DIR`` adds pyro-memo run from another source tree (``git worktree add DIR COMMIT``: the code
 before a change), side by side.
 
-Mean lap = mean seconds per lap over laps 2..10 (lap 1 of both includes one-time start-up work).
+Mean lap = mean seconds per lap over laps 2..10 (lap 1 of both includes one-time start-up work). With two or
+more repetitions the thread comparison also prints each repetition's ratio and their mean with its standard error.
 
     python benchmarks/bench_threads.py [--reps 2] [--laps 10] [--bnpy-venv VENV] [--exact] [--other-src DIR]
 """
@@ -55,6 +56,18 @@ ends = np.concatenate([[0.0], clock[whole]])
 print(json.dumps({"lap_seconds": np.diff(ends).tolist(), "elbo": -float(info['loss']),
                   "K": int(info['K_history'][-1])}))
 """
+
+
+def paired(more, one):
+    """With two or more repetitions: the per-repetition ratios (each repetition runs the two conditions
+    back to back), their mean and its standard error, which says whether the difference is more than the
+    machine's drift between runs."""
+    if len(more) < 2:
+        return ""
+    ratios = np.asarray(more) / np.asarray(one)
+    error = ratios.std(ddof=1) / np.sqrt(len(ratios))
+    return (f"; per repetition {' '.join(f'{r:.2f}' for r in ratios)}, "
+            f"mean {ratios.mean():.3f} +- {error:.3f} (standard error)")
 
 
 def main():
@@ -129,7 +142,8 @@ def main():
             for c in conditions:
                 if c[1] == busy and c[0] > 1 and (1, busy) in conditions:
                     ratio = np.mean(laps[name, c]) / np.mean(laps[name, (1, busy)])
-                    print(f"  {name}: {label(c)} / {label((1, busy))}: {ratio:.2f}")
+                    spread = paired(laps[name, c], laps[name, (1, busy)])
+                    print(f"  {name}: {label(c)} / {label((1, busy))}: {ratio:.2f}{spread}")
 
 
 if __name__ == "__main__":
