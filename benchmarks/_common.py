@@ -143,13 +143,14 @@ def mean_lap(state):
     return sum(seconds) / len(seconds)
 
 
-def report_dense_sparse(dense, sparse, L, objective="ELBO"):
+def report_dense_sparse(dense, sparse, L, objective="ELBO", label=None):
     """Print the mean laps of a dense and a sparse (top-``L``) fit's states, their ratio, and the final
-    ``objective`` of each with their relative difference."""
+    ``objective`` of each with their relative difference (``label``: the sparse fit's name)."""
     ratio = mean_lap(dense) / mean_lap(sparse)
     d, s = dense.elbo_trace[-1], sparse.elbo_trace[-1]
     rel = (s - d) / abs(d)
-    print(f"mean lap (from lap 2): dense {mean_lap(dense):.2f} s, sparse L={L} {mean_lap(sparse):.2f} s; "
+    label = label or f"sparse L={L}"
+    print(f"mean lap (from lap 2): dense {mean_lap(dense):.2f} s, {label} {mean_lap(sparse):.2f} s; "
           f"dense / sparse = {ratio:.2f}x")
     print(f"final {objective}: dense {d:.8e}, sparse {s:.8e}; (sparse - dense) / |dense| = {rel:+.2e} "
           f"({100 * rel:+.4f}%)")

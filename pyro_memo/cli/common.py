@@ -35,6 +35,10 @@ def _register_shared():
         Option("--sparse-L", "keep only each item's L largest responsibilities, renormalised over them "
                "(Hughes & Sudderth 2016): the summaries then cost O(N L) instead of O(N K) family terms, and the "
                "ELBO stays exact for that sparse posterior; L >= --K is dense.", {"type": int, "metavar": "L"}),
+        Option("--sparse-candidates", "with --sparse-L, search each item's L components among its candidates only: "
+               "the components of the last supports of the items of its batch that share its most probable one, plus "
+               "R drawn at random per such group (carried from lap to lap; the exact ELBO still never falls).",
+               {"type": int, "metavar": "R"}),
         Option("--moves", "comma-separated moves, each accepted only on an exact full-data ELBO increase.",
                {"metavar": "LIST"}),
         Option("--workers", "run the local steps on a Dask LocalCluster of N single-threaded worker processes, "
@@ -145,7 +149,7 @@ def check_positive(args, integers=(), reals=()):
 POSITIVE_INTEGERS = ("K", "laps", "batches", "sparse_L", "round_size", "workers")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")
 NON_NEGATIVE_REALS = ("tol",)
-NON_NEGATIVE_INTEGERS = ("seed",)
+NON_NEGATIVE_INTEGERS = ("seed", "sparse_candidates")
 #: the largest seed torch takes
 MAX_SEED = 2**63 - 1
 
@@ -161,7 +165,9 @@ def check_numbers(args):
     for name in NON_NEGATIVE_REALS + NON_NEGATIVE_INTEGERS:
         value = getattr(args, name, None)
         if value is not None and not value >= 0:
-            raise ValueError(f"--{name} must be zero or more; got {value}")
+            raise ValueError(f"--{name.replace('_', '-')} must be zero or more; got {value}")
+    if getattr(args, "sparse_candidates", None) is not None and getattr(args, "sparse_L", None) is None:
+        raise ValueError("--sparse-candidates needs --sparse-L: it restricts the search of sparse responsibilities")
     seed = getattr(args, "seed", None)
     if seed is not None and seed > MAX_SEED:
         raise ValueError(f"--seed must be at most {MAX_SEED} (2**63 - 1); got {seed}")

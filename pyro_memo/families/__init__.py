@@ -12,7 +12,7 @@ import pkgutil
 
 import torch
 
-from ._sparse import SparseResponsibilities, check_sparse_L
+from ._sparse import SparseResponsibilities, candidate_groups, check_sparse_candidates, check_sparse_L
 from .base import REGISTRY, ConjugateFamily
 from .bernoulli import Bernoulli
 from .diag_gaussian import DiagGaussian
@@ -55,7 +55,9 @@ __all__ = [
     "Poisson",
     "SparseResponsibilities",
     "ZeroMeanGaussian",
+    "candidate_groups",
     "check_sparse_L",
+    "check_sparse_candidates",
     "family_from_state",
     "get_family",
 ]

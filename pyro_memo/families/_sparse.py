@@ -27,6 +27,47 @@ def check_sparse_L(sparse_L):
     return int(sparse_L)
 
 
+def check_sparse_candidates(sparse_candidates, sparse_L):
+    """``sparse_candidates`` as an ``int`` (``None``: every component is a candidate).
+
+    :raises ValueError: unless it is ``None`` or a non-negative integer, and ``sparse_L`` is set.
+    """
+    if sparse_candidates is None:
+        return None
+    if isinstance(sparse_candidates, bool) or not isinstance(sparse_candidates, numbers.Integral) \
+            or sparse_candidates < 0:
+        raise ValueError(f"sparse_candidates must be a non-negative integer (or None: every component is a "
+                         f"candidate); got {sparse_candidates!r}")
+    if sparse_L is None:
+        raise ValueError("sparse_candidates restricts the search of sparse responsibilities: give sparse_L too")
+    return int(sparse_candidates)
+
+
+def candidate_groups(support, K, extra=0, generator=None):
+    """Candidate components for a local step restricted to each item's neighbourhood (after the
+    truncated variational EM of Forster & Lücke 2018, with the candidates carried by the memo).
+
+    Items are grouped by the first entry of their last support ``support`` ``(N, L)`` (its most
+    probable component, the anchor); a group's candidates are every component in its items' supports
+    plus ``extra`` drawn uniformly at random from all ``K`` (``generator``). Each item's own last
+    support is therefore among its candidates, so the best ``L`` of them are at least as good as it
+    (the memoized objective cannot fall), and components that share items with the anchor are searched.
+
+    :returns: a list of ``(items, columns)``: the rows of a group (ascending) and its candidate
+        components (ascending, at least ``L`` of them).
+    """
+    anchors = support[:, 0]
+    mark = torch.zeros((K, K), dtype=torch.bool, device=support.device)
+    mark[anchors[:, None].expand_as(support), support] = True
+    present = torch.unique(anchors)
+    if extra:
+        draws = torch.randint(K, (len(present), extra), generator=generator, device="cpu").to(support.device)
+        mark[present[:, None].expand_as(draws), draws] = True
+    order = torch.argsort(anchors, stable=True)
+    items = torch.split(order, torch.bincount(anchors, minlength=K).tolist())
+    return [(items[a], mark[a].nonzero().flatten()) for a in present.tolist()]
+
+
 def drop_underflow(resp):
     """``resp`` with entries below :math:`\\sqrt{\\text{tiny}}` (1.5e-154 in float64) set to zero.
     They change the ELBO by less than ``N * 1e-150`` nats, and left alone they underflow into

@@ -307,6 +307,20 @@ class ConjugateFamily(ABC):
             return lambda x: self.expected_log_lik(x, post)
         return lambda x: self.expected_log_lik(x.to(self.dtype), post).to(dtype)
 
+    def column_log_lik_function(self, post, dtype=None):
+        """``(x, columns, products=None) ->`` the expected log-likelihoods of items ``x`` under the
+        components ``columns`` only: ``(N, len(columns))``, column ``j`` that of component
+        ``columns[j]`` (the restricted candidates of a sparse local step, :func:`candidate_groups`).
+        ``products``: the items' :meth:`item_products`. The default computes all ``K`` columns and
+        keeps those asked for (no saving); families whose cost is per component override it."""
+        log_lik = self.log_lik_function(post, dtype)
+
+        def column_log_lik(x, columns, products=None):
+            full = log_lik(x) if products is None else log_lik(x, products)
+            return full[:, columns]
+
+        return column_log_lik
+
     @abstractmethod
     def expected_log_lik_from_stats(self, counts, stats, post):
         """:math:`\\sum_n \\hat r_{nk} E_q[\\log p(x_n \\mid \\phi_k)]` from summaries: ``(K,)``.

@@ -122,6 +122,31 @@ class ZeroMeanGaussian(ConjugateFamily):
 
         return log_lik
 
+    def column_log_lik_function(self, post, dtype=None):
+        """:meth:`log_lik_function` for the components ``columns`` only: in float64 the rows
+        ``columns`` of the packed quadratic weights times the items' packed products, so ``C``
+        columns cost ``C / K`` of all of them; in other dtypes the whitened norms under those
+        components' Cholesky factors."""
+        d = self.dim
+        chol, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
+        const = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi)
+        dtype = B_inv.dtype if dtype is None else dtype
+        if dtype != torch.float64:
+            nu = post["nu"].to(dtype)
+
+            def whitened(x, columns, products=None):
+                return const[columns].to(dtype) - 0.5 * nu[columns] * whitened_sq_norms(chol[columns], dtype=dtype)(
+                    x.to(dtype))
+
+            return whitened
+        weights = packed_quadratic_weights(post["nu"][:, None, None] * B_inv).T.contiguous()  # (K, D(D+1)/2)
+
+        def column_log_lik(x, columns, products=None):
+            products = packed_outer(x) if products is None else products
+            return torch.addmm(const[columns, None], weights[columns], products.T, alpha=-0.5).T
+
+        return column_log_lik
+
     def expected_log_lik_from_stats(self, counts, stats, post):
         d = self.dim
         _, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])

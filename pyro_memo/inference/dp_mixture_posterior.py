@@ -3,7 +3,7 @@
 import torch
 
 from ..allocation import DPSticks
-from ..families import SparseResponsibilities, family_from_state
+from ..families import SparseResponsibilities, candidate_groups, family_from_state
 from ..families._sparse import normalize_log_weights
 from ..families.base import chunk_elements
 from ..posterior import VariationalPosterior
@@ -124,7 +124,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     def __getstate__(self):
         """Pickled (for Dask workers) without the kept :meth:`log_joint_function`."""
-        return {k: v for k, v in self.__dict__.items() if k != "_log_joint"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_log_joint", "_column_log_joint")}
 
     def log_joint_resp(self, x):
         """Unnormalised :math:`\\log \\tilde r_{nk}` of items ``x`` (eq. 9; see :meth:`log_joint_function`),
@@ -189,6 +189,60 @@ class DPMixturePosterior(VariationalPosterior):
         resp = SparseResponsibilities.cat([SparseResponsibilities.top(log_joint(chunk), sparse_L)
                                            for chunk in self.chunks(x)]).to(dtype)
         return resp.dense(), Summary.from_sparse_responsibilities(self.family, x, resp)
+
+    def column_log_joint_function(self, dtype=None):
+        """``(x, columns, products=None) ->`` :meth:`log_joint_function`'s log-weights of items ``x``
+        for the components ``columns`` only (the family's
+        :meth:`~pyro_memo.families.ConjugateFamily.column_log_lik_function`), kept like it until the
+        factors change."""
+        family = self.family
+        dtype = family.dtype if dtype is None else dtype
+        factors = (self.component, self.eta1, self.eta0)
+        kept = getattr(self, "_column_log_joint", None)
+        if kept is not None and kept[0] == dtype and all(a is b for a, b in zip(kept[1], factors, strict=True)):
+            return kept[2]
+        log_lik = family.column_log_lik_function(self.component, dtype)
+        e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
+
+        def column_log_joint(x, columns, products=None):
+            x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
+            if products is None or dtype != family.dtype:
+                return log_lik(x, columns) + e_log_w[columns]
+            return log_lik(x, columns, products) + e_log_w[columns]
+
+        self._column_log_joint = (dtype, factors, column_log_joint)
+        return column_log_joint
+
+    def candidate_local_step(self, x, support, L, local_dtype=None, extra=0, generator=None):
+        """:meth:`local_step` with sparse responsibilities searched among each item's candidates
+        only (:func:`~pyro_memo.families.candidate_groups` of its last ``support`` ``(N, L')``, plus
+        ``extra`` random components per group): the best ``L`` candidates of each item, softmax-normalised.
+        Each item's last support is among its candidates, so its :math:`q(z_n)` is at least as good as
+        the one that support gave under these globals; the log-likelihoods cost the candidates'
+        share of ``K`` (Hughes & Sudderth 2016's restricted family, searched as in Forster & Lücke 2018).
+
+        :returns: ``(resp, summary)`` as :meth:`local_step`.
+        """
+        family, dtype = self.family, self.family.dtype
+        x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
+        log_joint = self.column_log_joint_function(local_dtype)
+        values = x.new_zeros((x.shape[0], L))
+        indices = torch.zeros((x.shape[0], L), dtype=torch.long, device=x.device)
+        groups = candidate_groups(support.to(x.device), self.K, extra, generator)
+        for block in _blocks(groups, self.chunk_rows(x)):  # a few groups' items at a time, their products made once
+            rows = torch.cat([items for items, _ in block])
+            chunk = x[rows]
+            products = family.item_products(chunk)
+            lo = 0
+            for items, columns in block:
+                hi = lo + len(items)
+                part = SparseResponsibilities.top(
+                    log_joint(chunk[lo:hi], columns, None if products is None else products[lo:hi]), L)
+                values[items] = part.values.to(dtype)
+                indices[items] = columns[part.indices]
+                lo = hi
+        resp = SparseResponsibilities(values, indices, self.K)
+        return resp.dense(), Summary.from_sparse_responsibilities(family, x, resp)
 
     def _dense_local_step(self, x, log_joint):
         """:meth:`local_step` with every responsibility kept, summarised chunk by chunk: counts, entropy
@@ -285,3 +339,20 @@ class DPMixturePosterior(VariationalPosterior):
             move(self.eta0),
             None if self.q_alpha is None else move(self.q_alpha),
         )
+
+
+def _blocks(groups, rows):
+    """``groups`` (``(items, columns)`` pairs) gathered into consecutive blocks of at most ``rows`` items
+    (a larger group split into pieces of ``rows``), so that a block's per-item products are formed in one
+    call of bounded size rather than once per (often small) group."""
+    block, size = [], 0
+    for items, columns in groups:
+        for lo in range(0, len(items), rows):
+            piece = items[lo:lo + rows]
+            if size + len(piece) > rows and block:
+                yield block
+                block, size = [], 0
+            block.append((piece, columns))
+            size += len(piece)
+    if block:
+        yield block

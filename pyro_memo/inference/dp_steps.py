@@ -2,13 +2,14 @@
 shared by memoized, full-batch and stochastic inference."""
 
 import weakref
+import zlib
 
 import numpy as np
 import torch
 
 from ..allocation import DPSticks
 from ..data_sources import make_batches
-from ..families import check_sparse_L
+from ..families import check_sparse_candidates, check_sparse_L
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_summary
 
@@ -19,16 +20,59 @@ class DPMixtureSteps:
 
     #: keep each item's ``sparse_L`` largest responsibilities in the memoized local step (``None``: all)
     sparse_L = None
+    #: search each item's sparse responsibilities among its candidates only, with this many random
+    #: components per group (``None``: among all components)
+    sparse_candidates = None
 
-    def set_sparse_L(self, sparse_L):
-        """Validate and keep ``sparse_L`` (see :meth:`DPMixturePosterior.local_step`)."""
+    def set_sparse_L(self, sparse_L, sparse_candidates=None):
+        """Validate and keep ``sparse_L`` and ``sparse_candidates`` (see
+        :meth:`DPMixturePosterior.local_step` and :meth:`DPMixturePosterior.candidate_local_step`)."""
         self.sparse_L = check_sparse_L(sparse_L)
+        self.sparse_candidates = check_sparse_candidates(sparse_candidates, self.sparse_L)
+
+    @property
+    def local_step_reads_memo(self):
+        """A candidate search compares its result with the batch's cached summary."""
+        return self.sparse_candidates is not None
 
     def local_step(self, state, key, batch):
         """The posterior's local step of ``batch``, sparse when :attr:`sparse_L` is set, its products with
         the data in ``local_dtype`` when set (:meth:`DPMixturePosterior.local_step`: a DP mixture's
-        mixed precision keeps its globals' terms and statistics in float64)."""
-        return state.posterior.local_step(batch, self.sparse_L, local_dtype=self.local_dtype)
+        mixed precision keeps its globals' terms and statistics in float64).
+
+        With :attr:`sparse_candidates`, a batch whose last support is kept (:meth:`keep_local`) is searched
+        among its candidates only (:meth:`DPMixturePosterior.candidate_local_step`). Its result is at least
+        as good for the batch as its cached summary while the components keep their numbering; a move
+        that renumbered them (a merge, a delete, a reordering) can make it worse, and then the step
+        searches all components instead, so no visit lowers the objective."""
+        post = state.posterior
+        support = self.candidate_support(state, key, batch, post.K)
+        if support is not None:
+            generator = torch.Generator().manual_seed(
+                (self.seed * 1_000_003 + zlib.crc32(repr(key).encode()) + int(support[:, 0].sum())) % 2**62)
+            local, summary = post.candidate_local_step(
+                batch, support, self.sparse_L, self.local_dtype, self.sparse_candidates, generator)
+            old = state.cache.batches.get(key)
+            if old is None or old.K != post.K or not float(post.elbo(summary)) < float(post.elbo(old)):
+                return local, summary
+        return post.local_step(batch, self.sparse_L, local_dtype=self.local_dtype)
+
+    def candidate_support(self, state, key, batch, K):
+        """Batch ``key``'s last support (its :meth:`keep_local`) when a candidate search can start from it:
+        ``sparse_candidates`` set, one row of ``sparse_L`` components below ``K`` per item; else ``None``."""
+        if self.sparse_candidates is None or self.sparse_L >= K:
+            return None
+        support = state.warm_starts.get(key)
+        if support is None or tuple(support.shape) != (len(batch), self.sparse_L) or int(support.max()) >= K:
+            return None
+        return support
+
+    def keep_local(self, local):
+        """With :attr:`sparse_candidates`, each item's support ``(N, sparse_L)``, most probable first: the
+        next visit's candidates (:meth:`local_step`); else nothing."""
+        if self.sparse_candidates is None or local is None or self.sparse_L >= local.shape[1]:
+            return None
+        return torch.topk(local, self.sparse_L, dim=1).indices
 
     def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
                   alpha_prior=None):

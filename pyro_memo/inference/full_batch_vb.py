@@ -34,6 +34,8 @@ class FullBatchVB(MemoizedVB):
         family's dtype (see :class:`~pyro_memo.inference.MemoizedVB`).
     :param int sparse_L: keep each item's ``sparse_L`` largest responsibilities (Hughes & Sudderth
         2016; see :class:`~pyro_memo.inference.MemoizedVB`); ``None``: all.
+    :param int sparse_candidates: search them among each item's candidates (see
+        :class:`~pyro_memo.inference.MemoizedVB`); ``None``: among all components.
     """
 
     #: plain coordinate ascent, the baseline memoized VB is measured against (no over-relaxed steps)
@@ -41,10 +43,10 @@ class FullBatchVB(MemoizedVB):
 
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
                  init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None,
-                 local_dtype=None, threads=None, sparse_L=None):
+                 local_dtype=None, threads=None, sparse_L=None, sparse_candidates=None):
         super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, init_items=init_items,
                          seed=seed, shuffle=False, alpha_prior=alpha_prior, local_dtype=local_dtype, threads=threads,
-                         sparse_L=sparse_L)
+                         sparse_L=sparse_L, sparse_candidates=sparse_candidates)
         self.max_iter = self.laps
         self.record_steps = record_steps
         self._step_elbos = []

@@ -99,6 +99,7 @@ _FIT_USES = {
     "dtype": Use(default="float64", choices=("float64", "float32")),
     "local_dtype": Use(default=None, choices=("float32", "float64"), needs=NOT_BOUNDED),
     "sparse_L": Use(needs=NOT_BOUNDED),
+    "sparse_candidates": Use(needs=NOT_BOUNDED),
     "workers": Use(needs=MEMO),
     "scheduler": Use(needs=MEMO),
     "round_size": Use(needs=MEMO),
@@ -181,7 +182,8 @@ def _run(args, data, family, state, progress):
     if args.algo == "vb":
         vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                          local_dtype=args.local_dtype,
-                         alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L)
+                         alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
+                         sparse_candidates=args.sparse_candidates)
 
         def vb_callback(lap, elbo, posterior):
             progress(lap, elbo, posterior, emptied=state.emptied[-1])
@@ -192,7 +194,7 @@ def _run(args, data, family, state, progress):
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                       local_dtype=args.local_dtype, round_size=args.round_size,
                       moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
-                      overrelax=args.overrelax == "on")
+                      sparse_candidates=args.sparse_candidates, overrelax=args.overrelax == "on")
 
     def callback(lap, elbo, posterior):
         progress(lap, elbo, posterior, state.move_log[-1] if state.move_log else None, state.emptied[-1])
@@ -347,7 +349,7 @@ class DPMixture(CliModel):
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
             "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
-            "sparse_L": args.sparse_L,
+            "sparse_L": args.sparse_L, "sparse_candidates": args.sparse_candidates,
             "prior": parse_prior(args.prior, args.family),
         }
         if post.sticks.alpha_prior is not None:  # learnt: E_q[alpha] and the Gamma factor q(alpha) = Gamma(w1, w2)
