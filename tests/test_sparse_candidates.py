@@ -11,6 +11,7 @@ import torch
 import pyro_memo as pm
 from pyro_memo.cli import main
 from pyro_memo.families import candidate_groups, check_sparse_candidates
+from pyro_memo.inference.dp_steps import CANDIDATE_WARMUP_LAPS
 from pyro_memo.inference.moves import make_moves
 from pyro_memo.memo import load_state, save_state
 from tests.conftest import FAMILY_NAMES, make_data
@@ -40,13 +41,22 @@ def test_candidate_groups_partition_the_items_and_hold_each_items_support(seed):
     items = torch.cat([rows for rows, _ in groups])
     assert sorted(items.tolist()) == list(range(N))
     for rows, columns in groups:
-        assert bool((support[rows, 0] == support[rows[0], 0]).all())  # one anchor per group
+        anchor = int(support[rows[0], 0])
+        assert bool((support[rows, 0] == anchor).all())  # one anchor per group
         assert columns.tolist() == sorted(set(columns.tolist()))
-        union = set(support[rows].flatten().tolist())
+        holding = {int(support[n, 0]) for n in range(N) if anchor in support[n].tolist()}
+        union = set(support[rows].flatten().tolist()) | holding
         assert union <= set(columns.tolist())
-        assert len(columns) <= len(union) + extra
+        assert min(L, K) <= len(columns) <= max(len(union) + extra, L)
         if extra == 0:
             assert set(columns.tolist()) == union
+
+
+def test_groups_of_repeated_supports_still_offer_L_candidates():
+    """Supports whose zero-responsibility entries repeat the first one (as the driver keeps them)."""
+    support = torch.tensor([[3, 3, 3], [3, 1, 3], [5, 5, 5], [1, 6, 1]])
+    groups = dict((int(items[0]), columns.tolist()) for items, columns in candidate_groups(support, 7))
+    assert groups == {0: [0, 1, 3], 2: [0, 1, 5], 3: [1, 3, 6]}  # 3 holds 1 in its supports, so 1's group gets 3
 
 
 # ---------------------------------------------------------- restricted log-likelihoods
@@ -146,6 +156,25 @@ def test_full_batch_coordinate_steps_never_lower_the_objective_with_candidates(s
                             sparse_candidates=1).fit(x)
     steps = np.array(result.step_elbos)
     assert np.diff(steps[1:]).min() >= -1e-9 * np.abs(steps).max()
+
+
+def test_the_search_runs_among_candidates_after_the_warm_up_laps(monkeypatch):
+    calls = {"candidates": 0, "all": 0}
+    post_cls = pm.inference.dp_mixture_posterior.DPMixturePosterior
+    searched, full = post_cls.candidate_local_step, post_cls.local_step
+
+    def count(name, method):
+        def run(*args, **kwargs):
+            calls[name] += 1
+            return method(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(post_cls, "candidate_local_step", count("candidates", searched))
+    monkeypatch.setattr(post_cls, "local_step", count("all", full))
+    x = make_data("zm-gauss", 400, D=3, seed=1, clusters=4)
+    pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), 8, laps=5, tol=0, seed=1, sparse_L=2, sparse_candidates=1,
+                  overrelax=False).fit(x, num_batches=4)
+    assert calls == {"candidates": 3 * 4, "all": CANDIDATE_WARMUP_LAPS * 4}
 
 
 def test_a_renumbering_the_supports_do_not_follow_is_caught_by_the_batch_check():

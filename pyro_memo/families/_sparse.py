@@ -48,21 +48,28 @@ def candidate_groups(support, K, extra=0, generator=None):
     truncated variational EM of Forster & Lücke 2018, with the candidates carried by the memo).
 
     Items are grouped by the first entry of their last support ``support`` ``(N, L)`` (its most
-    probable component, the anchor); a group's candidates are every component in its items' supports
-    plus ``extra`` drawn uniformly at random from all ``K`` (``generator``). Each item's own last
-    support is therefore among its candidates, so the best ``L`` of them are at least as good as it
-    (the memoized objective cannot fall), and components that share items with the anchor are searched.
+    probable component, the anchor). Anchor ``a``'s candidates are every component in its items'
+    supports, the anchors of the groups whose supports hold ``a`` (the relation of sharing items,
+    made symmetric: it closed the gap to the full search, measured in ``benchmarks/bench_sparse.py``),
+    ``extra`` components drawn uniformly at random (``generator``), and the lowest-numbered others
+    where that makes fewer than ``L``. Each item's own last support is therefore among its
+    candidates, so the best ``L`` of them are at least as good as it (the memoized objective cannot
+    fall). A row may repeat a component (a support with fewer than ``L`` components of non-zero
+    responsibility).
 
     :returns: a list of ``(items, columns)``: the rows of a group (ascending) and its candidate
-        components (ascending, at least ``L`` of them).
+        components (ascending, at least ``min(L, K)`` of them).
     """
-    anchors = support[:, 0]
+    anchors, L = support[:, 0], min(support.shape[1], K)
     mark = torch.zeros((K, K), dtype=torch.bool, device=support.device)
     mark[anchors[:, None].expand_as(support), support] = True
+    mark |= mark.T.clone()
     present = torch.unique(anchors)
     if extra:
         draws = torch.randint(K, (len(present), extra), generator=generator, device="cpu").to(support.device)
         mark[present[:, None].expand_as(draws), draws] = True
+    for a in present[mark[present].sum(1) < L].tolist():  # too few: the lowest-numbered unmarked components
+        mark[a, (~mark[a]).nonzero().flatten()[:L - int(mark[a].sum())]] = True
     order = torch.argsort(anchors, stable=True)
     items = torch.split(order, torch.bincount(anchors, minlength=K).tolist())
     return [(items[a], mark[a].nonzero().flatten()) for a in present.tolist()]

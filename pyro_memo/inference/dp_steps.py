@@ -13,6 +13,11 @@ from ..families import check_sparse_candidates, check_sparse_L
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import initial_summary
 
+#: laps of full searches before a fit with ``sparse_candidates`` searches among candidates: the memo is
+#: built, then refreshed once under its own globals, whose components move most in these laps
+#: (``benchmarks/bench_sparse.py --candidates``)
+CANDIDATE_WARMUP_LAPS = 2
+
 
 class DPMixtureSteps:
     """Mixin of a driver (:class:`~pyro_memo.engine.MemoizedDriver`,
@@ -59,20 +64,34 @@ class DPMixtureSteps:
 
     def candidate_support(self, state, key, batch, K):
         """Batch ``key``'s last support (its :meth:`keep_local`) when a candidate search can start from it:
-        ``sparse_candidates`` set, one row of ``sparse_L`` components below ``K`` per item; else ``None``."""
+        ``sparse_candidates`` set, :data:`CANDIDATE_WARMUP_LAPS` laps done, one row of ``sparse_L``
+        components below ``K`` per item; else ``None``."""
         if self.sparse_candidates is None or self.sparse_L >= K:
+            return None
+        laps_done = getattr(self, "_laps_done", None)  # set on the copies sent to workers (for_workers)
+        if (state.laps_done if laps_done is None else laps_done) < CANDIDATE_WARMUP_LAPS:
             return None
         support = state.warm_starts.get(key)
         if support is None or tuple(support.shape) != (len(batch), self.sparse_L) or int(support.max()) >= K:
             return None
         return support
 
+    def for_workers(self, state):
+        """The driver's copy for batch steps elsewhere (:meth:`~pyro_memo.engine.MemoizedDriver.for_workers`),
+        told how many laps are done: a worker's one-batch state does not know."""
+        other, posterior = super().for_workers(state)
+        other._laps_done = state.laps_done
+        return other, posterior
+
     def keep_local(self, local):
-        """With :attr:`sparse_candidates`, each item's support ``(N, sparse_L)``, most probable first: the
-        next visit's candidates (:meth:`local_step`); else nothing."""
+        """With :attr:`sparse_candidates`, each item's support ``(N, sparse_L)``, most probable first, its
+        entries of zero responsibility replaced by the first (they need not be candidates, and which of
+        the zeros a top-``L`` picks depends on the device): the next visit's candidates (:meth:`local_step`);
+        else nothing."""
         if self.sparse_candidates is None or local is None or self.sparse_L >= local.shape[1]:
             return None
-        return torch.topk(local, self.sparse_L, dim=1).indices
+        top = torch.topk(local, self.sparse_L, dim=1)
+        return torch.where(top.values > 0, top.indices, top.indices[:, :1])
 
     def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
                   alpha_prior=None):

@@ -111,6 +111,18 @@ def test_a_dp_mixture_on_two_workers_equals_the_serial_fit(client, round_size):
     torch.testing.assert_close(dask.posterior.eta1, serial.posterior.eta1, rtol=REL, atol=0)
 
 
+def test_a_candidate_search_on_two_workers_equals_the_serial_fit(client):
+    """The carried supports travel to the workers, and the copies sent there know the laps done."""
+    memo, x = dp(3, schedule="parallel", round_size=3, sparse_L=2, sparse_candidates=1)
+    serial = memo.fit(x, 6)
+    memo, x = dp(3, round_size=3, sparse_L=2, sparse_candidates=1)
+    dask = memo.fit(x, 6, executor=client)
+    same_fit(serial, dask)
+    assert set(dask.state.warm_starts) == set(range(6))
+    for key, support in serial.state.warm_starts.items():
+        assert torch.equal(dask.state.warm_starts[key], support)
+
+
 def test_a_dp_mixture_with_moves_on_two_workers_equals_the_serial_fit(client):
     x = toy(2)
     family = pm.ZeroMeanGaussian.from_data(x)
