@@ -310,9 +310,10 @@ class ConjugateFamily(ABC):
     def column_log_lik_function(self, post, dtype=None):
         """``(x, columns, products=None) ->`` the expected log-likelihoods of items ``x`` under the
         components ``columns`` only: ``(N, len(columns))``, column ``j`` that of component
-        ``columns[j]`` (the restricted candidates of a sparse local step, :func:`candidate_groups`).
-        ``products``: the items' :meth:`item_products`. The default computes all ``K`` columns and
-        keeps those asked for (no saving); families whose cost is per component override it."""
+        ``columns[j]`` (the restricted candidates of a sparse local step,
+        :func:`~pyro_memo.families.candidate_groups`). ``products``: the items' :meth:`item_products`.
+        The default computes all ``K`` columns and keeps those asked for (no saving); families whose
+        cost is per component override it."""
         log_lik = self.log_lik_function(post, dtype)
 
         def column_log_lik(x, columns, products=None):
