@@ -79,7 +79,7 @@ def cost_split(posterior, x, L, reps, candidates=None):
         groups = candidate_groups(support, posterior.K, candidates, torch.Generator().manual_seed(0))
         per_item = sum(len(items) * len(columns) for items, columns in groups) / len(x)
         parts[f"candidate step ({per_item:.1f} per item)"] = lambda: posterior.candidate_local_step(
-            x, support, L, extra=candidates, generator=torch.Generator().manual_seed(0))
+            x, support, L, extra=candidates, generator=torch.Generator().manual_seed(0))[0].dense()
     times = {name: [] for name in parts}
     for _ in range(reps):
         for name, run in parts.items():  # interleaved

@@ -54,7 +54,7 @@ def main():
     support = torch.topk(post.local_step(batch)[0], args.L, dim=1).indices
     steps = {"dense": lambda: post.local_step(batch), "top-L": lambda: post.local_step(batch, sparse_L=args.L),
              "candidates": lambda: post.candidate_local_step(batch, support, args.L, extra=4,
-                                                             generator=torch.Generator().manual_seed(0))}
+                                                             generator=torch.Generator().manual_seed(0))[0].dense()}
     for name, run in steps.items():
         run()
         sync(args.device)

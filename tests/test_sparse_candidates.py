@@ -91,6 +91,7 @@ def test_candidate_step_is_the_top_L_softmax_over_each_groups_candidates(name, s
     post, L = fit.posterior, 2 + seed
     support = random_support(x.shape[0], post.K, L, seed)
     resp, summary = post.candidate_local_step(x, support, L)
+    resp = resp.dense()
     log_joint = post.log_joint_resp(x)
     want = torch.zeros_like(log_joint)
     for rows, columns in candidate_groups(support, post.K):
@@ -113,6 +114,7 @@ def test_each_items_candidate_optimum_is_at_least_its_last_supports(seed):
     support = random_support(x.shape[0], post.K, L, seed)
     resp, _ = post.candidate_local_step(x, support, L, extra=seed % 2,
                                         generator=torch.Generator().manual_seed(seed))
+    resp = resp.dense()
     log_joint = post.log_joint_resp(x)
     new = torch.where(resp > 0, log_joint, -torch.inf).logsumexp(1)
     old = log_joint.gather(1, support).logsumexp(1)
@@ -127,7 +129,7 @@ def test_candidates_covering_every_component_give_the_exact_sparse_step():
     support = torch.stack([torch.roll(row, -int(i) % 6) for i, row in enumerate(support)])[:, :6]
     resp, summary = post.candidate_local_step(x, support[:, :6], 3)
     exact_resp, exact = post.local_step(x, sparse_L=3)
-    torch.testing.assert_close(resp, exact_resp, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(resp.dense(), exact_resp, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(summary.stats["xx"], exact.stats["xx"], rtol=1e-10, atol=1e-9)
 
 
@@ -174,7 +176,7 @@ def test_the_batch_check_gain_is_the_difference_of_the_exact_objectives(name):
 def test_the_search_runs_among_candidates_after_the_warm_up_laps(monkeypatch):
     calls = {"candidates": 0, "all": 0}
     post_cls = pm.inference.dp_mixture_posterior.DPMixturePosterior
-    searched, full = post_cls.candidate_local_step, post_cls.local_step
+    searched, full = post_cls.candidate_local_step, post_cls.sparse_local_step
 
     def count(name, method):
         def run(*args, **kwargs):
@@ -183,11 +185,23 @@ def test_the_search_runs_among_candidates_after_the_warm_up_laps(monkeypatch):
         return run
 
     monkeypatch.setattr(post_cls, "candidate_local_step", count("candidates", searched))
-    monkeypatch.setattr(post_cls, "local_step", count("all", full))
+    monkeypatch.setattr(post_cls, "sparse_local_step", count("all", full))
     x = make_data("zm-gauss", 400, D=3, seed=1, clusters=4)
     pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), 8, laps=5, tol=0, seed=1, sparse_L=2, sparse_candidates=1,
                   overrelax=False).fit(x, num_batches=4)
     assert calls == {"candidates": 3 * 4, "all": CANDIDATE_WARMUP_LAPS * 4}
+
+
+def test_the_kept_supports_are_the_steps_own_and_equal_a_top_L_of_the_dense_responsibilities():
+    fit, family, x = fitted("zm-gauss", K=8, laps=2, sparse_L=3)
+    memo = pm.MemoizedVB(family, 8, sparse_L=3, sparse_candidates=0)
+    resp, _ = fit.posterior.sparse_local_step(x, 3)
+    local = memo.carry(resp)
+    carried = memo.keep_local(local)
+    assert memo._carried is None  # used once
+    recomputed = memo.keep_local(local.clone())  # not the carried tensor: a top-L of the dense matrix
+    torch.testing.assert_close(carried, recomputed, rtol=0, atol=0)
+    assert bool((carried[:, 0] == local.argmax(1)).all())
 
 
 def test_a_renumbering_the_supports_do_not_follow_is_caught_by_the_batch_check():

@@ -186,9 +186,18 @@ class DPMixturePosterior(VariationalPosterior):
         log_joint = self.log_joint_function(local_dtype)  # casts each chunk to local_dtype
         if sparse_L is None or sparse_L >= self.K:
             return self._dense_local_step(x, log_joint)
-        resp = SparseResponsibilities.cat([SparseResponsibilities.top(log_joint(chunk), sparse_L)
+        resp, summary = self.sparse_local_step(x, sparse_L, local_dtype)
+        return resp.dense(), summary
+
+    def sparse_local_step(self, x, L, local_dtype=None):
+        """:meth:`local_step` with ``sparse_L = L``, the responsibilities as
+        :class:`~pyro_memo.families.SparseResponsibilities` (each item's support, most probable first)."""
+        dtype = self.family.dtype
+        x = torch.as_tensor(x).to(dtype=dtype, device=self.family.device)
+        log_joint = self.log_joint_function(local_dtype)
+        resp = SparseResponsibilities.cat([SparseResponsibilities.top(log_joint(chunk), L)
                                            for chunk in self.chunks(x)]).to(dtype)
-        return resp.dense(), Summary.from_sparse_responsibilities(self.family, x, resp)
+        return resp, Summary.from_sparse_responsibilities(self.family, x, resp)
 
     def column_log_joint_function(self, dtype=None):
         """``(x, columns, products=None) ->`` :meth:`log_joint_function`'s log-weights of items ``x``
@@ -221,7 +230,8 @@ class DPMixturePosterior(VariationalPosterior):
         the one that support gave under these globals; the log-likelihoods cost the candidates'
         share of ``K`` (Hughes & Sudderth 2016's restricted family, searched as in Forster & Lücke 2018).
 
-        :returns: ``(resp, summary)`` as :meth:`local_step`.
+        :returns: ``(resp, summary)``, ``resp`` the :class:`~pyro_memo.families.SparseResponsibilities`
+            (each item's support, most probable first).
         """
         family, dtype = self.family, self.family.dtype
         x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
@@ -242,7 +252,7 @@ class DPMixturePosterior(VariationalPosterior):
                 indices[items] = columns[part.indices]
                 lo = hi
         resp = SparseResponsibilities(values, indices, self.K)
-        return resp.dense(), Summary.from_sparse_responsibilities(family, x, resp)
+        return resp, Summary.from_sparse_responsibilities(family, x, resp)
 
     def _dense_local_step(self, x, log_joint):
         """:meth:`local_step` with every responsibility kept, summarised chunk by chunk: counts, entropy

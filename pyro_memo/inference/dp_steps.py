@@ -55,12 +55,22 @@ class DPMixtureSteps:
         if support is not None:
             generator = torch.Generator().manual_seed(
                 (self.seed * 1_000_003 + zlib.crc32(repr(key).encode()) + int(support[:, 0].sum())) % 2**62)
-            local, summary = post.candidate_local_step(
+            resp, summary = post.candidate_local_step(
                 batch, support, self.sparse_L, self.local_dtype, self.sparse_candidates, generator)
             old = state.cache.batches.get(key)
             if old is None or old.K != post.K or not post.elbo_gain(summary, old) < 0:
-                return local, summary
+                return self.carry(resp), summary
+        if self.sparse_candidates is not None and self.sparse_L < post.K:
+            resp, summary = post.sparse_local_step(batch, self.sparse_L, self.local_dtype)
+            return self.carry(resp), summary
         return post.local_step(batch, self.sparse_L, local_dtype=self.local_dtype)
+
+    def carry(self, resp):
+        """The dense responsibilities of the sparse ``resp`` of a step, its supports kept beside them for
+        :meth:`keep_local` (which then needs no top-``L`` over the dense matrix)."""
+        local = resp.dense()
+        self._carried = (local, resp.indices, resp.values)
+        return local
 
     def candidate_support(self, state, key, batch, K):
         """Batch ``key``'s last support (its :meth:`keep_local`) when a candidate search can start from it:
@@ -90,8 +100,12 @@ class DPMixtureSteps:
         else nothing."""
         if self.sparse_candidates is None or local is None or self.sparse_L >= local.shape[1]:
             return None
-        top = torch.topk(local, self.sparse_L, dim=1)
-        return torch.where(top.values > 0, top.indices, top.indices[:, :1])
+        carried, self._carried = getattr(self, "_carried", None), None
+        if carried is not None and carried[0] is local:  # the step's own supports (carry)
+            indices, values = carried[1], carried[2]
+        else:  # the responsibilities were converted since (local_dtype)
+            values, indices = torch.topk(local, self.sparse_L, dim=1)
+        return torch.where(values > 0, indices, indices[:, :1])
 
     def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
                   alpha_prior=None):
@@ -122,8 +136,9 @@ class DPMixtureSteps:
         return x
 
     def __getstate__(self):
-        """Copies and pickles (the readers sent to Dask workers) leave the scanned batches behind."""
-        return {k: v for k, v in self.__dict__.items() if k != "_scanned"}
+        """Copies and pickles (the readers sent to Dask workers) leave the scanned batches and the last
+        step's carried supports behind."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_scanned", "_carried")}
 
     def initial_summary(self, source):
         """``(summary, items)``: initial responsibilities' summary on the items
