@@ -104,23 +104,33 @@ class DPMixturePosterior(VariationalPosterior):
         """
         family = self.family
         dtype = family.dtype if dtype is None else dtype
-        factors = (self.component, self.eta1, self.eta0)  # replaced, never changed in place, by the updates
-        kept = getattr(self, "_log_joint", None)  # absent until first built, and in copies
+
+        def build():
+            log_lik = family.log_lik_function(self.component, dtype)
+            e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
+
+            def log_joint(x, products=None):
+                """``products``: the family's :meth:`~pyro_memo.families.ConjugateFamily.item_products` of
+                ``x`` (used when the log-likelihood runs in the family's precision)."""
+                x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
+                if products is None or dtype != family.dtype:
+                    return log_lik(x) + e_log_w
+                return log_lik(x, products) + e_log_w
+
+            return log_joint
+
+        return self._kept("_log_joint", dtype, build)
+
+    def _kept(self, name, dtype, build):
+        """``build()``, kept in attribute ``name`` with ``dtype`` until the factors change (they are
+        replaced, never changed in place, by the updates; absent until first built, and in copies)."""
+        factors = (self.component, self.eta1, self.eta0)
+        kept = getattr(self, name, None)
         if kept is not None and kept[0] == dtype and all(a is b for a, b in zip(kept[1], factors, strict=True)):
             return kept[2]
-        log_lik = family.log_lik_function(self.component, dtype)
-        e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
-
-        def log_joint(x, products=None):
-            """``products``: the family's :meth:`~pyro_memo.families.ConjugateFamily.item_products` of
-            ``x`` (used when the log-likelihood runs in the family's precision)."""
-            x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
-            if products is None or dtype != family.dtype:
-                return log_lik(x) + e_log_w
-            return log_lik(x, products) + e_log_w
-
-        self._log_joint = (dtype, factors, log_joint)
-        return log_joint
+        function = build()
+        setattr(self, name, (dtype, factors, function))
+        return function
 
     def __getstate__(self):
         """Pickled (for Dask workers) without the kept :meth:`log_joint_function`."""
@@ -206,21 +216,20 @@ class DPMixturePosterior(VariationalPosterior):
         factors change."""
         family = self.family
         dtype = family.dtype if dtype is None else dtype
-        factors = (self.component, self.eta1, self.eta0)
-        kept = getattr(self, "_column_log_joint", None)
-        if kept is not None and kept[0] == dtype and all(a is b for a, b in zip(kept[1], factors, strict=True)):
-            return kept[2]
-        log_lik = family.column_log_lik_function(self.component, dtype)
-        e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
 
-        def column_log_joint(x, columns, products=None):
-            x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
-            if products is None or dtype != family.dtype:
-                return log_lik(x, columns) + e_log_w[columns]
-            return log_lik(x, columns, products) + e_log_w[columns]
+        def build():
+            log_lik = family.column_log_lik_function(self.component, dtype)
+            e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
 
-        self._column_log_joint = (dtype, factors, column_log_joint)
-        return column_log_joint
+            def column_log_joint(x, columns, products=None):
+                x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
+                if products is None or dtype != family.dtype:
+                    return log_lik(x, columns) + e_log_w[columns]
+                return log_lik(x, columns, products) + e_log_w[columns]
+
+            return column_log_joint
+
+        return self._kept("_column_log_joint", dtype, build)
 
     def candidate_local_step(self, x, support, L, local_dtype=None, extra=0, generator=None):
         """:meth:`local_step` with sparse responsibilities searched among each item's candidates
