@@ -37,7 +37,8 @@ driver = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K, laps=laps, tol=0, se
                        threads=1 if "one-thread" in sys.argv[6:] else None)
 result = driver.fit(x, num_batches=batches)
 print(json.dumps({"lap_seconds": result.lap_seconds, "elbo": result.elbo / len(x),
-                  "threads": driver.thread_policy.history[-1:] or [1]}))
+                  "threads": driver.thread_policy.history[-1:] or [1],
+                  "held": getattr(driver.thread_policy, "held", None)}))
 """
 
 BNPY_RUN = """
@@ -122,6 +123,8 @@ def main():
                 laps[name, condition].append(float(np.mean(out["lap_seconds"][1:])))
                 notes[name, condition] = out
                 extra = f"  chose {out['threads'][0]} thread(s)" if "threads" in out else f"  K {out.get('K')}"
+                if out.get("held") is not None:
+                    extra += f", {out['held']} probe(s) held by the load"
                 print(f"  rep {rep}  {name:19s} {condition[0]} thread(s){' busy' if condition[1] else '':5s} "
                       f"mean lap {laps[name, condition][-1]:.3f} s  objective/item {out['elbo']:.4f}{extra}",
                       flush=True)

@@ -4,14 +4,22 @@ A memoized local step on a batch of about a thousand items is many small kernels
 pool helps them on an idle machine, but when another process holds a core the pool's threads wait
 on each other at every kernel, and two threads run a lap up to three times slower than one
 (``benchmarks/bench_threads.py``). No rule on the kernel sizes alone can know whether the cores are
-free, so the policy measures: it times the local step with one thread and with the most it may use,
-keeps the faster, and measures again from time to time, as the load of the machine changes.
+free, so the policy measures: it times the local step with one thread and with more, keeps the faster,
+and measures again from time to time, as the load of the machine changes.
+
+Timing more threads beside a busy process is itself costly: one such step can take twenty times one
+thread's. So where Linux tells how busy the cores are (``/proc/stat``), a :class:`LoadMeter` first counts
+the cores that other work kept busy since it last looked, and more threads are timed only on the cores
+left free: none when one other process holds one of two cores, so the fit stays on one thread and pays
+for no probe.
 
 :class:`ThreadPolicy` is entered for the whole of a fit (the thread count is restored afterwards)
 and wraps each local step in :meth:`ThreadPolicy.step`. Every driver does this (see
 :class:`~pyro_memo.engine.Driver`), so every model has it; ``threads=1`` turns it off.
 """
 
+import math
+import os
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -23,6 +31,64 @@ FIRST_INTERVAL = 16
 MAX_INTERVAL = 256
 #: re-measuring the losing count may cost at most this share of the time between re-measurements
 PROBE_SHARE = 0.02
+#: seconds of wall time a :class:`LoadMeter` reading spans at least (/proc/stat counts 1/100 s ticks)
+LOAD_WINDOW = 0.2
+
+
+def core_times():
+    """``(busy, total, cpus)``: clock ticks since boot summed over the CPUs this process may run on
+    (``busy``: user, nice, system, irq, softirq and steal time; ``total`` adds idle and iowait), from
+    Linux's ``/proc/stat``, and how many CPUs those are; ``None`` where they cannot be read."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        with open("/proc/stat") as stat:
+            lines = stat.readlines()
+    except (AttributeError, OSError):
+        return None
+    busy = total = 0
+    for line in lines:
+        name, *fields = line.split()
+        if name[:3] == "cpu" and name[3:].isdigit() and int(name[3:]) in cpus and len(fields) >= 8:
+            ticks = [int(v) for v in fields[:8]]
+            busy += sum(ticks) - ticks[3] - ticks[4]
+            total += sum(ticks)
+    return (busy, total, len(cpus)) if total > 0 else None
+
+
+class LoadMeter:
+    """How many of this process's cores other work kept busy since the last reading: the cores' busy
+    ticks (:func:`core_times`) less this process's own CPU time, per tick of wall time."""
+
+    def __init__(self):
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._start = self._read()
+
+    def _read(self):
+        times = core_times()
+        return None if times is None else (*times, time.process_time(), time.perf_counter())
+
+    @property
+    def readable(self):
+        return self._start is not None
+
+    def wait(self):
+        """Seconds until a reading spans :data:`LOAD_WINDOW` (0 when it does)."""
+        return max(0.0, LOAD_WINDOW - (time.perf_counter() - self._start[-1]))
+
+    def free_cores(self):
+        """The cores other work left free since the last reading (which this one ends), or ``None`` when
+        the load cannot be read."""
+        now = self._read()
+        if now is None or self._start is None:
+            self._start = now
+            return None
+        busy, total, cpus = (now[i] - self._start[i] for i in range(3))
+        own = (now[3] - self._start[3]) * self._tick
+        self._start = now
+        if total <= 0:
+            return None
+        others = max(0.0, busy - own) / (total / now[2])
+        return max(0.0, now[2] - others)
 
 
 def check_threads(threads):
@@ -35,22 +101,29 @@ def check_threads(threads):
 
 
 class ThreadPolicy:
-    """Chooses between one thread and ``threads`` for the local steps of a fit, by timing them.
+    """Chooses between one thread and more for the local steps of a fit, by timing them.
 
-    Until the first choice the fit runs on one thread. The first local step is a warm-up; then each
-    candidate runs ``probes`` steps (more threads stop after one step slower than all of one thread's)
-    and the one with the lower mean time is kept. The kept candidate's own times are tracked as it runs; the other is
-    timed again after an interval that doubles each time the choice holds (from :data:`FIRST_INTERVAL`
-    to :data:`MAX_INTERVAL` steps) and restarts when it changes: one step, or ``probes`` steps when the
-    first is not slower than all of the choice's recent steps; and never sooner than when that one step
-    costs :data:`PROBE_SHARE` of the interval's time, unless the choice's own last ``probes`` steps all
-    took twice as long as when it was chosen (the load changed), which measures again at once. The
-    losing count costs about 2% of the time.
+    * Until the first choice the fit runs on one thread; the first local step is a warm-up.
+    * A measurement times ``probes`` steps of each candidate and keeps the one with the lower mean time.
+      The candidates are one thread and a wider count: ``threads`` where the load cannot be read, else the
+      cores other work left free since the meter last looked (:class:`LoadMeter`, a reading of at least
+      :data:`LOAD_WINDOW` seconds), at most ``threads``. When that is one core, nothing is timed and the
+      meter looks again after :data:`FIRST_INTERVAL` steps: a busy machine costs no probe.
+    * The kept count's own times are tracked as it runs; the other is timed again after an interval that
+      doubles each time the choice holds (from :data:`FIRST_INTERVAL` to :data:`MAX_INTERVAL` steps) and
+      restarts when it changes. A re-measurement of more threads stops after one step slower than all of
+      the choice's recent steps, and comes no sooner than when that one step costs :data:`PROBE_SHARE` of
+      the interval's time.
+    * When the choice's own last ``probes`` steps all took twice as long as when it was chosen (the load
+      changed), it measures again at once.
 
     :param threads: the most intra-op threads to use; ``None`` (default) takes torch's setting when
         the fit starts (``torch.get_num_threads()``: the number of cores, or ``OMP_NUM_THREADS``).
         ``1`` runs single-threaded and measures nothing.
     :param int probes: timed steps per candidate in each measurement.
+
+    After a fit, :attr:`choice` is the last choice, :attr:`history` every choice made and :attr:`held` how
+    many times more threads were not timed because other work held the cores.
     """
 
     def __init__(self, threads=None, probes=3):
@@ -68,10 +141,13 @@ class ThreadPolicy:
         if self._depth > 1:
             return self
         self._saved = torch.get_num_threads()
-        most = self.threads or self._saved
-        self.candidates = (1,) if most == 1 else (1, most)
+        self.most = self.threads or self._saved
+        self.candidates = (1,) if self.most == 1 else (1, self.most)
         self._times = {t: deque(maxlen=self.probes) for t in self.candidates}
+        self._meter = LoadMeter()
+        self.held = 0  # measurements of more threads skipped because other work held the cores
         self._warm = False
+        self._step_seconds = 0.0
         self._interval = FIRST_INTERVAL
         self._until_probe = 0
         self._decided = None
@@ -91,11 +167,37 @@ class ThreadPolicy:
         if len(self.candidates) == 1 or not self._warm:
             return self.choice
         if self._until_probe <= 0:
-            short = [t for t in self.candidates if len(self._times[t]) < self.probes]
+            short = self._unmeasured()
+            if short and short[0] > self.choice and not self._times[short[0]]:  # about to time more threads
+                if not self._cores_free():
+                    return self.choice
+                short = self._unmeasured()
             if short and not self._hopeless(short[0]):
                 return short[0]
             self._decide()
         return self.choice
+
+    def _unmeasured(self):
+        return [t for t in self.candidates if len(self._times[t]) < self.probes]
+
+    def _cores_free(self):
+        """Before timing more threads than the choice: set the wider candidate to the cores other work left
+        free (:class:`LoadMeter`); ``False`` (time nothing yet) when that is one core, or when the meter's
+        reading is still too short, to look again after enough steps."""
+        if not self._meter.readable:
+            return True
+        wait = self._meter.wait()
+        if wait > 0:
+            self._until_probe = max(1, math.ceil(wait / max(self._step_seconds, 1e-4)))
+            return False
+        wide = min(self.most, max(1, int(self._meter.free_cores() + 0.5)))
+        if wide == 1:
+            self.held += 1
+            self._until_probe = FIRST_INTERVAL
+            return False
+        self.candidates = (1, wide)
+        self._times.setdefault(wide, deque(maxlen=self.probes))
+        return True
 
     def _hopeless(self, other):
         """A re-measurement of ``other`` stops after one step slower than every step of the choice: on a
@@ -116,9 +218,9 @@ class ThreadPolicy:
         self._decided = means[best]
         self.history.append(best)
         self._until_probe = self._interval
-        for t in self.candidates:
+        for t, ts in self._times.items():
             if t != best:
-                self._times[t].clear()
+                ts.clear()
 
     @contextmanager
     def step(self):
@@ -129,6 +231,7 @@ class ThreadPolicy:
         start = time.perf_counter()
         yield threads
         seconds = time.perf_counter() - start
+        self._step_seconds = seconds
         if not self._warm:
             self._warm = True
             return

@@ -1,6 +1,7 @@
 """The thread policy: it keeps the faster of one thread and the most allowed, follows a change of
 load, restores torch's setting, and never changes what a fit computes."""
 
+import os
 import time
 
 import numpy as np
@@ -10,7 +11,43 @@ import torch
 import pyro_memo as pm
 from pyro_memo.cli import main
 from pyro_memo.engine import ThreadPolicy
-from pyro_memo.engine.threads import FIRST_INTERVAL, check_threads
+from pyro_memo.engine import threads as thread_module
+from pyro_memo.engine.threads import FIRST_INTERVAL, LOAD_WINDOW, LoadMeter, check_threads
+
+REAL_CORE_TIMES = thread_module.core_times
+
+
+@pytest.fixture(autouse=True)
+def unmetered(monkeypatch):
+    """The timing tests below run where the load cannot be read (the machine's real load, other test
+    workers included, would decide what they time); the load tests set their own."""
+    monkeypatch.setattr(thread_module, "core_times", lambda: None)
+
+
+class FakeLoad:
+    """``core_times`` of ``cpus`` cores of which other work keeps ``others`` busy, this process's own CPU
+    time (``time.process_time``) counted as busy too, on the wall clock."""
+
+    def __init__(self, cpus, others):
+        self.cpus, self.others = cpus, others
+        self.start, self.other_seconds, self.last = time.perf_counter(), 0.0, time.perf_counter()
+
+    def __call__(self):
+        now = time.perf_counter()
+        self.other_seconds += self.others * (now - self.last)
+        self.last = now
+        wall = now - self.start
+        busy = 100 * (time.process_time() + self.other_seconds)
+        return busy, 100 * self.cpus * wall, self.cpus
+
+
+@pytest.fixture
+def load(monkeypatch):
+    def set_load(cpus, others):
+        fake = FakeLoad(cpus, others)
+        monkeypatch.setattr(thread_module, "core_times", fake)
+        return fake
+    return set_load
 
 
 @pytest.fixture
@@ -145,3 +182,72 @@ def test_a_memory_bounded_stream_shares_one_policy_across_epochs(two_threads):
     assert len(fit.epochs) == 12
     assert stream.thread_policy.history  # measured and decided across epochs
     assert torch.get_num_threads() == 2
+
+
+def test_core_times_reads_the_cores_this_process_may_use():
+    """Linux's /proc/stat, summed over this process's CPUs: busy ticks within the total, which grows."""
+    first = REAL_CORE_TIMES()
+    if not os.path.exists("/proc/stat"):
+        assert first is None
+        return
+    time.sleep(0.05)
+    busy, total, cpus = REAL_CORE_TIMES()
+    assert cpus == len(os.sched_getaffinity(0))
+    assert 0 <= busy <= total and first[0] <= busy and first[1] < total
+
+
+@pytest.mark.parametrize("cpus, others, free", [(2, 1.0, 1.0), (2, 0.0, 2.0), (4, 1.5, 2.5), (2, 3.0, 0.0)])
+def test_the_meter_counts_the_cores_other_work_held(load, cpus, others, free):
+    """Other work's share of the cores over the window, this process's own CPU time left out: the meter
+    spins the CPU itself for part of the window, which must not count as other work."""
+    load(cpus, others)
+    meter = LoadMeter()
+    end = time.perf_counter() + LOAD_WINDOW
+    while time.perf_counter() < end:  # this process busy on one core for the whole window
+        pass
+    assert meter.wait() == 0
+    assert meter.free_cores() == pytest.approx(free, abs=0.1)
+
+
+def test_a_core_held_by_other_work_is_not_timed(two_threads, load):
+    """Beside a process holding one of two cores, two threads (twenty times slower here) are never run:
+    the policy stays on one thread and pays for no probe."""
+    load(2, 1.0)
+    with ThreadPolicy(2) as policy:
+        used = run_steps(policy, 300, lambda t: 0.02 if t == 2 else 0.001)
+        assert torch.get_num_threads() == 1
+    assert used.count(2) == 0 and policy.choice == 1 and policy.held >= 1
+
+
+@pytest.mark.parametrize("others, timed", [(0.0, 2), (0.4, 2), (0.6, None)])
+def test_more_threads_are_timed_on_free_cores(two_threads, load, others, timed):
+    """On two cores, two threads are timed (and kept, being faster here) while other work holds less than
+    half a core."""
+    load(2, others)
+    with ThreadPolicy(2) as policy:
+        used = run_steps(policy, 150, lambda t: 0.001 if t == 2 else 0.003)
+    assert policy.choice == (timed or 1)
+    assert (2 in used) == (timed is not None)
+
+
+def test_the_wider_count_is_the_cores_left_free(load):
+    """On four cores with one held by other work, the policy times three threads, not four."""
+    saved = torch.get_num_threads()
+    load(4, 1.0)
+    try:
+        torch.set_num_threads(4)
+        with ThreadPolicy() as policy:
+            used = run_steps(policy, 150, lambda t: 0.001 if t > 1 else 0.003)
+        assert set(used) == {1, 3} and policy.choice == 3
+    finally:
+        torch.set_num_threads(saved)
+
+
+def test_more_threads_are_timed_once_the_other_work_stops(two_threads, load):
+    fake = load(2, 1.0)
+    with ThreadPolicy(2) as policy:
+        used = run_steps(policy, 150, lambda t: 0.001 if t == 2 else 0.003)
+        assert 2 not in used and policy.choice == 1
+        fake.others = 0.0
+        run_steps(policy, 150 + FIRST_INTERVAL, lambda t: 0.001 if t == 2 else 0.003)
+        assert policy.choice == 2
