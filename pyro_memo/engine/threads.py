@@ -56,8 +56,8 @@ def core_times():
 
 
 class LoadMeter:
-    """How many of this process's cores other work kept busy since the last reading: the cores' busy
-    ticks (:func:`core_times`) less this process's own CPU time, per tick of wall time."""
+    """How many of this process's cores other work left free since the last reading. Other work's share is
+    the cores' busy ticks (:func:`core_times`) less this process's own CPU time, per tick of wall time."""
 
     def __init__(self):
         self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -190,7 +190,10 @@ class ThreadPolicy:
         if wait > 0:
             self._until_probe = max(1, math.ceil(wait / max(self._step_seconds, 1e-4)))
             return False
-        wide = min(self.most, max(1, int(self._meter.free_cores() + 0.5)))
+        free = self._meter.free_cores()
+        if free is None:  # the load could be read when the fit started but no longer: timing alone decides
+            return True
+        wide = min(self.most, max(1, int(free + 0.5)))
         if wide == 1:
             self.held += 1
             self._until_probe = FIRST_INTERVAL

@@ -251,3 +251,24 @@ def test_more_threads_are_timed_once_the_other_work_stops(two_threads, load):
         fake.others = 0.0
         run_steps(policy, 150 + FIRST_INTERVAL, lambda t: 0.001 if t == 2 else 0.003)
         assert policy.choice == 2
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_only_the_free_cores_are_ever_timed(load, case):
+    """Over random machines (cores, other work's load, the cap): the counts run are one thread and, only
+    when at least two cores are free, the free cores up to the cap; never more."""
+    rng = np.random.default_rng(case)
+    cpus = int(rng.integers(2, 9))
+    others = float(rng.uniform(0.0, cpus))
+    most = int(rng.integers(2, cpus + 1))
+    wide = min(most, max(1, int(cpus - others + 0.5)))
+    saved = torch.get_num_threads()
+    load(cpus, others)
+    try:
+        torch.set_num_threads(most)
+        with ThreadPolicy() as policy:
+            used = run_steps(policy, 200, lambda t: 0.001 if t > 1 else 0.002)
+    finally:
+        torch.set_num_threads(saved)
+    assert set(used) == ({1} if wide == 1 else {1, wide})
+    assert policy.choice == wide and (policy.held > 0) == (wide == 1)
