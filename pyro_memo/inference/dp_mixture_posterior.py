@@ -191,13 +191,11 @@ class DPMixturePosterior(VariationalPosterior):
         :returns: ``(resp, summary)``, ``resp`` the ``(N, K)`` responsibilities (zero outside each
             item's support when sparse).
         """
-        dtype = self.family.dtype
-        x = torch.as_tensor(x).to(dtype=dtype, device=self.family.device)
-        log_joint = self.log_joint_function(local_dtype)  # casts each chunk to local_dtype
-        if sparse_L is None or sparse_L >= self.K:
-            return self._dense_local_step(x, log_joint)
-        resp, summary = self.sparse_local_step(x, sparse_L, local_dtype)
-        return resp.dense(), summary
+        if sparse_L is not None and sparse_L < self.K:
+            resp, summary = self.sparse_local_step(x, sparse_L, local_dtype)
+            return resp.dense(), summary
+        x = torch.as_tensor(x).to(dtype=self.family.dtype, device=self.family.device)
+        return self._dense_local_step(x, self.log_joint_function(local_dtype))  # casts each chunk to local_dtype
 
     def sparse_local_step(self, x, L, local_dtype=None):
         """:meth:`local_step` with ``sparse_L = L``, the responsibilities as

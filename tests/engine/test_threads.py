@@ -1,5 +1,6 @@
-"""The thread policy: it keeps the faster of one thread and the most allowed, follows a change of
-load, restores torch's setting, and never changes what a fit computes."""
+"""The thread policy: it keeps the faster of one thread and more (the cores other work left free, where
+the load can be read), follows a change of load, restores torch's setting, and never changes what a fit
+computes."""
 
 import os
 import time
