@@ -31,6 +31,7 @@ class ArrayBatches(BatchSource):
         self.num_batches = int(num_batches)
         self._bounds = _bounds(self.num_items, self.num_batches)
         self._perm = None
+        self._views = {}
         if shuffle_seed is not None:
             perm = np.random.default_rng(shuffle_seed).permutation(self.num_items)
             self._perm = torch.as_tensor(perm) if torch.is_tensor(data) else perm
@@ -43,10 +44,18 @@ class ArrayBatches(BatchSource):
         return torch.as_tensor(self._perm[lo:hi])
 
     def batch(self, b):
+        """Batch ``b``: a slice of the data, the same view object at every call (so the products a fit
+        keeps for it are found again, :data:`~pyro_memo.families._products.PRODUCT_CACHE`), the data
+        themselves for a single batch; a fresh gather of the permuted rows with ``shuffle_seed``."""
         lo, hi = self._bounds[b], self._bounds[b + 1]
-        if self._perm is None:
-            return self.data[lo:hi]
-        return self.data[self._perm[lo:hi]]
+        if self._perm is not None:
+            return self.data[self._perm[lo:hi]]
+        if hi - lo == self.num_items:
+            return self.data
+        view = self._views.get(b)
+        if view is None:
+            view = self._views[b] = self.data[lo:hi]
+        return view
 
 
 class IndexBatches(BatchSource):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..families import PRODUCT_CACHE
 from ..memo import MemoState
 from .executors import Untimed, as_executor
 from .moves import Move, sort_components
@@ -346,7 +347,7 @@ class MemoizedDriver(Driver):
         self.executor = as_executor(executor)
         self.relax_counts = {"proposed": 0, "accepted": 0}
         try:
-            with self.thread_policy:
+            with self.thread_policy, PRODUCT_CACHE.scope():
                 return self._fit(data, num_batches, posterior, state, callback)
         finally:
             self.executor.close()

@@ -11,6 +11,7 @@ memoized driver.
 
 import time
 
+from ..families import PRODUCT_CACHE
 from .driver import Driver, FitResult
 
 
@@ -73,7 +74,7 @@ class StochasticDriver(Driver):
             (``objective`` is ``None`` when not scoring); returning ``True`` stops the fit.
         :rtype: FitResult (``elbo_trace``: the exact objective after each lap when ``score``)
         """
-        with self.thread_policy:
+        with self.thread_policy, PRODUCT_CACHE.scope():
             return self._fit(data, num_batches, state, callback)
 
     def _fit(self, data, num_batches, state, callback):

@@ -12,6 +12,7 @@ import pkgutil
 
 import torch
 
+from ._products import PRODUCT_CACHE, ProductCache
 from ._sparse import SparseResponsibilities, candidate_groups, check_sparse_candidates, check_sparse_L
 from .base import REGISTRY, ConjugateFamily
 from .bernoulli import Bernoulli
@@ -52,7 +53,9 @@ __all__ = [
     "KnownCovGaussian",
     "KnownDiagGaussian",
     "Multinomial",
+    "PRODUCT_CACHE",
     "Poisson",
+    "ProductCache",
     "SparseResponsibilities",
     "ZeroMeanGaussian",
     "candidate_groups",

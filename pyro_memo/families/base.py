@@ -24,6 +24,8 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from ._products import PRODUCT_CACHE
+
 #: family name -> class: every subclass that sets its own ``name`` registers itself here
 #: (``pyro_memo.families.FAMILIES`` is this dict)
 REGISTRY = {}
@@ -416,13 +418,16 @@ def weighted_sums(resp, values):
 def outer_product_stats(x, resp):
     """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as matrix products of the
     responsibilities with the packed outer products, formed for at most :func:`chunk_elements`
-    numbers at a time (a 100,000-item batch in D = 64 would need 1.7 GB at once). For one component
+    numbers at a time (a 100,000-item batch in D = 64 would need 1.7 GB at once); a batch of one chunk
+    reads its products from :data:`~pyro_memo.families._products.PRODUCT_CACHE`. For one component
     (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted Gram matrix
     :math:`(r \\odot X)^T X`, which skips forming the outer products."""
     if resp.shape[1] == 1:
         return ((x * resp).T @ x).unsqueeze(0)
     n, d = x.shape
     step = max(1, chunk_elements(x.device) // (d * (d + 1) // 2))
+    if n <= step:  # one chunk: the items' products may be kept from their local step (:data:`PRODUCT_CACHE`)
+        return unpack_symmetric(weighted_sums(resp, PRODUCT_CACHE.get(x, packed_outer)), d)
     total = weighted_sums(resp[:step], packed_outer(x[:step]))
     for lo in range(step, n, step):
         total = total + weighted_sums(resp[lo:lo + step], packed_outer(x[lo:lo + step]))

@@ -169,8 +169,11 @@ class DPMixturePosterior(VariationalPosterior):
         return max(256, chunk_elements(self.family.device) // self.family.local_step_numbers(self.K))
 
     def chunks(self, x):
-        """``x`` in consecutive chunks of :meth:`chunk_rows` rows."""
+        """``x`` in consecutive chunks of :meth:`chunk_rows` rows (``x`` itself when it is one chunk, so
+        the products kept for it are found: :data:`~pyro_memo.families._products.PRODUCT_CACHE`)."""
         step = self.chunk_rows(x)
+        if x.shape[0] <= step:
+            return [x]
         return [x[lo:lo + step] for lo in range(0, x.shape[0], step)]
 
     def local_step(self, x, sparse_L=None, local_dtype=None):
