@@ -45,7 +45,7 @@ class ArrayBatches(BatchSource):
 
     def batch(self, b):
         """Batch ``b``: a slice of the data, the same view object at every call (so the products a fit
-        keeps for it are found again, :data:`~pyro_memo.families._products.PRODUCT_CACHE`), the data
+        keeps for it are found again, :data:`~pyro_memo.families.PRODUCT_CACHE`), the data
         themselves for a single batch; a fresh gather of the permuted rows with ``shuffle_seed``."""
         lo, hi = self._bounds[b], self._bounds[b + 1]
         if self._perm is not None:

@@ -419,7 +419,7 @@ def outer_product_stats(x, resp):
     """:math:`\\sum_n r_{nk} x_n x_n^T` for all ``k``: ``(K, D, D)``, as matrix products of the
     responsibilities with the packed outer products, formed for at most :func:`chunk_elements`
     numbers at a time (a 100,000-item batch in D = 64 would need 1.7 GB at once); a batch of one chunk
-    reads its products from :data:`~pyro_memo.families._products.PRODUCT_CACHE`. For one component
+    reads its products from :data:`~pyro_memo.families.PRODUCT_CACHE`. For one component
     (the per-component calls of :meth:`ConjugateFamily.sparse_stats`) it is the weighted Gram matrix
     :math:`(r \\odot X)^T X`, which skips forming the outer products."""
     if resp.shape[1] == 1:

@@ -83,7 +83,7 @@ class ZeroMeanGaussian(ConjugateFamily):
     def item_products(self, x):
         """:func:`~pyro_memo.families.base.packed_outer` ``(x)``, which the statistics and the float64
         expected log-likelihood of a chunk share, kept for the fit's later visits of the same items
-        (:data:`~pyro_memo.families._products.PRODUCT_CACHE`)."""
+        (:data:`~pyro_memo.families.PRODUCT_CACHE`)."""
         return PRODUCT_CACHE.get(x, packed_outer)
 
     def posterior(self, counts, stats):

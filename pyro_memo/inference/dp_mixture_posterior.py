@@ -170,7 +170,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     def chunks(self, x):
         """``x`` in consecutive chunks of :meth:`chunk_rows` rows (``x`` itself when it is one chunk, so
-        the products kept for it are found: :data:`~pyro_memo.families._products.PRODUCT_CACHE`)."""
+        the products kept for it are found: :data:`~pyro_memo.families.PRODUCT_CACHE`)."""
         step = self.chunk_rows(x)
         if x.shape[0] <= step:
             return [x]
