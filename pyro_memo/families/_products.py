@@ -59,16 +59,18 @@ class ProductCache:
         """Whether a fit is running (:meth:`scope`): outside one nothing is kept."""
         return self._depth > 0
 
-    def get(self, items, make):
-        """``make(items)``, read back when the same tensor at the same version was seen before in
-        this fit, else formed and kept if the budget allows."""
+    def get(self, items, make, keep=True):
+        """``make(items)``, read back when the same tensor at the same version was kept before in
+        this fit, else formed and, with ``keep``, kept if the budget allows (a local step keeps a whole
+        batch's products; readers such as the statistics of a move's visit only look them up, so a
+        chunk view that lives only as long as its loop is never kept)."""
         key = id(items)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0]() is items and entry[1] == items._version:
                 return entry[2]
         products = make(items)
-        if products is None or not self.active:
+        if products is None or not keep or not self.active:
             return products
         size = products.element_size() * products.nelement()
         with self._lock:

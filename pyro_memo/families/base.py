@@ -427,7 +427,7 @@ def outer_product_stats(x, resp):
     n, d = x.shape
     step = max(1, chunk_elements(x.device) // (d * (d + 1) // 2))
     if n <= step:  # one chunk: the items' products may be kept from their local step (:data:`PRODUCT_CACHE`)
-        return unpack_symmetric(weighted_sums(resp, PRODUCT_CACHE.get(x, packed_outer)), d)
+        return unpack_symmetric(weighted_sums(resp, PRODUCT_CACHE.get(x, packed_outer, keep=False)), d)
     total = weighted_sums(resp[:step], packed_outer(x[:step]))
     for lo in range(step, n, step):
         total = total + weighted_sums(resp[lo:lo + step], packed_outer(x[lo:lo + step]))

@@ -4,7 +4,6 @@ import math
 
 import torch
 
-from ._products import PRODUCT_CACHE
 from ._wishart import (
     check_wishart_prior,
     kl_wishart,
@@ -82,9 +81,8 @@ class ZeroMeanGaussian(ConjugateFamily):
 
     def item_products(self, x):
         """:func:`~pyro_memo.families.base.packed_outer` ``(x)``, which the statistics and the float64
-        expected log-likelihood of a chunk share, kept for the fit's later visits of the same items
-        (:data:`~pyro_memo.families.PRODUCT_CACHE`)."""
-        return PRODUCT_CACHE.get(x, packed_outer)
+        expected log-likelihood of a chunk share."""
+        return packed_outer(x)
 
     def posterior(self, counts, stats):
         B = self.prior["B"] + stats["xx"]

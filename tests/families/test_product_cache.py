@@ -122,3 +122,21 @@ def test_a_fit_reads_its_batches_products_back(monkeypatch):
     x = torch.randn(2000, 4, dtype=torch.float64)
     pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), 3, laps=5, tol=0.0, seed=0).fit(x, num_batches=4)
     assert made.calls == 4  # each batch's products once, for five laps
+
+
+def test_a_local_step_keeps_a_batch_of_one_chunk_only(monkeypatch):
+    """The chunks of a larger batch are views that live as long as its local step: keeping them would
+    hold the whole batch's products during the step for nothing."""
+    x = torch.randn(1000, 4, dtype=torch.float64)
+    post = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), 3, laps=1, seed=0).fit(x, num_batches=1).posterior
+    monkeypatch.setattr(type(post), "chunk_rows", lambda self, items: 256)
+    with PRODUCT_CACHE.scope():
+        big = post.local_step(x)[1]
+        assert len(PRODUCT_CACHE) == 0
+        small = x[:200]
+        post.local_step(small)
+        assert len(PRODUCT_CACHE) == 1
+        stats = post.family.stats(small, torch.ones(200, 1, dtype=torch.float64).expand(200, 2).contiguous())
+        assert len(PRODUCT_CACHE) == 1
+    assert torch.allclose(stats["xx"][0], small.T @ small)
+    assert torch.allclose(big.stats["xx"].sum(0), x.T @ x)
