@@ -36,7 +36,7 @@ class ProductCache:
     def __init__(self, max_bytes=MAX_BYTES):
         self.max_bytes = int(max_bytes)
         self.nbytes = 0
-        self._entries = {}  # id(items) -> (weak reference to items, version, products)
+        self._entries = {}  # (id(items), make) -> (weak reference to items, version, products)
         self._depth = 0
         self._lock = threading.RLock()
 
@@ -63,8 +63,10 @@ class ProductCache:
         """``make(items)``, read back when the same tensor at the same version was kept before in
         this fit, else formed and, with ``keep``, kept if the budget allows (a local step keeps a whole
         batch's products; readers such as the statistics of a move's visit only look them up, so a
-        chunk view that lives only as long as its loop is never kept)."""
-        key = id(items)
+        chunk view that lives only as long as its loop is never kept). Entries are per ``make`` (a
+        module-level function such as :func:`~pyro_memo.families.base.packed_outer`), so two kinds of
+        products of the same items never stand in for each other."""
+        key = (id(items), make)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0]() is items and entry[1] == items._version:

@@ -232,11 +232,12 @@ class ConjugateFamily(ABC):
         for a ``(K, D)`` temporary per item and a ``D x D`` one."""
         return K * self.dim + self.dim * self.dim
 
-    def item_products(self, x):
+    def item_products(self, x, keep=False):
         """Per-item products that a chunk's expected log-likelihood and its statistics both need,
         built once per chunk of a local step and passed to both (``products`` of the
         :meth:`log_lik_function`'s function and of :meth:`chunk_stats`); ``None`` (the default) for
-        families that need none."""
+        families that need none. ``keep``: ``x`` is a whole batch, whose products a fit may keep for
+        its later reads of the same items (:data:`~pyro_memo.families.PRODUCT_CACHE`)."""
         return None
 
     def chunk_stats(self, x, resp, products=None):

@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from ._products import PRODUCT_CACHE
 from ._wishart import (
     check_wishart_prior,
     kl_wishart,
@@ -79,10 +80,11 @@ class ZeroMeanGaussian(ConjugateFamily):
         10,000 items (one thread; fewer per-chunk unpackings and summary sums)."""
         return self.dim * (self.dim + 1) // 2 + 2 * K
 
-    def item_products(self, x):
+    def item_products(self, x, keep=False):
         """:func:`~pyro_memo.families.base.packed_outer` ``(x)``, which the statistics and the float64
-        expected log-likelihood of a chunk share."""
-        return packed_outer(x)
+        expected log-likelihood of a chunk share, read from (and with ``keep`` kept in)
+        :data:`~pyro_memo.families.PRODUCT_CACHE`, where the statistics of a move's visit find them."""
+        return PRODUCT_CACHE.get(x, packed_outer, keep)
 
     def posterior(self, counts, stats):
         B = self.prior["B"] + stats["xx"]

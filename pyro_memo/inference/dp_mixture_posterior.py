@@ -3,7 +3,7 @@
 import torch
 
 from ..allocation import DPSticks
-from ..families import PRODUCT_CACHE, SparseResponsibilities, candidate_groups, family_from_state
+from ..families import SparseResponsibilities, candidate_groups, family_from_state
 from ..families._sparse import normalize_log_weights
 from ..families.base import chunk_elements
 from ..posterior import VariationalPosterior
@@ -273,7 +273,7 @@ class DPMixturePosterior(VariationalPosterior):
         for chunk in self.chunks(x):
             # shared by the log-likelihood and the statistics; a batch of one chunk keeps them for its next
             # visits and its moves' (:data:`~pyro_memo.families.PRODUCT_CACHE`)
-            products = PRODUCT_CACHE.get(chunk, family.item_products, keep=chunk is x)
+            products = family.item_products(chunk, keep=chunk is x)
             resp = normalize_log_weights(log_joint(chunk, products)).to(chunk.dtype)
             part = family.chunk_stats(chunk, resp, products)
             total = part if total is None else {name: total[name] + part[name] for name in part}
