@@ -17,7 +17,7 @@ Prints the fit times and a PSNR table. ``--device cuda`` puts the family, the po
 batch and the denoising on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
-        [--K 50] [--sklearn-n 2000000] [--device cuda] [--dir DIR]
+        [--K 50] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] [--progress]
 """
 
 import os
@@ -61,6 +61,11 @@ def parse_args():
     parser.add_argument("--device", default="cpu", help="torch device of the memoized fits and the denoising")
     parser.add_argument("--local-dtype", default=None, choices=("float32", "float64"),
                         help="precision of the memoized fits' local step (globals, memo and ELBO stay float64)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="stop each memoized fit after the first lap that ends past this many minutes")
+    parser.add_argument("--progress", action="store_true", help="print each lap of the memoized fits")
+    parser.add_argument("--score-every", type=int, default=0,
+                        help="with --progress, also the single-pass MMSE PSNR of the prior every this many laps")
     parser.add_argument("--skip", default="", help="comma-separated fits to skip: moves, fixed, sklearn")
     parser.add_argument("--train", default="all", choices=("all", "natural"),
                         help="training photographs: all bundled but camera, or the natural scenes and textures "
@@ -79,13 +84,28 @@ def write_training_patches(path, args):
           f"{path} ({os.path.getsize(path) / 1e9:.2f} GB) in {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def memoized_prior(path, K, moves, args):
-    """``(prior, seconds, description)`` of a memoized fit reading ``path`` batch by batch."""
-    start = time.perf_counter()
+def memoized_prior(path, K, moves, args, clean=None, noisy=None):
+    """``(prior, seconds)`` of a memoized fit reading ``path`` batch by batch."""
+    start, scoring = time.perf_counter(), [0.0]  # the seconds of the fit leave out the scoring of --score-every
+
+    def lap_done(lap, elbo, posterior):
+        seconds = time.perf_counter() - start - scoring[0]
+        if args.progress:
+            score = ""
+            if args.score_every and (lap + 1) % args.score_every == 0:
+                begin = time.perf_counter()
+                estimate = mmse_denoise(torch.as_tensor(noisy, device=args.device),
+                                        GaussianMixturePrior.from_posterior(posterior), args.sigma)
+                score = f", single-pass MMSE {psnr(clean, estimate):.3f} dB"
+                scoring[0] += time.perf_counter() - begin
+            print(f"    lap {lap + 1}: ELBO/patch {elbo / args.n:.4f}, K = {posterior.K}, {seconds:.0f} s{score}",
+                  flush=True)
+        return args.minutes is not None and seconds > 60 * args.minutes
+
     result = fit_patch_mixture(path, K=K, laps=args.laps, batches=args.batches, moves=moves, seed=args.seed,
-                               device=args.device, local_dtype=args.local_dtype)
+                               device=args.device, local_dtype=args.local_dtype, callback=lap_done)
     sync(args.device)
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start - scoring[0]
     prior = GaussianMixturePrior.from_posterior(result.posterior)
     print(f"  {len(result.elbo_trace)} laps, ELBO/patch {result.elbo_trace[-1] / args.n:.4f}, K = {prior.K}, "
           f"{seconds:.1f} s", flush=True)
@@ -142,9 +162,10 @@ def main():
         write_training_patches(path, args)
         rows, skip = [], set(args.skip.split(","))
         fits = (("moves", "(a) DP mixture, memoized VB, birth/merge/delete from K = 1, {b} batches from disk:",
-                 "DP memo + moves (K=1 start)", lambda: memoized_prior(path, 1, "birth,merge,delete", args)),
+                 "DP memo + moves (K=1 start)",
+                 lambda: memoized_prior(path, 1, "birth,merge,delete", args, clean, noisy)),
                 ("fixed", "(b) memoized VB, fixed K = {K}, no moves, {b} batches from disk:",
-                 f"memo fixed K={args.K}", lambda: memoized_prior(path, args.K, "", args)),
+                 f"memo fixed K={args.K}", lambda: memoized_prior(path, args.K, "", args, clean, noisy)),
                 ("sklearn", "(c) scikit-learn GaussianMixture(n_components={K}, covariance_type='full'), EM:",
                  f"sklearn GMM K={args.K}", lambda: sklearn_prior(path, args)))
         for key, heading, name, fit in fits:
