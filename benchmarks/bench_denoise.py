@@ -17,7 +17,7 @@ Prints the fit times and a PSNR table. ``--device cuda`` puts the family, the po
 batch and the denoising on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
-        [--K 50] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] [--progress]
+        [--K 50] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] [--progress [--score-every N]]
 """
 
 import os
@@ -84,20 +84,20 @@ def write_training_patches(path, args):
           f"{path} ({os.path.getsize(path) / 1e9:.2f} GB) in {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def memoized_prior(path, K, moves, args, clean=None, noisy=None):
-    """``(prior, seconds)`` of a memoized fit reading ``path`` batch by batch."""
-    start, scoring = time.perf_counter(), [0.0]  # the seconds of the fit leave out the scoring of --score-every
+def memoized_prior(path, K, moves, args, clean, noisy):
+    """``(prior, seconds)`` of a memoized fit reading ``path`` batch by batch; the seconds leave out the
+    scoring of ``--score-every``."""
+    start, scoring = time.perf_counter(), 0.0
 
     def lap_done(lap, elbo, posterior):
-        seconds = time.perf_counter() - start - scoring[0]
+        nonlocal scoring
+        seconds = time.perf_counter() - start - scoring
         if args.progress:
             score = ""
             if args.score_every and (lap + 1) % args.score_every == 0:
-                begin = time.perf_counter()
-                estimate = mmse_denoise(torch.as_tensor(noisy, device=args.device),
-                                        GaussianMixturePrior.from_posterior(posterior), args.sigma)
-                score = f", single-pass MMSE {psnr(clean, estimate):.3f} dB"
-                scoring[0] += time.perf_counter() - begin
+                db, score_seconds = run_denoiser(mmse_denoise, GaussianMixturePrior.from_posterior(posterior),
+                                                 clean, noisy, args)
+                score, scoring = f", single-pass MMSE {db:.3f} dB", scoring + score_seconds
             print(f"    lap {lap + 1}: ELBO/patch {elbo / args.n:.4f}, K = {posterior.K}, {seconds:.0f} s{score}",
                   flush=True)
         return args.minutes is not None and seconds > 60 * args.minutes
@@ -105,7 +105,7 @@ def memoized_prior(path, K, moves, args, clean=None, noisy=None):
     result = fit_patch_mixture(path, K=K, laps=args.laps, batches=args.batches, moves=moves, seed=args.seed,
                                device=args.device, local_dtype=args.local_dtype, callback=lap_done)
     sync(args.device)
-    seconds = time.perf_counter() - start - scoring[0]
+    seconds = time.perf_counter() - start - scoring
     prior = GaussianMixturePrior.from_posterior(result.posterior)
     print(f"  {len(result.elbo_trace)} laps, ELBO/patch {result.elbo_trace[-1] / args.n:.4f}, K = {prior.K}, "
           f"{seconds:.1f} s", flush=True)
@@ -137,15 +137,18 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def run_denoiser(method, prior, clean, noisy, args):
+    """``(PSNR, seconds)`` of the denoiser ``method`` (``mmse_denoise`` or ``epll_denoise``) under ``prior``."""
+    start = time.perf_counter()
+    estimate = method(torch.as_tensor(noisy, device=args.device), prior, args.sigma)
+    sync(args.device)
+    return psnr(clean, estimate), time.perf_counter() - start
+
+
 def denoise(prior, clean, noisy, args):
     """``{method: (PSNR, seconds)}`` of single-pass MMSE and EPLL under ``prior``."""
-    out = {}
-    for name, method in (("mmse", mmse_denoise), ("epll", epll_denoise)):
-        start = time.perf_counter()
-        estimate = method(torch.as_tensor(noisy, device=args.device), prior, args.sigma)
-        sync(args.device)
-        out[name] = (psnr(clean, estimate), time.perf_counter() - start)
-    return out
+    return {name: run_denoiser(method, prior, clean, noisy, args)
+            for name, method in (("mmse", mmse_denoise), ("epll", epll_denoise))}
 
 
 def main():
