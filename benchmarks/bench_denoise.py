@@ -17,7 +17,8 @@ Prints the fit times and a PSNR table. ``--device cuda`` puts the family, the po
 batch and the denoising on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
-        [--K 50] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] [--progress [--score-every N]]
+        [--K 50] [--init-items N] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] \\
+        [--progress [--score-every N]]
 """
 
 import os
@@ -66,6 +67,8 @@ def parse_args():
     parser.add_argument("--progress", action="store_true", help="print each lap of the memoized fits")
     parser.add_argument("--score-every", type=int, default=0,
                         help="with --progress, also the single-pass MMSE PSNR of the prior every this many laps")
+    parser.add_argument("--init-items", type=int, default=None,
+                        help="patches k-means++ starts the fixed-K fit from (MemoizedVB's init_items; default 10,000)")
     parser.add_argument("--skip", default="", help="comma-separated fits to skip: moves, fixed, sklearn")
     parser.add_argument("--train", default="all", choices=("all", "natural"),
                         help="training photographs: all bundled but camera, or the natural scenes and textures "
@@ -84,7 +87,7 @@ def write_training_patches(path, args):
           f"{path} ({os.path.getsize(path) / 1e9:.2f} GB) in {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def memoized_prior(path, K, moves, args, clean, noisy):
+def memoized_prior(path, K, moves, args, clean, noisy, **options):
     """``(prior, seconds)`` of a memoized fit reading ``path`` batch by batch; the seconds leave out the
     scoring of ``--score-every``."""
     start, scoring = time.perf_counter(), 0.0
@@ -103,7 +106,7 @@ def memoized_prior(path, K, moves, args, clean, noisy):
         return args.minutes is not None and seconds > 60 * args.minutes
 
     result = fit_patch_mixture(path, K=K, laps=args.laps, batches=args.batches, moves=moves, seed=args.seed,
-                               device=args.device, local_dtype=args.local_dtype, callback=lap_done)
+                               device=args.device, local_dtype=args.local_dtype, callback=lap_done, **options)
     sync(args.device)
     seconds = time.perf_counter() - start - scoring
     prior = GaussianMixturePrior.from_posterior(result.posterior)
@@ -168,7 +171,9 @@ def main():
                  "DP memo + moves (K=1 start)",
                  lambda: memoized_prior(path, 1, "birth,merge,delete", args, clean, noisy)),
                 ("fixed", "(b) memoized VB, fixed K = {K}, no moves, {b} batches from disk:",
-                 f"memo fixed K={args.K}", lambda: memoized_prior(path, args.K, "", args, clean, noisy)),
+                 f"memo fixed K={args.K}" + (f" init {args.init_items}" if args.init_items else ""),
+                 lambda: memoized_prior(path, args.K, "", args, clean, noisy,
+                                        **({"init_items": args.init_items} if args.init_items else {}))),
                 ("sklearn", "(c) scikit-learn GaussianMixture(n_components={K}, covariance_type='full'), EM:",
                  f"sklearn GMM K={args.K}", lambda: sklearn_prior(path, args)))
         for key, heading, name, fit in fits:
