@@ -23,8 +23,8 @@ each training set's prior with the Wishart prior's scale matrix times each value
 that prior, so comparing it across scales chooses the scale from the training data alone (empirical Bayes).
 ``--init-items`` refits with k-means++ started from each number of training patches (``MemoizedVB``'s
 ``init_items``; default 10,000): the local optimum it leads to decides more of the PSNR than the prior does, and
-the training ELBO need not rank the optima as the PSNR does (the output counts the patches that are exactly flat,
-saturated in the photographs, on which a near-degenerate component gains ELBO that no denoising needs).
+the training ELBO need not rank the optima as the PSNR does. The output also counts the training patches that are
+exactly flat (saturated regions of the photographs).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_epll_checks.py [--n 200000] [--crop 256] [--K 50]
         [--sets all,natural,oracle] [--variants] [--objective] [--prior-scales 1,10] [--init-items 10000,100000]
