@@ -4,11 +4,12 @@ zero-mean patches learnt three ways, each used to denoise the held-out ``camera`
 1. ``--n`` random zero-mean 8 x 8 patches (default 2,000,000) of scikit-image's bundled photographs
    other than ``camera`` are written to a .npy file on disk, chunk by chunk.
 2. Priors: (a) a zero-mean DP Gaussian mixture by memoized VB with birth / merge / delete moves from
-   K = 1, reading the .npy file batch by batch; (b) memoized VB with a fixed K (``--K``, default 50)
-   and no moves, read the same way; (c) scikit-learn's ``GaussianMixture(n_components=K,
-   covariance_type="full")`` by EM, which needs the patches in memory: it is fitted to a random
-   subset of ``--sklearn-n`` patches when that is smaller than ``--n`` (the output says so); EM
-   also learns component means, which the prior ignores (their size is printed).
+   K = 1 (or from a k-means++ start of ``--moves-K`` components), reading the .npy file batch by batch;
+   (b) memoized VB with a fixed K (``--K``, default 50) and no moves, read the same way; both start from
+   k-means++ on ``--init-items`` patches (default 10,000); (c) scikit-learn's
+   ``GaussianMixture(n_components=K, covariance_type="full")`` by EM, which needs the patches in memory:
+   it is fitted to a random subset of ``--sklearn-n`` patches when that is smaller than ``--n`` (the
+   output says so); EM also learns component means, which the prior ignores (their size is printed).
 3. ``camera`` plus white noise of standard deviation ``--sigma`` (default 25; noise seed
    ``--noise-seed``) is denoised under each prior by single-pass patch MMSE and by EPLL
    (half-quadratic splitting, beta = sigma^-2 [1, 4, 8, 16, 32, 64], lambda = 64 / sigma^2).
@@ -17,7 +18,7 @@ Prints the fit times and a PSNR table. ``--device cuda`` puts the family, the po
 batch and the denoising on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
-        [--K 50] [--init-items N] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] \\
+        [--K 50] [--moves-K 1] [--init-items N] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] \\
         [--progress [--score-every N]]
 """
 
@@ -67,8 +68,10 @@ def parse_args():
     parser.add_argument("--progress", action="store_true", help="print each lap of the memoized fits")
     parser.add_argument("--score-every", type=int, default=0,
                         help="with --progress, also the single-pass MMSE PSNR of the prior every this many laps")
+    parser.add_argument("--moves-K", type=int, default=1, help="components the DP fit with moves starts from")
     parser.add_argument("--init-items", type=int, default=None,
-                        help="patches k-means++ starts the fixed-K fit from (MemoizedVB's init_items; default 10,000)")
+                        help="patches k-means++ starts the memoized fits from (MemoizedVB's init_items; "
+                             "default 10,000)")
     parser.add_argument("--skip", default="", help="comma-separated fits to skip: moves, fixed, sklearn")
     parser.add_argument("--train", default="all", choices=("all", "natural"),
                         help="training photographs: all bundled but camera, or the natural scenes and textures "
@@ -167,28 +170,29 @@ def main():
         path = os.path.join(folder, "patches.npy")
         write_training_patches(path, args)
         rows, skip = [], set(args.skip.split(","))
-        fits = (("moves", "(a) DP mixture, memoized VB, birth/merge/delete from K = 1, {b} batches from disk:",
-                 "DP memo + moves (K=1 start)",
-                 lambda: memoized_prior(path, 1, "birth,merge,delete", args, clean, noisy)),
+        init = {"init_items": args.init_items} if args.init_items else {}
+        tag = f" init {args.init_items}" if args.init_items else ""
+        fits = (("moves", "(a) DP mixture, memoized VB, birth/merge/delete from K = {M}, {b} batches from disk:",
+                 f"DP memo + moves (K={args.moves_K} start)" + (tag if args.moves_K > 1 else ""),
+                 lambda: memoized_prior(path, args.moves_K, "birth,merge,delete", args, clean, noisy, **init)),
                 ("fixed", "(b) memoized VB, fixed K = {K}, no moves, {b} batches from disk:",
-                 f"memo fixed K={args.K}" + (f" init {args.init_items}" if args.init_items else ""),
-                 lambda: memoized_prior(path, args.K, "", args, clean, noisy,
-                                        **({"init_items": args.init_items} if args.init_items else {}))),
+                 f"memo fixed K={args.K}" + tag,
+                 lambda: memoized_prior(path, args.K, "", args, clean, noisy, **init)),
                 ("sklearn", "(c) scikit-learn GaussianMixture(n_components={K}, covariance_type='full'), EM:",
                  f"sklearn GMM K={args.K}", lambda: sklearn_prior(path, args)))
         for key, heading, name, fit in fits:
             if key in skip:
                 continue
-            print(heading.format(b=args.batches, K=args.K), flush=True)
+            print(heading.format(b=args.batches, K=args.K, M=args.moves_K), flush=True)
             prior, seconds = fit()
             scores = denoise(prior, clean, noisy, args)  # scored at once: a run cut short keeps its rows
             rows.append((name, prior.K, seconds, scores))
-            print(f"  denoised: MMSE {scores['mmse'][0]:.2f} dB, EPLL {scores['epll'][0]:.2f} dB", flush=True)
+            print(f"  denoised: MMSE {scores['mmse'][0]:.3f} dB, EPLL {scores['epll'][0]:.3f} dB", flush=True)
     print(f"\n{'prior':30s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
           f"{'MMSE s':>7s} {'EPLL s':>7s}")
     for name, K, seconds, scores in rows:
         (mmse, mmse_s), (epll, epll_s) = scores["mmse"], scores["epll"]
-        print(f"{name:30s} {K:4d} {seconds:8.1f} {mmse:8.2f} {epll:8.2f} {epll - mmse:+9.2f} "
+        print(f"{name:30s} {K:4d} {seconds:8.1f} {mmse:8.3f} {epll:8.3f} {epll - mmse:+9.3f} "
               f"{mmse_s:7.1f} {epll_s:7.1f}", flush=True)
 
 

@@ -23,11 +23,13 @@ each training set's prior with the Wishart prior's scale matrix times each value
 that prior, so comparing it across scales chooses the scale from the training data alone (empirical Bayes).
 ``--init-items`` refits with k-means++ started from each number of training patches (``MemoizedVB``'s
 ``init_items``; default 10,000): the local optimum it leads to decides more of the PSNR than the prior does, and
-the training ELBO need not rank the optima as the PSNR does. The output also counts the training patches that are
-exactly flat (saturated regions of the photographs).
+the training ELBO need not rank the optima as the PSNR does. ``--moves birth,merge,delete`` lets every fit
+change K from its k-means++ start of ``--K`` components (a DP mixture whose moves see where the start put it).
+The output also counts the training patches that are exactly flat (saturated regions of the photographs).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_epll_checks.py [--n 200000] [--crop 256] [--K 50]
         [--sets all,natural,oracle] [--variants] [--objective] [--prior-scales 1,10] [--init-items 10000,100000]
+        [--moves birth,merge,delete]
 """
 
 import itertools
@@ -121,12 +123,14 @@ def main():
     parser.add_argument("--objective", action="store_true", help="also EPLL's objective of clean, MMSE and EPLL")
     parser.add_argument("--prior-scales", default="1", help="Wishart prior scales to fit each prior with")
     parser.add_argument("--init-items", default="10000", help="patches k-means++ starts each fit from")
+    parser.add_argument("--moves", default="", help="moves of every fit from its K = --K start (default: none)")
     args = parser.parse_args()
     sigma = 25.0
     clean = center_crop(load_image(TEST_IMAGE), args.crop)
     noisy = add_noise(clean, sigma, seed=0)
-    print(f"{TEST_IMAGE} {args.crop}x{args.crop}, sigma {sigma:g}, noisy {psnr(clean, noisy):.2f} dB; priors: fixed "
-          f"K = {args.K} memoized fits on {args.n} patches; torch threads {torch.get_num_threads()}", flush=True)
+    kind = f"K = {args.K} start, moves {args.moves}" if args.moves else f"fixed K = {args.K}"
+    print(f"{TEST_IMAGE} {args.crop}x{args.crop}, sigma {sigma:g}, noisy {psnr(clean, noisy):.2f} dB; priors: {kind} "
+          f"memoized fits on {args.n} patches; torch threads {torch.get_num_threads()}", flush=True)
     b0 = (1, 4, 8, 16, 32, 64)
     variants = [("EPLL, MMSE z-step", dict(betas=b0, zstep="mmse")),
                 ("EPLL, 3 rounds per beta", dict(betas=b0, rounds=3)),
@@ -144,11 +148,12 @@ def main():
             for scale, init_items in itertools.product([float(v) for v in args.prior_scales.split(",")],
                                                        [int(v) for v in args.init_items.split(",")]):
                 start = time.perf_counter()
-                fit = fit_patch_mixture(path, K=args.K, laps=args.laps, batches=args.batches, moves="", seed=0,
-                                        prior_scale=scale, init_items=init_items)
+                fit = fit_patch_mixture(path, K=args.K, laps=args.laps, batches=args.batches, moves=args.moves,
+                                        seed=0, prior_scale=scale, init_items=init_items)
                 prior = GaussianMixturePrior.from_posterior(fit.posterior)
+                moves = f", moves {args.moves}" if args.moves else ""
                 print(f"\n[{name}] {', '.join(SETS[name])}: prior_scale {scale:g}, k-means++ from {init_items} "
-                      f"patches, prior K = {prior.K}, training ELBO/patch {fit.elbo / args.n:.4f}, "
+                      f"patches{moves}, prior K = {prior.K}, training ELBO/patch {fit.elbo / args.n:.4f}, "
                       f"fit {time.perf_counter() - start:.1f} s")
                 score(prior, clean, noisy, sigma, args, variants)
 
