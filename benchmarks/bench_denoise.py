@@ -188,11 +188,12 @@ def main():
             scores = denoise(prior, clean, noisy, args)  # scored at once: a run cut short keeps its rows
             rows.append((name, prior.K, seconds, scores))
             print(f"  denoised: MMSE {scores['mmse'][0]:.3f} dB, EPLL {scores['epll'][0]:.3f} dB", flush=True)
-    print(f"\n{'prior':30s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
+    width = max([30] + [len(row[0]) for row in rows])
+    print(f"\n{'prior':{width}s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
           f"{'MMSE s':>7s} {'EPLL s':>7s}")
     for name, K, seconds, scores in rows:
         (mmse, mmse_s), (epll, epll_s) = scores["mmse"], scores["epll"]
-        print(f"{name:30s} {K:4d} {seconds:8.1f} {mmse:8.3f} {epll:8.3f} {epll - mmse:+9.3f} "
+        print(f"{name:{width}s} {K:4d} {seconds:8.1f} {mmse:8.3f} {epll:8.3f} {epll - mmse:+9.3f} "
               f"{mmse_s:7.1f} {epll_s:7.1f}", flush=True)
 
 
