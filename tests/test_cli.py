@@ -75,6 +75,8 @@ def test_vb_fit_on_npz_with_labels(blobs, capsys):
     "argv,message",
     [
         (["fit", "--K", "0"], "--K must be a positive integer"),
+        (["fit", "--init-items", "0"], "--init-items must be a positive integer"),
+        (["fit", "--init-items", "-3"], "--init-items must be a positive integer"),
         (["fit", "missing.npy"], "neither a bundled dataset"),
         (["fit", "--device", "cuda:7"], "CUDA"),
         (["fit", "--resume", "somewhere"], "--resume needs --algo memo"),
@@ -106,6 +108,25 @@ def test_unknown_family_is_an_argparse_error():
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 
 
+@pytest.mark.parametrize("algo", ["vb", "memo"])
+def test_init_items_chooses_the_items_the_start_is_drawn_from(blobs, algo):
+    """``--init-items`` reaches the initialisation: fewer items than the data give another start (so another
+    fit), and any number at least the data's size is all of them, the same fit as the default (10,000 > 600)."""
+    memo = ["--batches", "3"] if algo == "memo" else []
+
+    def elbo(*extra):
+        path = blobs / f"{algo}{''.join(extra)}.json"
+        assert main(["fit", str(blobs / "blobs.npy"), "--algo", algo, *memo, "--K", "8", "--laps", "3", "--tol", "0",
+                     "--json", str(path), "--quiet", *extra]) == 0
+        out = json.loads(path.read_text())
+        assert out["init_items"] == (int(extra[1]) if extra else 10_000)
+        return out["elbo"]
+
+    default = elbo()
+    assert elbo("--init-items", "600") == default and elbo("--init-items", "100000") == default
+    assert elbo("--init-items", "20") != default
+
+
 def test_moves_are_reported_in_json(blobs, capsys):
     code = main(["fit", str(blobs / "blobs.npy"), "--algo", "memo", "--K", "1", "--batches", "3", "--laps", "6",
                  "--moves", "birth,merge,delete", "--json", str(blobs / "m.json"), "--quiet"])
@@ -129,6 +150,8 @@ def test_moves_are_reported_in_json(blobs, capsys):
         (["fit", "--init", "documents"], "--init documents is not available for --model dp"),
         (["fit", "bars", "--model", "hdp", "--algo", "vb"], "--algo vb is not available for --model hdp"),
         (["fit", "--batches", "4"], "--batches needs --algo memo (--model dp)"),
+        (["fit", "bars", "--model", "hdp", "--init-items", "50"], "--init-items does not apply to --model hdp"),
+        (["fit", "--algo", "memory-bounded", "--init-items", "50"], "--init-items needs --algo vb or memo"),
         (["fit", "bars", "--model", "hdp", "--moves", "greedy-merge"], "greedy-merge is not available for --model hdp"),
         (["compare", "bars", "--model", "hdp", "--family", "mult"], "--family does not apply to --model hdp"),
         (["compare", "--gamma", "2"], "--gamma does not apply to --model dp"),

@@ -26,6 +26,9 @@ def _register_shared():
         Option("--tol", "stop when the exact ELBO's relative change over a lap is below this.", {"type": float}),
         Option("--alpha", "concentration.", {"type": float, "metavar": "ALPHA"}),
         Option("--init", "initialisation."),
+        Option("--init-items", "initialise from at most N items, drawn by --seed (all of them when there are fewer): "
+               "k-means++ over more items costs a longer start and may reach another local optimum.",
+               {"type": int, "metavar": "N"}),
         Option("--seed", "seed of initialisation and batch order.", {"type": int}),
         Option("--device", "torch device: cpu, cuda, cuda:1, ...", {"metavar": "DEV"}),
         Option("--dtype", "floating type of the variational math."),
@@ -146,7 +149,7 @@ def check_positive(args, integers=(), reals=()):
 
 
 #: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
-POSITIVE_INTEGERS = ("K", "laps", "batches", "sparse_L", "round_size", "workers")
+POSITIVE_INTEGERS = ("K", "laps", "batches", "init_items", "sparse_L", "round_size", "workers")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")
 NON_NEGATIVE_REALS = ("tol",)
 NON_NEGATIVE_INTEGERS = ("seed", "sparse_candidates")

@@ -23,7 +23,7 @@ from .names import PHOTOGRAPH_NAMES
 DEFAULT_SIGMA = 25.0
 #: training a prior inside ``denoise`` (no --model): defaults of the options that only training uses
 TRAIN_DEFAULTS = {"patches": None, "n": 100_000, "K": 1, "laps": 10, "batches": 10,
-                  "moves": "birth,merge,delete", "save": None}
+                  "moves": "birth,merge,delete", "init_items": 10_000, "save": None}
 METHODS = ("mmse", "epll")
 
 
@@ -82,6 +82,8 @@ def add_denoise_command(sub):
     train.add_argument("--batches", type=int, help=f"batches. Default: {TRAIN_DEFAULTS['batches']}.")
     train.add_argument("--moves", metavar="LIST", help="moves ('' for a fixed K). Default: "
                                                        f"{TRAIN_DEFAULTS['moves']}.")
+    train.add_argument("--init-items", type=int, metavar="N", help="k-means++ starts a K > 1 fit from at most N "
+                       f"patches (all of them when there are fewer). Default: {TRAIN_DEFAULTS['init_items']}.")
     train.add_argument("--save", metavar="DIR", help="write the trained model to DIR/model.pt.")
     return parser
 
@@ -128,16 +130,16 @@ def check_denoise(args):
     if args.crop is not None and args.crop < 8:
         raise ValueError(f"--crop must be at least 8 (pixels); got {args.crop}")
     if args.model is not None:
-        given = [f"--{k}" for k in TRAIN_DEFAULTS if getattr(args, k) is not None]
+        given = [f"--{k.replace('_', '-')}" for k in TRAIN_DEFAULTS if getattr(args, k) is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: training options, not used with --model")
         args.model_file = model_path(args.model)
     else:
         for key, value in TRAIN_DEFAULTS.items():
             setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
-        for key in ("n", "K", "laps", "batches"):
+        for key in ("n", "K", "laps", "batches", "init_items"):
             if getattr(args, key) < 1:
-                raise ValueError(f"--{key} must be a positive integer; got {getattr(args, key)}")
+                raise ValueError(f"--{key.replace('_', '-')} must be a positive integer; got {getattr(args, key)}")
         if args.patches is not None and not (args.patches.endswith(".npy") and os.path.isfile(args.patches)):
             raise ValueError(f"--patches {args.patches}: no such .npy file (write one with pyro-memo patches)")
         if args.save:
@@ -197,7 +199,7 @@ def _train_prior(args):
         source = f"{args.n} patches of {len(names)} bundled photographs"
     start = time.perf_counter()
     result = fit_patch_mixture(data, K=args.K, laps=args.laps, batches=args.batches, moves=args.moves,
-                               seed=args.seed, device=args.device)
+                               seed=args.seed, device=args.device, init_items=args.init_items)
     info = {"trained_on": source, "fit_seconds": time.perf_counter() - start, "laps": len(result.elbo_trace)}
     if args.save:
         save_model(os.path.join(args.save, "model.pt"), result)

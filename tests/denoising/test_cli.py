@@ -50,8 +50,8 @@ def test_denoise_with_a_saved_model(saved_model, tmp_path, capsys):
 
 def test_denoise_trains_a_prior_when_given_no_model(tmp_path, capsys):
     status, _, _ = _run(["denoise", "camera", "--crop", "32", "--n", "2000", "--K", "2", "--laps", "2",
-                         "--batches", "2", "--moves", "", "--save", tmp_path / "m", "--json", tmp_path / "r.json",
-                         "--sigma", "30", "--seed", "3"], capsys)
+                         "--batches", "2", "--moves", "", "--init-items", "500", "--save", tmp_path / "m",
+                         "--json", tmp_path / "r.json", "--sigma", "30", "--seed", "3"], capsys)
     assert status == 0
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["psnr_denoised"] > result["psnr_noisy"] and result["laps"] == 2 and result["sigma"] == 30
@@ -86,6 +86,8 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--model", model, "--crop", "4"], "--crop"),
         (["denoise", "camera", "--patches", tmp_path / "none.npy"], "none.npy"),
         (["denoise", "camera", "--n", "0"], "--n"),
+        (["denoise", "camera", "--init-items", "0"], "--init-items must be a positive integer"),
+        (["denoise", "camera", "--model", model, "--init-items", "500"], "--init-items: training options"),
         (["patches", tmp_path / "p.txt"], ".npy"),
         (["patches", tmp_path / "p.npy", "--exclude", "lena"], "lena"),
         (["patches", tmp_path / "p.npy", tmp_path / "missing.png"], "missing.png"),

@@ -94,6 +94,7 @@ _FIT_USES = {
     "prior": Use(default=""),
     "prior_scale": Use(default=1.0),
     "init": Use("initial responsibilities", default="kmeans++", choices=("kmeans++", "random")),
+    "init_items": Use(default=10_000, needs=NOT_BOUNDED),
     "seed": Use(default=0),
     "device": Use(default="cpu"),
     "dtype": Use(default="float64", choices=("float64", "float32")),
@@ -181,7 +182,7 @@ def _run(args, data, family, state, progress):
     """Fit by the chosen algorithm (``state``: a memoized fit's, possibly resumed); returns the result."""
     if args.algo == "vb":
         vb = FullBatchVB(family, args.K, args.alpha, max_iter=args.laps, tol=args.tol, init=args.init, seed=args.seed,
-                         local_dtype=args.local_dtype,
+                         init_items=args.init_items, local_dtype=args.local_dtype,
                          alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
                          sparse_candidates=args.sparse_candidates)
 
@@ -192,7 +193,7 @@ def _run(args, data, family, state, progress):
         return vb.fit(data, state=state, callback=vb_callback)
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
-                      local_dtype=args.local_dtype, round_size=args.round_size,
+                      init_items=args.init_items, local_dtype=args.local_dtype, round_size=args.round_size,
                       moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
                       sparse_candidates=args.sparse_candidates, overrelax=args.overrelax == "on")
 
@@ -349,7 +350,7 @@ class DPMixture(CliModel):
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
             "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
-            "sparse_L": args.sparse_L, "sparse_candidates": args.sparse_candidates,
+            "sparse_L": args.sparse_L, "sparse_candidates": args.sparse_candidates, "init_items": args.init_items,
             "prior": parse_prior(args.prior, args.family),
         }
         if post.sticks.alpha_prior is not None:  # learnt: E_q[alpha] and the Gamma factor q(alpha) = Gamma(w1, w2)
