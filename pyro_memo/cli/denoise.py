@@ -16,7 +16,7 @@ import math
 import os
 import time
 
-from .common import check_output_file, check_output_folder, report
+from .common import check_output_file, check_output_folder, check_positive, report
 from .names import PHOTOGRAPH_NAMES
 
 #: the noise level of Hughes & Sudderth 2013, §4.4 and Zoran & Weiss 2011, §4
@@ -137,9 +137,7 @@ def check_denoise(args):
     else:
         for key, value in TRAIN_DEFAULTS.items():
             setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
-        for key in ("n", "K", "laps", "batches", "init_items"):
-            if getattr(args, key) < 1:
-                raise ValueError(f"--{key.replace('_', '-')} must be a positive integer; got {getattr(args, key)}")
+        check_positive(args, integers=("n", "K", "laps", "batches", "init_items"))
         if args.patches is not None and not (args.patches.endswith(".npy") and os.path.isfile(args.patches)):
             raise ValueError(f"--patches {args.patches}: no such .npy file (write one with pyro-memo patches)")
         if args.save:
