@@ -14,12 +14,14 @@ zero-mean patches learnt three ways, each used to denoise the held-out ``camera`
    ``--noise-seed``) is denoised under each prior by single-pass patch MMSE and by EPLL
    (half-quadratic splitting, beta = sigma^-2 [1, 4, 8, 16, 32, 64], lambda = 64 / sigma^2).
 
-Prints the fit times and a PSNR table. ``--device cuda`` puts the family, the posterior, every data
-batch and the denoising on the GPU.
+Prints the fit times and a PSNR table; ``--noise-seeds 0,1,2,3,4`` also scores every prior on those noise draws
+and prints mean +- sd and the paired differences against the first prior (one noise draw moves the PSNR by
+hundredths of a dB). ``--save-priors DIR`` keeps each prior. ``--device cuda`` puts the family, the posterior,
+every data batch and the denoising on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
         [--K 50] [--moves-K 1] [--init-items N] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] \\
-        [--progress [--score-every N]]
+        [--progress [--score-every N]] [--noise-seeds 0,1,2] [--save-priors DIR]
 """
 
 import os
@@ -58,6 +60,10 @@ def parse_args():
     parser.add_argument("--sklearn-iter", type=int, default=100, help="EM iterations of scikit-learn")
     parser.add_argument("--sigma", type=float, default=25.0)
     parser.add_argument("--noise-seed", type=int, default=0)
+    parser.add_argument("--noise-seeds", default=None,
+                        help="comma-separated noise seeds to score every prior at as well (paired table at the end)")
+    parser.add_argument("--save-priors", default=None,
+                        help="folder to write each prior to (torch.save of its weights and covariances)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the patches and of every fit")
     parser.add_argument("--crop", type=int, default=None, help="denoise the central CROP x CROP square of camera")
     parser.add_argument("--device", default="cpu", help="torch device of the memoized fits and the denoising")
@@ -169,7 +175,7 @@ def main():
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         path = os.path.join(folder, "patches.npy")
         write_training_patches(path, args)
-        rows, skip = [], set(args.skip.split(","))
+        rows, seeded, skip = [], {}, set(args.skip.split(","))
         init = {"init_items": args.init_items} if args.init_items else {}
         tag = f" init {args.init_items}" if args.init_items else ""
         fits = (("moves", "(a) DP mixture, memoized VB, birth/merge/delete from K = {M}, {b} batches from disk:",
@@ -188,6 +194,12 @@ def main():
             scores = denoise(prior, clean, noisy, args)  # scored at once: a run cut short keeps its rows
             rows.append((name, prior.K, seconds, scores))
             print(f"  denoised: MMSE {scores['mmse'][0]:.3f} dB, EPLL {scores['epll'][0]:.3f} dB", flush=True)
+            if args.save_priors:
+                os.makedirs(args.save_priors, exist_ok=True)
+                torch.save({"weights": prior.weights.cpu(), "covariances": prior.covariances.cpu()},
+                           os.path.join(args.save_priors, f"{key}.pt"))
+            if args.noise_seeds:
+                seeded[name] = seed_scores(prior, clean, args)
     width = max([30] + [len(row[0]) for row in rows])
     print(f"\n{'prior':{width}s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
           f"{'MMSE s':>7s} {'EPLL s':>7s}")
@@ -195,6 +207,36 @@ def main():
         (mmse, mmse_s), (epll, epll_s) = scores["mmse"], scores["epll"]
         print(f"{name:{width}s} {K:4d} {seconds:8.1f} {mmse:8.3f} {epll:8.3f} {epll - mmse:+9.3f} "
               f"{mmse_s:7.1f} {epll_s:7.1f}", flush=True)
+    if seeded:
+        print_seeded(seeded, width)
+
+
+def seed_scores(prior, clean, args):
+    """``{method: [PSNR per noise seed of --noise-seeds]}`` of single-pass MMSE and EPLL under ``prior``."""
+    scores = {"mmse": [], "epll": []}
+    for seed in [int(s) for s in args.noise_seeds.split(",")]:
+        noisy = add_noise(clean, args.sigma, seed=seed)
+        for method, (db, _) in denoise(prior, clean, noisy, args).items():
+            scores[method].append(db)
+        print(f"  noise seed {seed}: MMSE {scores['mmse'][-1]:.3f} dB, EPLL {scores['epll'][-1]:.3f} dB", flush=True)
+    return scores
+
+
+def print_seeded(seeded, width):
+    """Mean and standard deviation over the noise seeds of each prior's PSNRs, of EPLL - MMSE, and of each
+    prior's PSNR minus the first prior's on the same noisy images (paired differences)."""
+    def stats(values):
+        values = np.asarray(values)
+        return f"{values.mean():8.3f} +- {values.std(ddof=1) if len(values) > 1 else 0.0:.3f}"
+
+    first_name, first = next(iter(seeded.items()))
+    print(f"\nover {len(first['mmse'])} noise seeds (mean +- sd); paired differences against {first_name}")
+    print(f"{'prior':{width}s} {'MMSE dB':>16s} {'EPLL dB':>16s} {'EPLL-MMSE':>16s} {'MMSE - first':>16s} "
+          f"{'EPLL - first':>16s}")
+    for name, scores in seeded.items():
+        mmse, epll = np.asarray(scores["mmse"]), np.asarray(scores["epll"])
+        print(f"{name:{width}s} {stats(mmse)} {stats(epll)} {stats(epll - mmse)} "
+              f"{stats(mmse - np.asarray(first['mmse']))} {stats(epll - np.asarray(first['epll']))}", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,13 @@ that prior, so comparing it across scales chooses the scale from the training da
 ``init_items``; default 10,000): the local optimum it leads to decides more of the PSNR than the prior does, and
 the training ELBO need not rank the optima as the PSNR does. ``--moves birth,merge,delete`` lets every fit
 change K from its k-means++ start of ``--K`` components (a DP mixture whose moves see where the start put it).
-The output also counts the training patches that are exactly flat (saturated regions of the photographs).
+The output also counts the training patches that are exactly flat (saturated regions of the photographs);
+``--dequantize`` adds uniform noise U(-1/2, 1/2) to every training pixel first, so that none is (Theis, van den Oord
+& Bethge 2016: a density fitted to quantised pixels can gain without bound on repeated values).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_epll_checks.py [--n 200000] [--crop 256] [--K 50]
         [--sets all,natural,oracle] [--variants] [--objective] [--prior-scales 1,10] [--init-items 10000,100000]
-        [--moves birth,merge,delete]
+        [--moves birth,merge,delete] [--dequantize]
 """
 
 import itertools
@@ -124,6 +126,8 @@ def main():
     parser.add_argument("--prior-scales", default="1", help="Wishart prior scales to fit each prior with")
     parser.add_argument("--init-items", default="10000", help="patches k-means++ starts each fit from")
     parser.add_argument("--moves", default="", help="moves of every fit from its K = --K start (default: none)")
+    parser.add_argument("--dequantize", action="store_true",
+                        help="add uniform noise U(-1/2, 1/2) to every training pixel before sampling patches")
     args = parser.parse_args()
     sigma = 25.0
     clean = center_crop(load_image(TEST_IMAGE), args.crop)
@@ -142,7 +146,11 @@ def main():
     for name in args.sets.split(","):
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "patches.npy")
-            write_patches(path, [load_image(n) for n in SETS[name]], args.n, seed=0)
+            images = [load_image(n) for n in SETS[name]]
+            if args.dequantize:
+                rng = np.random.default_rng(1)
+                images = [image + rng.uniform(-0.5, 0.5, image.shape) for image in images]
+            write_patches(path, images, args.n, seed=0)
             flat = float((np.load(path, mmap_mode="r") == 0).all(-1).mean())
             print(f"\n[{name}] {100 * flat:.2f}% of the training patches are exactly flat (zero after removing the DC)")
             for scale, init_items in itertools.product([float(v) for v in args.prior_scales.split(",")],
