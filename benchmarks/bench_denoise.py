@@ -60,7 +60,7 @@ def parse_args():
     parser.add_argument("--sklearn-iter", type=int, default=100, help="EM iterations of scikit-learn")
     parser.add_argument("--sigma", type=float, default=25.0)
     parser.add_argument("--noise-seed", type=int, default=0)
-    parser.add_argument("--noise-seeds", default=None,
+    parser.add_argument("--noise-seeds", default=None, type=lambda text: [int(v) for v in text.split(",")],
                         help="comma-separated noise seeds to score every prior at as well (paired table at the end)")
     parser.add_argument("--save-priors", default=None,
                         help="folder to write each prior to (torch.save of its weights and covariances)")
@@ -199,7 +199,7 @@ def main():
                 torch.save({"weights": prior.weights.cpu(), "covariances": prior.covariances.cpu()},
                            os.path.join(args.save_priors, f"{key}.pt"))
             if args.noise_seeds:
-                seeded[name] = seed_scores(prior, clean, args)
+                seeded[name] = seed_scores(prior, clean, args, scores)
     width = max([30] + [len(row[0]) for row in rows])
     print(f"\n{'prior':{width}s} {'K':>4s} {'fit s':>8s} {'MMSE dB':>8s} {'EPLL dB':>8s} {'EPLL-MMSE':>9s} "
           f"{'MMSE s':>7s} {'EPLL s':>7s}")
@@ -211,12 +211,14 @@ def main():
         print_seeded(seeded, width)
 
 
-def seed_scores(prior, clean, args):
-    """``{method: [PSNR per noise seed of --noise-seeds]}`` of single-pass MMSE and EPLL under ``prior``."""
+def seed_scores(prior, clean, args, done):
+    """``{method: [PSNR per noise seed of --noise-seeds]}`` of single-pass MMSE and EPLL under ``prior``;
+    ``done`` holds the scores at ``--noise-seed``, which are not computed again."""
     scores = {"mmse": [], "epll": []}
-    for seed in [int(s) for s in args.noise_seeds.split(",")]:
-        noisy = add_noise(clean, args.sigma, seed=seed)
-        for method, (db, _) in denoise(prior, clean, noisy, args).items():
+    for seed in args.noise_seeds:
+        noisy = None if seed == args.noise_seed else add_noise(clean, args.sigma, seed=seed)
+        results = done if noisy is None else denoise(prior, clean, noisy, args)
+        for method, (db, _) in results.items():
             scores[method].append(db)
         print(f"  noise seed {seed}: MMSE {scores['mmse'][-1]:.3f} dB, EPLL {scores['epll'][-1]:.3f} dB", flush=True)
     return scores
