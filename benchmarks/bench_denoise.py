@@ -16,12 +16,14 @@ zero-mean patches learnt three ways, each used to denoise the held-out ``camera`
 
 Prints the fit times and a PSNR table; ``--noise-seeds 0,1,2,3,4`` also scores every prior on those noise draws
 and prints mean +- sd and the paired differences against the first prior (one noise draw moves the PSNR by
-hundredths of a dB). ``--save-priors DIR`` keeps each prior. ``--device cuda`` puts the family, the posterior,
+hundredths of a dB). ``--save-priors DIR`` keeps each prior. ``--prior-scale S`` multiplies the memoized fits'
+Wishart scale matrix by ``S`` (``bench_denoise_validation.py`` chooses it by held-out denoising of the training
+photographs, without ``camera``). ``--device cuda`` puts the family, the posterior,
 every data batch and the denoising on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
         [--K 50] [--moves-K 1] [--init-items N] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] \\
-        [--progress [--score-every N]] [--noise-seeds 0,1,2] [--save-priors DIR]
+        [--progress [--score-every N]] [--noise-seeds 0,1,2] [--save-priors DIR] [--prior-scale S]
 """
 
 import os
@@ -78,11 +80,17 @@ def parse_args():
     parser.add_argument("--init-items", type=int, default=None,
                         help="patches k-means++ starts the memoized fits from (MemoizedVB's init_items; "
                              "default 10,000)")
+    parser.add_argument("--prior-scale", type=float, default=1.0,
+                        help="the memoized fits' Wishart prior scale (fit_patch_mixture's prior_scale; "
+                             "bench_denoise_validation.py chooses it without camera)")
     parser.add_argument("--skip", default="", help="comma-separated fits to skip: moves, fixed, sklearn")
     parser.add_argument("--train", default="all", choices=("all", "natural"),
                         help="training photographs: all bundled but camera, or the natural scenes and textures "
                              "(no scanned text, micrographs or star fields)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if not 0 < args.prior_scale < float("inf"):
+        parser.error(f"--prior-scale must be a positive number; got {args.prior_scale}")
+    return args
 
 
 NATURAL = ("astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon")
@@ -115,7 +123,8 @@ def memoized_prior(path, K, moves, args, clean, noisy, **options):
         return args.minutes is not None and seconds > 60 * args.minutes
 
     result = fit_patch_mixture(path, K=K, laps=args.laps, batches=args.batches, moves=moves, seed=args.seed,
-                               device=args.device, local_dtype=args.local_dtype, callback=lap_done, **options)
+                               prior_scale=args.prior_scale, device=args.device, local_dtype=args.local_dtype,
+                               callback=lap_done, **options)
     sync(args.device)
     seconds = time.perf_counter() - start - scoring
     prior = GaussianMixturePrior.from_posterior(result.posterior)
@@ -170,8 +179,8 @@ def main():
         clean = center_crop(clean, args.crop)
     noisy = add_noise(clean, args.sigma, seed=args.noise_seed)
     print(f"device {args.device}, torch threads {torch.get_num_threads()}; test image {TEST_IMAGE} "
-          f"{clean.shape[0]}x{clean.shape[1]}, sigma {args.sigma:g}, noisy PSNR {psnr(clean, noisy):.2f} dB",
-          flush=True)
+          f"{clean.shape[0]}x{clean.shape[1]}, sigma {args.sigma:g}, noisy PSNR {psnr(clean, noisy):.2f} dB; "
+          f"memoized fits' Wishart prior scale {args.prior_scale:g}", flush=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         path = os.path.join(folder, "patches.npy")
         write_training_patches(path, args)
