@@ -12,6 +12,10 @@ import warnings
 
 import pyro_memo as pm
 
+#: the photographs of scenes and textures among scikit-image's bundled ones, which the denoising benchmarks train
+#: on (``bench_denoise.py --train natural``; no scans of text, micrographs or star fields, and not ``camera``)
+NATURAL_PHOTOGRAPHS = ("astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon")
+
 
 def make_parser(doc):
     """An argument parser whose help is the script's docstring ``doc``, kept as written."""

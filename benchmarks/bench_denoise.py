@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 import torch
-from _common import make_parser
+from _common import NATURAL_PHOTOGRAPHS, make_parser
 from sklearn.mixture import GaussianMixture
 
 from pyro_memo.denoising import (
@@ -93,11 +93,9 @@ def parse_args():
     return args
 
 
-NATURAL = ("astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon")
-
-
 def write_training_patches(path, args):
-    names = [name for name in PHOTOGRAPHS if name != TEST_IMAGE] if args.train == "all" else list(NATURAL)
+    names = ([name for name in PHOTOGRAPHS if name != TEST_IMAGE] if args.train == "all"
+             else list(NATURAL_PHOTOGRAPHS))
     start = time.perf_counter()
     write_patches(path, [load_image(name) for name in names], args.n, seed=args.seed)
     print(f"{args.n} zero-mean 8x8 patches of {len(names)} photographs ({', '.join(names)}) written to "

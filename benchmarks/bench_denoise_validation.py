@@ -36,7 +36,7 @@ import tempfile
 import time
 
 import torch
-from _common import make_parser
+from _common import NATURAL_PHOTOGRAPHS, make_parser
 
 from pyro_memo.denoising import (
     GaussianMixturePrior,
@@ -49,8 +49,7 @@ from pyro_memo.denoising import (
     write_patches,
 )
 
-NATURAL = ("astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon")
-FOLDS = [NATURAL[i:i + 2] for i in range(0, len(NATURAL), 2)]
+FOLDS = [NATURAL_PHOTOGRAPHS[i:i + 2] for i in range(0, len(NATURAL_PHOTOGRAPHS), 2)]
 SIGMA = 25.0
 
 
@@ -97,11 +96,11 @@ def main():
         return score_saved(args.score_priors)
     print(f"torch threads {torch.get_num_threads()}; {args.n} patches per fold, {args.laps} laps, {args.batches} "
           f"batches, K = {args.K} start, moves {args.moves or 'none'}; held-out noise sigma {SIGMA:g}", flush=True)
-    noisy = {name: add_noise(load_image(name), SIGMA, seed=0) for name in NATURAL}
+    noisy = {name: add_noise(load_image(name), SIGMA, seed=0) for name in NATURAL_PHOTOGRAPHS}
     scores = {scale: {} for scale in args.scales}
     for fold in args.folds:
         held_out = FOLDS[fold]
-        train = [name for name in NATURAL if name not in held_out]
+        train = [name for name in NATURAL_PHOTOGRAPHS if name not in held_out]
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "patches.npy")
             write_patches(path, [load_image(name) for name in train], args.n, seed=0)

@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 import torch
-from _common import make_parser
+from _common import NATURAL_PHOTOGRAPHS, make_parser
 
 from pyro_memo.denoising import (
     PHOTOGRAPHS,
@@ -66,7 +66,7 @@ from pyro_memo.denoising import (
 TEST_IMAGE = "camera"
 SETS = {
     "all": [name for name in PHOTOGRAPHS if name != TEST_IMAGE],
-    "natural": ["astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon"],
+    "natural": list(NATURAL_PHOTOGRAPHS),
     "oracle": [TEST_IMAGE],
 }
 
