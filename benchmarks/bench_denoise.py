@@ -223,8 +223,8 @@ def seed_scores(prior, clean, args, done):
     ``done`` holds the scores at ``--noise-seed``, which are not computed again."""
     scores = {"mmse": [], "epll": []}
     for seed in args.noise_seeds:
-        noisy = None if seed == args.noise_seed else add_noise(clean, args.sigma, seed=seed)
-        results = done if noisy is None else denoise(prior, clean, noisy, args)
+        results = (done if seed == args.noise_seed
+                   else denoise(prior, clean, add_noise(clean, args.sigma, seed=seed), args))
         for method, (db, _) in results.items():
             scores[method].append(db)
         print(f"  noise seed {seed}: MMSE {scores['mmse'][-1]:.3f} dB, EPLL {scores['epll'][-1]:.3f} dB", flush=True)

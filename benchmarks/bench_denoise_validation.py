@@ -76,16 +76,16 @@ def parse_args():
     parser.add_argument("--score-priors", nargs="+", metavar="PT",
                         help="score these saved priors on the validation photographs and stop")
     args = parser.parse_args()
-    if any(s <= 0 for s in args.scales):
-        parser.error("--scales must be positive")
+    if not all(0 < s < float("inf") for s in args.scales):
+        parser.error(f"--scales must be positive numbers; got {args.scales}")
     if any(f not in range(len(FOLDS)) for f in args.folds):
         parser.error(f"--folds are numbers 0 .. {len(FOLDS) - 1}")
     return args
 
 
-def held_out_scores(prior, names, noisy):
+def held_out_scores(prior, names, clean, noisy):
     """Single-pass MMSE PSNR of each held-out photograph under ``prior``."""
-    return {name: psnr(load_image(name), mmse_denoise(noisy[name], prior, SIGMA)) for name in names}
+    return {name: psnr(clean[name], mmse_denoise(noisy[name], prior, SIGMA)) for name in names}
 
 
 def main():
@@ -96,21 +96,22 @@ def main():
         return score_saved(args.score_priors)
     print(f"torch threads {torch.get_num_threads()}; {args.n} patches per fold, {args.laps} laps, {args.batches} "
           f"batches, K = {args.K} start, moves {args.moves or 'none'}; held-out noise sigma {SIGMA:g}", flush=True)
-    noisy = {name: add_noise(load_image(name), SIGMA, seed=0) for name in NATURAL_PHOTOGRAPHS}
+    clean = {name: load_image(name) for name in NATURAL_PHOTOGRAPHS}
+    noisy = {name: add_noise(image, SIGMA, seed=0) for name, image in clean.items()}
     scores = {scale: {} for scale in args.scales}
     for fold in args.folds:
         held_out = FOLDS[fold]
         train = [name for name in NATURAL_PHOTOGRAPHS if name not in held_out]
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "patches.npy")
-            write_patches(path, [load_image(name) for name in train], args.n, seed=0)
+            write_patches(path, [clean[name] for name in train], args.n, seed=0)
             for scale in args.scales:
                 start = time.perf_counter()
                 fit = fit_patch_mixture(path, K=args.K, laps=args.laps, batches=args.batches, moves=args.moves,
                                         seed=0, prior_scale=scale)
                 seconds = time.perf_counter() - start
                 prior = GaussianMixturePrior.from_posterior(fit.posterior)
-                fold_scores = held_out_scores(prior, held_out, noisy)
+                fold_scores = held_out_scores(prior, held_out, clean, noisy)
                 scores[scale].update(fold_scores)
                 shown = ", ".join(f"{name} {value:.3f} dB" for name, value in fold_scores.items())
                 print(f"fold {fold} (held out {' + '.join(held_out)}), scale {scale:g}: K = {prior.K}, training "
