@@ -144,14 +144,18 @@ def make_moves(names, registry, seed=0, **options):
     names = list(names)
     objects = [m for m in names if not isinstance(m, str)]
     names = [m for m in names if isinstance(m, str)]
-    unknown = set(names) - set(registry)
+    unknown = (set(names) | set(options)) - set(registry)
     if unknown:
         raise ValueError(f"unknown moves {sorted(unknown)}; choose from {', '.join(registry)}")
     moves = []
     for name, cls in registry.items():
         if name in names:
             kwargs = dict(options.get(name, {}))
-            if "seed" in inspect.signature(cls).parameters:
+            accepted = inspect.signature(cls).parameters
+            wrong = sorted(set(kwargs) - set(accepted))
+            if wrong:
+                raise ValueError(f"the {name} move has no option {', '.join(wrong)}; it takes {', '.join(accepted)}")
+            if "seed" in accepted:
                 kwargs.setdefault("seed", seed)
             moves.append(cls(**kwargs))
     return moves + objects

@@ -35,6 +35,9 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         :data:`~pyro_memo.inference.moves.MOVES`) or :class:`~pyro_memo.inference.moves.Move`
         objects. With moves, components are also reordered by size when that raises the ELBO,
         and a fit converges only after a lap with no accepted move.
+    :param dict move_options: keyword arguments per move name, for moves given by name (e.g.
+        ``{"birth": {"targets": 4}}``: four birth targets a lap; see
+        :class:`~pyro_memo.inference.moves.BirthMove`).
     :param bool incremental_first_lap: update the globals after every batch of the first lap
         from the partial memo (bnpy's schedule). Default ``False``: the first lap runs every
         batch's local step against the initial globals and updates them once, when the memo is
@@ -77,11 +80,15 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     def __init__(self, family, K, alpha=1.0, truncation="nested", laps=50, tol=1e-8, init="kmeans++",
                  init_items=10_000, seed=0, shuffle=True, record_batch_elbos=False, moves=(),
                  incremental_first_lap=False, alpha_prior=None, local_dtype=None, threads=None,
-                 sparse_L=None, schedule=None, round_size=None, overrelax=None, sparse_candidates=None):
+                 sparse_L=None, schedule=None, round_size=None, overrelax=None, sparse_candidates=None,
+                 move_options=None):
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
         self.set_sparse_L(sparse_L, sparse_candidates)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
-            moves = make_moves(moves, seed=seed)
+            moves = make_moves(moves, seed=seed, **(move_options or {}))
+        elif move_options:
+            raise ValueError("move_options apply to moves given by name (moves='birth,merge,delete'); "
+                             "configure move objects directly")
         super().__init__(laps=laps, tol=tol, seed=seed, shuffle=shuffle, record_batch_elbos=record_batch_elbos,
                          moves=moves, sort_after_moves=True, hold_first_lap=not incremental_first_lap,
                          local_dtype=local_dtype, threads=threads, schedule=schedule, round_size=round_size,

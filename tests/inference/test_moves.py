@@ -12,11 +12,12 @@ from tests.conftest import FAMILY_NAMES, make_data
 CASES = [(name, seed) for name in FAMILY_NAMES for seed in range(4)]
 
 
-def fit_with_moves(name, seed, K=6, moves="birth,merge,delete", laps=6, B=5, N=500):
+def fit_with_moves(name, seed, K=6, moves="birth,merge,delete", laps=6, B=5, N=500, targets=1):
     x = make_data(name, N, D=3, seed=seed, clusters=2 + seed % 3)
     family = pm.get_family(name).from_data(x)
+    birth = {"fresh_K": 4, "subsample_size": 200, "targets": targets}
     memo = pm.MemoizedVB(family, K, laps=laps, tol=0, seed=seed, init="random" if seed % 2 else "kmeans++",
-                         moves=make_moves(moves, seed=seed, birth={"fresh_K": 4, "subsample_size": 200}))
+                         moves=make_moves(moves, seed=seed, birth=birth))
     return x, memo.fit(x, num_batches=B)
 
 
@@ -59,6 +60,34 @@ def test_summaries_are_exact_after_birth_adoption(name, seed):
         assert gain["after"] > gain["before"]
 
 
+@pytest.mark.parametrize("name,seed", CASES)
+def test_births_with_several_targets_raise_the_exact_elbo_and_keep_the_memo_exact(name, seed):
+    """Three targets a lap: their fresh components are adopted together and kept only on an exact rise."""
+    x, result = fit_with_moves(name, seed, K=3, targets=3)
+    for gain in result.state.move_gains:
+        assert gain["after"] > gain["before"], gain
+    assert_memo_is_exact(x, result, 5)
+    assert "birth" not in result.state.cache.batches
+    assert result.elbo == pytest.approx(float(result.posterior.elbo(result.state.cache.total)), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_several_birth_targets_grow_the_model_in_fewer_laps(seed):
+    """From two components on eight separated clusters, one lap of collection with a target per component
+    adds fresh components under both, where one target adds them under one."""
+    x = make_data("gauss", 4000, D=2, seed=20 + seed, clusters=8)
+    family = pm.Gaussian.from_data(x)
+
+    def grown(targets):
+        moves = make_moves("birth", seed=seed, birth={"targets": targets})
+        return pm.MemoizedVB(family, 2, laps=2, tol=0, seed=seed, moves=moves).fit(x, num_batches=4)
+
+    one, two = grown(1), grown(2)
+    assert one.state.move_log[1]["birth"] == two.state.move_log[1]["birth"] == {"proposed": 1, "accepted": 1}
+    assert two.posterior.K > one.posterior.K
+    assert two.elbo > one.elbo
+
+
 def test_a_birth_on_clustered_data_is_adopted_and_kept():
     x = make_data("gauss", 1500, D=2, seed=12, clusters=3)
     result = pm.MemoizedVB(pm.Gaussian.from_data(x), 1, laps=2, tol=0, moves="birth").fit(x, num_batches=5)
@@ -94,12 +123,14 @@ def test_moves_find_separated_clusters_from_one_component():
     assert result.converged
 
 
-def test_moves_are_logged_and_survive_save_and_resume(tmp_path):
+@pytest.mark.parametrize("targets", [1, 2])
+def test_moves_are_logged_and_survive_save_and_resume(tmp_path, targets):
     x = make_data("diag-gauss", 600, D=2, seed=5, clusters=3)
     family = pm.DiagGaussian.from_data(x)
 
     def driver(laps):
-        return pm.MemoizedVB(family, 1, laps=laps, tol=0, seed=2, moves="birth,merge,delete")
+        return pm.MemoizedVB(family, 1, laps=laps, tol=0, seed=2, moves="birth,merge,delete",
+                             move_options={"birth": {"targets": targets}})
 
     full = driver(8).fit(x, num_batches=4)
     part = driver(4).fit(x, num_batches=4)
@@ -119,6 +150,15 @@ def test_move_options_validate():
     with pytest.raises(ValueError, match="nested"):
         pm.MemoizedVB(family, 2, truncation="direct", moves="merge")
     assert [type(m) for m in make_moves("merge,delete,birth")] == [BirthMove, DeleteMove, MergeMove]
+    with pytest.raises(ValueError, match="unknown moves.*brith"):
+        make_moves("birth", birth={"targets": 2}, brith={"targets": 2})
+    with pytest.raises(ValueError, match="birth move has no option target;"):
+        make_moves("birth", birth={"target": 2})
+    with pytest.raises(ValueError, match="at least one target"):
+        BirthMove(targets=0)
+    with pytest.raises(ValueError, match="moves given by name"):
+        pm.MemoizedVB(family, 2, moves=[BirthMove()], move_options={"birth": {"targets": 2}})
+    assert pm.MemoizedVB(family, 2, moves="birth", move_options={"birth": {"targets": 4}}).moves[0].num_targets == 4
 
 
 @pytest.mark.parametrize("score", ["current", "batch"])

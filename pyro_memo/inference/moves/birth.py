@@ -19,13 +19,14 @@ PSEUDO_BATCH = "birth"
 class BirthMove(Move):
     """Add fresh components where the data ask for them.
 
-    * **Collection** (lap ``t``): a target component is chosen (components in decreasing
-      size, one per lap, from the largest again after each birth); while visiting batches,
-      up to ``subsample_size`` items with :math:`\\hat r_{nk} > \\tau` are gathered
-      (bottom-k sampling, so every eligible item is equally likely to be kept).
-    * **Creation** (end of lap ``t``): a fresh DP mixture with ``fresh_K`` components is
-      fitted to the subsample by full-batch VB; its summary :math:`S'` of the subsample is
-      kept (empty fresh components dropped).
+    * **Collection** (lap ``t``): ``targets`` target components are chosen (components in
+      decreasing size, the next ``targets`` of them each lap, from the largest again after each
+      birth); while visiting batches, up to ``subsample_size`` items with
+      :math:`\\hat r_{nk} > \\tau` are gathered for each target (bottom-k sampling, so every
+      eligible item is equally likely to be kept).
+    * **Creation** (end of lap ``t``): for each target, a fresh DP mixture with ``fresh_K``
+      components is fitted to its subsample by full-batch VB; their summaries of the subsamples,
+      side by side, are :math:`S'` (empty fresh components dropped).
     * **Adoption** (lap ``t + 1``): the model grows to ``K + K'`` components; every batch
       summary gains ``K'`` empty components (nested truncation), and :math:`S'` enters the
       memo as a pseudo-batch so the fresh components have mass while the batches are
@@ -34,7 +35,8 @@ class BirthMove(Move):
 
     After the adoption lap the expanded model is kept only if its exact full-data ELBO beats
     the ELBO before adoption; otherwise the memo and globals go back to their saved state.
-    The move log counts a birth as proposed when adopted and accepted when kept.
+    With several targets, their fresh components are adopted and judged together, as one
+    birth. The move log counts a birth as proposed when adopted and accepted when kept.
 
     :param int fresh_K: components of the fresh mixture.
     :param int subsample_size: largest targeted subsample ``N'`` (default ``max(1000, 5 D^2)``,
@@ -44,14 +46,18 @@ class BirthMove(Move):
     :param int fresh_iters: VB iterations of the creation step.
     :param float min_items: fresh components with fewer expected items (or under 2% of the
         subsample) are dropped; a birth needs at least two survivors.
+    :param int targets: components targeted per lap (more grow a fit from K = 1 in fewer laps).
     :param int seed: seeds target choice and reservoir sampling.
     """
 
     name = "birth"
 
     def __init__(self, fresh_K=10, subsample_size=None, min_resp=0.1, max_K=100, fresh_iters=20, min_items=5,
-                 seed=0):
+                 targets=1, seed=0):
+        if int(targets) < 1:
+            raise ValueError(f"a birth needs at least one target component per lap; got targets={targets}")
         self.fresh_K = int(fresh_K)
+        self.num_targets = int(targets)
         self.min_items = float(min_items)
         self.cleanup_pairs = 5
         self.subsample_size = None if subsample_size is None else int(subsample_size)
@@ -62,10 +68,11 @@ class BirthMove(Move):
         self.pending = None  # S' of created, not yet adopted components
         self.failures = 0  # births failed (not created, or reverted) since the last kept one
         self.adopting = False
+        self.pending_targets = self.adopted_targets = 0  # targets whose fresh components are pending / adopted
         self.snapshot = None  # memo, posterior and exact ELBO before an adoption
-        self.target = None
+        self.targets = []
         self.lap_seed = 0
-        self._kept = None
+        self._kept = None  # per target: the (rows, keys) kept so far this lap, or None
 
     # --------------------------------------------------------------- adoption
     def start_lap(self, state, driver):
@@ -79,6 +86,7 @@ class BirthMove(Move):
             self.snapshot = (dict(cache.batches), cache.total, post, float(post.elbo(cache.total)))
             fresh, K = self.pending, post.K
             rewrite_memo(state, lambda key, s: s.expand(K + fresh.K))
+            self.adopted_targets = self.pending_targets
             zeros = Summary.zeros(post.family, K)
             pseudo = Summary(torch.cat([zeros.counts, fresh.counts]),
                              {k: torch.cat([v, fresh.stats[k]]) for k, v in zeros.stats.items()},
@@ -88,17 +96,17 @@ class BirthMove(Move):
             self.log(state, proposed=1)
         if ready:
             self.pending = None
-        # collection target for this lap: components in decreasing size, one per lap, starting
-        # again from the largest after every successful birth, so each is tried within K laps
+        # collection targets for this lap: components in decreasing size, the next ones each lap,
+        # starting again from the largest after every successful birth, so each is tried within K laps
         total = state.cache.total
         K = state.posterior.K
-        if total is None:
-            self.target = 0
+        if total is None:  # no sizes yet: the first components
+            self.targets = list(range(min(self.num_targets, K)))
         else:
             ranks = torch.argsort(total.counts[:K], descending=True)
-            self.target = int(ranks[self.failures % K])
+            self.targets = [int(ranks[(self.failures + j) % K]) for j in range(min(self.num_targets, K))]
         self.lap_seed = int(self.rng.integers(2**62))
-        self._kept = None
+        self._kept = [None] * len(self.targets)
 
     # ------------------------------------------------------------- collection
     def subsample_limit(self, dim):
@@ -106,26 +114,32 @@ class BirthMove(Move):
         return self.subsample_size or max(1000, 5 * dim ** 2)
 
     def batch_visit(self, posterior, key, x, resp):
-        """Bottom-k sampling, batch side: every eligible item of batch ``key`` gets a uniform key (from
-        the lap's seed and the batch, so the sample does not depend on where the batch ran) and the
-        batch's ``subsample_size`` smallest come back as ``(rows, keys)``."""
-        if self.target is None or self.target >= resp.shape[1]:  # merged away during the lap (GreedyMerge)
-            return None
-        eligible = resp[:, self.target] > self.min_resp
-        if not bool(eligible.any()):
-            return None
-        rows = x[eligible]
+        """Bottom-k sampling, batch side: for each target, every eligible item of batch ``key`` gets a
+        uniform key (from the lap's seed and the batch, so the sample does not depend on where the batch
+        ran) and the batch's ``subsample_size`` smallest come back as ``(rows, keys)`` (``None`` for a
+        target without eligible items); one entry per target."""
         rng = np.random.default_rng([self.lap_seed, zlib.crc32(repr(key).encode())])
-        keys = torch.as_tensor(rng.random(rows.shape[0]), dtype=rows.dtype, device=rows.device)
-        return self._smallest(rows, keys)
+        found = []
+        for target in self.targets:
+            if target >= resp.shape[1]:  # merged away during the lap (GreedyMerge)
+                found.append(None)
+                continue
+            eligible = resp[:, target] > self.min_resp
+            rows = x[eligible]
+            keys = torch.as_tensor(rng.random(rows.shape[0]), dtype=x.dtype, device=x.device)
+            found.append(self._smallest(rows, keys) if rows.shape[0] else None)
+        return found if any(f is not None for f in found) else None
 
     def take_visit(self, state, key, payload, summary):
-        """Bottom-k sampling, driver side: the ``subsample_size`` smallest keys seen so far are kept,
-        a uniform sample of all eligible items of the lap."""
-        rows, keys = payload
-        if self._kept is not None:
-            rows, keys = torch.cat([self._kept[0], rows]), torch.cat([self._kept[1], keys])
-        self._kept = self._smallest(rows, keys)
+        """Bottom-k sampling, driver side: for each target, the ``subsample_size`` smallest keys seen so
+        far are kept, a uniform sample of all its eligible items of the lap."""
+        for j, found in enumerate(payload):
+            if found is None:
+                continue
+            rows, keys = found
+            if self._kept[j] is not None:
+                rows, keys = torch.cat([self._kept[j][0], rows]), torch.cat([self._kept[j][1], keys])
+            self._kept[j] = self._smallest(rows, keys)
         return summary
 
     def _smallest(self, rows, keys):
@@ -155,19 +169,21 @@ class BirthMove(Move):
                 self.failures = 0
             else:  # the expanded model did not pay for itself over one lap: back to the old memo
                 cache.batches, cache.total, state.posterior = batches, total, posterior
-                self.failures += 1
+                self.failures += self.adopted_targets
             self.snapshot = None
-        attempted = self._kept is not None and len(self._kept[0]) >= 2 * self.fresh_K \
-            and state.posterior.K < self.max_K
+        subsamples = [kept[0] for kept in self._kept or () if kept is not None and len(kept[0]) >= 2 * self.fresh_K]
+        attempted = bool(subsamples) and state.posterior.K < self.max_K
         if attempted:
-            sub = self._kept[0]
-            post = state.posterior
-            fresh = self.create(post, sub)
-            keep = (fresh.counts >= max(self.min_items, 0.02 * len(sub))).nonzero().flatten()
-            if len(keep) > 1:  # one fresh component would only repeat the target
-                self.pending = fresh.select(keep)
-        if self.pending is None and attempted and not self.adopting:  # adoption laps: target may dissolve
-            self.failures += 1
+            births = []
+            for sub in subsamples:
+                fresh = self.create(state.posterior, sub)
+                keep = (fresh.counts >= max(self.min_items, 0.02 * len(sub))).nonzero().flatten()
+                if len(keep) > 1:  # one fresh component would only repeat the target
+                    births.append(fresh.select(keep))
+            self.pending = side_by_side(births) if births else None
+            self.pending_targets = len(births)
+            if not self.adopting:  # targets that split into fewer than two (in adoption laps they may dissolve)
+                self.failures += len(subsamples) - len(births)
         self._kept = None
 
     def create(self, posterior, sub):
@@ -183,12 +199,23 @@ class BirthMove(Move):
 
     def state_dict(self):
         return {"pending": None if self.pending is None else self.pending.to(device="cpu").to_dict(),
-                "rng": self.rng.bit_generator.state, "failures": self.failures}
+                "rng": self.rng.bit_generator.state, "failures": self.failures, "pending_targets": self.pending_targets}
 
     def load_state_dict(self, d):
         self.pending = None if d["pending"] is None else Summary.from_dict(d["pending"])
         self.rng.bit_generator.state = d["rng"]
         self.failures = int(d.get("failures", 0))
+        self.pending_targets = int(d.get("pending_targets", self.pending is not None))
+
+
+def side_by_side(summaries):
+    """The mixture summaries of several fresh models as one, their components in order (each
+    birth's subsample summarised by its own fresh components)."""
+    if len(summaries) == 1:
+        return summaries[0]
+    return Summary(torch.cat([s.counts for s in summaries]),
+                   {k: torch.cat([s.stats[k] for s in summaries]) for k in summaries[0].stats},
+                   torch.cat([s.entropy for s in summaries]), sum(s.num_items for s in summaries))
 
 
 def fresh_mixture(posterior, sub, fresh_K, iters, cleanup_pairs, seed):
