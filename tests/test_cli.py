@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+import pyro_memo as pm
 from pyro_memo.cli import build_parser, main
 from tests.conftest import make_data
 
@@ -136,6 +137,20 @@ def test_moves_are_reported_in_json(blobs, capsys):
     assert set(result["moves"][0]) == {"birth", "merge", "delete"}
     assert sum(lap["birth"]["accepted"] for lap in result["moves"]) >= 1
     assert "moves" in capsys.readouterr().out
+
+
+def test_birth_targets_reach_the_birth_move(blobs):
+    """--birth-targets is the birth move's targets: reported in the JSON, and the same fit as the
+    library's MemoizedVB with move_options."""
+    argv = ["fit", str(blobs / "blobs.npy"), "--algo", "memo", "--K", "2", "--batches", "3", "--laps", "3",
+            "--moves", "birth", "--birth-targets", "2", "--json", str(blobs / "t.json"), "--quiet"]
+    assert main(argv) == 0
+    result = json.loads((blobs / "t.json").read_text())
+    assert result["birth_targets"] == 2
+    family = pm.Gaussian.from_data(np.load(blobs / "blobs.npy"))
+    memo = pm.MemoizedVB(family, 2, laps=3, tol=1e-7, seed=0, moves="birth", move_options={"birth": {"targets": 2}})
+    assert memo.moves[0].num_targets == 2
+    np.testing.assert_allclose(result["elbo_trace"], memo.fit(str(blobs / "blobs.npy"), 3).elbo_trace, rtol=1e-9)
 
 
 @pytest.mark.parametrize(

@@ -300,6 +300,11 @@ def cases(f):
         (hdp + ["--memory", "500"], "--memory"),
         # a truncation no memory can hold
         (fit + ["--K", str(10**11), "--laps", "1"], "memory"),
+        # birth targets: a positive count, for the birth move of memoized VB
+        (fit + ["--algo", "memo", "--moves", "birth", "--birth-targets", "0"], "--birth-targets must be a positive"),
+        (fit + ["--algo", "memo", "--moves", "merge,delete", "--birth-targets", "2"], "add birth to --moves"),
+        (fit + ["--algo", "vb", "--birth-targets", "2"], "--birth-targets needs --algo memo"),
+        (hdp + ["--birth-targets", "2"], "--birth-targets does not apply to --model hdp"),
     ]
 
 

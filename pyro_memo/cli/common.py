@@ -149,7 +149,7 @@ def check_positive(args, integers=(), reals=()):
 
 
 #: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
-POSITIVE_INTEGERS = ("K", "laps", "batches", "init_items", "sparse_L", "round_size", "workers")
+POSITIVE_INTEGERS = ("K", "laps", "batches", "init_items", "sparse_L", "round_size", "workers", "birth_targets")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")
 NON_NEGATIVE_REALS = ("tol",)
 NON_NEGATIVE_INTEGERS = ("seed", "sparse_candidates")

@@ -73,6 +73,11 @@ register_option("fit", Option("--overrelax", "over-relaxed batch steps of memoiz
                                               "exact steps of Hughes & Sudderth 2013.",
                               {"metavar": "on|off"}))
 
+register_option("fit", Option("--birth-targets", "with --moves birth: components a birth targets per lap (default "
+                                                 "1); each gets its own subsample and fresh mixture, adopted together "
+                                                 "and kept only if the exact ELBO rises, so a fit from --K 1 grows in "
+                                                 "fewer laps.", {"type": int, "metavar": "T"}))
+
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
     "data": Use(_DATA + "; a .npy file or a .zarr array is read from disk batch by batch with --algo memo",
@@ -109,6 +114,7 @@ _FIT_USES = {
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component; with --algo "
                  "memory-bounded: birth, merge (exact tied-bound acceptance in each epoch's model building)",
                  default="", needs=(("algo", ("memo", "memory-bounded")),)),
+    "birth_targets": Use(default=1, needs=MEMO),
     "json": Use("keys: elbo (total nats), elbo_trace (per lap), K, weights, lap_seconds, seconds, k_trace, "
                 "emptied (per lap, components whose expected size fell below one item: collapse), N, D, "
                 "moves (--algo memo), nmi (labelled data), ..."),
@@ -194,7 +200,8 @@ def _run(args, data, family, state, progress):
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                       init_items=args.init_items, local_dtype=args.local_dtype, round_size=args.round_size,
-                      moves=args.moves, alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
+                      moves=args.moves, move_options={"birth": {"targets": args.birth_targets}},
+                      alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
                       sparse_candidates=args.sparse_candidates, overrelax=args.overrelax == "on")
 
     def callback(lap, elbo, posterior):
@@ -314,6 +321,9 @@ class DPMixture(CliModel):
             tied = [m for m in moves if m not in ("birth", "merge")]
             if args.algo == "memory-bounded" and tied:
                 raise ValueError(f"--moves {','.join(tied)} is not available with --algo memory-bounded (birth, merge)")
+            if args.birth_targets != 1 and "birth" not in moves:
+                raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
+                                 "birth,merge,delete)")
             parse_alpha_prior(args.alpha_prior)
             check_device(args.device)
         else:  # names known at parse time: a bad list fails before torch is imported
@@ -350,6 +360,7 @@ class DPMixture(CliModel):
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
             "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
+            "birth_targets": args.birth_targets if args.algo == "memo" else None,
             "sparse_L": args.sparse_L, "sparse_candidates": args.sparse_candidates, "init_items": args.init_items,
             "prior": parse_prior(args.prior, args.family),
         }
