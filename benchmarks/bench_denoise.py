@@ -18,12 +18,13 @@ Prints the fit times and a PSNR table; ``--noise-seeds 0,1,2,3,4`` also scores e
 and prints mean +- sd and the paired differences against the first prior (one noise draw moves the PSNR by
 hundredths of a dB). ``--save-priors DIR`` keeps each prior. ``--prior-scale S`` multiplies the memoized fits'
 Wishart scale matrix by ``S`` (``bench_denoise_validation.py`` chooses it by held-out denoising of the training
-photographs, without ``camera``). ``--device cuda`` puts the family, the posterior,
+photographs, without ``camera``). ``--birth-targets T`` gives the DP fit's births ``T`` target components a lap
+(``BirthMove(targets=T)``; default 1). ``--device cuda`` puts the family, the posterior,
 every data batch and the denoising on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denoise.py [--n 2000000] [--laps 20] [--batches 100] \\
         [--K 50] [--moves-K 1] [--init-items N] [--sklearn-n 2000000] [--device cuda] [--dir DIR] [--minutes M] \\
-        [--progress [--score-every N]] [--noise-seeds 0,1,2] [--save-priors DIR] [--prior-scale S]
+        [--progress [--score-every N]] [--noise-seeds 0,1,2] [--save-priors DIR] [--prior-scale S] [--birth-targets T]
 """
 
 import os
@@ -83,6 +84,8 @@ def parse_args():
     parser.add_argument("--prior-scale", type=float, default=1.0,
                         help="the memoized fits' Wishart prior scale (fit_patch_mixture's prior_scale; "
                              "bench_denoise_validation.py chooses it without camera)")
+    parser.add_argument("--birth-targets", type=int, default=1,
+                        help="target components of the DP fit's births per lap (BirthMove's targets)")
     parser.add_argument("--skip", default="", help="comma-separated fits to skip: moves, fixed, sklearn")
     parser.add_argument("--train", default="all", choices=("all", "natural"),
                         help="training photographs: all bundled but camera, or the natural scenes and textures "
@@ -90,6 +93,8 @@ def parse_args():
     args = parser.parse_args()
     if not 0 < args.prior_scale < float("inf"):
         parser.error(f"--prior-scale must be a positive number; got {args.prior_scale}")
+    if args.birth_targets < 1:
+        parser.error(f"--birth-targets must be at least 1; got {args.birth_targets}")
     return args
 
 
@@ -187,7 +192,8 @@ def main():
         tag = f" init {args.init_items}" if args.init_items else ""
         fits = (("moves", "(a) DP mixture, memoized VB, birth/merge/delete from K = {M}, {b} batches from disk:",
                  f"DP memo + moves (K={args.moves_K} start)" + (tag if args.moves_K > 1 else ""),
-                 lambda: memoized_prior(path, args.moves_K, "birth,merge,delete", args, clean, noisy, **init)),
+                 lambda: memoized_prior(path, args.moves_K, "birth,merge,delete", args, clean, noisy,
+                                        move_options={"birth": {"targets": args.birth_targets}}, **init)),
                 ("fixed", "(b) memoized VB, fixed K = {K}, no moves, {b} batches from disk:",
                  f"memo fixed K={args.K}" + tag,
                  lambda: memoized_prior(path, args.K, "", args, clean, noisy, **init)),
