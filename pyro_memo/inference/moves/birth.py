@@ -68,7 +68,7 @@ class BirthMove(Move):
         self.pending = None  # S' of created, not yet adopted components
         self.failures = 0  # births failed (not created, or reverted) since the last kept one
         self.adopting = False
-        self.pending_targets = self.adopted_targets = 0  # targets whose fresh components are pending / adopted
+        self.pending_targets = 0  # targets whose fresh components are pending (then adopted)
         self.snapshot = None  # memo, posterior and exact ELBO before an adoption
         self.targets = []
         self.lap_seed = 0
@@ -86,7 +86,6 @@ class BirthMove(Move):
             self.snapshot = (dict(cache.batches), cache.total, post, float(post.elbo(cache.total)))
             fresh, K = self.pending, post.K
             rewrite_memo(state, lambda key, s: s.expand(K + fresh.K))
-            self.adopted_targets = self.pending_targets
             zeros = Summary.zeros(post.family, K)
             pseudo = Summary(torch.cat([zeros.counts, fresh.counts]),
                              {k: torch.cat([v, fresh.stats[k]]) for k, v in zeros.stats.items()},
@@ -169,7 +168,7 @@ class BirthMove(Move):
                 self.failures = 0
             else:  # the expanded model did not pay for itself over one lap: back to the old memo
                 cache.batches, cache.total, state.posterior = batches, total, posterior
-                self.failures += self.adopted_targets
+                self.failures += self.pending_targets  # still the adopted birth's: creation comes below
             self.snapshot = None
         subsamples = [kept[0] for kept in self._kept or () if kept is not None and len(kept[0]) >= 2 * self.fresh_K]
         attempted = bool(subsamples) and state.posterior.K < self.max_K
