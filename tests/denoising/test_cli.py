@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from pyro_memo.cli import main
-from pyro_memo.denoising import PHOTOGRAPHS, load_image, sample_patches
+from pyro_memo.denoising import PHOTOGRAPHS, GaussianMixturePrior, fit_patch_mixture, load_image, sample_patches
 
 
 def _run(argv, capsys):
@@ -60,6 +60,22 @@ def test_denoise_trains_a_prior_when_given_no_model(tmp_path, capsys):
     assert (tmp_path / "m" / "model.pt").is_file()
 
 
+def test_denoise_birth_targets_reach_the_birth_move(saved_model, tmp_path, capsys):
+    """``--birth-targets 2`` trains the prior ``fit_patch_mixture`` gives with two birth targets a lap,
+    which is not the one-target prior."""
+    patches = saved_model / "patches.npy"
+    status, _, _ = _run(["denoise", "camera", "--crop", "32", "--patches", patches, "--laps", "4", "--batches", "2",
+                         "--birth-targets", "2", "--json", tmp_path / "r.json"], capsys)
+    assert status == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["birth_targets"] == 2
+    for targets in (2, 1):
+        fit = fit_patch_mixture(str(patches), K=1, laps=4, batches=2, move_options={"birth": {"targets": targets}})
+        weights = GaussianMixturePrior.from_posterior(fit.posterior).weights.tolist()
+        same = len(weights) == len(result["weights"]) and np.allclose(weights, result["weights"])
+        assert same == (targets == 2), (targets, weights, result["weights"])
+
+
 def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
     text = tmp_path / "not_an_image.png"
     text.write_text("hello")
@@ -88,6 +104,9 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--n", "0"], "--n"),
         (["denoise", "camera", "--init-items", "0"], "--init-items must be a positive integer"),
         (["denoise", "camera", "--model", model, "--init-items", "500"], "--init-items: training options"),
+        (["denoise", "camera", "--birth-targets", "0"], "--birth-targets must be a positive integer"),
+        (["denoise", "camera", "--moves", "merge", "--birth-targets", "2"], "add birth to --moves"),
+        (["denoise", "camera", "--model", model, "--birth-targets", "2"], "--birth-targets: training options"),
         (["patches", tmp_path / "p.txt"], ".npy"),
         (["patches", tmp_path / "p.npy", "--exclude", "lena"], "lena"),
         (["patches", tmp_path / "p.npy", tmp_path / "missing.png"], "missing.png"),
