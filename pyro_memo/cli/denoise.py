@@ -23,7 +23,7 @@ from .names import PHOTOGRAPH_NAMES
 DEFAULT_SIGMA = 25.0
 #: training a prior inside ``denoise`` (no --model): defaults of the options that only training uses
 TRAIN_DEFAULTS = {"patches": None, "n": 100_000, "K": 1, "laps": 10, "batches": 10,
-                  "moves": "birth,merge,delete", "birth_targets": 1, "init_items": 10_000, "save": None}
+                  "moves": "birth,merge,delete", "birth_targets": 4, "init_items": 10_000, "save": None}
 METHODS = ("mmse", "epll")
 
 
@@ -83,7 +83,8 @@ def add_denoise_command(sub):
     train.add_argument("--moves", metavar="LIST", help="moves ('' for a fixed K). Default: "
                                                        f"{TRAIN_DEFAULTS['moves']}.")
     train.add_argument("--birth-targets", type=int, metavar="T", help="with birth in --moves: components a birth "
-                       f"targets per lap. Default: {TRAIN_DEFAULTS['birth_targets']}.")
+                       "targets per lap, each with its own subsample and fresh mixture, kept only if the exact ELBO "
+                       f"rises. Default: {TRAIN_DEFAULTS['birth_targets']}.")
     train.add_argument("--init-items", type=int, metavar="N", help="k-means++ starts a K > 1 fit from at most N "
                        f"patches (all of them when there are fewer). Default: {TRAIN_DEFAULTS['init_items']}.")
     train.add_argument("--save", metavar="DIR", help="write the trained model to DIR/model.pt.")
@@ -137,13 +138,15 @@ def check_denoise(args):
             raise ValueError(f"{', '.join(given)}: training options, not used with --model")
         args.model_file = model_path(args.model)
     else:
+        targets_given = args.birth_targets is not None
         for key, value in TRAIN_DEFAULTS.items():
             setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
         check_positive(args, integers=("n", "K", "laps", "batches", "birth_targets", "init_items"))
-        moves = [name.strip() for name in args.moves.split(",")]
-        if args.birth_targets != 1 and "birth" not in moves:
-            raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
-                             "birth,merge,delete)")
+        if "birth" not in [name.strip() for name in args.moves.split(",")]:
+            if targets_given:
+                raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
+                                 "birth,merge,delete)")
+            args.birth_targets = None
         if args.patches is not None and not (args.patches.endswith(".npy") and os.path.isfile(args.patches)):
             raise ValueError(f"--patches {args.patches}: no such .npy file (write one with pyro-memo patches)")
         if args.save:
@@ -202,7 +205,7 @@ def _train_prior(args):
         data = sample_patches(_load_images(names), args.n, seed=args.seed)
         source = f"{args.n} patches of {len(names)} bundled photographs"
     start = time.perf_counter()
-    births = {"move_options": {"birth": {"targets": args.birth_targets}}} if args.birth_targets != 1 else {}
+    births = {"move_options": {"birth": {"targets": args.birth_targets}}} if args.birth_targets else {}
     result = fit_patch_mixture(data, K=args.K, laps=args.laps, batches=args.batches, moves=args.moves,
                                seed=args.seed, device=args.device, init_items=args.init_items, **births)
     info = {"trained_on": source, "fit_seconds": time.perf_counter() - start, "laps": len(result.elbo_trace),

@@ -55,6 +55,7 @@ def test_denoise_trains_a_prior_when_given_no_model(tmp_path, capsys):
     assert status == 0
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["psnr_denoised"] > result["psnr_noisy"] and result["laps"] == 2 and result["sigma"] == 30
+    assert result["birth_targets"] is None  # no birth move
     assert "12 bundled photographs" not in result["trained_on"] and f"{len(PHOTOGRAPHS) - 1} bundled" in \
         result["trained_on"]
     assert (tmp_path / "m" / "model.pt").is_file()
@@ -62,11 +63,12 @@ def test_denoise_trains_a_prior_when_given_no_model(tmp_path, capsys):
 
 def test_denoise_birth_targets_reach_the_birth_move(saved_model, tmp_path, capsys):
     """``--birth-targets 2`` trains the prior ``fit_patch_mixture`` gives with two birth targets a lap,
-    which is not the one-target prior."""
+    which is not the one-target prior; without the option a birth targets four components."""
     patches = saved_model / "patches.npy"
-    status, _, _ = _run(["denoise", "camera", "--crop", "32", "--patches", patches, "--laps", "4", "--batches", "2",
-                         "--birth-targets", "2", "--json", tmp_path / "r.json"], capsys)
-    assert status == 0
+    common = ["denoise", "camera", "--crop", "32", "--patches", patches, "--laps", "4", "--batches", "2"]
+    assert _run(common + ["--json", tmp_path / "d.json"], capsys)[0] == 0
+    assert json.loads((tmp_path / "d.json").read_text())["birth_targets"] == 4
+    assert _run(common + ["--birth-targets", "2", "--json", tmp_path / "r.json"], capsys)[0] == 0
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["birth_targets"] == 2
     for targets in (2, 1):
@@ -106,6 +108,7 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--model", model, "--init-items", "500"], "--init-items: training options"),
         (["denoise", "camera", "--birth-targets", "0"], "--birth-targets must be a positive integer"),
         (["denoise", "camera", "--moves", "merge", "--birth-targets", "2"], "add birth to --moves"),
+        (["denoise", "camera", "--moves", "", "--birth-targets", "1"], "add birth to --moves"),
         (["denoise", "camera", "--model", model, "--birth-targets", "2"], "--birth-targets: training options"),
         (["patches", tmp_path / "p.txt"], ".npy"),
         (["patches", tmp_path / "p.npy", "--exclude", "lena"], "lena"),
