@@ -17,6 +17,30 @@ import pyro_memo as pm
 NATURAL_PHOTOGRAPHS = ("astronaut", "chelsea", "coffee", "rocket", "brick", "grass", "gravel", "clock", "coins", "moon")
 
 
+def epll_variant(noisy, prior, sigma, betas, lam_scale=1.0, zstep="map", rounds=1):
+    """EPLL as :func:`~pyro_memo.denoising.epll_denoise`, with the z-step by the MAP or the MMSE component,
+    ``rounds`` x/z rounds per beta and lambda scaled by ``lam_scale``."""
+    import torch
+
+    from pyro_memo.denoising import coverage, image_patches, map_patches, mmse_patches, put_back
+
+    var = sigma**2
+    y = torch.as_tensor(noisy, dtype=torch.float64)
+    shape = tuple(y.shape)
+    count = coverage(shape, 8, y)
+    lam = 64 / var * lam_scale
+    z_step = map_patches if zstep == "map" else mmse_patches
+    x = y
+    for b in betas:
+        beta = b / var
+        for _ in range(rounds):
+            patches = image_patches(x, 8)
+            dc = patches.mean(-1, keepdim=True)
+            z = z_step(patches - dc, prior, 1.0 / beta) + dc
+            x = (lam * y + beta * put_back(z, shape, 8)) / (lam + beta * count)
+    return x
+
+
 def make_parser(doc):
     """An argument parser whose help is the script's docstring ``doc``, kept as written."""
     return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)

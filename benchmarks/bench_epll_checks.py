@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 import torch
-from _common import NATURAL_PHOTOGRAPHS, make_parser
+from _common import NATURAL_PHOTOGRAPHS, epll_variant, make_parser
 
 from pyro_memo.denoising import (
     PHOTOGRAPHS,
@@ -50,16 +50,13 @@ from pyro_memo.denoising import (
     average_patches,
     center_crop,
     component_scores,
-    coverage,
     epll_denoise,
     fit_patch_mixture,
     image_patches,
     load_image,
     map_patches,
     mmse_denoise,
-    mmse_patches,
     psnr,
-    put_back,
     write_patches,
 )
 
@@ -78,26 +75,6 @@ def map_single_pass(noisy, prior, sigma):
     patches = image_patches(y)
     dc = patches.mean(-1, keepdim=True)
     return average_patches(map_patches(patches - dc, prior, sigma**2) + dc, tuple(y.shape))
-
-
-def epll_variant(noisy, prior, sigma, betas, lam_scale=1.0, zstep="map", rounds=1):
-    """EPLL as :func:`~pyro_memo.denoising.epll_denoise`, with the z-step by the MAP or the MMSE component,
-    ``rounds`` x/z rounds per beta and lambda scaled by ``lam_scale``."""
-    var = sigma**2
-    y = torch.as_tensor(noisy, dtype=torch.float64)
-    shape = tuple(y.shape)
-    count = coverage(shape, 8, y)
-    lam = 64 / var * lam_scale
-    z_step = map_patches if zstep == "map" else mmse_patches
-    x = y
-    for b in betas:
-        beta = b / var
-        for _ in range(rounds):
-            patches = image_patches(x, 8)
-            dc = patches.mean(-1, keepdim=True)
-            z = z_step(patches - dc, prior, 1.0 / beta) + dc
-            x = (lam * y + beta * put_back(z, shape, 8)) / (lam + beta * count)
-    return x
 
 
 def epll_objective(image, noisy, prior, sigma, chunk=4096):

@@ -9,9 +9,12 @@ image: each of the eleven natural photographs (camera and the ten of ``NATURAL_P
 the defaults of bench_epll_checks.py), and the held-out photograph's central ``--crop`` square, with white noise of
 each sigma in ``--sigmas`` (noise seed 0), is denoised by the single-pass MMSE (``mmse_denoise``) and by EPLL with
 its defaults (``epll_denoise``). The table gives both PSNRs and EPLL minus single pass per image and sigma, and
-their mean over the images.
+their mean over the images. With ``--mmse-z`` it also gives EPLL with the z-step by each patch's posterior mean
+instead of its most probable component (bench_epll_checks.py's variant): is EPLL's loss on some images the MAP
+z-step's?
 
     OMP_NUM_THREADS=1 python benchmarks/bench_epll_images.py [--images camera,moon] [--sigmas 25,50] [--n 200000]
+        [--mmse-z]
 """
 
 import os
@@ -19,9 +22,10 @@ import tempfile
 import time
 
 import torch
-from _common import NATURAL_PHOTOGRAPHS, make_parser
+from _common import NATURAL_PHOTOGRAPHS, epll_variant, make_parser
 
 from pyro_memo.denoising import (
+    BETAS,
     GaussianMixturePrior,
     add_noise,
     center_crop,
@@ -54,6 +58,7 @@ def main():
     parser.add_argument("--K", type=int, default=50)
     parser.add_argument("--laps", type=int, default=4)
     parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--mmse-z", action="store_true", help="also EPLL with the MMSE z-step")
     args = parser.parse_args()
     sigmas = [float(s) for s in args.sigmas.split(",")]
     print(f"torch threads {torch.get_num_threads()}; each photograph held out in turn, prior: fixed K = {args.K}, "
@@ -69,15 +74,21 @@ def main():
             noisy = add_noise(clean, sigma, seed=0)
             single = psnr(clean, mmse_denoise(noisy, prior, sigma))
             epll = psnr(clean, epll_denoise(noisy, prior, sigma))
-            rows.append((name, sigma, psnr(clean, noisy), single, epll))
-            print(f"  sigma {sigma:g}: single pass {single:.3f} dB, EPLL {epll:.3f} dB", flush=True)
-    print(f"\n{'held out':12s} {'sigma':>5s} {'noisy dB':>9s} {'single dB':>10s} {'EPLL dB':>8s} {'EPLL-single':>12s}")
-    for name, sigma, noisy, single, epll in rows:
-        print(f"{name:12s} {sigma:5g} {noisy:9.2f} {single:10.3f} {epll:8.3f} {epll - single:+12.3f}")
+            mmse_z = psnr(clean, epll_variant(noisy, prior, sigma, BETAS, zstep="mmse")) if args.mmse_z else None
+            rows.append((name, sigma, psnr(clean, noisy), single, epll, mmse_z))
+            extra = f", EPLL with the MMSE z-step {mmse_z:.3f} dB" if args.mmse_z else ""
+            print(f"  sigma {sigma:g}: single pass {single:.3f} dB, EPLL {epll:.3f} dB{extra}", flush=True)
+    extra = f" {'MMSE-z - single':>16s}" if args.mmse_z else ""
+    print(f"\n{'held out':12s} {'sigma':>5s} {'noisy dB':>9s} {'single dB':>10s} {'EPLL dB':>8s} {'EPLL-single':>12s}"
+          + extra)
+    for name, sigma, noisy, single, epll, mmse_z in rows:
+        extra = f" {mmse_z - single:+16.3f}" if args.mmse_z else ""
+        print(f"{name:12s} {sigma:5g} {noisy:9.2f} {single:10.3f} {epll:8.3f} {epll - single:+12.3f}" + extra)
     for sigma in sigmas:
-        gains = torch.tensor([epll - single for _, s, _, single, epll in rows if s == sigma])
-        print(f"sigma {sigma:g}: EPLL - single pass over {len(gains)} images: mean {gains.mean():+.3f} dB, "
-              f"min {gains.min():+.3f}, max {gains.max():+.3f}")
+        for label, column in [("EPLL", 4)] + ([("EPLL with the MMSE z-step", 5)] if args.mmse_z else []):
+            gains = torch.tensor([row[column] - row[3] for row in rows if row[1] == sigma])
+            print(f"sigma {sigma:g}: {label} - single pass over {len(gains)} images: mean {gains.mean():+.3f} dB, "
+                  f"min {gains.min():+.3f}, max {gains.max():+.3f}")
 
 
 if __name__ == "__main__":
