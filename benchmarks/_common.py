@@ -18,27 +18,13 @@ NATURAL_PHOTOGRAPHS = ("astronaut", "chelsea", "coffee", "rocket", "brick", "gra
 
 
 def epll_variant(noisy, prior, sigma, betas, lam_scale=1.0, zstep="map", rounds=1):
-    """EPLL as :func:`~pyro_memo.denoising.epll_denoise`, with the z-step by the MAP or the MMSE component,
-    ``rounds`` x/z rounds per beta and lambda scaled by ``lam_scale``."""
-    import torch
-
-    from pyro_memo.denoising import coverage, image_patches, map_patches, mmse_patches, put_back
+    """:func:`~pyro_memo.denoising.epll_denoise` with the z-step ``zstep`` (``"map"`` or ``"mmse"``), ``rounds``
+    x/z rounds per beta of ``betas`` (in units of sigma^-2; each beta repeated) and lambda scaled by ``lam_scale``."""
+    from pyro_memo.denoising import epll_denoise
 
     var = sigma**2
-    y = torch.as_tensor(noisy, dtype=torch.float64)
-    shape = tuple(y.shape)
-    count = coverage(shape, 8, y)
-    lam = 64 / var * lam_scale
-    z_step = map_patches if zstep == "map" else mmse_patches
-    x = y
-    for b in betas:
-        beta = b / var
-        for _ in range(rounds):
-            patches = image_patches(x, 8)
-            dc = patches.mean(-1, keepdim=True)
-            z = z_step(patches - dc, prior, 1.0 / beta) + dc
-            x = (lam * y + beta * put_back(z, shape, 8)) / (lam + beta * count)
-    return x
+    schedule = [b / var for b in betas for _ in range(rounds)]
+    return epll_denoise(noisy, prior, sigma, betas=schedule, lam=64 / var * lam_scale, z_step=zstep)
 
 
 def make_parser(doc):

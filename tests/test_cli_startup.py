@@ -106,6 +106,13 @@ def test_the_parse_time_photograph_names_agree_with_the_denoising_package():
     assert PHOTOGRAPH_NAMES == PHOTOGRAPHS
 
 
+def test_the_parse_time_z_steps_agree_with_epll():
+    from pyro_memo.cli.names import EPLL_Z_STEPS
+    from pyro_memo.denoising.epll import Z_STEPS
+
+    assert EPLL_Z_STEPS == Z_STEPS
+
+
 def test_the_parse_time_prior_names_agree_with_the_families():
     from pyro_memo.cli.names import PRIOR_NAMES, SPREAD_KEYS
     from pyro_memo.families import FAMILIES

@@ -17,7 +17,7 @@ import os
 import time
 
 from .common import check_output_file, check_output_folder, check_positive, report
-from .names import PHOTOGRAPH_NAMES
+from .names import EPLL_Z_STEPS, PHOTOGRAPH_NAMES
 
 #: the noise level of Hughes & Sudderth 2013, §4.4 and Zoran & Weiss 2011, §4
 DEFAULT_SIGMA = 25.0
@@ -69,6 +69,8 @@ def add_denoise_command(sub):
     parser.add_argument("--method", choices=METHODS, default="mmse",
                         help="denoiser. Default: mmse. epll takes about six times as long and pays off on smooth "
                              "images and at high noise.")
+    parser.add_argument("--z-step", choices=EPLL_Z_STEPS, help="with --method epll: restore each patch by its most "
+                        "probable component (map, Zoran & Weiss's) or by its posterior mean (mmse). Default: map.")
     parser.add_argument("--seed", type=int, default=0, help="seed of the noise (and of training). Default: 0.")
     parser.add_argument("--crop", type=int, metavar="SIZE", help="denoise the central SIZE x SIZE square only.")
     parser.add_argument("--out", metavar="FILE.png", help="write the denoised image (clipped to 0-255) as a PNG.")
@@ -132,6 +134,8 @@ def check_denoise(args):
     if not (math.isfinite(args.sigma) and args.sigma > 0):
         raise ValueError(f"--sigma must be a positive number; got {args.sigma}")
     _check_image_name(args.image)
+    if args.z_step is not None and args.method != "epll":
+        raise ValueError(f"--z-step {args.z_step}: EPLL's z-step, used only with --method epll")
     if args.crop is not None and args.crop < 8:
         raise ValueError(f"--crop must be at least 8 (pixels); got {args.crop}")
     if args.model is not None:
@@ -245,9 +249,12 @@ def run_denoise(args):
                          f"{size} x {size} patch")
     noisy = add_noise(clean, args.sigma, seed=args.seed)
     start = time.perf_counter()
-    denoise = mmse_denoise if args.method == "mmse" else epll_denoise
-    estimate = denoise(noisy, prior, args.sigma, size=size)
+    if args.method == "mmse":
+        estimate = mmse_denoise(noisy, prior, args.sigma, size=size)
+    else:
+        estimate = epll_denoise(noisy, prior, args.sigma, size=size, z_step=args.z_step or "map")
     out = {"image": args.image, "shape": list(clean.shape), "sigma": args.sigma, "method": args.method,
+           **({"z_step": args.z_step or "map"} if args.method == "epll" else {}),
            "seed": args.seed, "psnr_noisy": psnr(clean, noisy), "psnr_denoised": psnr(clean, estimate),
            "K": prior.K, "weights": prior.weights.cpu().tolist(), "patch": size,
            "seconds": time.perf_counter() - start, **info}

@@ -25,6 +25,8 @@ TOPIC_METHOD_NAMES = ("memo", "memo-moves", "svi-k0.5-d10", "svi-k0.9-d10", "gen
                       "tomotopy-lda")
 #: relational comparison methods, in the order of :data:`pyro_memo.comparison.RELATIONAL_METHODS`
 RELATIONAL_METHOD_NAMES = ("memo", "memo-moves", "memo-eb", "svi-hdp", "svi-ammsb", "louvain", "sbm")
+#: EPLL's z-steps ``denoise --z-step`` offers (:data:`pyro_memo.denoising.epll.Z_STEPS`)
+EPLL_Z_STEPS = ("map", "mmse")
 #: scikit-image's bundled photographs ``denoise`` and ``patches`` read (:data:`pyro_memo.denoising.PHOTOGRAPHS`)
 PHOTOGRAPH_NAMES = ("astronaut", "brick", "camera", "cell", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
                     "hubble_deep_field", "immunohistochemistry", "moon", "page", "retina", "rocket", "text")

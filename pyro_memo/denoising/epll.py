@@ -13,6 +13,9 @@ alternately in :math:`z` and :math:`x`:
   noise variance :math:`1/\\beta`: the most probable component
   :math:`k^* = \\arg\\max_k w_k N(P_i x; 0, \\Sigma_k + \\beta^{-1} I)` and its Wiener filter
   :math:`z_i = \\Sigma_{k^*} (\\Sigma_{k^*} + \\beta^{-1} I)^{-1} P_i x` (on the zero-mean patch, DC added back);
+  with ``z_step="mmse"`` instead the posterior mean :math:`E[z_i \\mid P_i x]` under noise variance
+  :math:`1/\\beta`, the responsibility-weighted Wiener filters of :mod:`~pyro_memo.denoising.mmse`
+  (a variant: it keeps the splitting but averages over components rather than choosing one);
 * :math:`x`-step (eq. 4 with :math:`A = I`), pixel by pixel since :math:`\\sum_i P_i^T P_i` is diagonal:
   :math:`x = (\\lambda y + \\beta \\sum_i P_i^T z_i) / (\\lambda + \\beta \\sum_i P_i^T P_i 1)`.
 
@@ -26,11 +29,14 @@ term by the same :math:`D` keeps the two balanced (the setting of Zoran & Weiss'
 import torch
 
 from .images import check_sigma
+from .mmse import mmse_patches
 from .patches import PATCH, as_image_tensor, coverage, image_patches, like_input, put_back
 from .prior import MAX_ELEMENTS, component_scores, row_chunks
 
 #: the paper's schedule of :math:`\beta` in units of :math:`\sigma^{-2}`
 BETAS = (1.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+#: the z-steps: each patch's most probable component (the paper's) or its posterior mean
+Z_STEPS = ("map", "mmse")
 
 
 def map_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS):
@@ -45,7 +51,7 @@ def map_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS):
     return out
 
 
-def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elements=MAX_ELEMENTS):
+def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elements=MAX_ELEMENTS, z_step="map"):
     """Denoise ``noisy`` (noise standard deviation ``sigma``) by EPLL half-quadratic splitting
     (module docstring), starting from :math:`x = y`.
 
@@ -53,9 +59,14 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     :param prior: a :class:`~pyro_memo.denoising.GaussianMixturePrior` of ``size**2``-pixel patches.
     :param betas: the :math:`\\beta` schedule; default :math:`\\sigma^{-2}` times :data:`BETAS`.
     :param float lam: the data weight :math:`\\lambda`; default :math:`D / \\sigma^2` (module docstring).
+    :param str z_step: ``"map"`` (Zoran & Weiss's most probable component) or ``"mmse"`` (each patch's
+        posterior mean; module docstring).
     :returns: the restored image, unclipped.
     """
     check_sigma(sigma)
+    if z_step not in Z_STEPS:
+        raise ValueError(f"z_step must be one of {', '.join(map(repr, Z_STEPS))}, not {z_step!r}")
+    restore = map_patches if z_step == "map" else mmse_patches
     var = float(sigma) ** 2
     betas = [b / var for b in BETAS] if betas is None else [float(b) for b in betas]
     lam = size * size / var if lam is None else float(lam)
@@ -66,6 +77,6 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     for beta in betas:
         patches = image_patches(x, size)
         dc = patches.mean(-1, keepdim=True)
-        z = map_patches(patches - dc, prior, 1.0 / beta, max_elements) + dc
+        z = restore(patches - dc, prior, 1.0 / beta, max_elements) + dc
         x = (lam * y + beta * put_back(z, shape, size)) / (lam + beta * count)
     return like_input(x, noisy)

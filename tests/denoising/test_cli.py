@@ -48,6 +48,23 @@ def test_denoise_with_a_saved_model(saved_model, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json", "d.png"]
 
 
+def test_denoise_z_step_is_the_library_epll_with_that_z_step(saved_model, tmp_path, capsys):
+    from pyro_memo.denoising import add_noise, center_crop, epll_denoise, psnr
+    from pyro_memo.model_file import load_model
+
+    prior = GaussianMixturePrior.from_posterior(load_model(saved_model / "model" / "model.pt"))
+    clean = center_crop(load_image("camera"), 40)
+    noisy = add_noise(clean, 25.0, seed=0)
+    for z_step in ("map", "mmse"):
+        argv = ["denoise", "camera", "--model", saved_model / "model", "--crop", "40", "--method", "epll",
+                "--json", tmp_path / f"{z_step}.json"]
+        status, _, _ = _run(argv + ([] if z_step == "map" else ["--z-step", z_step]), capsys)
+        result = json.loads((tmp_path / f"{z_step}.json").read_text())
+        assert status == 0 and result["z_step"] == z_step
+        expected = psnr(clean, epll_denoise(noisy, prior, 25.0, z_step=z_step))
+        assert result["psnr_denoised"] == pytest.approx(expected, abs=1e-9)
+
+
 def test_denoise_trains_a_prior_when_given_no_model(tmp_path, capsys):
     status, _, _ = _run(["denoise", "camera", "--crop", "32", "--n", "2000", "--K", "2", "--laps", "2",
                          "--batches", "2", "--moves", "", "--init-items", "500", "--save", tmp_path / "m",
@@ -102,6 +119,8 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--model", model, "--laps", "3"], "--laps"),
         (["denoise", "camera", "--model", model, "--out", tmp_path / "d.jpg"], ".png"),
         (["denoise", "camera", "--model", model, "--crop", "4"], "--crop"),
+        (["denoise", "camera", "--model", model, "--z-step", "mmse"], "--method epll"),
+        (["denoise", "camera", "--model", model, "--method", "epll", "--z-step", "mean"], "'map', 'mmse'"),
         (["denoise", "camera", "--patches", tmp_path / "none.npy"], "none.npy"),
         (["denoise", "camera", "--n", "0"], "--n"),
         (["denoise", "camera", "--init-items", "0"], "--init-items must be a positive integer"),

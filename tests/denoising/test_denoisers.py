@@ -99,6 +99,22 @@ def test_one_epll_step_without_the_data_term_is_patch_averaged_map(images):
                                mmse_denoise(noisy, prior, 20.0, size=SIZE), rtol=1e-10)
 
 
+def test_one_epll_step_with_the_mmse_z_step_is_the_single_pass(images):
+    """With the posterior-mean z-step, lambda = 0 and one beta = sigma^-2, EPLL is the single-pass MMSE
+    under any mixture; with the MAP z-step it is not, when the patches' components are uncertain."""
+    _, noisy = images
+    cov = _patch_covariance()
+    prior = GaussianMixturePrior([0.4, 0.6], np.stack([0.05 * cov, 2.0 * cov]))
+    one_step = {"betas": [1 / 400], "lam": 0.0, "size": SIZE}
+    single = mmse_denoise(noisy, prior, 20.0, size=SIZE)
+    np.testing.assert_allclose(epll_denoise(noisy, prior, 20.0, z_step="mmse", **one_step), single, rtol=1e-10)
+    np.testing.assert_allclose(epll_denoise(noisy, prior, 20.0, z_step="mmse", max_elements=50, **one_step), single,
+                               rtol=1e-10)
+    assert np.abs(epll_denoise(noisy, prior, 20.0, **one_step) - single).max() > 1e-3
+    with pytest.raises(ValueError, match="'map', 'mmse'"):
+        epll_denoise(noisy, prior, 20.0, z_step="mean", size=SIZE)
+
+
 def test_a_tensor_gives_a_tensor_and_sigma_must_be_positive(images):
     _, noisy = images
     prior = GaussianMixturePrior([1.0], _patch_covariance()[None])
