@@ -17,6 +17,7 @@ from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, 
 from ..families import SparseResponsibilities, family_from_state
 from ..summaries import GroupSummary
 from .base import VariationalPosterior
+from .group_blocks import GroupBlocks
 
 
 def log_dirichlet_norm(conc):
@@ -158,39 +159,29 @@ class GroupedHDPPosterior(VariationalPosterior):
         count = count.to(self.dtype)
         prior = self.alpha * self.expected_beta()
         phi = self.item_likelihoods(items)  # (T, K); r_dnk = Phi_nk P_dk / z_n, P = exp(E log pi) shifted
-        tiny = torch.finfo(phi.dtype).tiny
-
-        def group_counts(phi_, doc_, count_, weights, n):
-            """N_dk = sum_n count_n r_dnk per group, r_dnk = Phi_nk weights_dk / z_n (top-L when sparse)."""
-            if L is not None:
-                return SparseResponsibilities.top_weights(phi_ * weights[doc_], L).scaled(count_).table(doc_, n)
-            z = (phi_ * weights[doc_]).sum(1).clamp_min(tiny)
-            return weights * phi_.new_zeros(n, K).index_add_(0, doc_, phi_ * (count_ / z)[:, None])
+        blocks = GroupBlocks(phi, doc, count, num_docs)  # N_dk = sum_n count_n r_dnk by batched products
+        ids = blocks.groups
 
         def group_weights(counts_):
             e = torch.digamma(counts_ + prior[:K])
             return torch.exp(e - e.max(1, keepdim=True).values)
 
         if init_counts is None:  # start from the global weights: r ∝ E[beta_k] exp(E log p)
-            start = (prior[:K] / prior[:K].max()).expand(num_docs, K)
-            counts = group_counts(phi, doc, count, start, num_docs)
+            counts = phi.new_empty(num_docs, K)
+            counts[ids] = blocks.counts((prior[:K] / prior[:K].max()).expand(num_docs, K), L)
         else:
             counts = init_counts.to(dtype=phi.dtype, copy=True)
-        # iterate on the groups that have not converged, compacting them as they finish
-        ids = torch.arange(num_docs, device=phi.device)
-        a_phi, a_doc, a_count = phi, doc, count
+        # iterate on the groups that have not converged, dropping them from the blocks as they finish
         iterations = 0
         while iterations < max_iter:
             iterations += 1
-            new = group_counts(a_phi, a_doc, a_count, group_weights(counts[ids]), len(ids))
+            new = blocks.counts(group_weights(counts[ids]), L)
             moving = (new - counts[ids]).abs().mean(1) > tol
             counts[ids] = new
             if not bool(moving.any()):
                 break
             if int(moving.sum()) < 0.7 * len(ids):
-                keep = moving[a_doc]
-                remap = torch.cumsum(moving.long(), 0) - 1
-                a_phi, a_doc, a_count = a_phi[keep], remap[a_doc[keep]], a_count[keep]
+                blocks.keep(moving)
                 ids = ids[moving]
         # a final exact sweep over every group: responsibilities, then theta
         resp, counts = self._final_responsibilities(phi, doc, count, group_weights(counts), num_docs, L)
@@ -207,8 +198,8 @@ class GroupedHDPPosterior(VariationalPosterior):
         if L is not None:
             resp = SparseResponsibilities.top_weights(phi * weights[doc], L)
             return resp, resp.scaled(count).table(doc, num_docs)
-        z = (phi * weights[doc]).sum(1, keepdim=True).clamp_min(torch.finfo(phi.dtype).tiny)
-        resp = phi * weights[doc] / z
+        resp = phi * weights[doc]
+        resp /= resp.sum(1, keepdim=True).clamp_min(torch.finfo(phi.dtype).tiny)
         return resp, phi.new_zeros(num_docs, phi.shape[1]).index_add_(0, doc, resp * count[:, None])
 
     # ------------------------------------------------------------------ bound

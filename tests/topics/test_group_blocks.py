@@ -1,0 +1,75 @@
+"""Items packed by group (:mod:`pyro_memo.posterior.group_blocks`) give the group counts of the flat items."""
+
+import pytest
+import torch
+
+from pyro_memo.families import SparseResponsibilities
+from pyro_memo.posterior.group_blocks import GroupBlocks
+
+
+def _flat_counts(values, group, count, weights, num_groups, L=None):
+    """N_dk = sum over the items n of group d of count_n r_dnk, r_dnk = values_nk w_dk / z_n, on the flat items."""
+    product = values * weights[group]
+    if L is not None:
+        return SparseResponsibilities.top_weights(product, L).scaled(count).table(group, num_groups)
+    resp = product / product.sum(1, keepdim=True)
+    return values.new_zeros(num_groups, values.shape[1]).index_add_(0, group, resp * count[:, None])
+
+
+def _random_items(seed, num_groups, K):
+    """Items of ``num_groups`` groups of very unequal sizes (some empty), shuffled."""
+    gen = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(0, 40, (num_groups,), generator=gen) * torch.randint(0, 2, (num_groups,), generator=gen)
+    group = torch.repeat_interleave(torch.arange(num_groups), sizes)
+    group = group[torch.randperm(len(group), generator=gen)]
+    values = torch.rand(len(group), K, generator=gen, dtype=torch.float64) ** 4
+    count = torch.randint(1, 5, (len(group),), generator=gen).double()
+    weights = torch.rand(num_groups, K, generator=gen, dtype=torch.float64) + 1e-3
+    return values, group, count, weights
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("L", [None, 1, 3])
+def test_block_counts_are_the_flat_counts_for_every_group(seed, L):
+    num_groups, K = 3 + 7 * seed, 6
+    values, group, count, weights = _random_items(seed, num_groups, K)
+    blocks = GroupBlocks(values, group, count, num_groups, block_elements=6 * (1 + seed % 5) * 20)
+    ids = blocks.groups
+    assert sorted(ids.tolist()) == list(range(num_groups))
+    expected = _flat_counts(values, group, count, weights, num_groups, L)
+    torch.testing.assert_close(blocks.counts(weights[ids], L), expected[ids], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kept_groups_keep_their_counts(seed):
+    num_groups, K = 30, 5
+    values, group, count, weights = _random_items(seed, num_groups, K)
+    blocks = GroupBlocks(values, group, count, num_groups, block_elements=5 * 80)
+    expected = _flat_counts(values, group, count, weights, num_groups)
+    mask = torch.rand(num_groups, generator=torch.Generator().manual_seed(seed)) < 0.4
+    kept = blocks.groups[mask]
+    blocks.keep(mask)
+    assert blocks.groups.tolist() == kept.tolist()
+    assert all(len(groups) for groups, _, _ in blocks.blocks)
+    torch.testing.assert_close(blocks.counts(weights[kept]), expected[kept], rtol=1e-12, atol=1e-12)
+    blocks.keep(torch.zeros(len(kept), dtype=torch.bool))
+    assert blocks.blocks == [] and blocks.counts(weights[:0]).shape == (0, K)
+
+
+def test_no_items_gives_zero_counts():
+    blocks = GroupBlocks(torch.zeros(0, 3, dtype=torch.float64), torch.zeros(0, dtype=torch.long),
+                         torch.zeros(0, dtype=torch.float64), 4)
+    assert blocks.counts(torch.ones(4, 3, dtype=torch.float64)).abs().sum() == 0
+
+
+def test_no_groups():
+    blocks = GroupBlocks(torch.zeros(0, 3, dtype=torch.float64), torch.zeros(0, dtype=torch.long),
+                         torch.zeros(0, dtype=torch.float64), 0)
+    assert blocks.groups.shape == (0,) and blocks.counts(torch.ones(0, 3, dtype=torch.float64)).shape == (0, 3)
+
+
+def test_blocks_hold_at_most_their_budget_unless_one_group_is_larger():
+    values, group, count, _ = _random_items(5, 40, 4)
+    blocks = GroupBlocks(values, group, count, 40, block_elements=4 * 50)
+    for groups, block, _ in blocks.blocks:
+        assert block.numel() <= 4 * 50 or len(groups) == 1
