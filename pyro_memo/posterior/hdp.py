@@ -137,6 +137,7 @@ class GroupedHDPPosterior(VariationalPosterior):
         local parameters under the current globals (each step is an exact coordinate update).
         Without it, the first responsibilities are :math:`r_{dnk} \\propto E[\\beta_k]\\exp(E\\log
         p(x_{dn}\\mid\\phi_k))`.
+        The sweeps run on the items packed by group (:class:`~pyro_memo.posterior.group_blocks.GroupBlocks`).
 
         :param doc: ``(T,)`` group of each item (``0 .. num_docs - 1``).
         :param items: the items, as :meth:`item_likelihoods` takes them (word ids, feature rows).
