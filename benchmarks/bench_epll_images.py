@@ -10,7 +10,7 @@ the defaults of bench_epll_checks.py), and the held-out photograph's central ``-
 each sigma in ``--sigmas`` (noise seed 0), is denoised by the single-pass MMSE (``mmse_denoise``) and by EPLL with
 its defaults (``epll_denoise``). The table gives both PSNRs and EPLL minus single pass per image and sigma, and
 their mean over the images. With ``--mmse-z`` it also gives EPLL with the z-step by each patch's posterior mean
-instead of its most probable component (bench_epll_checks.py's variant): is EPLL's loss on some images the MAP
+instead of its most probable component (``epll_denoise(..., z_step="mmse")``): is EPLL's loss on some images the MAP
 z-step's?
 
     OMP_NUM_THREADS=1 python benchmarks/bench_epll_images.py [--images camera,moon] [--sigmas 25,50] [--n 200000]
@@ -22,10 +22,9 @@ import tempfile
 import time
 
 import torch
-from _common import NATURAL_PHOTOGRAPHS, epll_variant, make_parser
+from _common import NATURAL_PHOTOGRAPHS, make_parser
 
 from pyro_memo.denoising import (
-    BETAS,
     GaussianMixturePrior,
     add_noise,
     center_crop,
@@ -74,7 +73,7 @@ def main():
             noisy = add_noise(clean, sigma, seed=0)
             single = psnr(clean, mmse_denoise(noisy, prior, sigma))
             epll = psnr(clean, epll_denoise(noisy, prior, sigma))
-            mmse_z = psnr(clean, epll_variant(noisy, prior, sigma, BETAS, zstep="mmse")) if args.mmse_z else None
+            mmse_z = psnr(clean, epll_denoise(noisy, prior, sigma, z_step="mmse")) if args.mmse_z else None
             rows.append((name, sigma, psnr(clean, noisy), single, epll, mmse_z))
             extra = f", EPLL with the MMSE z-step {mmse_z:.3f} dB" if args.mmse_z else ""
             print(f"  sigma {sigma:g}: single pass {single:.3f} dB, EPLL {epll:.3f} dB{extra}", flush=True)

@@ -183,7 +183,7 @@ class GroupedHDPPosterior(VariationalPosterior):
                 break
             if int(moving.sum()) < 0.7 * len(ids):
                 blocks.keep(moving)
-                ids = ids[moving]
+                ids = blocks.groups
         # a final exact sweep over every group: responsibilities, then theta
         resp, counts = self._final_responsibilities(phi, doc, count, group_weights(counts), num_docs, L)
         theta = torch.cat([counts + prior[:K], prior[K:].expand(num_docs, 1)], 1)
