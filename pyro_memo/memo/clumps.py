@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from ..families._sparse import drop_underflow
-from ..summaries import Summary
+from ..summaries import Summary, entropy_per_component
 
 
 def log_lik_coefficients(family, component, stats):
@@ -185,7 +185,7 @@ def tied_summary(family, clumps, clump_resp, point_resp):
     weighted = clump_resp * clumps.counts[:, None]
     stats = {k: (clump_resp.T @ v.reshape(len(v), -1)).reshape((clump_resp.shape[1],) + v.shape[1:])
              for k, v in clumps.stats.items()}
-    entropy = -(clumps.counts[:, None] * torch.special.xlogy(clump_resp, clump_resp)).sum(0)
+    entropy = entropy_per_component(clump_resp, clumps.counts)
     tied = Summary(weighted.sum(0), stats, entropy, int(round(float(clumps.counts.sum()))))
     return summary + tied
 

@@ -20,6 +20,20 @@ BLOCK_ELEMENTS = 2**18
 ACCELERATOR_BLOCK_ELEMENTS = 2**22
 
 
+def default_block_elements(device):
+    """:data:`BLOCK_ELEMENTS` on a CPU, :data:`ACCELERATOR_BLOCK_ELEMENTS` elsewhere."""
+    return BLOCK_ELEMENTS if device.type == "cpu" else ACCELERATOR_BLOCK_ELEMENTS
+
+
+def row_slices(values):
+    """Slices of consecutive rows of ``values`` ``(T, K)``, each of at most :func:`default_block_elements` numbers: the
+    chunks in which an item-wise pass over a ``(T, K)`` table stays in the processor's cache and needs no
+    temporary of the table's size (on this project's CPU a fresh 80 MB tensor costs 0.07 s of page faults,
+    five times the arithmetic of one pass over it)."""
+    step = max(1, default_block_elements(values.device) // max(values.shape[-1], 1))
+    return [slice(start, start + step) for start in range(0, values.shape[0], step)]
+
+
 def _runs(sorted_sizes, max_rows):
     """``(start, stop)`` of consecutive runs of groups whose ``sorted_sizes`` ascend, each run as long as
     ``(stop - start) * sorted_sizes[stop - 1] <= max_rows``, or of one group."""
@@ -44,12 +58,10 @@ class GroupBlocks:
 
     def __init__(self, values, group, count, num_groups, block_elements=None):
         if block_elements is None:
-            block_elements = BLOCK_ELEMENTS if values.device.type == "cpu" else ACCELERATOR_BLOCK_ELEMENTS
+            block_elements = default_block_elements(values.device)
         sizes = torch.bincount(group, minlength=num_groups)
         order = torch.argsort(group, stable=True)
         starts = torch.cumsum(sizes, 0) - sizes
-        padded_values = torch.cat([values, values.new_zeros(1, values.shape[1])])
-        padded_count = torch.cat([count, count.new_zeros(1)])
         by_size = torch.argsort(sizes, stable=True)
         sorted_sizes = sizes[by_size].tolist()
         self.blocks, self._no_groups = [], by_size[:0]
@@ -58,8 +70,10 @@ class GroupBlocks:
             offset = torch.arange(width, device=group.device)
             rows = order[(starts[groups, None] + offset).clamp_max(len(order) - 1)] if width else \
                 offset.new_zeros(len(groups), 0)
-            rows = torch.where(offset < sizes[groups, None], rows, len(order))  # padding: the zero row
-            self.blocks.append((groups, padded_values[rows], padded_count[rows]))
+            padding = offset >= sizes[groups, None]
+            block_count = count[rows].masked_fill_(padding, 0)
+            # padding rows repeat a real item and are zeroed: no padded copy of ``values`` to gather from
+            self.blocks.append((groups, values[rows].masked_fill_(padding[..., None], 0), block_count))
 
     @property
     def groups(self):

@@ -15,9 +15,9 @@ import torch
 from ..allocation.concentration import GammaConcentration, concentration_from_state, concentration_state
 from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, top_level_objective
 from ..families import SparseResponsibilities, family_from_state
-from ..summaries import GroupSummary
+from ..summaries import GroupSummary, entropy_per_component
 from .base import VariationalPosterior
-from .group_blocks import GroupBlocks
+from .group_blocks import GroupBlocks, row_slices
 
 
 def log_dirichlet_norm(conc):
@@ -195,13 +195,20 @@ class GroupedHDPPosterior(VariationalPosterior):
     def _final_responsibilities(phi, doc, count, weights, num_docs, L):
         """The final sweep's responsibilities and group counts ``(num_docs, K)`` for group weights
         ``weights``: a dense ``(T, K)`` tensor, or the top-``L``
-        :class:`~pyro_memo.families.SparseResponsibilities` (``L`` not ``None``)."""
-        if L is not None:
-            resp = SparseResponsibilities.top_weights(phi * weights[doc], L)
-            return resp, resp.scaled(count).table(doc, num_docs)
-        resp = phi * weights[doc]
-        resp /= resp.sum(1, keepdim=True).clamp_min(torch.finfo(phi.dtype).tiny)
-        return resp, phi.new_zeros(num_docs, phi.shape[1]).index_add_(0, doc, resp * count[:, None])
+        :class:`~pyro_memo.families.SparseResponsibilities` (``L`` not ``None``). Formed in place of
+        ``phi``, in cache-sized row chunks (:func:`~pyro_memo.posterior.group_blocks.row_slices`), so no
+        temporary of the items' size is allocated."""
+        counts = phi.new_zeros(num_docs, phi.shape[1])
+        tiny = torch.finfo(phi.dtype).tiny
+        for rows in row_slices(phi):
+            block = phi[rows].mul_(weights[doc[rows]])
+            if L is None:
+                block.div_(block.sum(1, keepdim=True).clamp_min(tiny))
+                counts.index_add_(0, doc[rows], block * count[rows, None])
+        if L is None:
+            return phi, counts
+        resp = SparseResponsibilities.top_weights(phi, L)
+        return resp, resp.scaled(count).table(doc, num_docs)
 
     # ------------------------------------------------------------------ bound
     def elbo_terms(self, summary):
@@ -254,7 +261,7 @@ class HDPMixturePosterior(GroupedHDPPosterior):
         else:
             weighted = resp * count[:, None]
             counts_k, stats = weighted.sum(0), self.family.stats(x, weighted)
-            entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
+            entropy = entropy_per_component(resp, count)
         return GroupSummary(counts_k, stats, e_log_pi.sum(0), group_terms(counts, theta, e_log_pi), entropy,
                             int(counts.shape[0]))
 

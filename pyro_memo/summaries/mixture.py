@@ -12,17 +12,27 @@ import torch
 
 from .base import AdditiveSummary
 
-#: the most responsibilities :func:`entropy_per_component` takes the logarithm of at once
-ENTROPY_CHUNK = 2**21
+#: the most responsibilities :func:`entropy_per_component` takes the logarithm of at once (2 MiB of float64)
+ENTROPY_CHUNK = 2**18
 
 
-def entropy_per_component(resp):
-    """:math:`-\\sum_n \\hat r_{nk} \\log \\hat r_{nk}` for each ``k`` (``0 log 0 = 0``), over chunks of
-    :data:`ENTROPY_CHUNK` numbers (an epoch of 400,000 items at K = 50 would otherwise need a second 160 MB)."""
+def entropy_per_component(resp, weights=None):
+    """:math:`-\\sum_n c_n \\hat r_{nk} \\log \\hat r_{nk}` for each ``k`` (``0 log 0 = 0``), with ``weights``
+    :math:`c_n` ``(N,)`` the items' multiplicities (token counts; default ones).
+
+    Computed over chunks of :data:`ENTROPY_CHUNK` numbers as :math:`r \\log \\max(r, \\text{tiny})`, which is
+    :math:`r \\log r` but for subnormal :math:`r` (a difference below 1e-305): a fresh temporary of the items' size
+    would cost as much in page faults as the logarithms themselves, and ``torch.special.xlogy`` is not
+    vectorised (10 million responsibilities, one thread: 0.116 s by ``xlogy`` in 16 MiB chunks, 0.053 s so)."""
     step = max(1, ENTROPY_CHUNK // max(1, resp.shape[-1]))
-    if len(resp) <= step:
-        return -torch.special.xlogy(resp, resp).sum(0)
-    return -sum(torch.special.xlogy(part, part).sum(0) for part in torch.split(resp, step))
+    dtype = resp.dtype if weights is None else torch.promote_types(resp.dtype, weights.dtype)
+    total = resp.new_zeros(resp.shape[-1], dtype=dtype)
+    tiny = torch.finfo(resp.dtype).tiny
+    for start in range(0, len(resp), step):
+        part = resp[start:start + step]
+        terms = part.clamp_min(tiny).log_().mul_(part).to(dtype)
+        total -= terms.sum(0) if weights is None else weights[start:start + step].to(dtype) @ terms
+    return total
 
 
 @dataclass

@@ -8,8 +8,9 @@ from ..allocation.concentration import concentration_from_state, concentration_s
 from ..allocation.hdp_sticks import expected_beta, prior_sticks  # noqa: F401  (expected_beta re-exported)
 from ..families import Multinomial, SparseResponsibilities
 from ..families.type2 import Learnt, symmetric_dirichlet_ml
+from ..posterior.group_blocks import row_slices
 from ..posterior.hdp import GroupedHDPPosterior, expected_log_dirichlet, group_terms, log_dirichlet_norm
-from ..summaries import TopicSummary
+from ..summaries import TopicSummary, entropy_per_component
 
 __all__ = ["HDPPosterior", "expected_log_dirichlet", "log_dirichlet_norm", "topic_family"]
 
@@ -93,9 +94,10 @@ class HDPPosterior(GroupedHDPPosterior):
             word_counts = resp.scaled(count).table(word, V).T.contiguous()
             entropy = resp.entropy(count)
         else:
-            weighted = resp * count[:, None]
-            word_counts = resp.new_zeros(V, K).index_add_(0, word, weighted).T.contiguous()
-            entropy = -(count[:, None] * torch.special.xlogy(resp, resp)).sum(0)
+            word_counts = resp.new_zeros(V, K)
+            for rows in row_slices(resp):  # no (T, K) temporary
+                word_counts.index_add_(0, word[rows], resp[rows] * count[rows, None])
+            word_counts, entropy = word_counts.T.contiguous(), entropy_per_component(resp, count)
         doc_term = group_terms(counts, theta, e_log_pi)
         return TopicSummary(word_counts, e_log_pi.sum(0), doc_term, entropy, int(counts.shape[0]))
 

@@ -15,7 +15,7 @@ import torch
 from ..allocation.hdp_sticks import expected_beta, merged_sticks, optimize_sticks
 from ..engine import PairMergeMove
 from ..inference.moves.merge import merge_scores as mixture_merge_scores
-from ..summaries import Summary, TopicSummary
+from ..summaries import Summary, TopicSummary, entropy_per_component
 from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm, topic_family
 
 
@@ -60,7 +60,7 @@ class TopicMergeMove(PairMergeMove):
     def batch_pair_entropy(self, batch, local, pairs):
         count = batch[2]
         merged = local.resp[:, pairs[:, 0]] + local.resp[:, pairs[:, 1]]
-        return -(count[:, None] * torch.special.xlogy(merged, merged)).sum(0)
+        return entropy_per_component(merged, count)
 
     def _merged_batches(self, state, a, b, p, rho):
         post = state.posterior

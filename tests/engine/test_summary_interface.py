@@ -69,3 +69,28 @@ def test_per_move_terms_travel_with_the_summary_and_are_dropped_when_components_
     assert total.select([1, 0, 2, 3]).extras == {} and total.merge(0, 1, torch.tensor(0.0)).extras == {}
     assert total.without("merge").extras == {} and "merge" in total.extras
     assert Summary.from_dict(a.to_dict()).extras["other"].tolist() == [5.0]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_entropy_per_component_is_the_weighted_sum_of_r_log_r(seed):
+    """Chunked, with or without multiplicities, zeros and subnormal responsibilities included, float32
+    responsibilities with float64 weights summed in float64: the entropy of the formula."""
+    from pyro_memo.summaries import entropy_per_component
+    from pyro_memo.summaries.mixture import ENTROPY_CHUNK
+
+    gen = torch.Generator().manual_seed(seed)
+    K = 1 + seed * 7
+    N = [0, 1, 5, ENTROPY_CHUNK // K + 3, 3 * ENTROPY_CHUNK // K][seed % 5]
+    resp = torch.softmax(8 * torch.randn(N, K, generator=gen, dtype=torch.float64), 1)
+    resp[torch.rand(N, K, generator=gen) < 0.2] = 0.0
+    if N:
+        resp[0, 0] = 1e-310  # subnormal
+    weights = torch.randint(1, 6, (N,), generator=gen).double()
+    expected = -torch.special.xlogy(resp, resp)
+    torch.testing.assert_close(entropy_per_component(resp), expected.sum(0), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(entropy_per_component(resp, weights), (weights[:, None] * expected).sum(0),
+                               rtol=1e-12, atol=1e-12)
+    single = entropy_per_component(resp.float(), weights)
+    assert single.dtype == torch.float64
+    torch.testing.assert_close(single, (weights[:, None] * -torch.special.xlogy(resp.float(), resp.float())).sum(0),
+                               rtol=1e-6, atol=1e-6)

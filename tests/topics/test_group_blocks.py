@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from pyro_memo.families import SparseResponsibilities
-from pyro_memo.posterior.group_blocks import GroupBlocks
+from pyro_memo.posterior.group_blocks import BLOCK_ELEMENTS, GroupBlocks, row_slices
+from pyro_memo.posterior.hdp import GroupedHDPPosterior
 
 
 def _flat_counts(values, group, count, weights, num_groups, L=None):
@@ -73,3 +74,35 @@ def test_blocks_hold_at_most_their_budget_unless_one_group_is_larger():
     blocks = GroupBlocks(values, group, count, 40, block_elements=4 * 50)
     for groups, block, _ in blocks.blocks:
         assert block.numel() <= 4 * 50 or len(groups) == 1
+
+
+@pytest.mark.parametrize("rows, K", [(0, 3), (1, 1), (7, 5), (BLOCK_ELEMENTS // 100 + 1, 100), (30_000, 17)])
+def test_row_slices_cover_every_row_once_within_the_budget(rows, K):
+    values = torch.empty(rows, K)
+    covered = torch.cat([torch.arange(rows)[s] for s in row_slices(values)]) if rows else torch.arange(0)
+    assert covered.tolist() == list(range(rows))
+    assert all(values[s].numel() <= max(BLOCK_ELEMENTS, K) for s in row_slices(values))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("L", [None, 2])
+def test_final_sweep_in_row_chunks_is_the_flat_sweep(seed, L):
+    """The HDP's last sweep, formed in place in cache-sized row chunks, gives the flat responsibilities and
+    counts, over several chunks."""
+    num_groups, K = 50 + seed, 40 + 20 * seed
+    gen = torch.Generator().manual_seed(seed)
+    group = torch.randint(0, num_groups, (2 * BLOCK_ELEMENTS // K + seed,), generator=gen)
+    values = torch.rand(len(group), K, generator=gen, dtype=torch.float64) ** 4
+    count = torch.randint(1, 5, (len(group),), generator=gen).double()
+    weights = torch.rand(num_groups, K, generator=gen, dtype=torch.float64) + 1e-3
+    assert len(row_slices(values)) >= 2
+    product = values * weights[group]
+    resp, counts = GroupedHDPPosterior._final_responsibilities(values.clone(), group, count, weights, num_groups, L)
+    if L is None:
+        torch.testing.assert_close(resp, product / product.sum(1, keepdim=True), rtol=1e-12, atol=1e-15)
+    else:
+        expected = SparseResponsibilities.top_weights(product, L)
+        assert torch.equal(resp.indices, expected.indices)
+        torch.testing.assert_close(resp.values, expected.values, rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(counts, _flat_counts(values, group, count, weights, num_groups, L),
+                               rtol=1e-12, atol=1e-12)

@@ -18,8 +18,8 @@ Where this differs from Gomes et al.: they propose Ueda-style splits and merges 
 project's birth and merge proposals do that work, each accepted only when the exact tied bound rises.
 """
 
-import torch
 
+from ...summaries import entropy_per_component
 from .birth import BirthMove
 from .merge import MergeMove, pair_entropies
 
@@ -31,7 +31,7 @@ def tied_pair_entropies(clumps, local, pairs):
     entropy = pair_entropies(point_resp, pairs)
     if clumps.num_clumps:
         merged = clump_resp[:, pairs[:, 0]] + clump_resp[:, pairs[:, 1]]
-        entropy = entropy - (clumps.counts[:, None] * torch.special.xlogy(merged, merged)).sum(0)
+        entropy = entropy + entropy_per_component(merged, clumps.counts)
     return entropy
 
 
