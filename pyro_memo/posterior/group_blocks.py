@@ -92,12 +92,15 @@ class GroupBlocks:
                 kept.append((groups[part], values[part], count[part]))
         self.blocks = kept
 
-    def counts(self, weights, L=None):
+    def counts(self, weights, L=None, log_norm=False):
         """``(G, K)`` :math:`N_{dk}` of the module docstring for the groups of :attr:`groups`, given their
         ``(G, K)`` ``weights`` :math:`w_{dk}` (same order). With ``L``, each item's responsibilities are
         its ``L`` largest, renormalised
-        (:meth:`~pyro_memo.families.SparseResponsibilities.top_weights`)."""
-        out, first = [], 0
+        (:meth:`~pyro_memo.families.SparseResponsibilities.top_weights`). With ``log_norm`` (dense only),
+        ``(counts, log_norms)``, ``log_norms`` ``(G,)`` each group's :math:`\\sum_n c_n \\log z_n` in float64."""
+        if log_norm and L is not None:
+            raise ValueError("log_norm is computed for dense responsibilities only")
+        out, norms, first = [], [], 0
         tiny = torch.finfo(weights.dtype).tiny
         for groups, values, count in self.blocks:
             w = weights[first:first + len(groups)]
@@ -105,9 +108,14 @@ class GroupBlocks:
             if L is None:
                 z = torch.bmm(values, w[:, :, None]).squeeze(-1).clamp_min(tiny)
                 out.append(w * torch.bmm((count / z)[:, None, :], values).squeeze(1))
+                if log_norm:  # padding rows: count 0, z tiny
+                    norms.append((count * z.log()).sum(1, dtype=torch.float64))
             else:
                 B, width, K = values.shape
                 top = SparseResponsibilities.top_weights((values * w[:, None, :]).view(-1, K), L)
                 rows = torch.arange(B, device=values.device).repeat_interleave(width)
                 out.append(top.scaled(count.reshape(-1)).table(rows, B))
-        return torch.cat(out) if out else weights.new_zeros(0, weights.shape[1])
+        counts = torch.cat(out) if out else weights.new_zeros(0, weights.shape[1])
+        if not log_norm:
+            return counts
+        return counts, torch.cat(norms) if norms else weights.new_zeros(0, dtype=torch.float64)

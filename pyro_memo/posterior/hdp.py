@@ -18,6 +18,7 @@ from ..families import SparseResponsibilities, family_from_state
 from ..summaries import GroupSummary, entropy_per_component
 from .base import VariationalPosterior
 from .group_blocks import GroupBlocks, row_slices
+from .relaxed_sweeps import RelaxedSweeps, group_weights_and_terms
 
 
 def log_dirichlet_norm(conc):
@@ -126,7 +127,8 @@ class GroupedHDPPosterior(VariationalPosterior):
         return self.updated(summary)
 
     # ------------------------------------------------------------- local step
-    def local_step(self, doc, items, count, num_docs, init_counts=None, max_iter=100, tol=1e-3, sparse_L=None):
+    def local_step(self, doc, items, count, num_docs, init_counts=None, max_iter=100, tol=1e-3, sparse_L=None,
+                   overrelax=True):
         """Group-level coordinate ascent: alternate item responsibilities
         :math:`r_{dnk} \\propto \\exp(E\\log\\pi_{dk} + E\\log p(x_{dn}\\mid\\phi_k))` and group
         Dirichlets :math:`\\theta_d = \\alpha E[\\beta] + N_d` until every group's component
@@ -148,6 +150,9 @@ class GroupedHDPPosterior(VariationalPosterior):
             stays the exact optimum given them, so every step is still an exact coordinate update
             of the restricted family; the group counts and the summary then cost :math:`O(TL)`
             after the top-``L`` selection. ``None`` (or ``L >= K``): dense.
+        :param bool overrelax: over-relax the dense sweeps, each group's step safeguarded by its bound
+            (:mod:`~pyro_memo.posterior.relaxed_sweeps`: no accepted step lowers it, so the guarantee
+            above holds); ``False``: plain sweeps.
         :returns: ``(resp (T, K), counts (num_docs, K), summary, iterations)``; ``resp`` is zero
             outside each item's support when sparse.
 
@@ -163,29 +168,31 @@ class GroupedHDPPosterior(VariationalPosterior):
         blocks = GroupBlocks(phi, doc, count, num_docs)  # N_dk = sum_n count_n r_dnk by batched products
         ids = blocks.groups
 
-        def group_weights(counts_):
-            e = torch.digamma(counts_ + prior[:K])
-            return torch.exp(e - e.max(1, keepdim=True).values)
-
         if init_counts is None:  # start from the global weights: r ∝ E[beta_k] exp(E log p)
             counts = phi.new_empty(num_docs, K)
             counts[ids] = blocks.counts((prior[:K] / prior[:K].max()).expand(num_docs, K), L)
         else:
             counts = init_counts.to(dtype=phi.dtype, copy=True)
+        tokens = phi.new_zeros(num_docs).index_add_(0, doc, count)
+        sweeps = RelaxedSweeps(counts[ids], tokens[ids], prior, relax=L is None and overrelax)
         # iterate on the groups that have not converged, dropping them from the blocks as they finish
         iterations = 0
         while iterations < max_iter:
             iterations += 1
-            new = blocks.counts(group_weights(counts[ids]), L)
-            moving = (new - counts[ids]).abs().mean(1) > tol
-            counts[ids] = new
+            weights = sweeps.weights()
+            new, log_norm = blocks.counts(weights, L, log_norm=True) if sweeps.relax else \
+                (blocks.counts(weights, L), None)
+            moving = sweeps.update(new, log_norm, tol)
+            counts[ids] = sweeps.counts
             if not bool(moving.any()):
                 break
             if int(moving.sum()) < 0.7 * len(ids):
                 blocks.keep(moving)
+                sweeps.keep(moving)
                 ids = blocks.groups
         # a final exact sweep over every group: responsibilities, then theta
-        resp, counts = self._final_responsibilities(phi, doc, count, group_weights(counts), num_docs, L)
+        weights = group_weights_and_terms(counts, prior)[0]
+        resp, counts = self._final_responsibilities(phi, doc, count, weights, num_docs, L)
         theta = torch.cat([counts + prior[:K], prior[K:].expand(num_docs, 1)], 1)
         e_log_pi = expected_log_dirichlet(theta)
         summary = self.summarize(doc, items, count, resp, theta, e_log_pi, counts)
