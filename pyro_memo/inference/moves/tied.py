@@ -18,7 +18,6 @@ Where this differs from Gomes et al.: they propose Ueda-style splits and merges 
 project's birth and merge proposals do that work, each accepted only when the exact tied bound rises.
 """
 
-
 from ...summaries import entropy_per_component
 from .birth import BirthMove
 from .merge import MergeMove, pair_entropies
