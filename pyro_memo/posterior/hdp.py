@@ -18,7 +18,7 @@ from ..families import SparseResponsibilities, family_from_state
 from ..summaries import GroupSummary, entropy_per_component
 from .base import VariationalPosterior
 from .group_blocks import GroupBlocks, row_slices
-from .relaxed_sweeps import RelaxedSweeps, group_weights_and_terms
+from .relaxed_sweeps import RelaxedSweeps, group_weights
 
 
 def log_dirichlet_norm(conc):
@@ -191,7 +191,7 @@ class GroupedHDPPosterior(VariationalPosterior):
                 sweeps.keep(moving)
                 ids = blocks.groups
         # a final exact sweep over every group: responsibilities, then theta
-        weights = group_weights_and_terms(counts, prior)[0]
+        weights = group_weights(counts, prior)[0]
         resp, counts = self._final_responsibilities(phi, doc, count, weights, num_docs, L)
         theta = torch.cat([counts + prior[:K], prior[K:].expand(num_docs, 1)], 1)
         e_log_pi = expected_log_dirichlet(theta)

@@ -38,22 +38,27 @@ MAX_STEP = 4.0
 RESOLUTION = 8
 
 
+def group_weights(counts, prior):
+    """``(weights, top)``: the sweep's weights :math:`w_{dk} = \\exp(\\psi(\\theta_{dk}) - \\text{top}_d)` ``(G, K)``
+    of groups with counts ``counts`` ``(G, K)`` under the prior weights ``prior`` :math:`\\alpha E[\\beta]`
+    ``(K + 1,)``, and ``top`` :math:`\\max_k \\psi(\\theta_{dk})` ``(G,)``."""
+    e = torch.digamma(counts + prior[:counts.shape[1]])
+    top = e.max(1, keepdim=True).values
+    return torch.exp(e - top), top[:, 0]
+
+
 def group_weights_and_terms(counts, prior):
-    """``(weights, offset, shift)`` of groups with counts ``counts`` ``(G, K)`` under the prior weights
-    ``prior`` :math:`\\alpha E[\\beta]` ``(K + 1,)``: the sweep's weights :math:`w_{dk} = \\exp(E\\log\\pi_{dk} -
-    \\text{shift}_d)` ``(G, K)`` up to the per-group constant the sweep ignores, and, in float64, the terms of
-    :math:`\\ell_d` (module docstring) that do not depend on the items, ``offset`` ``(G,)``, and the shift
+    """``(weights, offset, shift)``: :func:`group_weights` and, in float64, the terms of :math:`\\ell_d`
+    (module docstring) that do not depend on the items, ``offset`` ``(G,)``, and the shift
     :math:`\\max_k\\psi(\\theta_{dk}) - \\psi(\\sum_k\\theta_{dk})` ``(G,)`` by which :math:`\\log z_n` is low."""
     K = counts.shape[1]
-    e = torch.digamma(counts + prior[:K])
-    top = e.max(1, keepdim=True).values
-    weights = torch.exp(e - top)
+    weights, top = group_weights(counts, prior)
     theta = counts.double() + prior[:K].double()
     total = theta.sum(1) + prior[K:].double().sum()
     psi = torch.digamma(total)
     e_log_pi = torch.digamma(theta) - psi[:, None]
     offset = ((prior[:K].double() - theta) * e_log_pi).sum(1) - torch.lgamma(total) + torch.lgamma(theta).sum(1)
-    return weights, offset, top[:, 0].double() - psi
+    return weights, offset, top.double() - psi
 
 
 class RelaxedSweeps:
@@ -68,13 +73,14 @@ class RelaxedSweeps:
     def __init__(self, start, tokens, prior, relax=True):
         self.point, self.best, self.counts = start, start, start
         self.best_objective = torch.full((len(start),), -torch.inf, dtype=torch.float64, device=start.device)
-        self.step = torch.ones(len(start), dtype=start.dtype, device=start.device)
-        self.plain = torch.ones(len(start), dtype=torch.bool, device=start.device)
+        self.step = torch.ones(len(start), dtype=start.dtype, device=start.device)  # 1: a plain point, no test
         self.tokens, self.prior, self.relax = tokens.double(), prior, relax
         self._terms = None
 
     def weights(self):
-        """``(G, K)`` the sweep's weights at the point to evaluate."""
+        """``(G, K)`` the sweep's weights at the point to evaluate (and, relaxing, its objective's terms)."""
+        if not self.relax:
+            return group_weights(self.point, self.prior)[0]
         weights, offset, shift = group_weights_and_terms(self.point, self.prior)
         self._terms = offset, shift
         return weights
@@ -91,20 +97,17 @@ class RelaxedSweeps:
         offset, shift = self._terms
         objective = log_norm + self.tokens * shift + offset
         resolution = RESOLUTION * torch.finfo(self.point.dtype).eps * (self.best_objective.abs() + self.tokens)
-        accept = self.plain | (objective > self.best_objective + resolution)
+        accept = (self.step == 1) | (objective > self.best_objective + resolution)
         keep = accept[:, None]
         self.best = torch.where(keep, self.point, self.best)
         self.best_objective = torch.where(accept, objective, self.best_objective)
         self.counts = torch.where(keep, new, self.counts)
-        grown = (self.step * GROWTH).clamp_max(MAX_STEP)
-        self.step = torch.where(accept, grown, torch.ones_like(self.step))
-        relaxing = accept & (self.step > 1)
+        self.step = torch.where(accept, (self.step * GROWTH).clamp_max(MAX_STEP), torch.ones_like(self.step))
         proposal = (self.best + self.step[:, None] * (self.counts - self.best)).clamp_min(0)
-        self.point = torch.where(relaxing[:, None], proposal, self.counts)
-        self.plain = ~relaxing
+        self.point = torch.where(keep, proposal, self.counts)
         return moved | ~accept
 
     def keep(self, mask):
         """Keep only the groups where ``mask`` holds."""
-        for name in ("point", "best", "counts", "best_objective", "step", "plain", "tokens"):
+        for name in ("point", "best", "counts", "best_objective", "step", "tokens"):
             setattr(self, name, getattr(self, name)[mask])
