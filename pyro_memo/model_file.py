@@ -120,9 +120,9 @@ class SavedTopics:
         import torch
 
         pi = self.predict_proba(corpus, **kwargs)
-        phi = self.posterior.topic_means()
-        doc, word, count = corpus.tokens(dtype=phi.dtype, device=phi.device)
-        prob = (pi[doc, :-1] * phi.T[word]).sum(1) + pi[doc, -1] / self.V
+        by_word = self.posterior.topic_means().T.contiguous()  # (V, K): a token's row is contiguous
+        doc, word, count = corpus.tokens(dtype=by_word.dtype, device=by_word.device)
+        prob = (pi[doc, :-1] * by_word[word]).sum(1) + pi[doc, -1] / self.V
         return pi.new_zeros(corpus.num_docs).index_add_(0, doc, count * torch.log(prob))
 
 

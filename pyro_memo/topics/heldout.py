@@ -30,13 +30,13 @@ def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100
         observed, heldout, _ = split_types(corpus, 1 - fraction, seed)
     else:
         raise ValueError(f"split must be 'tokens' or 'types'; got {split!r}")
-    phi = posterior.topic_means()
+    by_word = posterior.topic_means().T.contiguous()  # (V, K): a token's row is contiguous
     total, tokens = 0.0, 0.0
     for lo in range(0, observed.num_docs, docs_per_chunk):
         docs = np.arange(lo, min(lo + docs_per_chunk, observed.num_docs))
         pi = doc_topic_weights(posterior, observed, docs, local_iters, local_tol)
-        doc, word, count = heldout.tokens(docs, dtype=phi.dtype, device=phi.device)
-        prob = (pi[doc, :-1] * phi.T[word]).sum(1) + pi[doc, -1] / posterior.V
+        doc, word, count = heldout.tokens(docs, dtype=by_word.dtype, device=by_word.device)
+        prob = (pi[doc, :-1] * by_word[word]).sum(1) + pi[doc, -1] / posterior.V
         total += float((count * torch.log(prob)).sum())
         tokens += float(count.sum())
     if tokens == 0:

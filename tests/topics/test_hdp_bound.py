@@ -173,3 +173,19 @@ def test_stick_concentrations_stay_where_float64_resolves_the_objective(seed):
     assert best >= start
     # resolved: a relative change of 1e-12 in every concentration moves the objective by far less than a nat
     assert abs(float(top_level_objective(r, w * (1 + 1e-12), *args)) - best) < 1e-2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_item_likelihoods_are_the_shifted_topic_word_expectations_of_each_token(seed):
+    """Phi_nk = exp(E log phi_{k x_n} - max_j E log phi_{j x_n}), against scipy's digamma, token by token."""
+    rng = np.random.default_rng(seed)
+    K, V = int(rng.integers(1, 9)), int(rng.integers(1, 40))
+    lam = rng.gamma(0.5, 2.0, size=(K, V)) + 0.01
+    rho, omega = random_sticks(K, seed)
+    post = HDPPosterior(torch.as_tensor(lam), rho, omega, 1.0, 1.0, 0.1)
+    word = rng.integers(V, size=int(rng.integers(0, 60)))
+    e_log_phi = digamma(lam) - digamma(lam.sum(1, keepdims=True))
+    want = np.exp(e_log_phi - e_log_phi.max(0, keepdims=True))[:, word].T
+    got = post.item_likelihoods(torch.as_tensor(word))
+    assert got.shape == (len(word), K)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=0)
