@@ -51,12 +51,14 @@ class GroupBlocks:
     each of at most ``block_elements`` numbers (or one group; default :data:`BLOCK_ELEMENTS` on a CPU,
     :data:`ACCELERATOR_BLOCK_ELEMENTS` elsewhere); padding rows are zero.
 
-    :param values: ``(T, K)`` per-item component likelihoods :math:`\\Phi`.
+    :param values: ``(T, K)`` per-item component likelihoods :math:`\\Phi`; with ``index``, a table of
+        rows that items share (the topic model's ``(V, K)`` word table).
     :param group: ``(T,)`` group of each item, ``0 .. num_groups - 1`` (any order).
     :param count: ``(T,)`` multiplicity of each item.
+    :param index: ``(T,)`` the row of ``values`` of each item (word ids); ``None``: row ``n`` for item ``n``.
     """
 
-    def __init__(self, values, group, count, num_groups, block_elements=None):
+    def __init__(self, values, group, count, num_groups, block_elements=None, index=None):
         if block_elements is None:
             block_elements = default_block_elements(values.device)
         sizes = torch.bincount(group, minlength=num_groups)
@@ -64,16 +66,24 @@ class GroupBlocks:
         starts = torch.cumsum(sizes, 0) - sizes
         by_size = torch.argsort(sizes, stable=True)
         sorted_sizes = sizes[by_size].tolist()
-        self.blocks, self._no_groups = [], by_size[:0]
+        self._no_groups = by_size[:0]
+        parts = []
         for start, stop in _runs(sorted_sizes, max(block_elements // max(values.shape[1], 1), 1)):
             groups, width = by_size[start:stop], sorted_sizes[stop - 1]
             offset = torch.arange(width, device=group.device)
             rows = order[(starts[groups, None] + offset).clamp_max(len(order) - 1)] if width else \
                 offset.new_zeros(len(groups), 0)
-            padding = offset >= sizes[groups, None]
+            parts.append((groups, rows, offset >= sizes[groups, None]))
+        # one gather into one tensor, the blocks views of it: freed at once (no allocator holding the pieces);
+        # padding rows repeat a real item and are zeroed, so no padded copy of ``values`` is needed
+        rows = torch.cat([r.flatten() for _, r, _ in parts]) if parts else order[:0]
+        gathered = values.index_select(0, rows if index is None else index[rows])
+        self.blocks, first = [], 0
+        for groups, rows, padding in parts:
+            block = gathered[first:first + rows.numel()].view(*rows.shape, values.shape[1])
+            first += rows.numel()
             block_count = count[rows].masked_fill_(padding, 0)
-            # padding rows repeat a real item and are zeroed: no padded copy of ``values`` to gather from
-            self.blocks.append((groups, values[rows].masked_fill_(padding[..., None], 0), block_count))
+            self.blocks.append((groups, block.masked_fill_(padding[..., None], 0), block_count))
 
     @property
     def groups(self):

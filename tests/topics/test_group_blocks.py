@@ -106,3 +106,47 @@ def test_final_sweep_in_row_chunks_is_the_flat_sweep(seed, L):
         torch.testing.assert_close(resp.values, expected.values, rtol=1e-12, atol=1e-15)
     torch.testing.assert_close(counts, _flat_counts(values, group, count, weights, num_groups, L),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_blocks_gathered_from_a_shared_table_are_the_blocks_of_its_rows(seed):
+    """Items that are rows ``index`` of a table (the topic model's words) give the blocks, and the counts, of the
+    flat items ``table[index]``."""
+    num_groups, K = 5 + 4 * seed, 6
+    _, group, count, weights = _random_items(seed, num_groups, K)
+    gen = torch.Generator().manual_seed(100 + seed)
+    table = torch.rand(3 + seed, K, generator=gen, dtype=torch.float64) ** 4
+    index = torch.randint(0, len(table), (len(group),), generator=gen)
+    budget = K * (1 + seed % 4) * 15
+    shared = GroupBlocks(table, group, count, num_groups, block_elements=budget, index=index)
+    flat = GroupBlocks(table[index], group, count, num_groups, block_elements=budget)
+    assert torch.equal(shared.groups, flat.groups) and len(shared.blocks) == len(flat.blocks)
+    for a, b in zip(shared.blocks, flat.blocks, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    ids = shared.groups
+    torch.testing.assert_close(shared.counts(weights[ids]),
+                               _flat_counts(table[index], group, count, weights, num_groups)[ids],
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("L", [None, 3])
+def test_the_topic_local_step_from_its_word_table_is_the_step_on_flat_tokens(seed, L):
+    """HDPPosterior.local_step (blocks from the word table) against the same step on one row per token."""
+    from pyro_memo.topics import HDPPosterior
+    from tests.topics.test_hdp_sparse import fitted_topics
+
+    corpus, post = fitted_topics(seed)
+    doc, word, count = corpus.tokens()
+
+    class FlatTokens(HDPPosterior):
+        def item_table(self, items):
+            table, index = super().item_table(items)
+            return table[index], None
+
+    flat = FlatTokens(post.lam, post.rho, post.omega, post.alpha, post.gamma, post.lam0)
+    for init in (None, post.local_step(doc, word, count, corpus.num_docs)[1]):
+        want = flat.local_step(doc, word, count, corpus.num_docs, init_counts=init, sparse_L=L)
+        got = post.local_step(doc, word, count, corpus.num_docs, init_counts=init, sparse_L=L)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and got[3] == want[3]
+        assert float(post.elbo(got[2])) == float(flat.elbo(want[2]))
