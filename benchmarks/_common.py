@@ -32,6 +32,22 @@ def make_parser(doc):
     return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def add_condition_arguments(parser):
+    """``--threads``, ``--busy`` and the hidden ``--child`` of a script that runs each condition (threads x
+    beside a CPU-bound process or not) in a fresh process (:func:`run_isolated`) that calls back with ``--child``."""
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    parser.add_argument("--busy", default="no,yes", help="beside a CPU-bound process: no, yes or both")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+
+
+def conditions(args):
+    """``(threads, busy)`` for each condition of ``args.threads`` x ``args.busy``
+    (:func:`add_condition_arguments`), threads outermost."""
+    for threads in (int(t) for t in args.threads.split(",")):
+        for busy in (b == "yes" for b in args.busy.split(",")):
+            yield threads, busy
+
+
 def document_split(corpus=None):
     """``(corpus, train, test)``: ``corpus`` (default: the 7,961-document Wikipedia corpus of the bnpy 0.1.7
     sdist) and the split every topic benchmark scores on, 20% of the documents held out (seed 0)."""

@@ -21,13 +21,12 @@ two steps' document-topic counts (zero: the same numbers, gathered differently).
         [--threads 1,2] [--busy no,yes]
 """
 
-import argparse
 import json
 import statistics
 import sys
 import time
 
-from _common import make_parser, run_isolated
+from _common import add_condition_arguments, conditions, make_parser, run_isolated
 
 
 def topic_major(posterior, word):
@@ -102,9 +101,7 @@ def main():
     parser.add_argument("--docs", type=int, default=400, help="documents in the batch (the first DOCS)")
     parser.add_argument("--K", default="100,400", help="numbers of topics, comma-separated")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--busy", default="no,yes")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_condition_arguments(parser)
     args = parser.parse_args()
     if args.child:
         return child(args)
@@ -113,18 +110,17 @@ def main():
     print("| threads | beside a CPU-bound process | K | tokens | what | old s | new s | old / new | "
           "peak MB old | peak MB new | max count difference |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for threads in (int(t) for t in args.threads.split(",")):
-        for busy in (b == "yes" for b in args.busy.split(",")):
-            command = [sys.executable, __file__, "--child", "--docs", str(args.docs), "--K", args.K,
-                       "--repeats", str(args.repeats)]
-            for K, r in run_isolated(command, threads, busy).items():
-                for what in ("gather", "step"):
-                    old, new = r[f"{what}|topic-major"], r[f"{what}|word-major"]
-                    label, memory = ("gather", "| - | -") if what == "gather" else ("warm local step", "".join(
-                        "| n/a " if r[f"MB|{way}"] is None else f"| {r[f'MB|{way}']:.0f} "
-                        for way in ("topic-major", "word-major")))
-                    print(f"| {threads} | {'yes' if busy else 'no'} | {K} | {r['tokens']:,} | {label} | {old:.3f} | "
-                          f"{new:.3f} | {old / new:.2f}x {memory} | {r['max_diff']:.1e} |", flush=True)
+    for threads, busy in conditions(args):
+        command = [sys.executable, __file__, "--child", "--docs", str(args.docs), "--K", args.K,
+                   "--repeats", str(args.repeats)]
+        for K, r in run_isolated(command, threads, busy).items():
+            for what in ("gather", "step"):
+                old, new = r[f"{what}|topic-major"], r[f"{what}|word-major"]
+                label, memory = ("gather", "| - | -") if what == "gather" else ("warm local step", "".join(
+                    "| n/a " if r[f"MB|{way}"] is None else f"| {r[f'MB|{way}']:.0f} "
+                    for way in ("topic-major", "word-major")))
+                print(f"| {threads} | {'yes' if busy else 'no'} | {K} | {r['tokens']:,} | {label} | {old:.3f} | "
+                      f"{new:.3f} | {old / new:.2f}x {memory} | {r['max_diff']:.1e} |", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -17,13 +17,12 @@ each took, and the largest difference between their document-topic counts (the s
         [--float32] [--threads 1,2] [--busy no,yes]
 """
 
-import argparse
 import json
 import statistics
 import sys
 import time
 
-from _common import make_parser, run_isolated
+from _common import add_condition_arguments, conditions, make_parser, run_isolated
 
 
 def flat_local_step(posterior, doc, word, count, num_docs, init_counts=None, max_iter=100, tol=1e-3, L=None):
@@ -130,9 +129,7 @@ def main():
     parser.add_argument("--L", default="none", help="sparse_L of both steps, or none (dense)")
     parser.add_argument("--float32", action="store_true", help="globals and local step in float32")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--busy", default="no,yes")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_condition_arguments(parser)
     args = parser.parse_args()
     args.L = None if args.L == "none" else int(args.L)
     if args.child:
@@ -143,16 +140,15 @@ def main():
     print("| threads | beside a CPU-bound process | step | flat s | blocks s | flat / blocks | sweeps | "
           "max count difference |")
     print("|---|---|---|---|---|---|---|---|")
-    for threads in (int(t) for t in args.threads.split(",")):
-        for busy in (b == "yes" for b in args.busy.split(",")):
-            command = [sys.executable, __file__, "--child", "--docs", str(args.docs), "--K", str(args.K),
-                       "--L", str(args.L).lower(), "--repeats", str(args.repeats)] + ["--float32"] * args.float32
-            r = run_isolated(command, threads, busy)
-            for step in ("cold", "warm"):
-                flat_s, blocks_s = r[f"flat_{step}"], r[f"blocks_{step}"]
-                print(f"| {threads} | {'yes' if busy else 'no'} | {step} | {flat_s:.3f} | {blocks_s:.3f} | "
-                      f"{flat_s / blocks_s:.2f}x | {r[f'flat_{step}_sweeps']} / {r[f'blocks_{step}_sweeps']} | "
-                      f"{r['max_count_difference']:.1e} |", flush=True)
+    for threads, busy in conditions(args):
+        command = [sys.executable, __file__, "--child", "--docs", str(args.docs), "--K", str(args.K),
+                   "--L", str(args.L).lower(), "--repeats", str(args.repeats)] + ["--float32"] * args.float32
+        r = run_isolated(command, threads, busy)
+        for step in ("cold", "warm"):
+            flat_s, blocks_s = r[f"flat_{step}"], r[f"blocks_{step}"]
+            print(f"| {threads} | {'yes' if busy else 'no'} | {step} | {flat_s:.3f} | {blocks_s:.3f} | "
+                  f"{flat_s / blocks_s:.2f}x | {r[f'flat_{step}_sweeps']} / {r[f'blocks_{step}_sweeps']} | "
+                  f"{r['max_count_difference']:.1e} |", flush=True)
 
 
 if __name__ == "__main__":

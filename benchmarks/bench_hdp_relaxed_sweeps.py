@@ -14,13 +14,12 @@ the batch's bound after each.
         [--threads 1,2] [--busy no,yes]
 """
 
-import argparse
 import json
 import statistics
 import sys
 import time
 
-from _common import make_parser, run_isolated
+from _common import add_condition_arguments, conditions, make_parser, run_isolated
 
 STEPS = (("cold", 1e-3, 100), ("warm", 1e-3, 100), ("cold to 1e-6", 1e-6, 1000))
 
@@ -58,9 +57,7 @@ def main():
     parser.add_argument("--K", type=int, default=100)
     parser.add_argument("--laps", type=int, default=3, help="memoized laps before the steps are timed")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--busy", default="no,yes")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_condition_arguments(parser)
     args = parser.parse_args()
     if args.child:
         return child(args)
@@ -69,17 +66,16 @@ def main():
     print("| threads | beside a CPU-bound process | step | plain s | relaxed s | plain / relaxed | sweeps | "
           "bound plain | bound relaxed |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for threads in (int(t) for t in args.threads.split(",")):
-        for busy in (b == "yes" for b in args.busy.split(",")):
-            command = [sys.executable, __file__, "--child", "--docs", str(args.docs), "--K", str(args.K),
-                       "--laps", str(args.laps), "--repeats", str(args.repeats)]
-            r = run_isolated(command, threads, busy)
-            for name, _, _ in STEPS:
-                plain, relaxed = r[f"{name}|plain"], r[f"{name}|relaxed"]
-                print(f"| {threads} | {'yes' if busy else 'no'} | {name} | {plain['seconds']:.3f} | "
-                      f"{relaxed['seconds']:.3f} | {plain['seconds'] / relaxed['seconds']:.2f}x | "
-                      f"{plain['sweeps']} / {relaxed['sweeps']} | {plain['bound']:.3f} | {relaxed['bound']:.3f} |",
-                      flush=True)
+    for threads, busy in conditions(args):
+        command = [sys.executable, __file__, "--child", "--docs", str(args.docs), "--K", str(args.K),
+                   "--laps", str(args.laps), "--repeats", str(args.repeats)]
+        r = run_isolated(command, threads, busy)
+        for name, _, _ in STEPS:
+            plain, relaxed = r[f"{name}|plain"], r[f"{name}|relaxed"]
+            print(f"| {threads} | {'yes' if busy else 'no'} | {name} | {plain['seconds']:.3f} | "
+                  f"{relaxed['seconds']:.3f} | {plain['seconds'] / relaxed['seconds']:.2f}x | "
+                  f"{plain['sweeps']} / {relaxed['sweeps']} | {plain['bound']:.3f} | {relaxed['bound']:.3f} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
