@@ -1,14 +1,15 @@
 """The HDP's document-level local step: items packed by document into blocks against the flat items.
 
-``GroupedHDPPosterior.local_step`` runs its sweeps on :class:`~pyro_memo.posterior.group_blocks.GroupBlocks`
-(two batched products a sweep). ``flat_local_step`` below is the same coordinate ascent as it was before
-(pyro-memo up to 7811aa5): every sweep gathers the document weights to each token and scatters the counts
-back over the flat ``(T, K)`` tokens. Both run on one batch, the first ``--docs`` documents of the Wikipedia
-corpus (the bnpy 0.1.7 sdist's), with K topics: a cold step (no cached counts) under the KL k-means start of
-``MemoizedHDP`` on the first 5 x ``--docs`` documents, and a warm one, as in a memoized lap's second visit,
-from the cold step's counts under the globals after one memoized lap over those documents in 5 batches. The two
-alternate ``--repeats`` times in one fresh process per condition, with 1 and with 2 threads, on a quiet
-machine and beside a pure-Python CPU-bound process.
+``GroupedHDPPosterior.local_step`` runs its sweeps on :class:`~pyro_memo.posterior.group_blocks.GroupBlocks` (two
+batched products a sweep). ``flat_local_step`` below is the same coordinate ascent as it was before (pyro-memo up
+to 7811aa5): every sweep gathers the document weights to each token and scatters the counts back over the flat
+``(T, K)`` tokens. The library's step runs plain sweeps here (``overrelax=False``; its over-relaxed default is
+compared in ``bench_hdp_relaxed_sweeps.py``). Both run on one batch, the first ``--docs`` documents of the
+Wikipedia corpus (the bnpy 0.1.7 sdist's), with K topics: a cold step (no cached counts) under the KL k-means start
+of ``MemoizedHDP`` on the first 5 x ``--docs`` documents, and a warm one, as in a memoized lap's second visit, from
+the cold step's counts under the globals after one memoized lap over those documents in 5 batches. The two
+alternate ``--repeats`` times in one fresh process per condition, with 1 and with 2 threads, on a quiet machine and
+beside a pure-Python CPU-bound process.
 
 Printed per condition: the median seconds of each step for each, their ratio flat / blocks, the sweeps
 each took, and the largest difference between their document-topic counts (the same up to rounding).
@@ -97,7 +98,8 @@ def child(args):
     _, start, _, _ = cold_posterior.local_step(doc, word, count, n, sparse_L=L)
 
     def blocks(posterior, init):
-        _, counts, summary, iters = posterior.local_step(doc, word, count, n, init_counts=init, sparse_L=L)
+        _, counts, summary, iters = posterior.local_step(doc, word, count, n, init_counts=init, sparse_L=L,
+                                                         overrelax=False)  # the plain sweeps of the reference
         return counts, summary, iters
 
     def flat(posterior, init):
