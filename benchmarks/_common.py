@@ -167,6 +167,20 @@ def run_isolated(command, threads, busy):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def paired(more, one):
+    """With two or more repetitions: the per-repetition ratios (each repetition runs the two conditions
+    back to back), their mean and its standard error, which says whether the difference is more than the
+    machine's drift between runs."""
+    if len(more) < 2:
+        return ""
+    import numpy as np
+
+    ratios = np.asarray(more) / np.asarray(one)
+    error = ratios.std(ddof=1) / np.sqrt(len(ratios))
+    return (f"; per repetition {' '.join(f'{r:.2f}' for r in ratios)}, "
+            f"mean {ratios.mean():.3f} +- {error:.3f} (standard error)")
+
+
 def mean_lap(state):
     """Mean lap seconds of a fit's state from lap 2 on (lap 1 when it is the only one)."""
     seconds = state.lap_seconds[1:] or state.lap_seconds

@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 import numpy as np
-from _common import add_toy_arguments, make_parser, run_isolated
+from _common import add_toy_arguments, make_parser, paired, run_isolated
 
 MEMO_RUN = """
 import json, sys, numpy as np, torch, pyro_memo as pm
@@ -57,18 +57,6 @@ ends = np.concatenate([[0.0], clock[whole]])
 print(json.dumps({"lap_seconds": np.diff(ends).tolist(), "elbo": -float(info['loss']),
                   "K": int(info['K_history'][-1])}))
 """
-
-
-def paired(more, one):
-    """With two or more repetitions: the per-repetition ratios (each repetition runs the two conditions
-    back to back), their mean and its standard error, which says whether the difference is more than the
-    machine's drift between runs."""
-    if len(more) < 2:
-        return ""
-    ratios = np.asarray(more) / np.asarray(one)
-    error = ratios.std(ddof=1) / np.sqrt(len(ratios))
-    return (f"; per repetition {' '.join(f'{r:.2f}' for r in ratios)}, "
-            f"mean {ratios.mean():.3f} +- {error:.3f} (standard error)")
 
 
 def main():
