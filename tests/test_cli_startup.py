@@ -36,7 +36,8 @@ ARGVS = [["fit", "--help"], ["compare", "--help"], ["fit", "--model", "hdp", "--
          ["fit", "--model", "relational", "--eps", "0"], ["fit", "--model", "relational", "--moves", "split"],
          ["fit", "--model", "relational", "--heldout", "1.5"], ["denoise", "--help"], ["patches", "--help"],
          ["denoise", "camera", "--sigma", "0"], ["denoise", "no-such-image.png"],
-         ["patches", "p.npy", "--exclude", "nothing"]]
+         ["patches", "p.npy", "--exclude", "nothing"], ["fit", "--model", "hdp"], ["fit", "--model", "relational"],
+         ["compare", "--model", "hdp"]]
 
 
 @pytest.mark.parametrize("argv", ARGVS)

@@ -28,6 +28,7 @@ from ..common import (
 )
 from ..names import FAMILY_NAMES, TOPIC_METHOD_NAMES
 from ..registry import CliModel, Option, Use, register_model, register_option
+from .hdp_bounded import check_groups_source
 
 
 def _imports():
@@ -52,6 +53,8 @@ BUNDLED_CORPORA = {
     "wiki": "the 7,961-document Wikipedia corpus of the bnpy 0.1.7 sdist (V = 6,130; fetched once from PyPI)",
     "bars": "500 synthetic 'bars' documents over a 5x5 pixel vocabulary (10 true topics)",
 }
+#: the error of a missing corpus (raised when the options are checked, before any heavy import)
+NO_CORPUS = f"--model hdp needs a corpus DATA: an .ldac or .npz file, or {' / '.join(BUNDLED_CORPORA)}"
 #: the topic moves the fit command offers
 TOPIC_MOVES = ("birth", "merge", "delete")
 
@@ -91,9 +94,9 @@ def load_corpus(source, vocab=None):
     (vocabulary from ``vocab`` or a ``vocab.txt`` beside it), a ``.npz`` sparse count matrix
     (``scipy.sparse.save_npz``) or a directory of corpus shards (a :class:`~pyro_memo.data.CorpusShards`,
     read shard by shard when fitted)."""
-    _imports()
     if source is None:
-        raise ValueError(f"--model hdp needs a corpus DATA: an .ldac or .npz file, or {' / '.join(BUNDLED_CORPORA)}")
+        raise ValueError(NO_CORPUS)
+    _imports()
     if source == "wiki":
         return fetch_wikipedia(), BUNDLED_CORPORA["wiki"]
     if source == "bars":
@@ -269,6 +272,10 @@ class HDPTopics(CliModel):
     }
 
     def check(self, command, args):
+        if command == "fit" and args.algo == "memory-bounded":
+            check_groups_source(args.data)
+        elif args.data is None:
+            raise ValueError(NO_CORPUS)
         if args.vocab is not None:
             if not os.path.isfile(args.vocab):
                 raise ValueError(f"--vocab {args.vocab}: no such file")

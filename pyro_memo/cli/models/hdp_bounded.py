@@ -13,6 +13,13 @@ BUNDLED_GROUPS = {"tiles": "30 colour tiles of 200 x 160 pixels cut from scikit-
                            "(x, y, L, a, b)"}
 
 
+def check_groups_source(source):
+    """Raise the error of a ``DATA`` that is neither a bundled name nor a ``.npz`` file (checked at parse time)."""
+    if source not in BUNDLED_GROUPS and (source is None or not str(source).endswith(".npz")):
+        raise ValueError(f"--algo memory-bounded for --model hdp reads a .npz file with arrays x (N, D) and groups "
+                         f"(N,), or a bundled name ({', '.join(BUNDLED_GROUPS)}); got {source}")
+
+
 def load_groups(source):
     """``(groups, description)``: a list of ``(n_g, D)`` float64 arrays from a bundled name
     (:data:`BUNDLED_GROUPS`) or a ``.npz`` file with ``x`` ``(N, D)`` and ``groups`` ``(N,)`` (each item's group,
@@ -23,9 +30,7 @@ def load_groups(source):
         from ...data.pixels import color_tiles, pixel_features
 
         return [pixel_features(t) for t in color_tiles(30)], BUNDLED_GROUPS["tiles"]
-    if source is None or not str(source).endswith(".npz"):
-        raise ValueError(f"--algo memory-bounded for --model hdp reads a .npz file with arrays x (N, D) and groups "
-                         f"(N,), or a bundled name ({', '.join(BUNDLED_GROUPS)}); got {source}")
+    check_groups_source(source)
     if not os.path.isfile(source):
         raise ValueError(f"{source}: no such file")
     try:

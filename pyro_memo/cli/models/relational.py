@@ -59,6 +59,9 @@ BUNDLED_GRAPHS = {
     "lesmis": "Les Miserables co-appearances (77 characters, 254 links, no labels; needs networkx)",
     "synthetic": "a synthetic assortative mixed-membership graph (500 nodes, 5 communities, known labels)",
 }
+#: the error of a missing graph (raised when the options are checked, before any heavy import)
+NO_GRAPH = ("--model relational needs a graph GRAPH: an edge-list file (.txt, .edges, .csv), an .npz or .gt file, "
+            f"or {' / '.join(BUNDLED_GRAPHS)}")
 #: the fraction of communities' weight E[beta] above which a community counts in K
 MIN_WEIGHT = 0.01
 
@@ -88,10 +91,9 @@ _WHY_NOT = {"family": "its links are Bernoulli given the communities, with a Bet
 def load_graph(source):
     """A :class:`~pyro_memo.data.Graph` and its description from a name in :data:`BUNDLED_GRAPHS`,
     an edge-list text file, a ``.npz`` sparse adjacency matrix or a graph-tool ``.gt`` / ``.gt.gz`` file."""
-    _imports()
     if source is None:
-        raise ValueError("--model relational needs a graph GRAPH: an edge-list file (.txt, .edges, .csv), "
-                         f"an .npz or .gt file, or {' / '.join(BUNDLED_GRAPHS)}")
+        raise ValueError(NO_GRAPH)
+    _imports()
     if source == "synthetic":
         return assortative_graph(500, 5, seed=0)[0], BUNDLED_GRAPHS["synthetic"]
     if source in BUNDLED_GRAPHS:  # networkx's (tests/test_cli_startup.py checks the names)
@@ -241,6 +243,8 @@ class Relational(CliModel):
     }
 
     def check(self, command, args):
+        if args.data is None:
+            raise ValueError(NO_GRAPH)
         if not 0 < args.eps < 1:
             raise ValueError(f"--eps must lie in (0, 1) (the background link probability); got {args.eps}")
         if command == "compare":
