@@ -17,6 +17,8 @@ E\\log\\pi_{dk}`, in :math:`\\gamma` they are :math:`K\\,E[\\log\\gamma] + (E[\\
 both of the Gamma form, so :func:`concentration_terms` gives each factor's closed-form update.
 """
 
+import math
+
 import torch
 
 from .concentration import GammaConcentration, expected_log
@@ -140,21 +142,29 @@ def omega_limit(num_docs, gamma):
 def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100):
     """Maximise :func:`top_level_objective` over ``(rho, omega)`` from the given start.
 
-    Runs L-BFGS (strong Wolfe line search) on unconstrained ``(logit rho, log omega)`` and
-    returns the optimum, or the start itself if the optimiser did not improve on it, so an
-    update never lowers the objective. The ``2K`` parameters are optimised in float64 whatever
-    the inputs' dtype (float32 cannot hold sticks within 1e-8 of 1) and returned in it.
+    Runs L-BFGS-B (SciPy's, at most ``max_iter`` iterations and ``2 max_iter`` evaluations, gradients by
+    autograd) on ``(logit rho, log omega)`` and returns the optimum, or the start itself if the optimiser
+    did not improve on it, so an update never lowers the objective. The ``2K`` parameters are optimised in
+    float64 whatever the inputs' dtype (float32 cannot hold sticks within 1e-8 of 1) and returned in it.
+    (``torch.optim.LBFGS`` reached the same optimum to 1e-9 nats on small problems but stopped 30-60 nats
+    short of it on Wikipedia-sized ones at K = 100, and its first use imports ``torch._dynamo``: 2.3 s.)
 
-    The concentrations are held at most :func:`omega_limit`. For large :math:`\\omega` the objective
-    is :math:`-A_k/\\omega_k - \\frac12\\log\\omega_k` plus terms free of it, so its optimum
-    :math:`2A_k` is of the order of the number of documents, and beyond it the objective falls by
-    only half a nat per factor e: a line search that overshoots lands where float64 rounding of
-    the Beta entropy's huge terms swamps that slope, and the sticks ran off to
-    :math:`\\omega \\approx 10^{15}` (measured on Wikipedia from sticks started at the k-means
-    sizes: 177 nats below the optimum found under the limit, and a float32 bound off by thousands
-    of nats per token).
+    The concentrations are held at most :func:`omega_limit` (a bound on ``log omega``). For large
+    :math:`\\omega` the objective is :math:`-A_k/\\omega_k - \\frac12\\log\\omega_k` plus terms free of it, so
+    its optimum :math:`2A_k` is of the order of the number of documents, and beyond it the objective falls
+    by only half a nat per factor e: a line search that overshoots lands where float64 rounding of the Beta
+    entropy's huge terms swamps that slope, and the sticks ran off to :math:`\\omega \\approx 10^{15}`
+    (measured on Wikipedia from sticks started at the k-means sizes: 177 nats below the optimum found under
+    the limit, and a float32 bound off by thousands of nats per token).
+
+    SciPy's BLAS is held to one thread while it runs: its vectors have ``2K`` entries, and a second
+    OpenBLAS thread only spins against torch's pool (with two, the two-thread HDP lap on Wikipedia took
+    1.07x one thread's instead of 0.76x; ``benchmarks/results/bench_hdp_wiki_sticks.txt``).
     """
-    dtype = rho.dtype
+    from scipy.optimize import minimize
+    from threadpoolctl import threadpool_limits
+
+    dtype, device = rho.dtype, rho.device
     rho, omega, sum_log_pi = rho.double(), omega.double(), sum_log_pi.double()
 
     def value(r, w):
@@ -167,24 +177,26 @@ def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100
     limit = omega_limit(num_docs, gamma)
     with torch.no_grad():
         start = float(value(rho, omega))
-    params = torch.cat([torch.logit(rho), torch.log(omega)]).detach().clone().requires_grad_(True)
-    optimizer = torch.optim.LBFGS([params], max_iter=max_iter, tolerance_grad=1e-10, tolerance_change=1e-12,
-                                  history_size=20, line_search_fn="strong_wolfe")
 
     def sticks(p):
         return torch.sigmoid(p[:K]).clamp(1e-12, 1 - 1e-12), torch.exp(p[K:]).clamp(max=limit)
 
-    def closure():
-        optimizer.zero_grad()
-        loss = -value(*sticks(params))
-        loss.backward()
-        return loss
+    def loss_and_grad(x):
+        p = torch.as_tensor(x, device=device).requires_grad_(True)
+        loss = -value(*sticks(p))
+        (grad,) = torch.autograd.grad(loss, p)
+        return float(loss.detach()), grad.cpu().numpy()
 
-    optimizer.step(closure)
+    x0 = torch.cat([torch.logit(rho), torch.log(omega).clamp(max=math.log(limit))]).cpu().numpy()
+    with threadpool_limits(limits=1, user_api="blas"):
+        found = minimize(loss_and_grad, x0, jac=True, method="L-BFGS-B",
+                         bounds=[(None, None)] * K + [(None, math.log(limit))] * K,
+                         options={"maxiter": max_iter, "maxfun": 2 * max_iter, "maxcor": 20, "ftol": 1e-15,
+                                  "gtol": 1e-10})
     with torch.no_grad():
-        r, w = sticks(params)
+        r, w = sticks(torch.as_tensor(found.x, device=device))
         if torch.isfinite(r).all() and torch.isfinite(w).all() and float(value(r, w)) >= start:
-            rho, omega = r.detach(), w.detach()
+            rho, omega = r, w
     eps = torch.finfo(dtype).eps
     return rho.to(dtype).clamp(eps, 1 - eps), omega.to(dtype)
 

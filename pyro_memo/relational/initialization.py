@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
+from threadpoolctl import threadpool_limits
 
 from ..inference.initialization import initial_responsibilities
 
@@ -22,6 +23,14 @@ def _normalised_adjacency(graph):
     degree = np.asarray(adjacency.sum(1)).ravel()
     scale = sp.diags(1.0 / np.sqrt(np.maximum(degree, 1.0)))
     return scale @ adjacency @ scale
+
+
+def _top_eigenpairs(graph, k, rng):
+    """The ``k`` largest eigenvalues and their eigenvectors of the normalised adjacency, by ARPACK with
+    SciPy's BLAS held to one thread (its threads would spin against torch's on a busy machine, and the
+    fit's thread policy does not size them)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return sla.eigsh(_normalised_adjacency(graph), k=k, which="LA", v0=rng.standard_normal(graph.num_nodes))
 
 
 def _cluster_rows(vectors, K, seed):
@@ -37,7 +46,7 @@ def spectral_memberships(graph, K, seed=0, dtype=torch.float64, device=None):
     if graph.num_edges == 0 or N < K + 2:
         labels = rng.integers(0, K, N)
     else:
-        _, vectors = sla.eigsh(_normalised_adjacency(graph), k=K, which="LA", v0=rng.standard_normal(N))
+        _, vectors = _top_eigenpairs(graph, K, rng)
         labels = _cluster_rows(vectors, K, seed)
     return torch.nn.functional.one_hot(torch.as_tensor(labels, device=device), K).to(dtype)
 
@@ -53,7 +62,7 @@ def spectral_split(graph, max_parts, seed=0):
     if graph.num_edges == 0 or k < 2:
         return None
     rng = np.random.default_rng(seed)
-    values, vectors = sla.eigsh(_normalised_adjacency(graph), k=k, which="LA", v0=rng.standard_normal(N))
+    values, vectors = _top_eigenpairs(graph, k, rng)
     order = np.argsort(values)[::-1]
     values, vectors = values[order], vectors[:, order]
     parts = int(np.argmax(values[1:-1] - values[2:])) + 2 if k >= 3 else 2

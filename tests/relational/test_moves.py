@@ -69,3 +69,27 @@ def test_the_split_finds_the_number_of_planted_groups(groups):
     graph = Graph(pairs[rng.random(len(pairs)) < np.where(same, 0.6, 0.01)], len(labels))
     found = spectral_split(graph, 10, seed=0)
     assert len(np.unique(found)) == groups and nmi(labels, found) > 0.95
+
+
+def test_the_spectral_start_holds_scipys_blas_to_one_thread_and_restores_it(monkeypatch):
+    # the thread policy sizes torch's pool, not SciPy's OpenBLAS, whose threads spin on a busy machine
+    from threadpoolctl import threadpool_limits
+
+    from pyro_memo.relational import initialization
+    from tests.topics.test_hdp_bound import blas_threads
+
+    eigsh, seen = initialization.sla.eigsh, []
+
+    def recording(*args, **kwargs):
+        seen.append(blas_threads())
+        return eigsh(*args, **kwargs)
+
+    monkeypatch.setattr(initialization.sla, "eigsh", recording)
+    graph = random_graph(3)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        memberships = initialization.spectral_memberships(graph, 3, seed=0)
+        initialization.spectral_split(graph, 4, seed=0)
+        assert blas_threads() == before
+    assert len(seen) == 2 and before and all(n == 1 for counts in seen for n in counts)
+    assert memberships.shape == (graph.num_nodes, 3) and torch.all(memberships.sum(1) == 1)

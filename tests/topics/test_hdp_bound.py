@@ -147,6 +147,36 @@ def test_stick_optimizer_works_in_float64_for_float32_inputs(seed):
         float(top_level_objective(rho, omega, *args))
 
 
+def blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_stick_optimizer_holds_scipys_blas_to_one_thread_and_restores_it(monkeypatch):
+    # a second OpenBLAS thread in every global step spun against torch's pool: the two-thread HDP lap
+    # took 1.07x one thread's instead of 0.76x (benchmarks/results/bench_hdp_wiki_sticks.txt)
+    import scipy.optimize
+    from threadpoolctl import threadpool_limits
+
+    minimize, seen = scipy.optimize.minimize, []
+
+    def recording(*args, **kwargs):
+        seen.append(blas_threads())
+        return minimize(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "minimize", recording)
+    rho, omega = random_sticks(5, 0)
+    sum_log_pi = -torch.linspace(10.0, 200.0, 6)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        r, w = optimize_sticks(rho, omega, 40, sum_log_pi, 1.0, 5.0)
+        assert blas_threads() == before
+    assert seen and before and all(n == 1 for n in seen[0])
+    assert float(top_level_objective(r, w, 40, sum_log_pi, 1.0, 5.0)) >= \
+        float(top_level_objective(rho, omega, 40, sum_log_pi, 1.0, 5.0))
+
+
 def documents_on_sticks(seed, K=100, D=6000, alpha=1.0, gamma=10.0):
     """Sticks started at k-means-like sizes (:func:`sticks_from_sizes`) and ``sum_d E log pi_dk`` of ``D``
     documents drawn around them: the start of a Wikipedia-sized fit's first stick update."""
