@@ -66,6 +66,12 @@ class GraphPairs(namedtuple("GraphPairs", ["excluded", "nonlinks", "adjacency"])
         product, with no ``(P, K)`` temporary."""
         return self.adjacency @ e.to(self.adjacency.dtype)
 
+    def means(self, theta, K):
+        """``(e, partner_sums(e))`` of memberships ``theta`` ``(N, K + 1)``: :math:`\\bar e_{ik}`
+        (eq. T1) and their sums over each node's links and unobserved pairs."""
+        e = _explicit_means(theta, K)
+        return e, self.partner_sums(e)
+
     def to(self, dtype=None, device=None):
         """These pairs with float tensors in ``dtype`` on ``device``."""
         return graph_pairs(self.excluded.to(device), None, self.nonlinks.shape[0], dtype or self.nonlinks.dtype)
@@ -84,6 +90,24 @@ def graph_pairs(edges, missing, N, dtype=torch.float64):
     return GraphPairs(excluded, (N - 1) - touched, adjacency)
 
 
+class RememberedPairs:
+    """:class:`GraphPairs` that remember :meth:`GraphPairs.means` of the last memberships asked about. Within
+    a global step (eq. T3) :math:`D^0`, the bound and the ascent direction each ask for those of one ``theta``,
+    and each answer costs a sparse product over every excluded pair (at 20,000 nodes the largest single cost
+    of the step)."""
+
+    def __init__(self, pairs):
+        self.pairs, self.nonlinks = pairs, pairs.nonlinks
+        self._key = self._means = None
+
+    def means(self, theta, K):
+        """As :meth:`GraphPairs.means`, computed once for the same ``theta`` tensor (the code that asks never
+        changes a tensor in place: each trial is a new one)."""
+        if self._key is None or self._key[0] is not theta or self._key[1] != K:
+            self._key, self._means = (theta, K), self.pairs.means(theta, K)
+        return self._means
+
+
 def _explicit_means(theta, K):
     """``(N, K)`` :math:`\\bar e_{ik} = \\theta_{ik} / (\\theta_{i0} - \\theta_{i,K+1})`."""
     return theta[:, :K] / theta[:, :K].sum(1, keepdim=True)
@@ -91,9 +115,9 @@ def _explicit_means(theta, K):
 
 def nonlink_diag(theta, K, pairs):
     """``(K,)`` :math:`D^0_k` (eq. T2): the non-linked pairs' expected mass on ``s = r = k``."""
-    e = _explicit_means(theta, K)
+    e, partners = pairs.means(theta, K)
     total = e.sum(0)
-    return 0.5 * (total * total - (e * e).sum(0) - (e * pairs.partner_sums(e)).sum(0))
+    return 0.5 * (total * total - (e * e).sum(0) - (e * partners).sum(0))
 
 
 def tied_nonlink_terms(theta, K, pairs, e_log_1mw, log_1meps):
@@ -127,8 +151,8 @@ def _ascent_direction(theta, prior, roles, pairs, c):
     :math:`G_{ik} = c_k \\sum_{j \\ne i, y_{ij} = 0} \\bar e_{jk}` and :math:`S_i = \\sum_{k \\le K}\\theta_{ik}`.
     At a stationary point of the node's terms it returns ``theta``."""
     K = roles.shape[1]
-    e = _explicit_means(theta, K)
-    G = c * (e.sum(0) - e - pairs.partner_sums(e))
+    e, partners = pairs.means(theta, K)
+    G = c * (e.sum(0) - e - partners)
     explicit = theta[:, :K].sum(1, keepdim=True)
     t0 = theta.sum(1, keepdim=True)
     g = torch.cat([(G - (G * e).sum(1, keepdim=True)) / explicit, torch.zeros_like(t0)], 1)
@@ -217,21 +241,22 @@ class TiedRelationalPosterior(RelationalPosterior):
         log_1meps = math.log1p(-self.eps)
         if theta.shape[1] != K + 1:
             raise ValueError(f"memberships have {theta.shape[1] - 1} communities; the summary {K}")
+        pairs = RememberedPairs(self.pairs)
         for _ in range(rounds):
-            w_b = self.tau[1] + nonlink_diag(theta, K, self.pairs)
+            w_b = self.tau[1] + nonlink_diag(theta, K, pairs)
             e_log_1mw = torch.digamma(w_b) - torch.digamma(w_a + w_b)
             prior = float(alpha) * expected_beta(rho)
 
             def objective(t, rho=rho, omega=omega, alpha=alpha, gamma=gamma, e_log_1mw=e_log_1mw):
-                return membership_objective(t, roles, self.pairs, e_log_1mw, log_1meps, rho, omega, alpha, gamma)
+                return membership_objective(t, roles, pairs, e_log_1mw, log_1meps, rho, omega, alpha, gamma)
 
             def direction(t, prior=prior, c=e_log_1mw - log_1meps):
-                return _ascent_direction(t, prior, roles, self.pairs, c)
+                return _ascent_direction(t, prior, roles, pairs, c)
 
             theta = optimize_memberships(theta, objective, direction, self.membership_iters)
             e_log_pi = expected_log_dirichlet(theta)
             rho, omega, alpha, gamma = fit_top_level(rho, omega, N, e_log_pi.sum(0), alpha, gamma, stick_iters)
-        d0 = nonlink_diag(theta, K, self.pairs)
+        d0 = nonlink_diag(theta, K, pairs)
         w_b = self.tau[1] + d0
         eps = self.next_eps(summary, 0.5 * self.pairs.nonlinks.sum() - d0.sum())  # U = sum_i n_i / 2 non-links
         new = TiedRelationalPosterior(theta, rho, omega, w_a, w_b, alpha, gamma, self.tau, eps, self.pairs,
