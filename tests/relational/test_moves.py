@@ -76,15 +76,9 @@ def test_the_spectral_start_holds_scipys_blas_to_one_thread_and_restores_it(monk
     from threadpoolctl import threadpool_limits
 
     from pyro_memo.relational import initialization
-    from tests.topics.test_hdp_bound import blas_threads
+    from tests.topics.test_hdp_bound import blas_threads, record_blas_threads
 
-    eigsh, seen = initialization.sla.eigsh, []
-
-    def recording(*args, **kwargs):
-        seen.append(blas_threads())
-        return eigsh(*args, **kwargs)
-
-    monkeypatch.setattr(initialization.sla, "eigsh", recording)
+    seen = record_blas_threads(monkeypatch, initialization.sla, "eigsh")
     graph = random_graph(3)
     with threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()

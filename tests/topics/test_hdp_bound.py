@@ -153,19 +153,25 @@ def blas_threads():
     return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
 
+def record_blas_threads(monkeypatch, owner, name):
+    """Wrap ``owner.name`` so that each call first records the BLAS pools' thread counts; returns the record."""
+    original, seen = getattr(owner, name), []
+
+    def recording(*args, **kwargs):
+        seen.append(blas_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recording)
+    return seen
+
+
 def test_stick_optimizer_holds_scipys_blas_to_one_thread_and_restores_it(monkeypatch):
     # a second OpenBLAS thread in every global step spun against torch's pool: the two-thread HDP lap
     # took 1.07x one thread's instead of 0.76x (benchmarks/results/bench_hdp_wiki_sticks.txt)
     import scipy.optimize
     from threadpoolctl import threadpool_limits
 
-    minimize, seen = scipy.optimize.minimize, []
-
-    def recording(*args, **kwargs):
-        seen.append(blas_threads())
-        return minimize(*args, **kwargs)
-
-    monkeypatch.setattr(scipy.optimize, "minimize", recording)
+    seen = record_blas_threads(monkeypatch, scipy.optimize, "minimize")
     rho, omega = random_sticks(5, 0)
     sum_log_pi = -torch.linspace(10.0, 200.0, 6)
     with threadpool_limits(limits=2, user_api="blas"):
