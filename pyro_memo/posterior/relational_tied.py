@@ -98,13 +98,13 @@ class RememberedPairs:
 
     def __init__(self, pairs):
         self.pairs, self.nonlinks = pairs, pairs.nonlinks
-        self._key = self._means = None
+        self._theta = self._K = self._means = None
 
     def means(self, theta, K):
         """As :meth:`GraphPairs.means`, computed once for the same ``theta`` tensor (the code that asks never
         changes a tensor in place: each trial is a new one)."""
-        if self._key is None or self._key[0] is not theta or self._key[1] != K:
-            self._key, self._means = (theta, K), self.pairs.means(theta, K)
+        if theta is not self._theta or K != self._K:
+            self._theta, self._K, self._means = theta, K, self.pairs.means(theta, K)
         return self._means
 
 
