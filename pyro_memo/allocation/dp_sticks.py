@@ -33,6 +33,8 @@ import torch
 from ..families._special import kl_beta, kl_gamma, lbeta
 
 TRUNCATIONS = ("nested", "direct")
+#: the longest Newton step in :math:`\log E[\alpha]` that :meth:`DPSticks.fit_posterior` takes
+MAX_LOG_STEP = 1.0
 
 
 def stick_breaking_weights(v):
@@ -113,20 +115,51 @@ class DPSticks:
         w2 = s2 - torch.where(has, e_log_1mv, torch.zeros_like(e_log_1mv)).sum()
         return torch.stack([w1, w2])
 
-    def fit_posterior(self, counts, q_alpha=None, max_iter=500, tol=1e-12):
-        """Coordinate ascent on ``q(v)`` and ``q(alpha)`` for fixed ``counts``, from ``q_alpha`` (default
-        the prior): each half-step is an exact coordinate optimum, so the ELBO never decreases; stops
-        when :math:`E[\\alpha]` changes by less than ``tol`` (relative). Returns ``(eta1, eta0, q_alpha)``."""
-        if q_alpha is None:
-            q_alpha = counts.new_tensor(self.alpha_prior)
+    def fit_posterior(self, counts, q_alpha=None, max_iter=100, tol=1e-12):
+        """The joint optimum of ``q(v)`` and ``q(alpha)`` for fixed ``counts``: ``(eta1, eta0, q_alpha)``.
+
+        Coordinate ascent (:meth:`posterior`, then :meth:`alpha_posterior`) is a fixed-point iteration in
+        :math:`a = E[\\alpha]`: the sticks given :math:`a` have :math:`\\eta_{k0} = a + T_k`,
+        :math:`T_k = \\sum_{\\ell>k}\\hat N_\\ell`, and then :math:`w_2 = s_2 + S(a)` with
+        :math:`S(a) = \\sum_{k \\in J} \\psi(a + T_k + 1 + \\hat N_k) - \\psi(a + T_k)`, so its fixed points are
+        the roots of :math:`F(a) = a (s_2 + S(a)) - (s_1 + |J|)`. Each term
+        :math:`a (\\psi(a + T + n) - \\psi(a + T))` is nondecreasing in :math:`a` for :math:`n \\ge 1`, so
+        :math:`F` increases strictly from below zero: the root is unique, the one stationary point and so
+        the optimum of the ELBO over both factors, at least as high as any coordinate step reaches.
+
+        Newton's method in :math:`\\log a` finds it from ``q_alpha``'s mean (default: the prior's). A step
+        that leaves the bracket the signs of :math:`F` give, or is longer than :data:`MAX_LOG_STEP` (far
+        from the root :math:`F` is far from linear), is replaced by the fixed-point step, which stays
+        between :math:`a` and the root. It stops when :math:`\\log a` moves by less than ``tol``; the
+        returned :math:`q(\\alpha)` is exactly optimal for the returned sticks."""
+        s1, s2 = self.alpha_prior
+        has = self._has_stick(counts.shape[0], counts)
+        tail = (counts.flip(0).cumsum(0).flip(0) - counts).clamp_min(0.0)[has]
+        head = tail + 1.0 + counts[has]
+        w1 = s1 + float(has.sum())
+        a = float(self.expected_alpha(q_alpha if q_alpha is not None else counts.new_tensor(self.alpha_prior)))
+        lo, hi = -math.inf, math.inf  # bracket of log a
         for _ in range(max_iter):
-            eta1, eta0 = self.posterior(counts, q_alpha)
-            new = self.alpha_posterior(eta1, eta0)
-            old_mean, new_mean = q_alpha[0] / q_alpha[1], new[0] / new[1]
-            q_alpha = new
-            if bool((new_mean - old_mean).abs() <= tol * new_mean):
+            at = counts.new_tensor(a)
+            rate = s2 + float((torch.digamma(head + at) - torch.digamma(tail + at)).sum())
+            f = a * rate - w1
+            if f == 0.0:
                 break
-        return eta1, eta0, q_alpha
+            if f < 0.0:
+                lo = max(lo, math.log(a))
+            else:
+                hi = min(hi, math.log(a))
+            slope = a * rate + a * a * float((torch.polygamma(1, head + at) - torch.polygamma(1, tail + at)).sum())
+            step = -f / slope
+            u = math.log(a) + step
+            if not (slope > 0.0 and lo < u < hi and abs(step) <= MAX_LOG_STEP):
+                u = math.log(w1 / rate)  # the fixed-point step
+                step = u - math.log(a)
+            a = math.exp(u)
+            if abs(step) <= tol:
+                break
+        eta1, eta0 = self.posterior(counts, counts.new_tensor([a, 1.0]))
+        return eta1, eta0, self.alpha_posterior(eta1, eta0)
 
     def alpha_kl(self, q_alpha):
         """:math:`KL(q(\\alpha) \\| Gamma(s_1, s_2))`: a scalar tensor."""

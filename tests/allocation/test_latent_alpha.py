@@ -131,3 +131,45 @@ def test_ordered_alpha_posterior_mean_is_the_labelled_stick_posterior(seed):
     # and decreasing size order gives the lowest mean of all orders
     ordered = np.sort(sizes)[::-1].copy()
     assert ordered_alpha_posterior_mean(torch.as_tensor(ordered), s1, s2) <= got + 1e-9
+
+
+def coordinate_ascent(sticks, counts, q_alpha, steps, tol=0.0):
+    """Up to ``steps`` plain coordinate steps (sticks, then q(alpha)) from ``q_alpha``, until E[alpha] moves by at
+    most ``tol`` (relative): the reference fit_posterior solves."""
+    for _ in range(steps):
+        eta1, eta0 = sticks.posterior(counts, q_alpha)
+        new = sticks.alpha_posterior(eta1, eta0)
+        moved = abs(float(new[0] / new[1] - q_alpha[0] / q_alpha[1])) / float(new[0] / new[1])
+        q_alpha = new
+        if moved <= tol:
+            break
+    return eta1, eta0, q_alpha
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_joint_optimum_is_the_limit_of_coordinate_ascent_and_no_lower(seed):
+    """Counts over six decades with empty components, both truncations, cold and far-off warm starts: the
+    solved q(alpha) is a fixed point of the two coordinate steps, it matches coordinate ascent run to the
+    end, and its ELBO is at least that of one coordinate step from the start and of the converged ascent."""
+    g = torch.Generator().manual_seed(seed)
+    K = int(torch.randint(1, 150, (), generator=g))
+    scale = torch.tensor(10.0).pow(6 * torch.rand(K, generator=g) - 2)  # six decades
+    counts = torch.rand(K, generator=g, dtype=torch.float64) * scale
+    counts[torch.rand(K, generator=g) < 0.25] = 0.0
+    s1, s2 = (float(torch.tensor(10.0).pow(3 * torch.rand((), generator=g) - 1.5)) for _ in range(2))
+    sticks = DPSticks(truncation="direct" if seed % 4 == 3 else "nested", alpha_prior=(s1, s2))
+    far = float(torch.tensor(10.0).pow(8 * torch.rand((), generator=g) - 4))  # a warm start's E[alpha]
+    start = None if seed % 3 == 0 else torch.tensor([1.0, far], dtype=torch.float64)
+    eta1, eta0, q = sticks.fit_posterior(counts, start)
+
+    def elbo(e1, e0, qa):
+        return float(sticks.elbo(counts, e1, e0, qa))
+
+    again = sticks.alpha_posterior(*sticks.posterior(counts, q))
+    assert torch.allclose(again, q, rtol=1e-10, atol=0)
+    first = start if start is not None else torch.tensor([s1, s2], dtype=torch.float64)
+    ref = coordinate_ascent(sticks, counts, first, 100_000, tol=1e-14)
+    assert float(q[0] / q[1]) == pytest.approx(float(ref[2][0] / ref[2][1]), rel=1e-8)
+    value = elbo(eta1, eta0, q)
+    assert value >= elbo(*coordinate_ascent(sticks, counts, first, 1)) - 1e-12 * abs(value)
+    assert value >= elbo(*ref) - 1e-12 * abs(value)
