@@ -2,16 +2,19 @@
 
 import os
 import pathlib
-import shutil
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-# The tutorials live in tutorials/ (the test suite executes them there); the site renders copies.
+# The tutorials live in tutorials/ (the test suite executes them there); the site renders copies: those the
+# tests executed and handed over (docs/executed_tutorials.py), else the sources, executed by this build.
+sys.path.insert(0, str(HERE))
+import executed_tutorials  # noqa: E402
+
 for notebook in sorted((ROOT / "tutorials").glob("*.ipynb")):
-    shutil.copyfile(notebook, HERE / "tutorials" / notebook.name)
+    executed_tutorials.place(notebook, os.environ.get(executed_tutorials.ENV), HERE / "tutorials" / notebook.name)
 
 # The notebooks' kernel: this checkout on the path and Jupyter's headless inline backend, so every
 # figure a notebook draws becomes an image on its page.

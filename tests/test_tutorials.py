@@ -4,6 +4,7 @@ The notebooks force no matplotlib backend (so figures show inline in Jupyter); t
 headless inline backend from its environment, as Jupyter itself would give it.
 """
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -15,6 +16,9 @@ from nbclient import NotebookClient
 ROOT = pathlib.Path(__file__).parent.parent
 NOTEBOOKS = sorted((ROOT / "tutorials").glob("*.ipynb"))
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+_SPEC = importlib.util.spec_from_file_location("executed_tutorials", ROOT / "docs" / "executed_tutorials.py")
+executed_tutorials = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(executed_tutorials)
 
 # Run first in the kernel: count every matplotlib Figure the notebook creates.
 COUNT_FIGURES = """\
@@ -86,3 +90,32 @@ def test_notebook_runs_and_shows_its_figures(path):
     assert png_outputs(nb) >= figures
     table = "".join(o.get("text", "") for o in nb.cells[-2].outputs)
     assert "|---|" in table
+    if os.environ.get(executed_tutorials.ENV):  # CI: the docs build shows this run instead of running it again
+        executed_tutorials.save(path, nb, os.environ[executed_tutorials.ENV], added=(1, 1))
+
+
+def test_an_executed_tutorial_is_handed_to_the_docs_only_while_its_source_is_unchanged(tmp_path):
+    source = tmp_path / "src" / "01_x.ipynb"
+    source.parent.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# x"), nbformat.v4.new_code_cell("1 + 1")])
+    nbformat.write(nb, source)
+    ran = nbformat.read(source, as_version=4)
+    ran.cells.insert(0, nbformat.v4.new_code_cell("counting = 1"))
+    ran.cells.append(nbformat.v4.new_code_cell("report()"))
+    for i, cell in enumerate(c for c in ran.cells if c.cell_type == "code"):
+        cell.execution_count = i + 1
+    ran.cells[2].outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "2"}, execution_count=2)]
+    executed_tutorials.save(source, ran, tmp_path / "executed", added=(1, 1))
+
+    site = tmp_path / "site.ipynb"
+    assert executed_tutorials.place(source, tmp_path / "executed", site)
+    shown = nbformat.read(site, as_version=4)
+    assert [c.source for c in shown.cells] == ["# x", "1 + 1"]  # the runner's cells are gone
+    assert shown.cells[1].execution_count == 1 and shown.cells[1].outputs[0]["data"]["text/plain"] == "2"
+    assert shown.metadata["mystnb"]["execution_mode"] == "off"
+
+    nb.cells[1].source = "1 + 2"  # edited after the tests ran: the build executes the source again
+    nbformat.write(nb, source)
+    assert not executed_tutorials.place(source, tmp_path / "executed", site)
+    assert site.read_bytes() == source.read_bytes()
+    assert not executed_tutorials.place(source, None, site)
