@@ -16,6 +16,12 @@ def pytest_configure(config):
     os.environ["OMP_NUM_THREADS"] = "1"
 
 
+def pytest_collection_modifyitems(items):
+    """The tests marked ``slow`` run first (in their collected order): with ``-n auto`` each worker then
+    starts on a long test and ends on short ones, instead of one worker finishing a long test alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def make_data(name, N, D=2, seed=0, clusters=3):
     """Data with ``clusters`` well-separated groups in the support of family ``name`` (the family's
     own ``example_data``)."""

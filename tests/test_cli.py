@@ -263,6 +263,7 @@ def test_a_third_model_registers_itself_without_editing_the_cli(third_model, blo
                                    "--moves", "birth,merge,delete"],
                                   ["fit", "bars", "--model", "hdp", "--K", "6", "--batches", "3"]],
                          ids=["dp-memo", "dp-memo-moves", "hdp"])
+@pytest.mark.slow
 def test_a_fit_resumed_to_completion_reports_the_whole_run(base, tmp_path, capsys):
     """Issue #19: traces, plot and JSON of a resumed fit cover the laps before and after the resume. One
     thread: the thread policy may pick another count in each run, which changes the last bits."""

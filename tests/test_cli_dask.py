@@ -23,6 +23,7 @@ def traces(tmp_path, argv):
     return out
 
 
+@pytest.mark.slow
 def test_dp_mixture_with_one_and_two_workers(tmp_path):
     np.save(tmp_path / "x.npy", toy_patches(2000, seed=1, patch=3, num_components=5)[0])
     one, two = traces(tmp_path, ["fit", str(tmp_path / "x.npy"), "--algo", "memo", "--K", "6", "--batches", "4",
@@ -30,6 +31,7 @@ def test_dp_mixture_with_one_and_two_workers(tmp_path):
     np.testing.assert_allclose(one, two, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_hdp_with_one_and_two_workers(tmp_path):
     corpus, _, _ = bars_corpus(80, 30, seed=2)
     sp.save_npz(tmp_path / "c.npz", sp.csr_matrix(corpus.to_dense()))
@@ -38,6 +40,7 @@ def test_hdp_with_one_and_two_workers(tmp_path):
     np.testing.assert_allclose(one, two, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_relational_model_with_one_and_two_workers(tmp_path):
     one, two = traces(tmp_path, ["fit", "karate", "--model", "relational", "--K", "3", "--batches", "4",
                                  "--laps", "3", "--tol", "0"])

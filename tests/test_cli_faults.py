@@ -80,6 +80,7 @@ def wait_for(path, seconds=120):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trial", range(4))
 def test_kill_9_at_a_random_moment_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path, reference, trial):
     save = tmp_path / "save"
@@ -94,6 +95,7 @@ def test_kill_9_at_a_random_moment_then_resume_ends_where_an_uninterrupted_run_e
     assert len(end["elbo_trace"]) == len(reference["dp"]["elbo_trace"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,args,write", [("dp", FIT, 3), ("dp", FIT, 1), ("hdp", HDP, 2)])
 def test_a_death_inside_the_checkpoint_write_keeps_the_last_good_checkpoint(tmp_path, reference, model, args,
                                                                            write):
@@ -111,6 +113,7 @@ def test_a_death_inside_the_checkpoint_write_keeps_the_last_good_checkpoint(tmp_
     assert end["elbo"] == reference[model]["elbo"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_at_the_end_of_the_lap_with_a_checkpoint_and_a_resume_line(tmp_path, reference, signum,
                                                                                   status):
@@ -133,6 +136,7 @@ def test_a_signal_stops_at_the_end_of_the_lap_with_a_checkpoint_and_a_resume_lin
     assert end["elbo"] == reference["dp"]["elbo"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
 def test_a_damaged_checkpoint_is_refused_with_one_clear_line(tmp_path, damage):
     save = tmp_path / "save"

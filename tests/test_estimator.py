@@ -20,6 +20,7 @@ def blobs(n=300, seed=0):
 
 @pytest.mark.parametrize("params", [dict(), dict(algorithm="vb"), dict(moves="birth,merge,delete"),
                                     dict(family="diag-gauss", dtype="float32")])
+@pytest.mark.slow
 def test_check_estimator_passes(params):
     results = check_estimator(DPMixture(n_components=3, max_iter=5, **params), on_fail=None, on_skip=None)
     failed = [(r["check_name"], repr(r["exception"])) for r in results if r["status"] == "failed"]

@@ -70,6 +70,7 @@ def term_scale(fit):
     return sum(abs(float(v)) for v in fit.posterior.elbo_terms(fit.state.cache.total).values())
 
 
+@pytest.mark.slow
 def test_the_float32_local_step_follows_the_float64_objective(fits):
     full, mixed, _ = fits
     assert len(mixed.elbo_trace) == len(full.elbo_trace)

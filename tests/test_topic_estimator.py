@@ -32,6 +32,7 @@ def fitted():
     return HDPTopics(n_components=3, max_iter=30, random_state=0).fit(x), x, z
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params", [dict(), dict(moves="birth,merge,delete")])
 def test_check_estimator_passes(params):
     results = check_estimator(HDPTopics(n_components=3, max_iter=3, **params), on_fail=None, on_skip=None)

@@ -83,6 +83,7 @@ def test_notebook_opens_with_summary_and_ends_with_table(path):
     assert cells[-1].cell_type == "code" and "|---|" in cells[-1].source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_and_shows_its_figures(path):
     nb, figures = execute(path)

@@ -162,6 +162,7 @@ def pyro_elbo(model_fn, guide, *args, batches=20, particles=100, loss=Trace_ELBO
     return float(values.mean()), float(values.std() / batches**0.5)
 
 
+@pytest.mark.slow
 def test_trace_elbo_on_full_data_agrees_with_exact_elbo_after_batch_training():
     guide, data, _, _ = train(data=blobs(40, 35), batch=30)
     exact = exact_elbo(guide, data)
@@ -184,6 +185,7 @@ def test_infer_discrete_with_the_guide_conditioned_model():
     assert float(agree) > 0.95
 
 
+@pytest.mark.slow
 def test_two_models_in_one_process_keep_their_parameters():
     data_a = blobs(60, 60, seed=1)
     result_a = pm.fit_vb(model, data_a, K=T - 1)
@@ -239,6 +241,7 @@ def test_warm_start_from_other_data_warns_and_same_data_does_not():
         guide(blobs(5, 5, seed=9))
 
 
+@pytest.mark.slow
 def test_median_quantiles_and_sample_posterior():
     guide, data, _, _ = train()
     post = guide.posterior

@@ -78,6 +78,7 @@ def test_denoise_trains_a_prior_when_given_no_model(tmp_path, capsys):
     assert (tmp_path / "m" / "model.pt").is_file()
 
 
+@pytest.mark.slow
 def test_denoise_birth_targets_reach_the_birth_move(saved_model, tmp_path, capsys):
     """``--birth-targets 2`` trains the prior ``fit_patch_mixture`` gives with two birth targets a lap,
     which is not the one-target prior; without the option a birth targets four components."""

@@ -36,6 +36,7 @@ def assert_frequencies(keys, exact):
         assert abs(hits.mean() - prob) <= Z * max(se, 1e-3), (key, hits.mean(), prob, se)
 
 
+@pytest.mark.slow
 def test_collapsed_gibbs_samples_the_exact_partition_posterior():
     family = pm.Gaussian.from_data(X3)
     alpha = 0.7

@@ -115,6 +115,7 @@ def test_over_a_random_stream_memory_stays_bounded_and_counts_are_exact_sums(see
     assert float(per_group.sum()) == pytest.approx(len(x))
 
 
+@pytest.mark.slow
 def test_with_a_bound_larger_than_the_data_it_is_batch_vb():
     groups, _ = gaussian_groups(5, num_groups=10, per_group=40)
     family = pm.Gaussian.from_data(np.concatenate(groups))

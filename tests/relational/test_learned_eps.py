@@ -46,6 +46,7 @@ def test_the_learnt_eps_maximises_the_bound_given_everything_else(seed, nonlinks
         assert post.eps == pytest.approx(optimal_eps(a, b), rel=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nonlinks", ["tied", "free"])
 @pytest.mark.parametrize("seed", range(6))
 def test_no_memoized_step_lowers_the_bound_while_eps_is_learnt(seed, nonlinks):
@@ -58,6 +59,7 @@ def test_no_memoized_step_lowers_the_bound_while_eps_is_learnt(seed, nonlinks):
     assert fit.posterior.eps != pytest.approx(1e-4)  # it moved from its start
 
 
+@pytest.mark.slow
 def test_the_learnt_eps_recovers_the_generating_background_probability():
     graph, _, _ = assortative_graph(600, 4, alpha=0.02, link_range=(0.2, 0.4), epsilon=0.01, seed=3)
     fit = MemoizedRelational(K=4, laps=40, seed=0, learn_eps=True).fit(graph, 3)

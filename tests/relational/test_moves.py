@@ -12,6 +12,7 @@ from pyro_memo.relational.moves import CommunityBirthMove, map_factors, surgery
 from tests.relational.test_memoized_relational import random_graph
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,nonlinks", [(seed, "tied") for seed in range(4)] + [(4, "free"), (5, "free")])
 def test_moves_only_raise_the_exact_bound(seed, nonlinks):
     graph = random_graph(20 + seed)

@@ -87,6 +87,7 @@ def test_the_guide_is_a_joint_over_each_pairs_explicit_roles(nonlinks):
         guide(src, dst)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,nonlinks", [(0, "tied"), (1, "tied"), (0, "free"), (1, "free")])
 def test_trace_elbo_of_the_fitted_guide_is_the_bound_plus_the_normaliser_gap(seed, nonlinks):
     graph, fit, masks, guide = fitted(seed, nonlinks)

@@ -10,6 +10,7 @@ from pyro_memo.cli import main
 from pyro_memo.synthetic import bars_corpus
 
 
+@pytest.mark.slow
 def test_hdp_fit_writes_json_topics_and_resumes(tmp_path, capsys):
     common = ["fit", "bars", "--model", "hdp", "--K", "12", "--algo", "memo", "--batches", "4", "--quiet",
               "--moves", "merge"]

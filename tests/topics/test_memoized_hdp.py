@@ -74,6 +74,7 @@ def test_one_batch_and_many_batches_reach_similar_bounds_on_bars():
     assert abs(per_token[0] - per_token[1]) < 0.05
 
 
+@pytest.mark.slow
 def test_fit_matches_the_true_topics_held_out_score_and_finds_the_bars():
     corpus, topics, _ = bars_corpus(600, 200, alpha=0.2, seed=2)
     train, test = split_documents(corpus, 0.2, seed=0)
