@@ -137,7 +137,7 @@ class DPSticks:
         tail = (counts.flip(0).cumsum(0).flip(0) - counts).clamp_min(0.0)[has]
         head = tail + 1.0 + counts[has]
         w1 = s1 + float(has.sum())
-        a = float(self.expected_alpha(q_alpha if q_alpha is not None else counts.new_tensor(self.alpha_prior)))
+        a = s1 / s2 if q_alpha is None else float(q_alpha[0] / q_alpha[1])  # E[alpha] to start from
         lo, hi = -math.inf, math.inf  # bracket of log a
         for _ in range(max_iter):
             at = counts.new_tensor(a)
@@ -158,7 +158,7 @@ class DPSticks:
             a = math.exp(u)
             if abs(step) <= tol:
                 break
-        eta1, eta0 = self.posterior(counts, counts.new_tensor([a, 1.0]))
+        eta1, eta0 = self.posterior(counts, counts.new_tensor([a, 1.0]))  # any q(alpha) with mean a
         return eta1, eta0, self.alpha_posterior(eta1, eta0)
 
     def alpha_kl(self, q_alpha):
