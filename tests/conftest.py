@@ -17,9 +17,22 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    """The tests marked ``slow`` run first (in their collected order): with ``-n auto`` each worker then
-    starts on a long test and ends on short ones, instead of one worker finishing a long test alone."""
+    """The tests marked ``slow`` run first (in their collected order), so that under ``-n auto`` the suite
+    ends on short tests rather than on one worker finishing a long one alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n`` with xdist's default ``--dist load``, work stealing instead: ``load`` hands the first
+    worker one contiguous chunk of a quarter of its share, which holds every slow test once they are
+    sorted first, while work stealing splits the tests in halves and lets an idle worker take the back of
+    another's queue, so both stay busy to the end. Any other ``--dist`` is left as asked."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
 
 
 def make_data(name, N, D=2, seed=0, clusters=3):
