@@ -8,7 +8,13 @@ import pytest
 import torch
 from scipy.special import digamma, gammaln
 
-from pyro_memo.allocation.hdp_sticks import omega_limit, sticks_from_sizes
+from pyro_memo.allocation.hdp_sticks import (
+    newton_polish,
+    omega_limit,
+    sticks_from_sizes,
+    top_level_gradient,
+    top_level_hessian,
+)
 from pyro_memo.topics import HDPPosterior
 from pyro_memo.topics.hdp_posterior import expected_log_dirichlet
 from pyro_memo.topics.hdp_sticks import expected_beta, expected_log_beta, optimize_sticks, top_level_objective
@@ -104,6 +110,90 @@ def test_bound_equals_monte_carlo_of_its_integrand(seed):
     assert abs(float(integrand.mean()) - bound) < 4 * se
     exact_elbo = common + true_norm.sum(1)
     assert float(exact_elbo.mean()) >= bound - 4 * float(exact_elbo.std() / math.sqrt(n))
+
+
+def random_top_level(seed, max_K=60):
+    """Sticks from 1e-8 to 1 - 1e-10, concentrations over five decades, up to 5,000 documents."""
+    g = torch.Generator().manual_seed(seed)
+    K = int(torch.randint(1, max_K, (), generator=g))
+    rho = torch.rand(K, generator=g, dtype=torch.float64).clamp(1e-8, 1 - 1e-8)
+    rho[int(torch.randint(K, (), generator=g))] = (1e-8, 1 - 1e-10, 0.5)[seed % 3]
+    omega = torch.exp(torch.rand(K, generator=g, dtype=torch.float64) * 12 - 2)
+    D = int(torch.randint(1, 5000, (), generator=g))
+    sum_log_pi = -torch.rand(K + 1, generator=g, dtype=torch.float64) * 10 * D
+    alpha, gamma = (float(torch.rand((), generator=g)) * 5 + 0.1 for _ in range(2))
+    return rho, omega, D, sum_log_pi, alpha, gamma
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_closed_form_stick_gradient_is_autograds(seed):
+    """top_level_gradient against autograd of top_level_objective on random_top_level's cases."""
+    rho, omega, D, sum_log_pi, alpha, gamma = random_top_level(seed)
+    r, w = rho.clone().requires_grad_(True), omega.clone().requires_grad_(True)
+    expected = torch.autograd.grad(top_level_objective(r, w, D, sum_log_pi, alpha, gamma), (r, w))
+    got = top_level_gradient(rho, omega, D, sum_log_pi, alpha, gamma)
+    for mine, ref in zip(got, expected, strict=True):
+        assert torch.allclose(mine, ref, rtol=1e-8, atol=1e-10 * float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_closed_form_stick_hessian_is_autograds(seed):
+    """top_level_hessian's blocks against autograd's full Hessian, whose omega and cross blocks must be diagonal."""
+    rho, omega, D, sum_log_pi, alpha, gamma = random_top_level(seed, max_K=25)
+    rho = rho.clamp(1e-6, 1 - 1e-6)  # the rho block's entries grow like 1 / (1 - rho)^2: keep them in float64's range
+    K = len(rho)
+    full = torch.autograd.functional.hessian(
+        lambda x: top_level_objective(x[:K], x[K:], D, sum_log_pi, alpha, gamma), torch.cat([rho, omega]))
+    H_rr, h_rw, h_ww = top_level_hessian(rho, omega, D, sum_log_pi, alpha, gamma)
+    expected = torch.zeros(2 * K, 2 * K, dtype=torch.float64)
+    expected[:K, :K] = H_rr
+    expected[:K, K:] = expected[K:, :K] = torch.diag(h_rw)
+    expected[K:, K:] = torch.diag(h_ww)
+    scale = full.abs().amax(1, keepdim=True)  # each row against its own largest entry
+    assert float(((full - expected).abs() / scale).max()) < 1e-9
+
+
+def largest(x):
+    return float(x.abs().max()) if x.numel() else 0.0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sticks_optimised_from_inputs_a_rounding_apart_agree_to_well_below_l_bfgs_b_s_stopping_point(seed):
+    """L-BFGS-B alone stopped 1e-7 apart on such inputs (its test on the objective's relative reduction is at
+    float64 rounding); the Newton polish lands both at the stationary point, where the gradient is at rounding."""
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(1, 30))
+    D = int(rng.integers(5, 3000))
+    sum_log_pi = -torch.as_tensor(rng.uniform(0.5, 20, K + 1) * D)
+    rho, omega = random_sticks(K, seed)
+    args = (float(rng.uniform(0.1, 5)), float(rng.uniform(0.5, 20)))
+    nudged = sum_log_pi * (1 + torch.as_tensor(rng.choice([-1.0, 1.0], K + 1)) * 2e-16)
+    r1, w1 = optimize_sticks(rho, omega, D, sum_log_pi, *args)
+    r2, w2 = optimize_sticks(rho * (1 + 1e-15), omega, D, nudged, *args)
+    torch.testing.assert_close(r1, r2, rtol=1e-10, atol=1e-14)
+    torch.testing.assert_close(w1, w2, rtol=1e-10, atol=0.0)
+    d_r, d_w = top_level_gradient(r1, w1, D, sum_log_pi, *args)
+    free = (r1 > 1e-10) & (r1 < 1 - 1e-10) & (w1 < omega_limit(D, args[1]) * (1 - 1e-9))
+    scale = float(top_level_objective(r1, w1, D, sum_log_pi, *args).abs())
+    assert largest((d_r * r1 * (1 - r1))[free]) < 1e-11 * scale
+    assert largest((d_w * w1)[free]) < 1e-11 * scale
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_newton_polish_never_enlarges_the_gradient_nor_leaves_the_domain(seed):
+    """From random sticks, far from the optimum, a Newton step may point anywhere: the polish takes only steps that
+    shrink the gradient and stay inside (0, 1) x (0, omega_limit]."""
+    rho, omega, D, sum_log_pi, alpha, gamma = random_top_level(seed, max_K=20)
+    limit = omega_limit(D, gamma)
+    r, w = newton_polish(rho, omega, D, sum_log_pi, alpha, gamma, limit)
+    free_r = (rho > 1e-10) & (rho < 1 - 1e-10)
+    free_w = omega < limit * (1 - 1e-9)
+    sizes = []
+    for a, b in ((rho, omega), (r, w)):
+        d_r, d_w = top_level_gradient(a, b, D, sum_log_pi, alpha, gamma)
+        sizes.append(largest(torch.cat([(d_r * a * (1 - a))[free_r], (d_w * b)[free_w]])))
+    assert sizes[1] <= sizes[0]
+    assert bool(((r > 0) & (r < 1) & (w > 0) & (w <= limit)).all())
 
 
 @pytest.mark.parametrize("seed", range(8))
