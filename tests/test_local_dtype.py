@@ -28,41 +28,52 @@ REL = 1e-5
 LAPS = 20
 
 
-def dp_case(moves=()):
+def dp_case(moves=(), laps=LAPS):
     x = torch.as_tensor(toy_patches(2000, seed=0)[0])
     family = pm.get_family("zm-gauss").from_data(x)
-    return (lambda local_dtype: pm.MemoizedVB(family, 6, laps=LAPS, tol=0, seed=0, moves=moves,
+    return (lambda local_dtype: pm.MemoizedVB(family, 6, laps=laps, tol=0, seed=0, moves=moves,
                                               local_dtype=local_dtype)), x, 4
 
 
-def hdp_case(moves=()):
+def hdp_case(moves=(), laps=LAPS):
     corpus = bars_corpus(150, 40, seed=3)[0]
-    return (lambda local_dtype: MemoizedHDP(K=8, laps=LAPS, tol=0, seed=0, moves=moves, local_dtype=local_dtype)), \
+    return (lambda local_dtype: MemoizedHDP(K=8, laps=laps, tol=0, seed=0, moves=moves, local_dtype=local_dtype)), \
         corpus, 4
 
 
-def relational_case(nonlinks, moves=()):
+def relational_case(nonlinks, moves=(), laps=LAPS):
     graph = assortative_graph(60, 3, seed=0)[0]
-    return (lambda local_dtype: MemoizedRelational(K=4, laps=LAPS, tol=0, seed=0, nonlinks=nonlinks, moves=moves,
+    return (lambda local_dtype: MemoizedRelational(K=4, laps=laps, tol=0, seed=0, nonlinks=nonlinks, moves=moves,
                                                    local_dtype=local_dtype)), graph, 3
 
 
 CASES = {
     "dp": dp_case,
-    "dp-moves": lambda: dp_case("birth,merge,delete"),
+    "dp-moves": lambda laps=LAPS: dp_case("birth,merge,delete", laps),
     "hdp": hdp_case,
-    "hdp-moves": lambda: hdp_case("birth,merge,delete"),
-    "relational-tied": lambda: relational_case("tied"),
-    "relational-free": lambda: relational_case("free"),
-    "relational-moves": lambda: relational_case("tied", "merge,delete"),
+    "hdp-moves": lambda laps=LAPS: hdp_case("birth,merge,delete", laps),
+    "relational-tied": lambda laps=LAPS: relational_case("tied", laps=laps),
+    "relational-free": lambda laps=LAPS: relational_case("free", laps=laps),
+    "relational-moves": lambda laps=LAPS: relational_case("tied", "merge,delete", laps),
 }
+
+
+def fit_both(case, laps):
+    make, data, batches = CASES[case](laps=laps)
+    mixed = make("float32")
+    return make(None).fit(data, batches), mixed.fit(data, batches), mixed
 
 
 @pytest.fixture(scope="module", params=list(CASES))
 def fits(request):
-    make, data, batches = CASES[request.param]()
-    mixed = make("float32")
-    return make(None).fit(data, batches), mixed.fit(data, batches), mixed
+    return fit_both(request.param, LAPS)
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def short_fits(request):
+    """Three laps (moves included) hold the same dtypes and sums as twenty: the fixture of the dtype checks, which
+    pytest-xdist may run in another worker than the twenty-lap comparison (a module fixture is per worker)."""
+    return fit_both(request.param, 3)
 
 
 def term_scale(fit):
@@ -81,8 +92,8 @@ def test_the_float32_local_step_follows_the_float64_objective(fits):
     assert mixed.elbo_trace != full.elbo_trace  # the local step did run in float32
 
 
-def test_globals_memo_and_objective_stay_float64(fits):
-    _, mixed, driver = fits
+def test_globals_memo_and_objective_stay_float64(short_fits):
+    _, mixed, driver = short_fits
     state, post = mixed.state, mixed.posterior
     assert post.dtype == torch.float64
     assert driver.local_globals(state).dtype == torch.float32
