@@ -109,12 +109,12 @@ def _stick_terms(rho, omega, num_docs, gamma):
     P = float(num_docs)
     Q = num_docs * torch.arange(K, 0, -1, dtype=rho.dtype, device=rho.device) + (float(gamma) - 1)
     c = P + Q - omega + 2
-    tri_w = torch.polygamma(1, omega)
-    d_a = (P - a + 1) * torch.polygamma(1, a) - c * tri_w
-    d_b = (Q - b + 1) * torch.polygamma(1, b) - c * tri_w
+    tri_a, tri_b, tri_w = torch.polygamma(1, a), torch.polygamma(1, b), torch.polygamma(1, omega)
+    d_a = (P - a + 1) * tri_a - c * tri_w
+    d_b = (Q - b + 1) * tri_b - c * tri_w
     h_ab = tri_w - c * torch.polygamma(2, omega)
-    h_aa = (P - a + 1) * torch.polygamma(2, a) - torch.polygamma(1, a) + h_ab
-    h_bb = (Q - b + 1) * torch.polygamma(2, b) - torch.polygamma(1, b) + h_ab
+    h_aa = (P - a + 1) * torch.polygamma(2, a) - tri_a + h_ab
+    h_bb = (Q - b + 1) * torch.polygamma(2, b) - tri_b + h_ab
     return d_a, d_b, h_aa, h_ab, h_bb
 
 
@@ -136,6 +136,8 @@ def top_level_gradient(rho, omega, num_docs, sum_log_pi, alpha, gamma):
 
 
 def _weights_gradient(rho, sum_log_pi, alpha):
+    """The gradient in ``rho`` of the weights' term :math:`E[\\alpha]\\sum_{k \\le K+1} E[\\beta_k] S_k`
+    (:func:`top_level_gradient`'s last formula): ``(K,)``."""
     K = rho.shape[0]
     weighted = expected_beta(rho) * sum_log_pi
     later = weighted.flip(0).cumsum(0).flip(0)[1:]  # sum over k > j, the tail included
@@ -214,13 +216,13 @@ def newton_polish(rho, omega, num_docs, sum_log_pi, alpha, gamma, limit, steps=8
     """Newton steps on :func:`top_level_objective` from a point near its optimum, kept while each shrinks
     the gradient; returns the last such point.
 
-    L-BFGS-B stops once a step no longer lowers the objective by more than its float64 rounding (about
-    :math:`10^{-13}` of it), where the gradient can still be :math:`10^{-7}`: two runs from starts a rounding
-    apart then stop :math:`10^{-7}` apart. The gradient and Hessian (:func:`top_level_gradient`,
-    :func:`top_level_hessian`) are exact to rounding in themselves, so Newton's steps reach the stationary
-    point to within that. The ``omega`` block is diagonal and is eliminated (its Schur complement), leaving one
-    ``K x K`` Cholesky solve per step; a step is taken only where the Hessian is negative definite. Sticks
-    within ``1e-10`` of 0 or 1, and concentrations at ``limit``, stay where they are.
+    L-BFGS-B stops once a step lowers the objective by less than a relative :math:`10^{-15}` (its ``ftol``, at
+    float64's rounding of the objective), where the gradient can still be :math:`10^{-7}`: two runs from inputs a
+    rounding apart then stopped :math:`10^{-7}` apart (relative, in ``omega``). The gradient and Hessian
+    (:func:`top_level_gradient`, :func:`top_level_hessian`) are exact to rounding in themselves, so Newton's
+    steps reach the stationary point to within that. The ``omega`` block is diagonal and is eliminated (its
+    Schur complement), leaving one ``K x K`` Cholesky solve per step; a step is taken only where the Hessian is
+    negative definite. Sticks within ``1e-10`` of 0 or 1, and concentrations at ``limit``, stay where they are.
     """
     free_r = (rho > 1e-10) & (rho < 1 - 1e-10)
     free_w = omega < limit * (1 - 1e-9)
