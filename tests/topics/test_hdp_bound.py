@@ -11,6 +11,7 @@ from scipy.special import digamma, gammaln
 from pyro_memo.allocation.hdp_sticks import (
     newton_polish,
     omega_limit,
+    prior_sticks,
     sticks_from_sizes,
     top_level_gradient,
     top_level_hessian,
@@ -177,6 +178,32 @@ def test_sticks_optimised_from_inputs_a_rounding_apart_agree_to_well_below_l_bfg
     scale = float(top_level_objective(r1, w1, D, sum_log_pi, *args).abs())
     assert largest((d_r * r1 * (1 - r1))[free]) < 1e-11 * scale
     assert largest((d_w * w1)[free]) < 1e-11 * scale
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_warm_start_reaches_the_cold_start_s_optimum_by_newton_steps_alone(seed, monkeypatch):
+    """The global step's case: sticks optimal for one summary, then the summary moves by up to 2% (a batch
+    revisited). From them optimize_sticks returns by Newton steps without L-BFGS-B, at the optimum that a cold start
+    from the prior's sticks reaches, and never below the warm start's objective."""
+    import scipy.optimize
+
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(1, 40))
+    D = int(rng.integers(5, 3000))
+    alpha, gamma = float(rng.uniform(0.1, 5)), float(rng.uniform(0.5, 20))
+    sum_log_pi = -torch.as_tensor(rng.uniform(0.5, 20, K + 1) * D)
+    moved = sum_log_pi * torch.as_tensor(1 + rng.uniform(-0.02, 0.02, K + 1))
+    rho, omega = optimize_sticks(*random_sticks(K, seed), D, sum_log_pi, alpha, gamma)
+    cold = optimize_sticks(*prior_sticks(K, gamma), D, moved, alpha, gamma)
+    calls = []
+    real = scipy.optimize.minimize
+    monkeypatch.setattr(scipy.optimize, "minimize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    warm = optimize_sticks(rho, omega, D, moved, alpha, gamma)
+    assert not calls
+    start = float(top_level_objective(rho, omega, D, moved, alpha, gamma))
+    assert float(top_level_objective(*warm, D, moved, alpha, gamma)) >= start
+    torch.testing.assert_close(warm[0], cold[0], rtol=1e-9, atol=1e-13)
+    torch.testing.assert_close(warm[1], cold[1], rtol=1e-9, atol=0.0)
 
 
 @pytest.mark.parametrize("seed", range(20))
