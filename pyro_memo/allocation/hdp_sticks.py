@@ -132,7 +132,11 @@ def top_level_gradient(rho, omega, num_docs, sum_log_pi, alpha, gamma):
     plus the weights' part, and :math:`\\partial_\\omega = \\rho\\partial_a + (1 - \\rho)\\partial_b`.
     """
     d_a, d_b, *_ = _stick_terms(rho, omega, num_docs, gamma)
-    return omega * (d_a - d_b) + _weights_gradient(rho, sum_log_pi, alpha), rho * d_a + (1 - rho) * d_b
+    return _gradient(rho, omega, d_a, d_b, _weights_gradient(rho, sum_log_pi, alpha))
+
+
+def _gradient(rho, omega, d_a, d_b, weights_gradient):
+    return omega * (d_a - d_b) + weights_gradient, rho * d_a + (1 - rho) * d_b
 
 
 def _weights_gradient(rho, sum_log_pi, alpha):
@@ -157,13 +161,19 @@ def top_level_hessian(rho, omega, num_docs, sum_log_pi, alpha, gamma):
     each :math:`\\rho_j`, and for :math:`i < j` its cross derivative is :math:`-g_j / (1 - \\rho_i)`, with
     :math:`g_j` its gradient in :math:`\\rho_j` (:func:`top_level_gradient`).
     """
+    return _derivatives(rho, omega, num_docs, sum_log_pi, alpha, gamma)[2:]
+
+
+def _derivatives(rho, omega, num_docs, sum_log_pi, alpha, gamma):
+    """``(d_rho, d_omega, H_rr, h_rw, h_ww)``: :func:`top_level_gradient` and :func:`top_level_hessian` from
+    one evaluation of the stick terms (what each Newton step needs)."""
     d_a, d_b, h_aa, h_ab, h_bb = _stick_terms(rho, omega, num_docs, gamma)
     g = _weights_gradient(rho, sum_log_pi, alpha)
     upper = torch.triu(-g.unsqueeze(0) / (1 - rho).unsqueeze(1), diagonal=1)
     H_rr = upper + upper.T + torch.diag(omega ** 2 * (h_aa - 2 * h_ab + h_bb))
     h_rw = omega * (rho * h_aa + (1 - 2 * rho) * h_ab - (1 - rho) * h_bb) + d_a - d_b
     h_ww = rho ** 2 * h_aa + 2 * rho * (1 - rho) * h_ab + (1 - rho) ** 2 * h_bb
-    return H_rr, h_rw, h_ww
+    return (*_gradient(rho, omega, d_a, d_b, g), H_rr, h_rw, h_ww)
 
 
 def concentration_terms(rho, omega, num_docs, sum_log_pi):
@@ -204,17 +214,11 @@ def omega_limit(num_docs, gamma):
     return 1e4 * (float(num_docs) + 1.0 + float(gamma))
 
 
-def _gradient_size(rho, omega, num_docs, sum_log_pi, alpha, gamma, free_r, free_w):
-    """The gradient ``(d_rho, d_omega)`` and its largest entry in ``(logit rho, log omega)`` over the free
-    coordinates (the scale of L-BFGS-B's projected-gradient test)."""
-    d_r, d_w = top_level_gradient(rho, omega, num_docs, sum_log_pi, alpha, gamma)
+def _gradient_size(rho, omega, d_r, d_w, free_r, free_w):
+    """The gradient's largest entry in ``(logit rho, log omega)`` over the free coordinates (the scale of
+    L-BFGS-B's projected-gradient test)."""
     scaled = torch.cat([(d_r * rho * (1 - rho))[free_r], (d_w * omega)[free_w]])
-    return d_r, d_w, float(scaled.abs().max()) if scaled.numel() else 0.0
-
-
-def newton_polish(rho, omega, num_docs, sum_log_pi, alpha, gamma, limit, steps=8):
-    """:func:`newton_steps`' sticks ``(rho, omega)``."""
-    return newton_steps(rho, omega, num_docs, sum_log_pi, alpha, gamma, limit, steps)[:2]
+    return float(scaled.abs().max()) if scaled.numel() else 0.0
 
 
 def newton_steps(rho, omega, num_docs, sum_log_pi, alpha, gamma, limit, steps=8):
@@ -231,11 +235,11 @@ def newton_steps(rho, omega, num_docs, sum_log_pi, alpha, gamma, limit, steps=8)
     """
     free_r = (rho > 1e-10) & (rho < 1 - 1e-10)
     free_w = omega < limit * (1 - 1e-9)
-    d_r, d_w, size = _gradient_size(rho, omega, num_docs, sum_log_pi, alpha, gamma, free_r, free_w)
+    d_r, d_w, H_rr, h_rw, h_ww = _derivatives(rho, omega, num_docs, sum_log_pi, alpha, gamma)
+    size = _gradient_size(rho, omega, d_r, d_w, free_r, free_w)
     for _ in range(steps):
         if size == 0.0:
             break
-        H_rr, h_rw, h_ww = top_level_hessian(rho, omega, num_docs, sum_log_pi, alpha, gamma)
         if not bool((h_ww[free_w] < 0).all()):
             break
         cross = torch.where(free_w & free_r, h_rw / h_ww, torch.zeros_like(h_ww))
@@ -249,15 +253,17 @@ def newton_steps(rho, omega, num_docs, sum_log_pi, alpha, gamma, limit, steps=8)
         r, w = rho + step_r, omega + step_w
         if not bool(((r > 0) & (r < 1) & (w > 0) & (w <= limit)).all()):
             break
-        new_r, new_w, new_size = _gradient_size(r, w, num_docs, sum_log_pi, alpha, gamma, free_r, free_w)
+        at_new = _derivatives(r, w, num_docs, sum_log_pi, alpha, gamma)
+        new_size = _gradient_size(r, w, *at_new[:2], free_r, free_w)
         if not new_size < size:
             break
-        rho, omega, d_r, d_w, size = r, w, new_r, new_w, new_size
+        rho, omega, size = r, w, new_size
+        d_r, d_w, H_rr, h_rw, h_ww = at_new
     return rho, omega, size
 
 
 #: a stationary point for :func:`optimize_sticks`: the gradient's largest entry in ``(logit rho, log omega)`` at most
-#: this times the objective's magnitude (after :func:`newton_polish` at most 1.5e-16 of it on 30 random problems)
+#: this times the objective's magnitude (after :func:`newton_steps` at most 1.5e-16 of it on 30 random problems)
 WARM_TOL = 1e-11
 
 
@@ -268,7 +274,7 @@ def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100
     moved a little, they usually reach a stationary point (:data:`WARM_TOL`) in a few steps, which is returned
     if it is no lower than the start. Otherwise runs L-BFGS-B (SciPy's, at most ``max_iter`` iterations and
     ``2 max_iter`` evaluations, gradients from :func:`top_level_gradient`) on ``(logit rho, log omega)``,
-    finishes with :func:`newton_polish` (so that inputs a rounding apart give sticks a rounding apart) and
+    finishes with :func:`newton_steps` (so that inputs a rounding apart give sticks a rounding apart) and
     returns the optimum, or the start itself if the optimiser did not improve on it, so an update never lowers
     the objective. The ``2K`` parameters are optimised in float64 whatever the inputs' dtype (float32 cannot
     hold sticks within 1e-8 of 1) and returned in it.
@@ -331,7 +337,7 @@ def optimize_sticks(rho, omega, num_docs, sum_log_pi, alpha, gamma, max_iter=100
                                   "gtol": 1e-10})
     with torch.no_grad():
         r, w = sticks(torch.as_tensor(found.x, device=device))
-        r, w = newton_polish(r, w, num_docs, sum_log_pi, alpha, gamma, limit)
+        r, w, _ = newton_steps(r, w, num_docs, sum_log_pi, alpha, gamma, limit)
         if torch.isfinite(r).all() and torch.isfinite(w).all() and float(value(r, w)) >= start:
             rho, omega = r, w
     return rho.to(dtype).clamp(eps, 1 - eps), omega.to(dtype)

@@ -9,7 +9,7 @@ import torch
 from scipy.special import digamma, gammaln
 
 from pyro_memo.allocation.hdp_sticks import (
-    newton_polish,
+    newton_steps,
     omega_limit,
     prior_sticks,
     sticks_from_sizes,
@@ -161,7 +161,7 @@ def largest(x):
 @pytest.mark.parametrize("seed", range(20))
 def test_sticks_optimised_from_inputs_a_rounding_apart_agree_to_well_below_l_bfgs_b_s_stopping_point(seed):
     """L-BFGS-B alone stopped 1e-7 apart on such inputs (its test on the objective's relative reduction is at
-    float64 rounding); the Newton polish lands both at the stationary point, where the gradient is at rounding."""
+    float64 rounding); the Newton steps land both at the stationary point, where the gradient is at rounding."""
     rng = np.random.default_rng(seed)
     K = int(rng.integers(1, 30))
     D = int(rng.integers(5, 3000))
@@ -207,12 +207,12 @@ def test_a_warm_start_reaches_the_cold_start_s_optimum_by_newton_steps_alone(see
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_the_newton_polish_never_enlarges_the_gradient_nor_leaves_the_domain(seed):
-    """From random sticks, far from the optimum, a Newton step may point anywhere: the polish takes only steps that
+def test_newton_steps_never_enlarge_the_gradient_nor_leave_the_domain(seed):
+    """From random sticks, far from the optimum, a Newton step may point anywhere: newton_steps takes only steps that
     shrink the gradient and stay inside (0, 1) x (0, omega_limit]."""
     rho, omega, D, sum_log_pi, alpha, gamma = random_top_level(seed, max_K=20)
     limit = omega_limit(D, gamma)
-    r, w = newton_polish(rho, omega, D, sum_log_pi, alpha, gamma, limit)
+    r, w, _ = newton_steps(rho, omega, D, sum_log_pi, alpha, gamma, limit)
     free_r = (rho > 1e-10) & (rho < 1 - 1e-10)
     free_w = omega < limit * (1 - 1e-9)
     sizes = []
