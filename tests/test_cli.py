@@ -98,6 +98,11 @@ def test_bad_data_gives_one_error_line(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "bad.npy")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "NaN" in err[0]
+    assert f"{tmp_path / 'bad.npy'}:" in err[0] and "1 of its 20 rows; the first is row 3" in err[0]
+    for command in (["fit", "--algo", "memo", "--batches", "4"], ["fit", "--algo", "vb"], ["compare"]):
+        assert main([command[0], str(tmp_path / "bad.npy"), *command[1:]]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{tmp_path / 'bad.npy'}:" in err[0] and "the first is row 3" in err[0], command
     np.save(tmp_path / "neg.npy", -np.ones((20, 2)))
     assert main(["fit", str(tmp_path / "neg.npy"), "--family", "poisson"]) == 2
     assert "negative" in capsys.readouterr().err

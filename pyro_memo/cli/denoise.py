@@ -153,8 +153,8 @@ def check_denoise(args):
                 raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
                                  "birth,merge,delete)")
             args.birth_targets = None
-        if args.patches is not None and not (args.patches.endswith(".npy") and os.path.isfile(args.patches)):
-            raise ValueError(f"--patches {args.patches}: no such .npy file (write one with pyro-memo patches)")
+        if args.patches is not None:
+            _check_patch_file(args.patches)
         if args.save:
             args.created_folders = []
             check_output_folder(args.save, "--save", args.created_folders)
@@ -165,6 +165,25 @@ def check_denoise(args):
     if args.json:
         check_output_file(args.json, "--json")
     check_device(args.device)
+
+
+def _check_patch_file(path):
+    """``--patches``: a ``.npy`` file of an ``(N, D)`` array of square patches (``D = size**2``), checked
+    from its header before anything is read or trained."""
+    import numpy as np
+
+    if not (path.endswith(".npy") and os.path.isfile(path)):
+        raise ValueError(f"--patches {path}: no such .npy file (write one with pyro-memo patches)")
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)  # the header; nothing read yet
+    except (ValueError, OSError) as err:
+        raise ValueError(f"--patches {path}: not a .npy array file ({err})") from None
+    shape, dtype = array.shape, array.dtype
+    del array
+    side = math.isqrt(shape[1]) if len(shape) == 2 else 0
+    if len(shape) != 2 or side < 2 or side * side != shape[1] or not np.issubdtype(dtype, np.number):
+        raise ValueError(f"--patches {path}: expected an (N, D) numeric array of square patches, D = 64 for 8 x 8 "
+                         f"(write one with pyro-memo patches); got shape {shape}, dtype {dtype}")
 
 
 def _load_images(names):
@@ -212,8 +231,11 @@ def _train_prior(args):
         source = f"{args.n} patches of {len(names)} bundled photographs"
     start = time.perf_counter()
     births = {"move_options": {"birth": {"targets": args.birth_targets}}} if args.birth_targets else {}
-    result = fit_patch_mixture(data, K=args.K, laps=args.laps, batches=args.batches, moves=args.moves,
-                               seed=args.seed, device=args.device, init_items=args.init_items, **births)
+    try:
+        result = fit_patch_mixture(data, K=args.K, laps=args.laps, batches=args.batches, moves=args.moves,
+                                   seed=args.seed, device=args.device, init_items=args.init_items, **births)
+    except ValueError as err:
+        raise ValueError(f"--patches {source}: {err}" if args.patches else str(err)) from None
     info = {"trained_on": source, "fit_seconds": time.perf_counter() - start, "laps": len(result.elbo_trace),
             "birth_targets": args.birth_targets}
     if args.save:

@@ -21,6 +21,23 @@ class BatchSource:
         """The items of batch ``b`` as an ``(n_b, D)`` array or tensor."""
         raise NotImplementedError
 
+    def describe(self, b):
+        """Where batch ``b`` lies, for error messages: ``"batch 3 of 10 (rows 2000 to 2999)"``."""
+        rows = self._rows_text(b)
+        return f"batch {b + 1} of {self.num_batches}" + (f" ({rows})" if rows else "")
+
+    def first_row(self, b):
+        """The data's row that starts batch ``b`` when the batches are contiguous slices of it, else ``None``."""
+        bounds = getattr(self, "_bounds", None)
+        if bounds is None or getattr(self, "_perm", None) is not None:
+            return None
+        return int(bounds[b])
+
+    def _rows_text(self, b):
+        """Batch ``b``'s rows of the data (contiguous batches), else ``""``."""
+        lo = self.first_row(b)
+        return "" if lo is None else f"rows {lo} to {int(self._bounds[b + 1]) - 1}"
+
     def __len__(self):
         return self.num_batches
 

@@ -151,6 +151,9 @@ class FileBatches(BatchSource):
         finally:
             del view
 
+    def _rows_text(self, b):
+        return f"{super()._rows_text(b)} of {self.path}"
+
     def batch(self, b):
         lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
         width = self.shape[1]

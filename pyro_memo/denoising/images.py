@@ -61,7 +61,9 @@ def load_image(source):
             warnings.simplefilter("ignore", DeprecationWarning)
             array = skimage.io.imread(source)
     except Exception as err:  # the readers raise many types for a file that is not an image
-        raise ValueError(f"{source}: not a readable image ({type(err).__name__}: {str(err)[:120]})") from None
+        first = (str(err).strip().splitlines() or [""])[0]
+        first = first if len(first) <= 160 else first[:157] + "..."
+        raise ValueError(f"{source}: not a readable image ({type(err).__name__}: {first})") from None
     return to_gray255(array, source)
 
 

@@ -14,7 +14,7 @@ import torch
 
 from ._products import PRODUCT_CACHE, ProductCache
 from ._sparse import SparseResponsibilities, candidate_groups, check_sparse_candidates, check_sparse_L
-from .base import REGISTRY, ConjugateFamily
+from .base import REGISTRY, ConjugateFamily, NonFiniteDataError
 from .bernoulli import Bernoulli
 from .diag_gaussian import DiagGaussian
 from .gaussian import Gaussian
@@ -53,6 +53,7 @@ __all__ = [
     "KnownCovGaussian",
     "KnownDiagGaussian",
     "Multinomial",
+    "NonFiniteDataError",
     "PRODUCT_CACHE",
     "Poisson",
     "ProductCache",

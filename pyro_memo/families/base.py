@@ -21,6 +21,7 @@ Conventions shared by all families:
 
 import functools
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 import torch
 
@@ -105,6 +106,11 @@ class ConjugateFamily(ABC):
         return {}
 
     def __init__(self, prior, dtype=torch.float64, device=None):
+        if not isinstance(prior, Mapping):
+            name = type(self).__name__
+            raise TypeError(f"{name}(prior): the prior is a dict with keys {sorted(self.prior_names)}, not "
+                            f"{type(prior).__name__} {prior!r:.40}; {name}.from_data(x) gives a default scaled to "
+                            "data x")
         missing = set(self.prior_names) - set(prior)
         unknown = set(prior) - set(self.prior_names)
         if missing or unknown:
@@ -212,9 +218,7 @@ class ConjugateFamily(ABC):
         x = x.to(dtype=self.dtype, device=self.device)
         if values_checked:
             return x
-        if not bool(torch.isfinite(x).all()):
-            bad = int((~torch.isfinite(x)).any(1).sum())
-            raise ValueError(f"{self.name} data has NaN or inf values in {bad} rows")
+        check_finite(x, self.name)
         self._check_support(x)
         return x
 
@@ -387,9 +391,33 @@ def data_for_defaults(x, dtype, device, name):
     x = _as_float(x, dtype, device)
     if x.dim() != 2 or x.shape[0] == 0:
         raise ValueError(f"{name} data must be a non-empty 2-D (N, D) array; got shape {tuple(x.shape)}")
-    if not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{name} data has NaN or inf values")
+    check_finite(x, name)
     return x
+
+
+def check_finite(x, name):
+    """Raise :class:`NonFiniteDataError` if the ``(N, D)`` data ``x`` has NaN or inf entries."""
+    if not bool(torch.isfinite(x).all()):
+        bad = (~torch.isfinite(x)).any(1).nonzero().flatten()
+        raise NonFiniteDataError(name, len(bad), x.shape[0], int(bad[0]))
+
+
+class NonFiniteDataError(ValueError):
+    """Data with NaN or inf entries: ``count`` of its ``total`` rows, the first of them row ``first``."""
+
+    def __init__(self, name, count, total, first, where=None, offset=0):
+        self.name, self.count, self.total, self.first = name, count, total, first
+        if where is None:
+            rows, first_text = f"its {total} rows", f"row {first}"
+        else:
+            rows = f"the {total} rows of {where}"
+            first_text = f"the batch's row {first}" if offset is None else f"row {first + offset}"
+        super().__init__(f"{name} data has NaN or inf values in {count} of {rows}; the first is {first_text}")
+
+    def within(self, where, offset):
+        """The same error for these rows as a part (``where``, e.g. a batch) of larger data, whose row
+        ``offset`` is their first (``None``: not a contiguous part)."""
+        return NonFiniteDataError(self.name, self.count, self.total, self.first, where, offset)
 
 
 #: the most numbers a chunked computation forms at once on the CPU (16 MB in float64): bounded

@@ -4,14 +4,13 @@ shared by memoized, full-batch and stochastic inference."""
 import weakref
 import zlib
 
-import numpy as np
 import torch
 
 from ..allocation import DPSticks
 from ..data_sources import make_batches
 from ..families import check_sparse_candidates, check_sparse_L
 from .dp_mixture_posterior import DPMixturePosterior
-from .initialization import initial_summary
+from .initialization import check_batch, initial_summary
 
 #: laps of full searches before a fit with ``sparse_candidates`` searches among candidates: the memo is
 #: built, then refreshed once under its own globals, whose components move most in these laps
@@ -128,10 +127,9 @@ class DPMixtureSteps:
         """Batch ``b``, validated by the family; its values are scanned (finite, in the support) on its
         first read from ``source`` only: a batch source holds the same items in batch ``b`` on every
         lap, and the scan cost 4% of a toy lap (1,000 items, D = 25)."""
-        x = source.batch(b)
         # per batch source (held weakly), the batches scanned in this fit (absent in copies: __getstate__)
         scanned = self.__dict__.setdefault("_scanned", weakref.WeakKeyDictionary()).setdefault(source, set())
-        x = self.family.check_data(x if torch.is_tensor(x) else np.asarray(x), values_checked=b in scanned)
+        x = check_batch(self.family, source, b, values_checked=b in scanned)
         scanned.add(b)
         return x
 

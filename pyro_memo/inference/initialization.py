@@ -3,6 +3,8 @@
 import numpy as np
 import torch
 
+from ..families import NonFiniteDataError
+
 INITS = ("kmeans++", "random")
 
 
@@ -82,14 +84,35 @@ def initial_items(source, init_items, seed=0):
     return parts
 
 
+def check_batch(family, source, b, values_checked=False):
+    """Batch ``b`` of ``source`` validated by ``family`` (:meth:`~pyro_memo.families.ConjugateFamily.check_data`);
+    its error names the batch and, for contiguous batches, its rows (``source.describe(b)``)."""
+    x = source.batch(b)
+    try:
+        return family.check_data(x if torch.is_tensor(x) else np.asarray(x), values_checked=values_checked)
+    except NonFiniteDataError as err:
+        if not hasattr(source, "describe"):
+            raise
+        raise err.within(source.describe(b), source.first_row(b)) from None
+    except ValueError as err:
+        if not hasattr(source, "describe"):
+            raise
+        raise ValueError(f"{source.describe(b)}: {err}") from None
+
+
 def initial_summary(family, source, K, init="kmeans++", init_items=10_000, seed=0):
     """``(summary, items)``: the summary of initial responsibilities
     (:func:`initial_responsibilities`) of the items :func:`initial_items` picks, and how many
     items it covers."""
     from ..summaries import Summary
 
-    parts = [family.check_data(p if torch.is_tensor(p) else np.asarray(p))
-             for p in initial_items(source, init_items, seed)]
+    try:
+        parts = [family.check_data(p if torch.is_tensor(p) else np.asarray(p))
+                 for p in initial_items(source, init_items, seed)]
+    except ValueError:
+        for b in range(source.num_batches):  # rare: say which batch holds the bad item
+            check_batch(family, source, b)
+        raise
     x = torch.cat(parts)
     resp = initial_responsibilities(x, K, init, seed)
     return Summary.from_responsibilities(family, x, resp), x.shape[0]

@@ -103,6 +103,12 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
     Image.fromarray(np.zeros((20, 20, 2), dtype=np.uint8), mode="LA").save(two_channels)
     tiny = tmp_path / "tiny.png"
     Image.fromarray(np.zeros((5, 30), dtype=np.uint8)).save(tiny)
+    np.save(tmp_path / "p63.npy", np.zeros((40, 63)))
+    np.save(tmp_path / "p1d.npy", np.zeros(64))
+    (tmp_path / "text.npy").write_text("hello")
+    with_nan = np.random.default_rng(0).normal(size=(300, 64))
+    with_nan[123, 5] = np.nan
+    np.save(tmp_path / "pnan.npy", with_nan)
     assert main(["fit", "digits", "--family", "gauss", "--K", "2", "--laps", "1", "--save", str(tmp_path / "g"),
                  "--quiet"]) == 0
     capsys.readouterr()
@@ -123,6 +129,11 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--model", model, "--z-step", "mmse"], "--method epll"),
         (["denoise", "camera", "--model", model, "--method", "epll", "--z-step", "mean"], "'map', 'mmse'"),
         (["denoise", "camera", "--patches", tmp_path / "none.npy"], "none.npy"),
+        (["denoise", "camera", "--patches", tmp_path / "p63.npy"], "square patches"),
+        (["denoise", "camera", "--patches", tmp_path / "p1d.npy"], "got shape (64,)"),
+        (["denoise", "camera", "--patches", tmp_path / "text.npy"], "text.npy: not a .npy array file"),
+        (["denoise", "camera", "--patches", tmp_path / "pnan.npy"], "pnan.npy: zm-gauss data has NaN or inf"),
+        (["denoise", "camera", "--patches", tmp_path / "pnan.npy"], "the first is row 123"),
         (["denoise", "camera", "--n", "0"], "--n"),
         (["denoise", "camera", "--init-items", "0"], "--init-items must be a positive integer"),
         (["denoise", "camera", "--model", model, "--init-items", "500"], "--init-items: training options"),

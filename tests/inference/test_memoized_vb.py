@@ -1,5 +1,7 @@
 """Memoized online VB: monotone exact ELBO after lap 1, B = 1 is full VB, no drift, sources, resume."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -140,6 +142,35 @@ def test_batch_sources_validate():
     bad[7, 1] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=1).fit(bad, num_batches=3)
+
+
+@pytest.mark.parametrize("init_items", [10_000, 5])
+def test_bad_values_name_the_batch_and_the_row_of_the_data(tmp_path, init_items):
+    """NaN in a later batch: the error names the batch, its rows (and file) and the data's row, whether the
+    initialisation's items hold it (all of them) or not (5 of them)."""
+    x = make_data("gauss", 90, D=2).numpy()
+    x[70, 1] = float("inf")
+    np.save(tmp_path / "x.npy", x)
+    fit = pm.MemoizedVB(pm.Gaussian.from_data(x[:60]), 2, laps=1, init_items=init_items)
+    where = "1 of the 30 rows of batch 3 of 3 (rows 60 to 89{}); the first is row 70"
+    with pytest.raises(pm.families.NonFiniteDataError, match=re.escape(where.format(""))):
+        fit.fit(x, num_batches=3)
+    with pytest.raises(ValueError, match=re.escape(where.format(f" of {tmp_path / 'x.npy'}"))):
+        fit.fit(str(tmp_path / "x.npy"), num_batches=3)
+    with pytest.raises(ValueError, match=re.escape("1 of its 90 rows; the first is row 70")):
+        pm.FullBatchVB(pm.Gaussian.from_data(x[:60]), 2).fit(x)
+    shuffled = pm.make_batches(x, 3, shuffle_seed=0)
+    batch = next(b for b in range(3) if not np.isfinite(shuffled.batch(b)).all())
+    row = int(np.flatnonzero(~np.isfinite(shuffled.batch(batch)).all(1))[0])
+    where = f"rows of batch {batch + 1} of 3; the first is the batch's row {row}"
+    with pytest.raises(ValueError, match=re.escape(where)):
+        fit.fit(shuffled)
+
+
+def test_a_family_built_from_a_number_says_what_a_prior_is():
+    with pytest.raises(TypeError, match=r"ZeroMeanGaussian\(prior\): the prior is a dict with keys \['B', 'nu'\], "
+                                        r"not int 16; ZeroMeanGaussian.from_data\(x\)"):
+        pm.ZeroMeanGaussian(16)
 
 
 def test_each_fit_scans_every_batch_once():

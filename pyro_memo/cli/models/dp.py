@@ -165,12 +165,20 @@ def _load(args, dtype):
         return source, None, f"{args.data}: {shape} array read batch by batch", family
     x_np, labels, description = load_dataset(args.data)
     family = _family(args, x_np, dtype)
-    return family.check_data(x_np), labels, description, family
+    try:
+        return family.check_data(x_np), labels, description, family
+    except ValueError as err:
+        raise ValueError(f"{args.data}: {err}") from None
 
 
 def _family(args, x, dtype=None):
-    """``--family`` with its data-scaled default prior, changed by ``--prior`` and ``--prior-scale``."""
-    family = get_family(args.family).from_data(x, dtype=dtype or torch.float64, device=getattr(args, "device", None))
+    """``--family`` with its data-scaled default prior, changed by ``--prior`` and ``--prior-scale``; a
+    problem with the data ``x`` (its first rows when read batch by batch) names DATA."""
+    try:
+        family = get_family(args.family).from_data(x, dtype=dtype or torch.float64,
+                                                   device=getattr(args, "device", None))
+    except ValueError as err:
+        raise ValueError(f"{args.data}: {err}") from None
     try:
         return family.with_prior(args.prior_scale, **parse_prior(args.prior, args.family))
     except ValueError as err:
@@ -391,6 +399,7 @@ class DPMixture(CliModel):
         methods = parse_methods(args.methods, METHODS, self.name)
         seeds = parse_seeds(args.seeds)
         x_np, labels, description = load_dataset(args.data)
+        _family(args, x_np)  # bad data: one error naming DATA and the row, before the held-out split
         x, y, heldout = load_array_split(x_np, labels, args.heldout, seed=0)
         family = _family(args, x)
         if not args.quiet:
