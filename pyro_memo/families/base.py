@@ -202,9 +202,13 @@ class ConjugateFamily(ABC):
 
         :param bool values_checked: ``x``'s values passed this check before (a fixed batch read again
             on a later lap): its shape is checked, its values are not scanned again.
-        :raises ValueError: naming the problem (rank, width, NaN/inf, support).
+        :raises ValueError: naming the problem (not numbers, rank, width, NaN/inf, support).
         """
-        x = torch.as_tensor(x)
+        try:
+            x = torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError):
+            kind = getattr(x, "dtype", type(x).__name__)
+            raise ValueError(f"{self.name} data must be a numeric (N, D) array or tensor; got {kind}") from None
         if x.dim() != 2:
             raise ValueError(
                 f"{self.name} data must be a 2-D (N, D) array; got shape {tuple(x.shape)}"

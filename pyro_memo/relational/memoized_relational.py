@@ -125,7 +125,9 @@ class MemoizedRelational(MemoizedDriver):
         if isinstance(data, NodeBatches):
             return data
         if not isinstance(data, Graph):
-            raise TypeError(f"fit needs a pyro_memo.data.Graph; got {type(data).__name__}")
+            raise TypeError(f"fit needs a pyro_memo.data.Graph; got {type(data).__name__} (an adjacency matrix "
+                            "becomes a Graph by pyro_memo.data.from_adjacency(matrix); an edge list file by "
+                            "read_edge_list(path), a networkx graph by from_networkx(graph))")
         if data.num_nodes < 2:
             raise ValueError(f"a relational model needs at least 2 nodes; the graph has {data.num_nodes}")
         return NodeBatches(data, random_parts(data.num_nodes, num_batches or 1, self.seed), self.device)

@@ -170,7 +170,8 @@ class HDPSteps:
             return ShardBatches(data, self.dtype, self.device)
         if not isinstance(data, Corpus):
             raise TypeError(f"fit needs a pyro_memo.topics.Corpus or a CorpusShards directory; got "
-                            f"{type(data).__name__}")
+                            f"{type(data).__name__} (a documents x words count matrix becomes a Corpus by "
+                            "pyro_memo.topics.from_counts(matrix); an .ldac file by read_ldac(path))")
         return CorpusBatches(data, self.batches(data, num_batches or 1, self.seed), self.dtype, self.device)
 
     def initial_posterior(self, source, order=None):

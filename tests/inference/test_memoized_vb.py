@@ -167,6 +167,12 @@ def test_bad_values_name_the_batch_and_the_row_of_the_data(tmp_path, init_items)
         fit.fit(shuffled)
 
 
+@pytest.mark.parametrize("data", [np.array([[1.0, "a"]], dtype=object), [[1.0, "a"]], np.array([["1", "2"]])])
+def test_data_that_are_not_numbers_get_one_clear_error(data):
+    with pytest.raises(ValueError, match="gauss data must be a numeric"):
+        pm.Gaussian.from_data(make_data("gauss", 10, D=2)).check_data(data)
+
+
 def test_a_family_built_from_a_number_says_what_a_prior_is():
     with pytest.raises(TypeError, match=r"ZeroMeanGaussian\(prior\): the prior is a dict with keys \['B', 'nu'\], "
                                         r"not int 16; ZeroMeanGaussian.from_data\(x\)"):

@@ -108,3 +108,12 @@ def test_bad_data_is_refused():
         MemoizedRelational().fit(np.zeros((3, 2)), 1)
     with pytest.raises(ValueError, match="2 nodes"):
         MemoizedRelational().fit(Graph(np.zeros((0, 2), dtype=int), 1), 1)
+
+
+def test_an_adjacency_matrix_instead_of_a_graph_is_pointed_to_from_adjacency():
+    adjacency = np.zeros((6, 6))
+    adjacency[[0, 1, 2, 3], [1, 2, 3, 4]] = adjacency[[1, 2, 3, 4], [0, 1, 2, 3]] = 1
+    with pytest.raises(TypeError, match=r"got ndarray \(an adjacency matrix becomes a Graph by "
+                                        r"pyro_memo.data.from_adjacency\(matrix\)"):
+        MemoizedRelational(K=2, laps=1).fit(adjacency)
+    MemoizedRelational(K=2, laps=1).fit(pm.data.from_adjacency(adjacency))  # the form the error names

@@ -126,3 +126,11 @@ def test_float32_fit_tracks_the_float64_fit():
     f32 = MemoizedHDP(K=12, laps=8, seed=0, dtype=torch.float32).fit(corpus, 4)
     assert f32.posterior.lam.dtype == f32.posterior.rho.dtype == torch.float32
     np.testing.assert_allclose(f32.elbo_trace, f64.elbo_trace, rtol=1e-4)
+
+
+def test_a_count_matrix_instead_of_a_corpus_is_pointed_to_from_counts():
+    counts = np.ones((4, 6))
+    with pytest.raises(TypeError, match=r"got ndarray \(a documents x words count matrix becomes a Corpus by "
+                                        r"pyro_memo.topics.from_counts\(matrix\)"):
+        MemoizedHDP(K=2, laps=1).fit(counts)
+    MemoizedHDP(K=2, laps=1).fit(from_counts(counts))  # the form the error names
