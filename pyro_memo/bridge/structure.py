@@ -55,9 +55,13 @@ def _find_sticks(global_sites, T):
     if T == 1 and not candidates:
         return None, 1.0
     if len(candidates) != 1:
+        dirichlets = [s["name"] for s in global_sites if isinstance(_base(s["fn"]), dist.Dirichlet)]
+        finite = (f"; site '{dirichlets[0]}' is Dirichlet, the weights of a finite mixture: a DP mixture draws "
+                  f"v ~ Beta(1, alpha) in a plate of size {T - 1} and builds its {T} weights by stick-breaking "
+                  "(the user guide's model conventions)") if dirichlets and not candidates else ""
         raise ModelStructureError(
             f"expected one Beta(1, alpha) stick site in a plate of size T - 1 = {T - 1} (the assignment "
-            f"has T = {T} categories); found {[s['name'] for s in candidates]}"
+            f"has T = {T} categories); found {[s['name'] for s in candidates]}{finite}"
         )
     site = candidates[0]
     beta = _base(site["fn"])

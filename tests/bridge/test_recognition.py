@@ -194,6 +194,15 @@ def wrong_weights_model(data, T=3):
         pyro.sample("obs", dist.Bernoulli(p[z]).to_event(1), obs=data)
 
 
+def finite_mixture_model(data, T=3):
+    w = pyro.sample("w", dist.Dirichlet(torch.ones(T)))
+    with pyro.plate("components", T):
+        p = pyro.sample("p", dist.Beta(torch.ones(2), 1.0).to_event(1))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(w))
+        pyro.sample("obs", dist.Bernoulli(p[z]).to_event(1), obs=data)
+
+
 def no_assignment_model(data):
     with pyro.plate("components", 3):
         loc = pyro.sample("loc", dist.Normal(torch.zeros(2), 1.0).to_event(1))
@@ -222,6 +231,8 @@ def data_not_an_argument_model(n):
         (unused_precision_model, "real", r"observed site 'obs'.*log_prob does not match"),
         (wrong_weights_model, "binary", r"assignment site 'z'.*stick-breaking"),
         (no_assignment_model, "real", r"Categorical assignment site inside plate 'data'"),
+        (finite_mixture_model, "binary", r"found \[\]; site 'w' is Dirichlet, the weights of a finite mixture: a DP "
+                                         r"mixture draws v ~ Beta\(1, alpha\) in a plate of size 2"),
         (data_not_an_argument_model, "int", r"passed to the model as an argument"),
     ],
 )
