@@ -3,7 +3,8 @@ readers (edge lists, adjacency matrices, networkx, graph-tool's ``.gt`` files), 
 assortative mixed-membership generator and a held-out link prediction split.
 
 Every reader returns a simple undirected graph: a link ``(i, j)`` is stored once as ``i < j``;
-directed input is symmetrised, repeated links are merged and self loops are dropped, silently.
+directed input is symmetrised, repeated links are merged and self loops are dropped (counted in
+:attr:`Graph.self_loops`, which the command line reports).
 """
 
 import gzip
@@ -33,7 +34,8 @@ class Graph:
     """An undirected simple graph on nodes ``0 .. num_nodes - 1``.
 
     :param edges: ``(M, 2)`` integer node pairs in any order and orientation; repeated pairs are
-        merged and self loops dropped (no error), so ``edges`` below is the canonical form.
+        merged and self loops dropped (no error; :attr:`self_loops` counts them), so ``edges`` below is
+        the canonical form.
     :param int num_nodes: ``N``; every id must lie in ``[0, N)`` (isolated nodes are allowed).
     :param labels: optional ``(N,)`` integer class of each node (e.g. a known community), or ``None``.
     :param str name: optional name for messages and reports.
@@ -60,6 +62,8 @@ class Graph:
         if raw.size and (raw.min() < 0 or raw.max() >= num_nodes):
             raise ValueError(f"node ids must lie in [0, {num_nodes}); found [{raw.min()}, {raw.max()}]")
         self._num_nodes = num_nodes
+        #: the rows of ``edges`` that linked a node to itself, dropped: the models have no self links
+        self.self_loops = int((raw[:, 0] == raw[:, 1]).sum())
         self._edges = _canonical_edges(raw, num_nodes)
         self._edges.setflags(write=False)
         self._keys = _edge_keys(self._edges, num_nodes)

@@ -60,6 +60,7 @@ def test_graph_canonical_form():
     np.testing.assert_array_equal(g.has_edges([[1, 0], [3, 1], [2, 3], [4, 4]]), [True, True, False, False])
     assert g.density == pytest.approx(3 / 10)
     assert "toy" in repr(g) and "3 edges" in repr(g)
+    assert g.self_loops == 1 and Graph(g.edges, 5).self_loops == 0  # [2, 2] was dropped, and counted
     A = g.adjacency().toarray()
     assert (A == A.T).all() and A.sum() == 6
 
@@ -84,6 +85,7 @@ def test_read_edge_list_whitespace_comments_duplicates_loops(tmp_path):
     g = read_edge_list(path)
     np.testing.assert_array_equal(g.edges, [[0, 1], [1, 2], [2, 4]])
     assert g.num_nodes == 5          # largest id + 1: node 3 (only a self loop) stays, isolated
+    assert g.self_loops == 1
 
 
 def test_read_edge_list_csv_with_header_and_sparse_ids(tmp_path):

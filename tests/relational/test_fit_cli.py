@@ -100,6 +100,15 @@ def test_karate_has_labels(tmp_path):
     assert out["nodes"] == 34 and out["edges"] == 78 and "nmi" in out
 
 
+def test_self_loops_are_dropped_and_reported(tmp_path, capsys):
+    (tmp_path / "loops.edges").write_text("".join(f"{i} {j}\n" for i, j in _edges()) + "5 5\n7 7\n")
+    assert main(["fit", str(tmp_path / "loops.edges"), "--model", "relational", "--K", "3", "--laps", "1",
+                 "--json", str(tmp_path / "l.json")]) == 0
+    out = json.loads((tmp_path / "l.json").read_text())
+    assert out["edges"] == len(_edges()) and out["self_loops_dropped"] == 2
+    assert "2 self loops dropped" in capsys.readouterr().out
+
+
 def test_npz_adjacency(tmp_path):
     import scipy.sparse as sp
 

@@ -121,7 +121,9 @@ def load_graph(source):
 
 def _graph_text(graph, description):
     labels = "" if graph.labels is None else f", {len(np.unique(graph.labels))} label classes"
-    return f"{description}: {graph.num_nodes} nodes, {graph.num_edges} links{labels}"
+    loops = graph.self_loops
+    dropped = f" ({loops} self loop{'s' * (loops != 1)} dropped: the model has no self links)" if loops else ""
+    return f"{description}: {graph.num_nodes} nodes, {graph.num_edges} links{labels}{dropped}"
 
 
 def _hyper_text(args, out):
@@ -303,7 +305,8 @@ class Relational(CliModel):
         weights = post.expected_beta()[:-1].cpu().numpy()
         out = {
             "data": args.data, "model": self.name, "nodes": full.num_nodes, "edges": full.num_edges,
-            "truncation": args.K, "batches": args.batches, "init": args.init, "eps": post.eps,
+            "self_loops_dropped": full.self_loops, "truncation": args.K, "batches": args.batches, "init": args.init,
+            "eps": post.eps,
             "learn_eps": bool(args.learn_eps),
             "nonlinks": args.nonlinks,
             "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > MIN_WEIGHT).sum()),
