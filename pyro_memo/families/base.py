@@ -411,12 +411,17 @@ class NonFiniteDataError(ValueError):
 
     def __init__(self, name, count, total, first, where=None, offset=0):
         self.name, self.count, self.total, self.first = name, count, total, first
+        self._where = (where, offset)
         if where is None:
             rows, first_text = f"its {total} rows", f"row {first}"
         else:
             rows = f"the {total} rows of {where}"
             first_text = f"the batch's row {first}" if offset is None else f"row {first + offset}"
         super().__init__(f"{name} data has NaN or inf values in {count} of {rows}; the first is {first_text}")
+
+    def __reduce__(self):
+        """Pickled whole (an error raised on a Dask worker reaches the client as itself)."""
+        return type(self), (self.name, self.count, self.total, self.first, *self._where)
 
     def within(self, where, offset):
         """The same error for these rows as a part (``where``, e.g. a batch) of larger data, whose row

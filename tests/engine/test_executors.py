@@ -4,6 +4,7 @@ same schedule, for the DP mixture (with and without moves), the HDP on the bars 
 relational model on a small graph; a worker killed mid-lap changes nothing."""
 
 import os
+import re
 import signal
 import sys
 
@@ -232,6 +233,16 @@ def test_workers_that_read_each_batch_at_every_step_give_the_same_fit(client, tm
     same_fit(serial, dask)
     source = pm.make_batches(str(tmp_path / "x.npy"), 5)
     assert executor.holds(pm.MemoizedVB(family, 4), source, 2) == (hold is not False)
+
+
+def test_bad_values_a_worker_reads_reach_the_client_as_one_clear_error(client, tmp_path):
+    x = toy(9, 1500).numpy()
+    x[1400, 1] = np.nan  # batch 5 of 5 (rows 1200 to 1499); 5 initialisation items miss it
+    np.save(tmp_path / "x.npy", x)
+    memo = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x[:1000]), 4, laps=2, init_items=5, seed=9)
+    where = f"1 of the 300 rows of batch 5 of 5 (rows 1200 to 1499 of {tmp_path / 'x.npy'}); the first is row 1400"
+    with pytest.raises(pm.families.NonFiniteDataError, match=re.escape(where)):
+        memo.fit(str(tmp_path / "x.npy"), 5, executor=DaskExecutor(client))
 
 
 def test_a_lost_in_memory_batch_stops_the_fit_with_a_clear_error(tmp_path):

@@ -1,5 +1,6 @@
 """Memoized online VB: monotone exact ELBO after lap 1, B = 1 is full VB, no drift, sources, resume."""
 
+import pickle
 import re
 
 import numpy as np
@@ -153,8 +154,10 @@ def test_bad_values_name_the_batch_and_the_row_of_the_data(tmp_path, init_items)
     np.save(tmp_path / "x.npy", x)
     fit = pm.MemoizedVB(pm.Gaussian.from_data(x[:60]), 2, laps=1, init_items=init_items)
     where = "1 of the 30 rows of batch 3 of 3 (rows 60 to 89{}); the first is row 70"
-    with pytest.raises(pm.families.NonFiniteDataError, match=re.escape(where.format(""))):
+    with pytest.raises(pm.families.NonFiniteDataError, match=re.escape(where.format(""))) as caught:
         fit.fit(x, num_batches=3)
+    copy = pickle.loads(pickle.dumps(caught.value))  # as from a worker process
+    assert type(copy) is pm.families.NonFiniteDataError and str(copy) == str(caught.value) and copy.first == 10
     with pytest.raises(ValueError, match=re.escape(where.format(f" of {tmp_path / 'x.npy'}"))):
         fit.fit(str(tmp_path / "x.npy"), num_batches=3)
     with pytest.raises(ValueError, match=re.escape("1 of its 90 rows; the first is row 70")):
