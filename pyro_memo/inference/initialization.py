@@ -91,12 +91,8 @@ def check_batch(family, source, b, values_checked=False):
     try:
         return family.check_data(x if torch.is_tensor(x) else np.asarray(x), values_checked=values_checked)
     except NonFiniteDataError as err:
-        if not hasattr(source, "describe"):
-            raise
         raise err.within(source.describe(b), source.first_row(b)) from None
     except ValueError as err:
-        if not hasattr(source, "describe"):
-            raise
         raise ValueError(f"{source.describe(b)}: {err}") from None
 
 

@@ -5,6 +5,7 @@ baselines."""
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 from ..common import (
     ALPHA_PRIOR_OPTION,
@@ -32,7 +33,7 @@ from ..registry import CliModel, Option, Use, register_model, register_option
 def _imports():
     """Import the heavy modules (torch, the inference code) when a command runs, not when the
     parser is built: ``--help`` and option errors return at once."""
-    global np, torch, ArrayBatches, make_batches, BUNDLED, load_dataset, FAMILIES, get_family
+    global np, torch, ArrayBatches, make_batches, BUNDLED, load_dataset, FAMILIES, get_family, check_finite
     global FullBatchVB, MemoizedVB, MemoState, load_state, save_state, make_moves, save_model
     global effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
     import numpy as np
@@ -41,6 +42,7 @@ def _imports():
     from ...data_sources import ArrayBatches, make_batches
     from ...datasets import BUNDLED, load_dataset
     from ...families import FAMILIES, get_family
+    from ...families.base import check_finite
     from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
     from ...inference.moves import make_moves
     from ...model_file import save_model
@@ -165,20 +167,25 @@ def _load(args, dtype):
         return source, None, f"{args.data}: {shape} array read batch by batch", family
     x_np, labels, description = load_dataset(args.data)
     family = _family(args, x_np, dtype)
-    try:
+    with _naming(args.data):
         return family.check_data(x_np), labels, description, family
+
+
+@contextmanager
+def _naming(data):
+    """A problem with the data raised inside names DATA."""
+    try:
+        yield
     except ValueError as err:
-        raise ValueError(f"{args.data}: {err}") from None
+        raise ValueError(f"{data}: {err}") from None
 
 
 def _family(args, x, dtype=None):
     """``--family`` with its data-scaled default prior, changed by ``--prior`` and ``--prior-scale``; a
     problem with the data ``x`` (its first rows when read batch by batch) names DATA."""
-    try:
+    with _naming(args.data):
         family = get_family(args.family).from_data(x, dtype=dtype or torch.float64,
                                                    device=getattr(args, "device", None))
-    except ValueError as err:
-        raise ValueError(f"{args.data}: {err}") from None
     try:
         return family.with_prior(args.prior_scale, **parse_prior(args.prior, args.family))
     except ValueError as err:
@@ -399,7 +406,8 @@ class DPMixture(CliModel):
         methods = parse_methods(args.methods, METHODS, self.name)
         seeds = parse_seeds(args.seeds)
         x_np, labels, description = load_dataset(args.data)
-        _family(args, x_np)  # bad data: one error naming DATA and the row, before the held-out split
+        with _naming(args.data):  # NaN / inf: the row of DATA, before the held-out split shuffles it
+            check_finite(torch.as_tensor(x_np), get_family(args.family).name)
         x, y, heldout = load_array_split(x_np, labels, args.heldout, seed=0)
         family = _family(args, x)
         if not args.quiet:
