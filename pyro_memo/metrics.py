@@ -1,8 +1,6 @@
 """Clustering, density and link prediction metrics shared by every method in a comparison."""
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from sklearn.metrics import normalized_mutual_info_score
 
 
 def _labels(a, name):
@@ -23,21 +21,50 @@ def _pair(truth, pred):
     return truth, pred
 
 
+def _contingency(truth, pred):
+    """The ``(clusters, classes)`` table of counts of items with each predicted and true label."""
+    _, t = np.unique(truth, return_inverse=True)
+    _, p = np.unique(pred, return_inverse=True)
+    table = np.zeros((p.max() + 1 if p.size else 0, t.max() + 1 if t.size else 0), dtype=np.int64)
+    np.add.at(table, (p, t), 1)
+    return table
+
+
+def _entropy(counts):
+    """Entropy (nats) of the label distribution with these positive counts."""
+    q = counts[counts > 0] / counts.sum()
+    return float(-(q * np.log(q)).sum())
+
+
 def nmi(truth, pred):
-    """Normalised mutual information (arithmetic-mean normalisation, as scikit-learn)."""
+    """Normalised mutual information :math:`I(T; P) / \\tfrac12 (H(T) + H(P))` in nats (the
+    arithmetic-mean normalisation, scikit-learn's default; Vinh, Epps & Bailey 2010), from the
+    contingency table. Two labellings with one cluster each (or none) match perfectly (1); when the
+    mutual information is zero otherwise, so is the score, as scikit-learn has it."""
     truth, pred = _pair(truth, pred)
-    return float(normalized_mutual_info_score(truth, pred))
+    table = _contingency(truth, pred)
+    if table.shape[0] == table.shape[1] <= 1:
+        return 1.0
+    table = table.astype(np.float64)  # products of counts below 2**53 are exact
+    n = table.sum()
+    rows, cols = table.sum(1), table.sum(0)
+    i, j = np.nonzero(table)
+    mi = float(np.clip((table[i, j] / n * np.log(table[i, j] * n / (rows[i] * cols[j]))).sum(), 0.0, None))
+    if mi == 0.0:
+        return 0.0
+    return mi / (0.5 * (_entropy(rows) + _entropy(cols)))
 
 
 def hungarian_accuracy(truth, pred):
     """Fraction of items labelled correctly under the best one-to-one matching of predicted
     clusters to true classes (Hungarian algorithm on the contingency table); clusters left
     unmatched count as errors (Lim & Jiang, §5)."""
+    from scipy.optimize import linear_sum_assignment
+
     truth, pred = _pair(truth, pred)
-    _, t = np.unique(truth, return_inverse=True)
-    _, p = np.unique(pred, return_inverse=True)
-    table = np.zeros((p.max() + 1, t.max() + 1), dtype=np.int64)
-    np.add.at(table, (p, t), 1)
+    if truth.size == 0:
+        raise ValueError("accuracy needs at least one labelled item")
+    table = _contingency(truth, pred)
     rows, cols = linear_sum_assignment(-table)
     return float(table[rows, cols].sum() / truth.size)
 

@@ -26,6 +26,30 @@ def test_nmi_and_effective_k():
     assert effective_k(torch.tensor([3, 3, 1])) == 2
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_nmi_matches_sklearn(seed):
+    """Our contingency-table NMI is scikit-learn's, over random labellings of every shape: few or
+    many items and labels, dependent or independent, one side a single cluster, labels not 0..K-1."""
+    from sklearn.metrics import normalized_mutual_info_score
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 600))
+    truth = rng.integers(int(rng.integers(1, 12)), size=n) * 3 - 7
+    noise = rng.random(n) < rng.random()
+    pred = np.where(noise, rng.integers(int(rng.integers(1, 15)), size=n), truth // 2 + 100)
+    for t, p in ((truth, pred), (pred, truth), (truth, np.zeros(n, dtype=int)), (truth, truth[::-1].copy())):
+        assert nmi(t, p) == pytest.approx(normalized_mutual_info_score(t, p), abs=1e-12)
+
+
+def test_nmi_limit_cases():
+    """One cluster on both sides (or no items) is a perfect match; exactly independent labellings score 0."""
+    assert nmi([4, 4, 4], [1, 1, 1]) == 1.0 and nmi([], []) == 1.0
+    assert nmi([0, 0, 1, 1], [0, 1, 0, 1]) == 0.0
+    assert nmi([0, 1, 2], [5, 5, 5]) == 0.0
+    with pytest.raises(ValueError, match="at least one"):
+        hungarian_accuracy([], [])
+
+
 @pytest.mark.parametrize("bad,match", [(np.zeros((3, 2)), "1-D"), (np.array([0.5, 1.0, 2.0]), "integer")])
 def test_bad_labels(bad, match):
     with pytest.raises(ValueError, match=match):

@@ -6,7 +6,7 @@ from .batches import ArrayBatches, BatchSource, FileBatches, IndexBatches, ListB
 from .chunked import DaskArrayBatches, ZarrBatches
 from .corpus import Corpus, from_counts, read_ldac, split_documents, split_tokens, split_types
 from .corpus_shards import CorpusShards, is_corpus_shards, shard_ldac, write_corpus_shards
-from .datasets import BUNDLED, FASHION_MNIST_DIR, load_dataset, load_fashion_mnist
+from .datasets import BUNDLED, FASHION_MNIST_DIR, load_dataset, load_digits, load_fashion_mnist
 from .files import write_atomically
 from .graphs import (
     NETWORKX_GRAPHS,
@@ -60,6 +60,7 @@ __all__ = [
     "get_data_home",
     "is_corpus_shards",
     "load_dataset",
+    "load_digits",
     "load_fashion_mnist",
     "load_networkx_graph",
     "load_wikipedia",

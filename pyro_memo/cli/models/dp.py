@@ -35,7 +35,7 @@ def _imports():
     parser is built: ``--help`` and option errors return at once."""
     global np, torch, ArrayBatches, make_batches, BUNDLED, load_dataset, FAMILIES, get_family, check_finite
     global FullBatchVB, MemoizedVB, MemoState, load_state, save_state, make_moves, save_model
-    global effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
+    global effective_k, nmi, per_lap, summary_text, write_posterior_npz, write_trace_plot
     import numpy as np
     import torch
 
@@ -45,6 +45,7 @@ def _imports():
     from ...families.base import check_finite
     from ...inference import FullBatchVB, MemoizedVB, MemoState, load_state, save_state
     from ...inference.moves import make_moves
+    from ...metrics import nmi
     from ...model_file import save_model
     from ...reporting import effective_k, per_lap, summary_text, write_posterior_npz, write_trace_plot
 
@@ -258,9 +259,7 @@ def _fit_memory_bounded(args, data, labels, description, family):
            "seconds": time.perf_counter() - start, "alpha": float(post.sticks.alpha), "laps": len(result.epochs),
            "prior_scale": args.prior_scale, "prior": parse_prior(args.prior, args.family)}
     if labels is not None and len(labels) == len(pred):
-        from sklearn.metrics import normalized_mutual_info_score
-
-        out["nmi"] = float(normalized_mutual_info_score(labels, pred))
+        out["nmi"] = nmi(labels, pred)
     if args.save:
         save_model(os.path.join(args.save, "model.pt"), post, result.summary)
         write_posterior_npz(os.path.join(args.save, "posterior.npz"), weights, pred,
@@ -387,9 +386,7 @@ class DPMixture(CliModel):
         if args.algo == "memo":
             out["moves"] = result.state.move_log
         if labels is not None and len(labels) == len(pred):
-            from sklearn.metrics import normalized_mutual_info_score
-
-            out["nmi"] = float(normalized_mutual_info_score(labels, pred))
+            out["nmi"] = nmi(labels, pred)
         if args.save:
             save_model(os.path.join(args.save, "model.pt"), result)
             write_posterior_npz(os.path.join(args.save, "posterior.npz"), weights, pred,
