@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from .registry import Option, register_option
 
 THREADS_HELP = ("the most threads a run may use: torch's intra-op threads (each memoized, full-batch or stochastic "
-                "fit times one thread against this many and keeps the faster, so a busy machine does not slow it "
-                "down) and the BLAS / OpenMP threads of numpy and the baselines. Default: torch's setting (the "
-                "number of cores, or OMP_NUM_THREADS).")
+                "fit, and each denoiser, times one thread against this many and keeps the faster, so a busy "
+                "machine does not slow it down) and the BLAS / OpenMP threads of numpy and the baselines. "
+                "Default: torch's setting (the number of cores, or OMP_NUM_THREADS).")
 
 
 def _register_shared():

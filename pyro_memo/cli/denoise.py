@@ -67,7 +67,7 @@ def add_denoise_command(sub):
     parser.add_argument("--sigma", type=float, default=DEFAULT_SIGMA,
                         help=f"noise standard deviation (pixel values 0-255). Default: {DEFAULT_SIGMA:g}.")
     parser.add_argument("--method", choices=METHODS, default="mmse",
-                        help="denoiser. Default: mmse. epll takes about six times as long and pays off on smooth "
+                        help="denoiser. Default: mmse. epll takes about three times as long and pays off on smooth "
                              "images and at high noise.")
     parser.add_argument("--z-step", choices=EPLL_Z_STEPS, help="with --method epll: restore each patch by its most "
                         "probable component (map, Zoran & Weiss's) or by its posterior mean (mmse). Default: map.")

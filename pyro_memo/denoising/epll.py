@@ -28,10 +28,11 @@ term by the same :math:`D` keeps the two balanced (the setting of Zoran & Weiss'
 
 import torch
 
+from ..engine.threads import ThreadPolicy
 from .images import check_sigma
 from .mmse import mmse_patches
 from .patches import PATCH, as_image_tensor, coverage, image_patches, like_input, put_back
-from .prior import MAX_ELEMENTS, component_scores, row_chunks
+from .prior import MAX_ELEMENTS, restore_patches
 
 #: the paper's schedule of :math:`\beta` in units of :math:`\sigma^{-2}`
 BETAS = (1.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -39,19 +40,21 @@ BETAS = (1.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 Z_STEPS = ("map", "mmse")
 
 
-def map_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS):
+def map_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS, policy=None):
     """The :math:`z`-step: each zero-mean patch of ``y`` ``(n, D)`` Wiener-filtered toward its most
-    probable component under noise of variance ``noise_var`` (module docstring), in chunks."""
-    precisions, log_norms = prior.noisy_terms(noise_var)
-    out = torch.empty_like(y)
-    for rows in row_chunks(y.shape[0], prior.K, prior.dim, max_elements):
-        log_joint, solves = component_scores(y[rows], precisions, log_norms)
-        best = log_joint.argmax(-1)
-        out[rows] = y[rows] - noise_var * solves[torch.arange(len(best), device=best.device), best]
-    return out
+    probable component under noise of variance ``noise_var`` (module docstring), by
+    :func:`~pyro_memo.denoising.prior.restore_patches` in chunks, each a step of the entered thread
+    ``policy`` when given."""
+    return restore_patches(y, prior, noise_var, _most_probable, max_elements, policy)
 
 
-def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elements=MAX_ELEMENTS, z_step="map"):
+def _most_probable(log_joint):
+    """One-hot ``(n, K)`` weights of each row's largest log joint."""
+    return torch.zeros_like(log_joint).scatter_(1, log_joint.argmax(-1, keepdim=True), 1.0)
+
+
+def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elements=MAX_ELEMENTS, z_step="map",
+                 threads=None):
     """Denoise ``noisy`` (noise standard deviation ``sigma``) by EPLL half-quadratic splitting
     (module docstring), starting from :math:`x = y`.
 
@@ -61,6 +64,8 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     :param float lam: the data weight :math:`\\lambda`; default :math:`D / \\sigma^2` (module docstring).
     :param str z_step: ``"map"`` (Zoran & Weiss's most probable component) or ``"mmse"`` (each patch's
         posterior mean; module docstring).
+    :param threads: the most intra-op threads, under one thread policy for all the z-steps' chunks of
+        patches (as :func:`~pyro_memo.denoising.mmse_denoise`).
     :returns: the restored image, unclipped.
     """
     check_sigma(sigma)
@@ -74,9 +79,10 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     shape = tuple(y.shape)
     count = coverage(shape, size, y)
     x = y
-    for beta in betas:
-        patches = image_patches(x, size)
-        dc = patches.mean(-1, keepdim=True)
-        z = restore(patches - dc, prior, 1.0 / beta, max_elements) + dc
-        x = (lam * y + beta * put_back(z, shape, size)) / (lam + beta * count)
+    with ThreadPolicy(threads) as policy:
+        for beta in betas:
+            patches = image_patches(x, size)
+            dc = patches.mean(-1, keepdim=True)
+            z = restore(patches - dc, prior, 1.0 / beta, max_elements, policy) + dc
+            x = (lam * y + beta * put_back(z, shape, size)) / (lam + beta * count)
     return like_input(x, noisy)

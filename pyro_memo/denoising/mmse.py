@@ -15,35 +15,41 @@ the mean of the estimates of the patches covering it, :math:`\\hat x = (\\sum_i 
 
 import torch
 
+from ..engine.threads import ThreadPolicy
 from .images import check_sigma
 from .patches import PATCH, as_image_tensor, average_patches, image_patches, like_input
-from .prior import MAX_ELEMENTS, component_scores, row_chunks
+from .prior import MAX_ELEMENTS, restore_patches
 
 
-def mmse_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS):
+def mmse_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS, policy=None):
     """:math:`E[x_i \\mid y_i]` of zero-mean noisy patches ``y`` ``(n, D)`` under ``prior`` with white
-    noise of variance ``noise_var`` (the module's equation; :math:`p(k \\mid y)` by log-sum-exp),
-    in chunks of at most ``max_elements`` numbers of ``(rows, K, D)`` intermediates."""
-    precisions, log_norms = prior.noisy_terms(noise_var)
-    out = torch.empty_like(y)
-    for rows in row_chunks(y.shape[0], prior.K, prior.dim, max_elements):
-        log_joint, solves = component_scores(y[rows], precisions, log_norms)
-        resp = torch.softmax(log_joint, dim=-1)
-        out[rows] = y[rows] - noise_var * torch.einsum("nk,nkd->nd", resp, solves)
-    return out
+    noise of variance ``noise_var`` (the module's equation; :math:`p(k \\mid y)` by log-sum-exp), by
+    :func:`~pyro_memo.denoising.prior.restore_patches` in chunks of at most ``max_elements`` numbers,
+    each a step of the entered thread ``policy`` when given."""
+    return restore_patches(y, prior, noise_var, _posterior_probabilities, max_elements, policy)
 
 
-def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS):
+def _posterior_probabilities(log_joint):
+    """:math:`p(k \\mid y_i)` ``(n, K)``: the softmax of each row of log joints."""
+    return torch.softmax(log_joint, dim=-1)
+
+
+def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS, threads=None):
     """Denoise the grayscale image ``noisy`` (noise standard deviation ``sigma``, on the image's
     scale) by the averaged patch posterior means of the module docstring.
 
     :param noisy: ``(H, W)`` array or tensor (a tensor gives a tensor on the prior's device).
     :param prior: a :class:`~pyro_memo.denoising.GaussianMixturePrior` of ``size**2``-pixel patches.
+    :param threads: the most intra-op threads; each chunk of patches runs under the fits' thread
+        policy (:class:`~pyro_memo.engine.threads.ThreadPolicy`: one thread timed against this many,
+        the faster kept, so a busy machine does not slow it down); ``None``: torch's setting; ``1``: one
+        thread, nothing timed. Torch's setting is restored afterwards.
     :returns: the denoised image, unclipped.
     """
     check_sigma(sigma)
     y = as_image_tensor(noisy, prior)
     patches = image_patches(y, size)
     dc = patches.mean(-1, keepdim=True)
-    estimates = mmse_patches(patches - dc, prior, float(sigma) ** 2, max_elements) + dc
+    with ThreadPolicy(threads) as policy:
+        estimates = mmse_patches(patches - dc, prior, float(sigma) ** 2, max_elements, policy) + dc
     return like_input(average_patches(estimates, tuple(y.shape), size), noisy)

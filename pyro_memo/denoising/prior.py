@@ -9,17 +9,23 @@ For a patch observed with white noise of variance :math:`s`, :math:`y = x + n`,
            E[x \\mid y, k] = \\Sigma_k (\\Sigma_k + sI)^{-1} y = y - s (\\Sigma_k + sI)^{-1} y.
 """
 
+import contextlib
 import math
 
 import numpy as np
 import torch
 
+from ..families._sparse import drop_underflow
 from ..families._special import logdet_from_cholesky, safe_cholesky
+from ..families.base import packed_outer, packed_quadratic_weights
 
 #: components with a smaller (normalised) weight are dropped from a fitted DP mixture
 MIN_WEIGHT = 1e-5
-#: the largest number of floats of the ``(patches, K, D)`` intermediates held at once
-MAX_ELEMENTS = 2**24
+#: the largest number of floats of a chunk of patches' packed outer products and log joints held at
+#: once: 2**20 (8 MB in float64, 492 patches of 8 x 8 pixels at K = 50). On one CPU thread 2**20 and
+#: 2**21 were the fastest of 2**18 to 2**24 (within 3%); 2**24 took twice as long
+#: (benchmarks/results/bench_denoise_speed.txt)
+MAX_ELEMENTS = 2**20
 
 
 class GaussianMixturePrior:
@@ -101,13 +107,61 @@ class GaussianMixturePrior:
 
 def component_scores(y, precisions, log_norms):
     """``(log_joint, solves)`` of zero-mean patches ``y`` ``(n, D)``: :math:`\\log w_k N(y_i; 0, \\Sigma_k + sI)`
-    ``(n, K)`` and :math:`(\\Sigma_k + sI)^{-1} y_i` ``(n, K, D)``, from :meth:`GaussianMixturePrior.noisy_terms`."""
+    ``(n, K)`` and :math:`(\\Sigma_k + sI)^{-1} y_i` ``(n, K, D)``, from :meth:`GaussianMixturePrior.noisy_terms`:
+    every component's solve, a reference (the denoisers need one solve per patch,
+    :func:`restore_patches`)."""
     solves = torch.einsum("nd,kde->nke", y, precisions)
     return log_norms - 0.5 * (solves * y[:, None, :]).sum(-1), solves
 
 
-def row_chunks(n, K, D, max_elements=MAX_ELEMENTS):
-    """Slices of ``n`` patches such that one chunk's ``(rows, K, D)`` intermediates hold at most
+def restore_patches(y, prior, noise_var, pick, max_elements=MAX_ELEMENTS, policy=None):
+    """:math:`y_i - s \\sum_k r_{ik} (\\Sigma_k + sI)^{-1} y_i` for zero-mean noisy patches ``y`` ``(n, D)``
+    under noise of variance :math:`s`, i.e. :math:`\\sum_k r_{ik} E[x_i \\mid y_i, k]`, with the weights
+    :math:`r_{ik}` that ``pick`` makes of the log joints :math:`\\log w_k N(y_i; 0, \\Sigma_k + sI)` ``(n, K)``
+    (the posterior probabilities of the components, or the most probable one).
+
+    The log joints are one matrix product of the patches' packed outer products with the packed
+    precisions (:func:`~pyro_memo.families.base.packed_quadratic_weights`: half the multiply-adds of
+    every component's solve, and no ``(n, K, D)`` intermediate); the solves are then formed only where
+    :math:`r_{ik} > 0`, one product per component over its patches (for the most probable component,
+    one solve per patch). Weights below :math:`\\sqrt{\\text{tiny}}` are dropped
+    (:func:`~pyro_memo.families._sparse.drop_underflow`): they move an estimate by less than
+    :math:`10^{-150}` of a solve. Formed in chunks of rows holding at most ``max_elements`` numbers of
+    packed products. The packed form rounds relative to :math:`\\sum_{ij} |y_i P_{ij} y_j|`, which suits
+    float64 (the prior's default); a prior in another dtype scores by every component's solve
+    (:func:`component_scores`). Each chunk is one step of ``policy``, an entered
+    :class:`~pyro_memo.engine.threads.ThreadPolicy`, when given."""
+    precisions, log_norms = prior.noisy_terms(noise_var)
+    packed = precisions.dtype == torch.float64
+    quadratic = packed_quadratic_weights(precisions) if packed else None
+    width = quadratic.shape[0] + prior.K if packed else prior.K * prior.dim
+    step = contextlib.nullcontext if policy is None else policy.step
+    out = torch.empty_like(y)
+    for rows in row_chunks(y.shape[0], width, max_elements):
+        with step():
+            patches = y[rows]
+            log_joint = (torch.addmm(log_norms, packed_outer(patches), quadratic, alpha=-0.5) if packed
+                         else component_scores(patches, precisions, log_norms)[0])
+            out[rows] = patches - noise_var * _weighted_solves(patches, precisions, drop_underflow(pick(log_joint)))
+    return out
+
+
+def _weighted_solves(y, precisions, weights):
+    """:math:`\\sum_k r_{ik} (\\Sigma_k + sI)^{-1} y_i` ``(n, D)`` for ``weights`` :math:`r` ``(n, K)``: the
+    components that weigh most patches in one product of the weighted patches ``(n, K' D)`` with their
+    precisions stacked ``(K' D, D)``, each other component in one product over the patches it weighs
+    (the precisions are symmetric)."""
+    counts = (weights > 0).sum(0)
+    common = (2 * counts > len(y)).nonzero().flatten()
+    out = (weights[:, common, None] * y[:, None, :]).flatten(1) @ precisions[common].flatten(0, 1)
+    for k in ((counts > 0) & (2 * counts <= len(y))).nonzero().flatten().tolist():
+        rows = weights[:, k].nonzero().flatten()
+        out.index_add_(0, rows, (weights[rows, k, None] * y[rows]) @ precisions[k])
+    return out
+
+
+def row_chunks(n, width, max_elements=MAX_ELEMENTS):
+    """Slices of ``n`` rows such that a chunk's ``(rows, width)`` intermediates hold at most
     ``max_elements`` numbers."""
-    step = max(1, int(max_elements) // max(K * D, 1))
+    step = max(1, int(max_elements) // max(width, 1))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]

@@ -125,6 +125,32 @@ def test_a_tensor_gives_a_tensor_and_sigma_must_be_positive(images):
             mmse_denoise(noisy, prior, bad, size=SIZE)
 
 
+@pytest.mark.parametrize("denoise", [mmse_denoise, epll_denoise])
+def test_the_denoisers_run_under_the_thread_policy(images, monkeypatch, denoise):
+    """Each chunk of patches is a step of a thread policy capped at ``threads``: the steps run (with one
+    thread or the cap), the image is the one-thread image to rounding, and torch's setting is restored."""
+    import pyro_memo.engine.threads as threads_module
+
+    _, noisy = images
+    cov = _patch_covariance()
+    prior = GaussianMixturePrior([0.4, 0.6], np.stack([0.05 * cov, 2.0 * cov]))
+    steps = []
+    original = threads_module.ThreadPolicy.step
+
+    def counted(self):
+        steps.append(self.threads)
+        return original(self)
+
+    monkeypatch.setattr(threads_module.ThreadPolicy, "step", counted)
+    saved = torch.get_num_threads()
+    one = denoise(noisy, prior, 20.0, size=SIZE, max_elements=4000, threads=1)
+    assert steps and set(steps) == {1}
+    steps.clear()
+    two = denoise(noisy, prior, 20.0, size=SIZE, max_elements=4000, threads=2)
+    assert steps and set(steps) == {2} and torch.get_num_threads() == saved
+    np.testing.assert_allclose(two, one, rtol=1e-12)
+
+
 def test_psnr():
     a = np.zeros((4, 4))
     assert psnr(a, a + 255.0) == pytest.approx(0.0)

@@ -7,7 +7,7 @@ from scipy.stats import multivariate_normal
 from sklearn.mixture import GaussianMixture
 
 import pyro_memo as pm
-from pyro_memo.denoising import GaussianMixturePrior, component_scores
+from pyro_memo.denoising import GaussianMixturePrior, component_scores, map_patches, mmse_patches
 
 
 def _covariances(K, D, seed=0):
@@ -67,3 +67,44 @@ def test_prior_from_sklearn_ignores_the_means():
     np.testing.assert_allclose(prior.covariances.numpy(), gmm.covariances_, rtol=1e-12)
     with pytest.raises(ValueError, match="full"):
         GaussianMixturePrior.from_sklearn(GaussianMixture(2, covariance_type="diag").fit(x))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_restored_patches_are_the_reference_over_every_component(seed):
+    """The denoisers' patch estimates (log joints from packed products, solves only where a component
+    has weight) equal the reference that solves every patch under every component: the posterior mean
+    and the most probable component's Wiener filter, for random mixtures, noise levels and chunk sizes,
+    peaked (patches drawn from the components) or flat (patches of pure noise)."""
+    rng = np.random.default_rng(seed)
+    K, D = int(rng.integers(1, 7)), int(rng.integers(2, 10))
+    cov = _covariances(K, D, seed) * 10 ** rng.uniform(-2, 3, size=(K, 1, 1))  # scales far apart: some
+    # components' weights underflow to exactly zero on some patches, others' do not
+    prior = GaussianMixturePrior(rng.uniform(0.1, 1.0, K), cov)
+    s = float(rng.uniform(0.05, 20.0))
+    n = int(rng.integers(1, 120))
+    labels = rng.integers(K, size=n)
+    drawn = np.stack([rng.multivariate_normal(np.zeros(D), cov[k]) for k in labels])
+    y = torch.as_tensor(drawn if seed % 3 else rng.standard_normal((n, D)) * np.sqrt(s)) + np.sqrt(s) * 0.1
+    precisions, log_norms = prior.noisy_terms(s)
+    log_joint, solves = component_scores(y, precisions, log_norms)
+    resp = torch.softmax(log_joint, -1)
+    mmse = y - s * torch.einsum("nk,nkd->nd", resp, solves)
+    map_ = y - s * solves[torch.arange(n), log_joint.argmax(-1)]
+    for max_elements in (1, 37, 2**20):
+        torch.testing.assert_close(mmse_patches(y, prior, s, max_elements), mmse, rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(map_patches(y, prior, s, max_elements), map_, rtol=1e-9, atol=1e-9)
+
+
+def test_a_float32_prior_restores_patches_as_float64_does():
+    """In float32 the log joints come from every component's solve (the packed form would round relative
+    to the largest terms of the quadratic forms): the estimates are float64's to float32 rounding."""
+    rng = np.random.default_rng(5)
+    cov = _covariances(4, 16, 5) * 10 ** rng.uniform(0, 3, size=(4, 1, 1))
+    prior = GaussianMixturePrior(rng.uniform(0.1, 1.0, 4), cov)
+    y = torch.as_tensor(rng.standard_normal((300, 16)) * 30)
+    single = prior.to(dtype=torch.float32)
+    for restore in (mmse_patches, map_patches):
+        want = restore(y, prior, 25.0)
+        got = restore(y.float(), single, 25.0)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-3)
