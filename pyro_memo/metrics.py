@@ -23,9 +23,9 @@ def _pair(truth, pred):
 
 def _contingency(truth, pred):
     """The ``(clusters, classes)`` table of counts of items with each predicted and true label."""
-    _, t = np.unique(truth, return_inverse=True)
-    _, p = np.unique(pred, return_inverse=True)
-    table = np.zeros((p.max() + 1 if p.size else 0, t.max() + 1 if t.size else 0), dtype=np.int64)
+    classes, t = np.unique(truth, return_inverse=True)
+    clusters, p = np.unique(pred, return_inverse=True)
+    table = np.zeros((len(clusters), len(classes)), dtype=np.int64)
     np.add.at(table, (p, t), 1)
     return table
 
