@@ -32,7 +32,7 @@ def _contingency(truth, pred):
 
 def _entropy(counts):
     """Entropy (nats) of the label distribution with these positive counts."""
-    q = counts[counts > 0] / counts.sum()
+    q = counts / counts.sum()
     return float(-(q * np.log(q)).sum())
 
 

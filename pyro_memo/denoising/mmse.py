@@ -16,6 +16,7 @@ the mean of the estimates of the patches covering it, :math:`\\hat x = (\\sum_i 
 import torch
 
 from ..engine.threads import ThreadPolicy
+from ..families._sparse import drop_underflow
 from .images import check_sigma
 from .patches import PATCH, as_image_tensor, average_patches, image_patches, like_input
 from .prior import MAX_ELEMENTS, restore_patches
@@ -30,8 +31,11 @@ def mmse_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS, policy=None):
 
 
 def _posterior_probabilities(log_joint):
-    """:math:`p(k \\mid y_i)` ``(n, K)``: the softmax of each row of log joints."""
-    return torch.softmax(log_joint, dim=-1)
+    """:math:`p(k \\mid y_i)` ``(n, K)``: the softmax of each row of log joints, probabilities below
+    :math:`\\sqrt{\\text{tiny}}` set to zero (:func:`~pyro_memo.families._sparse.drop_underflow`), so
+    that :func:`~pyro_memo.denoising.prior.restore_patches` skips their solves: each would move an
+    estimate by less than :math:`10^{-150}` of a solve."""
+    return drop_underflow(torch.softmax(log_joint, dim=-1))
 
 
 def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS, threads=None):

@@ -15,7 +15,6 @@ import math
 import numpy as np
 import torch
 
-from ..families._sparse import drop_underflow
 from ..families._special import logdet_from_cholesky, safe_cholesky
 from ..families.base import packed_outer, packed_quadratic_weights
 
@@ -124,9 +123,7 @@ def restore_patches(y, prior, noise_var, pick, max_elements=MAX_ELEMENTS, policy
     precisions (:func:`~pyro_memo.families.base.packed_quadratic_weights`: half the multiply-adds of
     every component's solve, and no ``(n, K, D)`` intermediate); the solves are then formed only where
     :math:`r_{ik} > 0`, one product per component over its patches (for the most probable component,
-    one solve per patch). Weights below :math:`\\sqrt{\\text{tiny}}` are dropped
-    (:func:`~pyro_memo.families._sparse.drop_underflow`): they move an estimate by less than
-    :math:`10^{-150}` of a solve. Formed in chunks of rows holding at most ``max_elements`` numbers of
+    one solve per patch). Formed in chunks of rows holding at most ``max_elements`` numbers of
     packed products. The packed form rounds relative to :math:`\\sum_{ij} |y_i P_{ij} y_j|`, which suits
     float64 (the prior's default); a prior in another dtype scores by every component's solve
     (:func:`component_scores`). Each chunk is one step of ``policy``, an entered
@@ -142,7 +139,7 @@ def restore_patches(y, prior, noise_var, pick, max_elements=MAX_ELEMENTS, policy
             patches = y[rows]
             log_joint = (torch.addmm(log_norms, packed_outer(patches), quadratic, alpha=-0.5) if packed
                          else component_scores(patches, precisions, log_norms)[0])
-            out[rows] = patches - noise_var * _weighted_solves(patches, precisions, drop_underflow(pick(log_joint)))
+            out[rows] = patches - noise_var * _weighted_solves(patches, precisions, pick(log_joint))
     return out
 
 
