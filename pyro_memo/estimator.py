@@ -196,8 +196,11 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     # ------------------------------------------------------------- read-outs
     def _validated(self, X):
+        """``X`` checked as the training data were: scikit-learn's checks, then the family's (its
+        support, e.g. counts for Poisson, and a magnitude whose statistics cannot overflow)."""
         check_is_fitted(self)
-        return torch.tensor(validate_data(self, X, dtype=self._np_dtype(), reset=False))
+        X = validate_data(self, X, dtype=self._np_dtype(), reset=False)
+        return self.posterior_.family.check_data(torch.tensor(X))
 
     def predict_proba(self, X):
         """Responsibilities :math:`\\hat r_{nk}` (Hughes & Sudderth 2013, eq. 9) in label order:

@@ -1,5 +1,7 @@
 """The scikit-learn estimator DPMixture: sklearn's own conventions, clustering and densities."""
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -139,6 +141,31 @@ def test_wrong_number_of_features_at_predict():
     est = DPMixture(n_components=3, random_state=0).fit(blobs(60)[0])
     with pytest.raises(ValueError, match="features"):
         est.predict(np.ones((4, 3)))
+
+
+@pytest.mark.parametrize("family,train,bad,match", [
+    ("poisson", np.random.RandomState(0).poisson(3, (100, 4)), -np.ones((1, 4)), "non-negative"),
+    ("poisson", np.random.RandomState(0).poisson(3, (100, 4)), np.full((1, 4), 0.5), "integer"),
+    ("bern", np.random.RandomState(0).rand(100, 4) < 0.3, np.full((1, 4), 7.0), "binary"),
+])
+@pytest.mark.parametrize("method", ["predict", "predict_proba", "score_samples"])
+def test_every_read_out_checks_the_familys_support(family, train, bad, match, method):
+    est = DPMixture(family=family, n_components=4, max_iter=5, random_state=0).fit(train.astype(float))
+    with pytest.raises(ValueError, match=match):
+        getattr(est, method)(bad)
+
+
+@pytest.mark.parametrize("dtype,value", [("float32", 1e20), ("float64", 1e160)])
+@pytest.mark.parametrize("method", ["predict", "predict_proba", "score_samples"])
+def test_values_whose_squares_overflow_are_refused_not_turned_into_nan(dtype, value, method):
+    est = DPMixture(n_components=4, max_iter=5, random_state=0, dtype=dtype).fit(blobs(60)[0])
+    with pytest.raises(ValueError, match=re.escape(f"values up to {value:.3g} in magnitude") + f".* overflow {dtype}"):
+        getattr(est, method)([[value, value]])
+
+
+def test_training_data_whose_squares_overflow_are_refused_before_the_default_prior():
+    with pytest.raises(ValueError, match="rescale the data"):
+        DPMixture(n_components=3, max_iter=3).fit(blobs(60)[0] * 1e200)
 
 
 def test_prior_settings_reach_the_family_and_change_the_fit():

@@ -130,6 +130,18 @@ def test_negative_counts_raise(fitted, method):
         getattr(clone(est) if method == "fit" else est, method)(bad)
 
 
+@pytest.mark.parametrize("method", ["fit", "transform", "score"])
+def test_counts_whose_total_overflows_raise_instead_of_nan(fitted, method):
+    est, x, _ = fitted
+    with pytest.raises(ValueError, match="sum past float64's largest number"):
+        getattr(clone(est) if method == "fit" else est, method)(x * 1e307)
+
+
+def test_huge_counts_whose_total_is_finite_still_fit(fitted):
+    est, x, _ = fitted
+    assert np.isfinite(est.transform(x[:3] * 1e300)).all()
+
+
 def test_wrong_vocabulary_size_at_transform(fitted):
     est, _, _ = fitted
     with pytest.raises(ValueError, match="features"):

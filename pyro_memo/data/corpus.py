@@ -94,7 +94,9 @@ class Corpus:
 def from_counts(matrix, vocab=None):
     """A corpus from a ``(D, V)`` count matrix: dense array or any scipy sparse matrix.
 
-    :raises ValueError: on negative, non-integer-valued or non-finite counts.
+    Counts need not be whole numbers (weighted or scaled term frequencies work).
+
+    :raises ValueError: on negative or non-finite counts, or counts whose total overflows float64.
     """
     import scipy.sparse as sp
 
@@ -104,6 +106,11 @@ def from_counts(matrix, vocab=None):
         raise ValueError("count matrix contains NaN or inf")
     if np.any(m.data < 0):
         raise ValueError("count matrix contains negative counts")
+    with np.errstate(over="ignore"):
+        total = m.data.sum()
+    if not np.isfinite(total):
+        raise ValueError(f"count matrix's counts (up to {m.data.max():.3g}) sum past float64's largest number "
+                         f"({np.finfo(np.float64).max:.3g}); rescale them")
     m.eliminate_zeros()
     return Corpus(m.indptr, m.indices, m.data, m.shape[1], vocab)
 

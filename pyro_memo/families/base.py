@@ -20,6 +20,7 @@ Conventions shared by all families:
 """
 
 import functools
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
@@ -49,6 +50,9 @@ class ConjugateFamily(ABC):
     #: the prior key that sets how spread out a component is expected to be (a covariance scale),
     #: multiplied by :meth:`with_prior`'s ``scale``; ``None`` for families without one
     spread_key = None
+    #: the highest power of the data in the sufficient statistics (2 for a Gaussian's scatter),
+    #: which bounds the data's magnitude (:func:`check_magnitude`)
+    stat_degree = 1
 
     # ------------------------------------------------------------- Pyro form
     # How the family is written as Pyro sites, declared as data and as functions that are
@@ -169,7 +173,7 @@ class ConjugateFamily(ABC):
             if key not in prior:
                 raise ValueError(f"the {self.name} family has no prior '{key}'; its priors are "
                                  f"{', '.join(self.prior_names)}")
-            value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
+            value = self._prior_tensor(key, value)
             if value.dim() == 0 and prior[key].dim() >= 2:
                 raise ValueError(f"{self.name} prior '{key}' is a matrix; scale it with the prior scale "
                                  f"(--prior-scale) instead of one number")
@@ -188,6 +192,16 @@ class ConjugateFamily(ABC):
                                  f"({', '.join(self.prior_names)}) instead")
             prior[self.spread_key] = prior[self.spread_key] * scale
         return type(self)(prior, dtype=self.dtype, device=self.device)
+
+    def _prior_tensor(self, key, value):
+        """``value`` for prior ``key`` as a tensor of this family's dtype and device."""
+        boolean = isinstance(value, bool) or getattr(value, "dtype", None) in (torch.bool, bool)
+        try:
+            if not boolean:
+                return torch.as_tensor(value, dtype=self.dtype, device=self.device)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+        raise ValueError(f"{self.name} prior '{key}' must be a real number or an array of them; got {value!r}")
 
     def _check_prior(self):
         """Raise :class:`ValueError` if hyperparameters are outside their domain."""
@@ -223,6 +237,7 @@ class ConjugateFamily(ABC):
         if values_checked:
             return x
         check_finite(x, self.name)
+        check_magnitude(x, self.name, self.stat_degree)
         self._check_support(x)
         return x
 
@@ -390,12 +405,13 @@ def _as_float(x, dtype, device):
     return x.to(dtype=dtype, device=device)
 
 
-def data_for_defaults(x, dtype, device, name):
-    """``x`` as a float tensor for computing data-scaled default priors."""
+def data_for_defaults(x, dtype, device, family):
+    """``x`` as a float tensor for computing the data-scaled default priors of the class ``family``."""
     x = _as_float(x, dtype, device)
     if x.dim() != 2 or x.shape[0] == 0:
-        raise ValueError(f"{name} data must be a non-empty 2-D (N, D) array; got shape {tuple(x.shape)}")
-    check_finite(x, name)
+        raise ValueError(f"{family.name} data must be a non-empty 2-D (N, D) array; got shape {tuple(x.shape)}")
+    check_finite(x, family.name)
+    check_magnitude(x, family.name, family.stat_degree)
     return x
 
 
@@ -404,6 +420,20 @@ def check_finite(x, name):
     if not bool(torch.isfinite(x).all()):
         bad = (~torch.isfinite(x)).any(1).nonzero().flatten()
         raise NonFiniteDataError(name, len(bad), x.shape[0], int(bad[0]))
+
+
+def check_magnitude(x, name, degree):
+    """Raise :class:`ValueError` if sums over the rows of the ``(N, D)`` data ``x``'s entries to the power
+    ``degree`` (the sufficient statistics' highest, :attr:`ConjugateFamily.stat_degree`) can overflow
+    ``x``'s dtype: :math:`N D \\max |x|^{degree}` above its largest finite number (compared in logs)."""
+    largest = float(x.abs().amax())
+    limit = torch.finfo(x.dtype).max
+    if largest > 0 and degree * math.log(largest) + math.log(x.numel()) > math.log(limit):
+        sums = "squares" if degree == 2 else "values"
+        wider = "" if x.dtype == torch.float64 else " or fit in float64"
+        raise ValueError(f"{name} data has values up to {largest:.3g} in magnitude: sums of their {sums} over "
+                         f"its {x.shape[0]} rows can overflow {str(x.dtype).removeprefix('torch.')} (largest "
+                         f"{limit:.3g}); rescale the data (e.g. standardise its columns){wider}")
 
 
 class NonFiniteDataError(ValueError):

@@ -36,7 +36,7 @@ class Bernoulli(ConjugateFamily):
     @classmethod
     def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
         """Default: uniform Beta(1, 1) per dimension."""
-        x = data_for_defaults(x, dtype, device, cls.name)
+        x = data_for_defaults(x, dtype, device, cls)
         d = x.shape[1]
         prior = {"a": torch.ones(d), "b": torch.ones(d)}
         prior.update(overrides)

@@ -21,6 +21,7 @@ class DiagGaussian(ConjugateFamily):
     prior_names = ("m", "kappa", "a", "b")
     spread_key = "b"
     stat_names = ("x", "xx")
+    stat_degree = 2
 
     def __init__(self, prior, dtype=torch.float64, device=None):
         prior = dict(prior)
@@ -47,7 +48,7 @@ class DiagGaussian(ConjugateFamily):
         """Defaults: ``m`` = data mean, ``kappa`` = 1, ``a`` = 1 and ``b`` = the data
         variance per dimension (floored at ``1e-4`` of the mean variance), so that
         :math:`E[\\lambda_d^{-1}]`-scale matches the data."""
-        x = data_for_defaults(x, dtype, device, cls.name)
+        x = data_for_defaults(x, dtype, device, cls)
         var = x.var(0, unbiased=False)
         scale = var.mean()
         if not bool(scale > 0):

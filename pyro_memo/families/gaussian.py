@@ -30,6 +30,7 @@ class Gaussian(ConjugateFamily):
     prior_names = ("m", "kappa", "nu", "B")
     spread_key = "B"
     stat_names = ("x", "xx")
+    stat_degree = 2
 
     @property
     def dim(self):
@@ -50,7 +51,7 @@ class Gaussian(ConjugateFamily):
         """Defaults: ``m`` = data mean, ``kappa`` = 1, ``nu`` = D + 2 and ``B`` = the
         (regularised) empirical covariance, so the prior mean covariance
         :math:`B/(\\nu - D - 1)` equals the data's covariance."""
-        x = data_for_defaults(x, dtype, device, cls.name)
+        x = data_for_defaults(x, dtype, device, cls)
         d = x.shape[1]
         mean = x.mean(0)
         centered = x - mean

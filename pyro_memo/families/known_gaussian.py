@@ -59,6 +59,7 @@ class KnownCovGaussian(ConjugateFamily):
     prior_names = ("m", "S", "noise")
     spread_key = "noise"
     stat_names = ("x", "xPx")
+    stat_degree = 2
 
     @property
     def dim(self):
@@ -85,7 +86,7 @@ class KnownCovGaussian(ConjugateFamily):
         """Defaults: ``m`` = data mean, ``S`` = the (regularised) data covariance (the means spread
         like the data) and ``noise`` = a tenth of it (components a tenth as spread as the data;
         set it with ``noise=...`` or scale it with the prior scale)."""
-        x = data_for_defaults(x, dtype, device, cls.name)
+        x = data_for_defaults(x, dtype, device, cls)
         mean = x.mean(0)
         centred = x - mean
         cov = regularized_scatter(centred.T @ centred / x.shape[0], f"{cls.name} default prior S", (x * x).mean())

@@ -43,7 +43,7 @@ class Multinomial(ConjugateFamily):
     @classmethod
     def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
         """Default: symmetric Dirichlet with concentration 0.5 (Jeffreys) per category."""
-        x = data_for_defaults(x, dtype, device, cls.name)
+        x = data_for_defaults(x, dtype, device, cls)
         prior = {"lam": torch.full((x.shape[1],), 0.5)}
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device)

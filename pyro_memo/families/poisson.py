@@ -39,7 +39,7 @@ class Poisson(ConjugateFamily):
     def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
         """Defaults: ``a`` = 1 and ``b`` = 1 / (per-dimension mean), so :math:`E[\\lambda_d]`
         matches the data mean (the mean is floored at 1e-2 for all-zero columns)."""
-        x = data_for_defaults(x, dtype, device, cls.name)
+        x = data_for_defaults(x, dtype, device, cls)
         mean = x.mean(0).clamp_min(1e-2)
         prior = {"a": torch.ones(x.shape[1]), "b": 1.0 / mean}
         prior.update(overrides)

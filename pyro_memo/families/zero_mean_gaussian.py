@@ -37,6 +37,7 @@ class ZeroMeanGaussian(ConjugateFamily):
     prior_names = ("nu", "B")
     spread_key = "B"
     stat_names = ("xx",)
+    stat_degree = 2
 
     @property
     def dim(self):
@@ -49,7 +50,7 @@ class ZeroMeanGaussian(ConjugateFamily):
     def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
         """Defaults: ``nu`` = D + 2 and ``B`` = the (regularised) second-moment matrix
         :math:`\\frac1N\\sum_n x_n x_n^T`, so the prior mean covariance matches the data."""
-        x = data_for_defaults(x, dtype, device, cls.name)
+        x = data_for_defaults(x, dtype, device, cls)
         d = x.shape[1]
         prior = {
             "nu": torch.tensor(d + 2.0),

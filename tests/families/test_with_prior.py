@@ -53,3 +53,10 @@ def test_unknown_keys_matrices_given_a_number_wrong_shapes_and_bad_values_are_re
     with pytest.raises(ValueError, match="nu"):
         family.with_prior(nu=1.0)
     assert torch.equal(family.with_prior(m=torch.ones(3)).prior["m"], torch.ones(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("value", [None, "ab", True, torch.tensor([True, False]), 1 + 2j, object()])
+def test_a_value_that_is_not_real_numbers_is_refused_naming_the_key(value):
+    family = pm.Gaussian.from_data(make_data("gauss", 50, D=2))
+    with pytest.raises(ValueError, match="gauss prior 'kappa' must be a real number"):
+        family.with_prior(kappa=value)
