@@ -1,10 +1,14 @@
 """Memoized inference as a Pyro ELBO: ``SVI(model, guide, ClosedFormOptimizer(), MemoizedELBO())``."""
 
+from typing import NamedTuple
+
 import pyro
 import torch
 from pyro.infer import ELBO
 
 from ..inference import DPMixturePosterior
+from ..memo import SummaryCache
+from .closed_form_optimizer import mark_closed_form
 from .guide import DPMixtureGuide
 from .hdp_guide import HDPGuide
 from .relational_guide import RelationalGuide
@@ -20,7 +24,10 @@ class MemoizedELBO(ELBO):
     negative exact ELBO of the memoized whole-data summary under the current globals.
     :meth:`loss_and_grads` also writes the closed-form global update (eq. 10) as the
     parameters' gradients, which :class:`ClosedFormOptimizer` applies. Batches must be
-    fixed: the same index set each time a batch is visited.
+    fixed: the same index set each time a batch is visited; a new index set that would count
+    items the memo already holds raises :class:`ValueError`. A call on the whole data (no
+    subsample, e.g. ``svi.evaluate_loss(data)``) is scored by its own summary, whatever batches
+    the memo holds, and a step on it replaces them.
 
     Until every batch has been visited once the memo covers only the batches seen so
     far, so the loss is exact for the whole data from the end of the first lap on. As the
@@ -50,13 +57,16 @@ class MemoizedELBO(ELBO):
 
     def _move(self, guide, complete, target):
         """Write the update toward ``target()`` (the closed-form globals, computed only when used) as
-        gradients, or zero gradients while the first lap is held (the memo is not ``complete``)."""
+        gradients, or zero gradients while the first lap is held (the memo is not ``complete``); mark
+        the parameters for :class:`~pyro_memo.bridge.ClosedFormOptimizer`."""
         if self.incremental_first_lap or complete:
             guide.set_update_direction(target())
-            return
+        else:
+            for name in guide._names().values():
+                unconstrained = pyro.param(name).unconstrained()
+                unconstrained.grad = torch.zeros_like(unconstrained)
         for name in guide._names().values():
-            unconstrained = pyro.param(name).unconstrained()
-            unconstrained.grad = torch.zeros_like(unconstrained)
+            mark_closed_form(pyro.param(name).unconstrained())
 
     def _get_trace(self, model, guide, args, kwargs):
         raise NotImplementedError("MemoizedELBO evaluates the ELBO in closed form; it draws no traces")
@@ -71,20 +81,22 @@ class MemoizedELBO(ELBO):
         guide.setup(*args, **kwargs)
 
     @staticmethod
-    def _hdp_step(guide, args, kwargs, store):
-        """The HDP batch's key and summary from its local step (counts stored only if ``store``)."""
-        spec, posterior = guide.spec, guide.posterior
-        batch = spec.batch(args, kwargs)
-        saved = None if store or guide.doc_topic_counts is None else guide.doc_topic_counts.clone()
-        _, summary = guide.local_step(posterior, batch)
-        if not store:
-            guide.doc_topic_counts = saved
-        return posterior, batch_key(spec.batch_indices(args, kwargs)), summary
-
-    @classmethod
-    def _prepare(cls, model, guide, args, kwargs):
-        cls._check(model, guide, args, kwargs)
+    def _batch(guide, args, kwargs, store):
+        """The call's :class:`_Batch` from the exact local step under the current globals (an HDP
+        guide keeps the batch documents' new counts only if ``store``)."""
         spec = guide.spec
+        if isinstance(guide, RelationalGuide):
+            posterior = guide.posterior_for(*args, **kwargs)
+            key, summary, size = guide.batch_step(posterior, *args, **kwargs)
+            return _Batch(posterior, key, summary, size, len(spec.pairs(args, kwargs)[0]), "pairs")
+        if isinstance(guide, HDPGuide):
+            posterior, batch = guide.posterior, spec.batch(args, kwargs)
+            saved = None if store or guide.doc_topic_counts is None else guide.doc_topic_counts.clone()
+            _, summary = guide.local_step(posterior, batch)
+            if not store:
+                guide.doc_topic_counts = saved
+            key = batch_key(spec.batch_indices(args, kwargs))
+            return _Batch(posterior, key, summary, summary.num_items, spec.plate_size(args, kwargs), "documents")
         size, indices, subsample_size = spec.plate_args(args, kwargs)
         if indices is None and subsample_size != size:
             raise ValueError(
@@ -93,55 +105,87 @@ class MemoizedELBO(ELBO):
             )
         posterior = guide.posterior
         _, summary = posterior.local_step(spec.data(args, kwargs, indices))
-        return guide, posterior, batch_key(indices), summary
-
-    @classmethod
-    def _relational_step(cls, model, guide, args, kwargs):
-        cls._check(model, guide, args, kwargs)
-        posterior = guide.posterior_for(*args, **kwargs)
-        key, summary, size = guide.batch_step(posterior, *args, **kwargs)
-        return posterior, key, summary, size
+        return _Batch(posterior, batch_key(indices), summary, summary.num_items, size, "items")
 
     def loss(self, model, guide, *args, **kwargs):
-        """Negative exact memoized ELBO with the current batch's summary refreshed (the memo is unchanged)."""
-        if isinstance(guide, RelationalGuide):
-            posterior, key, summary, _ = self._relational_step(model, guide, args, kwargs)
-            return -float(posterior.elbo(guide.memo.total_with(key, summary)))
-        if isinstance(guide, HDPGuide):
-            self._check(model, guide, args, kwargs)
-            posterior, key, summary = self._hdp_step(guide, args, kwargs, store=False)
-            return -float(posterior.elbo(guide.memo.total_with(key, summary)))
-        guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
-        return -float(posterior.elbo(guide.memo.total_with(key, summary)))
+        """Negative exact memoized ELBO with the current batch's summary refreshed (the memo is unchanged).
+        A call on the whole data is scored by its own summary alone, whatever batches the memo holds."""
+        self._check(model, guide, args, kwargs)
+        batch = self._batch(guide, args, kwargs, store=False)
+        if batch.whole:
+            return -float(batch.posterior.elbo(batch.summary))
+        _check_fixed(guide, batch)
+        return -float(batch.posterior.elbo(guide.memo.total_with(batch.key, batch.summary)))
 
     def loss_and_grads(self, model, guide, *args, **kwargs):
-        """As :meth:`loss`, then store the batch's summary in the memo and set the gradients
-        that move the globals to their closed-form optimum given the new memo."""
-        if isinstance(guide, RelationalGuide):
-            guide.setup(*args, **kwargs)
-            guide.check_data(*args, **kwargs)
-            posterior, key, summary, size = self._relational_step(model, guide, args, kwargs)
-            guide.memo.replace(key, summary)
-            guide.memo_pairs[key] = size
-            total = guide.memo.total
-            complete = sum(guide.memo_pairs.values()) >= len(guide.spec.pairs(args, kwargs)[0])
-            self._move(guide, complete, lambda: posterior.updated(total))
-            return -float(posterior.elbo(total))
-        if isinstance(guide, HDPGuide):
-            self._check(model, guide, args, kwargs)
-            guide.check_data(*args, **kwargs)
-            posterior, key, summary = self._hdp_step(guide, args, kwargs, store=True)
-            guide.memo.replace(key, summary)
-            total = guide.memo.total
-            complete = guide.memo.num_items >= guide.spec.plate_size(args, kwargs)
-            self._move(guide, complete, lambda: posterior.updated(total))
-            return -float(posterior.elbo(total))
-        guide, posterior, key, summary = self._prepare(model, guide, args, kwargs)
+        """As :meth:`loss`, then store the batch's summary in the memo (a call on the whole data replaces
+        every batch's) and set the gradients that move the globals to their closed-form optimum given the
+        new memo."""
+        self._check(model, guide, args, kwargs)
         guide.check_data(*args, **kwargs)
-        guide.memo.replace(key, summary)
+        batch = self._batch(guide, args, kwargs, store=True)
+        if batch.whole or _one_whole_summary(guide, batch):  # a whole-data summary has no batches to refresh
+            guide.memo = SummaryCache()
+            if isinstance(guide, RelationalGuide):
+                guide.memo_pairs = {}
+        else:
+            _check_fixed(guide, batch)
+        guide.memo.replace(batch.key, batch.summary)
+        if isinstance(guide, RelationalGuide):
+            guide.memo_pairs[batch.key] = batch.size
         total = guide.memo.total
-        loss = -float(posterior.elbo(total))
-        complete = guide.memo.num_items >= guide.spec.plate_args(args, kwargs)[0]
-        self._move(guide, complete,
-                   lambda: DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total))
-        return loss
+        self._move(guide, _held(guide) >= batch.plate_size, lambda: _optimum(guide, batch.posterior, total))
+        return -float(batch.posterior.elbo(total))
+
+
+def _optimum(guide, posterior, total):
+    """The globals optimal for the memo's ``total`` summary (eq. 10)."""
+    if isinstance(guide, DPMixtureGuide):
+        return DPMixturePosterior(posterior.family, posterior.sticks, None, None, None).update(total)
+    return posterior.updated(total)
+
+
+class _Batch(NamedTuple):
+    """A call's batch: the globals it was summarised under, its memo key and summary, how many of the
+    data's ``plate_size`` items (documents, pairs: ``unit``) it holds."""
+
+    posterior: object
+    key: str
+    summary: object
+    size: int
+    plate_size: int
+    unit: str
+
+    @property
+    def whole(self):
+        """Whether the batch is the whole data."""
+        return self.size >= self.plate_size
+
+
+def _held(guide):
+    """Items (documents; pairs) the guide's memo holds."""
+    return sum(guide.memo_pairs.values()) if isinstance(guide, RelationalGuide) else guide.memo.num_items
+
+
+def _one_whole_summary(guide, batch):
+    """Whether the memo holds one summary, of the whole data (a call on the whole data stored it)."""
+    return len(guide.memo.batches) == 1 and _held(guide) >= batch.plate_size
+
+
+def _check_fixed(guide, batch):
+    """Raise :class:`ValueError` if ``batch`` is a new index set that, beside the batches the memo holds,
+    would count more than the data's items: its batches are not fixed, and their summaries would
+    count some items twice."""
+    held = _held(guide)
+    if batch.key in guide.memo.batches or held + batch.size <= batch.plate_size:
+        return
+    if _one_whole_summary(guide, batch):
+        raise ValueError(
+            f"the memo holds one summary of the whole data, which this batch of {batch.size} {batch.unit} cannot "
+            f"refresh: evaluate the loss on the whole data, or take a step on the batch first (the memo then "
+            f"starts again from it)")
+    raise ValueError(
+        f"memoized inference needs fixed batches: this batch's {batch.size} {batch.unit} are a new index set, "
+        f"and beside the {held} that the memo holds for the {len(guide.memo.batches)} batches seen before, "
+        f"the data's {batch.plate_size} would be counted more than once. Split the indices once (e.g. "
+        f"batches = torch.randperm(N).split(B) before the first lap) and visit the same batches every lap")

@@ -1,0 +1,108 @@
+"""MemoizedELBO counts every item once: a call on the whole data after batched steps is scored by its own
+summary (``svi.evaluate_loss(data)``), batches that are not fixed are refused, and ClosedFormOptimizer
+refuses gradients from another loss before moving any parameter. For the DP, HDP and relational guides."""
+
+import pyro
+import pytest
+import torch
+from pyro.infer import SVI, Trace_ELBO
+
+import pyro_memo as pm
+from pyro_memo.models import HDPRelationalModel
+from tests.bridge.test_hdp_bridge import corpus, topic_model
+from tests.bridge.test_memoized_elbo import model as dp_model
+from tests.bridge.test_relational_svi import random_pairs
+
+
+def dp_case(seed):
+    """``(model, guide, call(batch) -> args, batch splits)`` for a DP mixture on 240 points."""
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.tensor([[4.0, 0.0], [-4.0, 0.0], [0.0, 5.0]])
+    data = torch.cat([c + torch.randn(80, 2, generator=g) for c in centers])
+    return dp_model, pm.DPMixtureGuide(dp_model, K=4, seed=seed), lambda b: (data, b), len(data)
+
+
+def hdp_case(seed):
+    doc_of, words, D, V = corpus(10 + seed, D=12)
+    return topic_model, pm.HDPGuide(topic_model, seed=seed), lambda b: (doc_of, words, D, V, b), D
+
+
+def relational_case(seed):
+    src, dst, y = random_pairs(seed, N=20)
+    model = HDPRelationalModel(20, 3, alpha=0.5)
+    guide = pm.RelationalGuide(model, prefix="rel", seed=seed)
+    return model, guide, lambda nodes: (src, dst, y, None if nodes is None else pm.batch_pairs(src, dst, nodes)), 20
+
+
+CASES = {"dp": dp_case, "hdp": hdp_case, "relational": relational_case}
+
+
+def splits(n, seed, parts=3):
+    return list(torch.randperm(n, generator=torch.Generator().manual_seed(seed)).chunk(parts))
+
+
+@pytest.mark.parametrize("kind", CASES)
+@pytest.mark.parametrize("seed", range(3))
+def test_the_whole_data_loss_after_batched_steps_counts_every_item_once(kind, seed):
+    pyro.clear_param_store()
+    model, guide, call, n = CASES[kind](seed)
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    batches = splits(n, seed)
+    losses = [svi.step(*call(b)) for _ in range(6) for b in batches]
+    whole = svi.evaluate_loss(*call(None))
+    # refreshing every batch's local step under the same globals is a coordinate step on the memo's
+    # bound, so the whole-data loss is at most the memo's; counting the data twice would double it
+    memo_loss = -float(guide.posterior_for(*call(None)).elbo(guide.memo.total) if kind == "relational"
+                       else guide.posterior.elbo(guide.memo.total))
+    assert whole <= memo_loss + 1e-9 * abs(memo_loss)
+    assert whole == pytest.approx(losses[-1], rel=0.05)
+    # the memo is unchanged, and a step on the whole data replaces the batches' summaries by its own
+    assert len(guide.memo.batches) == len(batches)
+    svi.step(*call(None))
+    assert len(guide.memo.batches) == 1
+    # the next batch starts the memo again (held, like a first lap) instead of counting items twice
+    svi.step(*call(batches[0]))
+    assert len(guide.memo.batches) == 1
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_batches_drawn_afresh_every_lap_are_refused(kind):
+    pyro.clear_param_store()
+    model, guide, call, n = CASES[kind](0)
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    for b in splits(n, 0):
+        svi.step(*call(b))
+    moved = splits(n, 1)[0]
+    before = {name: value.detach().clone() for name, value in pyro.get_param_store().items()}
+    for method in (svi.step, svi.evaluate_loss):
+        with pytest.raises(ValueError, match="needs fixed batches: this batch's .* new index set"):
+            method(*call(moved))
+    assert all(torch.equal(pyro.param(name).detach(), value) for name, value in before.items())
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_a_partial_batch_over_a_whole_data_memo_is_not_scored_twice(kind):
+    pyro.clear_param_store()
+    model, guide, call, n = CASES[kind](0)
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    batches = splits(n, 0)
+    svi.step(*call(batches[1]))
+    svi.step(*call(None))
+    with pytest.raises(ValueError, match="one summary of the whole data"):
+        svi.evaluate_loss(*call(batches[0]))
+
+
+def test_closed_form_optimizer_refuses_gradients_of_another_loss_before_moving_anything():
+    pyro.clear_param_store()
+    model, guide, call, n = dp_case(0)
+    guide.setup(*call(None))
+    before = {name: value.detach().clone() for name, value in pyro.get_param_store().items()}
+    svi = SVI(model, pyro.infer.config_enumerate(guide), pm.ClosedFormOptimizer(), Trace_ELBO())
+    with pytest.raises(ValueError, match="ClosedFormOptimizer applies the closed-form update .* another loss"):
+        svi.step(*call(None))
+    assert all(torch.equal(pyro.param(name).detach(), value) for name, value in before.items())
+    # the same optimizer still runs MemoizedELBO, and a later foreign step is refused again
+    memo = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    assert torch.isfinite(torch.tensor(memo.step(*call(None))))
+    with pytest.raises(ValueError, match="another loss"):
+        svi.step(*call(None))
