@@ -128,6 +128,32 @@ def log_normalizer_ratio(nu, B, nu0, B0):
     )
 
 
+def student_t_log_predictive(x, nu, B, scale, centres=None):
+    """The Wishart families' posterior predictive, a multivariate Student-t: ``(n, K)`` of
+
+    .. math:: \\log p(x_n \\mid S_k) = -\\tfrac D2\\log\\pi + \\log\\Gamma(\\tfrac{\\nu_k+1}2)
+        - \\log\\Gamma(\\tfrac{\\nu_k+1-D}2) - \\tfrac12\\log|B_k| + \\tfrac D2\\log c_k
+        - \\tfrac{\\nu_k+1}2\\log(1 + c_k\\,\\delta_{nk}),
+
+    :math:`\\delta_{nk} = u^T B_k^{-1} u`, :math:`u = x_n - m_k` (``centres`` ``(K, D)``; zero if ``None``),
+    :math:`c_k` = ``scale`` ``(K,)``. It is the marginal-likelihood ratio (Blei & Jordan 2006, §4) of
+    :func:`log_normalizer_ratio` for the one-item update :math:`\\nu_k + 1`, :math:`B_k + c_k u u^T`
+    (Normal-Wishart: :math:`c_k = \\kappa_k / (\\kappa_k + 1)`, and :math:`\\tfrac D2 \\log c_k` is the
+    ratio of the mean's :math:`\\kappa` terms; zero-mean Wishart: :math:`c_k = 1`): :math:`\\Gamma_D`
+    telescopes to its last factor, and the matrix determinant lemma
+    :math:`|B + c u u^T| = |B|(1 + c u^T B^{-1} u)` replaces the update's Cholesky, which fails once
+    :math:`c\\,\\delta` passes ~1/eps, by a triangular solve with :math:`B_k`'s own factor."""
+    d = x.shape[-1]
+    chol = safe_cholesky(B, "posterior scale matrix B")
+    diff = x.unsqueeze(0) if centres is None else x.unsqueeze(0) - centres.unsqueeze(1)  # (K or 1, n, D)
+    whitened = torch.linalg.solve_triangular(chol, diff.transpose(-1, -2), upper=False)  # (K, D, n)
+    delta = whitened.square().sum(-2).T  # (n, K)
+    half = 0.5 * (nu + 1)
+    const = (torch.lgamma(half) - torch.lgamma(half - 0.5 * d) - 0.5 * logdet_from_cholesky(chol)
+             + 0.5 * d * torch.log(scale) - 0.5 * d * math.log(math.pi))
+    return const - half * torch.log1p(scale * delta)
+
+
 def mvn_log_density_precision(x, mu, Lam):
     """:math:`\\log N(x \\mid \\mu, \\Lambda^{-1})` with ``x, mu`` ``(..., D)`` and ``Lam`` ``(..., D, D)``."""
     d = x.shape[-1]

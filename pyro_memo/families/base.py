@@ -368,6 +368,21 @@ class ConjugateFamily(ABC):
         caller has it already.
         """
 
+    def log_predictive(self, x, counts, stats):
+        """Posterior predictive :math:`\\log p(x_n \\mid S_k)` of items ``x`` ``(n, D)`` (checked, this
+        family's dtype) under the components with summaries ``counts`` ``(K,)``, ``stats``: ``(n, K)``.
+
+        The conjugate predictive as a ratio of marginal likelihoods (Blei & Jordan 2006, §4),
+        :math:`\\log p(S_k + s(x_n)) - \\log p(S_k)` with :meth:`log_marginal`, which equals
+        :math:`\\log E_{q(\\phi_k)}[F(x_n \\mid \\phi_k)]` when :math:`q(\\phi_k)` is the posterior of
+        :math:`S_k`. Forms ``n K`` joined summaries; families with a closed form override it."""
+        n, K = x.shape[0], counts.shape[0]
+        ones, items = item_summaries(self, x)
+        joined_counts = (counts.unsqueeze(0) + ones.unsqueeze(1)).reshape(n * K)
+        joined = {key: (stats[key].unsqueeze(0) + items[key].unsqueeze(1)).reshape(n * K, *items[key].shape[1:])
+                  for key in stats}
+        return self.log_marginal(joined_counts, joined).reshape(n, K) - self.log_marginal(counts, stats)
+
     @abstractmethod
     def point_estimates(self, post):
         """Readable posterior summaries per component (e.g. ``means``, ``covariances``): a dict
@@ -396,6 +411,18 @@ class ConjugateFamily(ABC):
 
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim}, dtype={self.dtype})"
+
+
+def item_summaries(family, x, rows=512):
+    """Each item's own sufficient statistics: counts ``(n,)`` of ones and stats ``(n, ...)``,
+    computed ``rows`` items at a time (each chunk's statistics are taken with an identity
+    responsibility matrix, so the cost stays linear in ``n``)."""
+    parts = []
+    for lo in range(0, x.shape[0], rows):
+        chunk = x[lo:lo + rows]
+        parts.append(family.stats(chunk, torch.eye(chunk.shape[0], dtype=x.dtype, device=x.device)))
+    stats = {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+    return torch.ones(x.shape[0], dtype=x.dtype, device=x.device), stats
 
 
 def _as_float(x, dtype, device):

@@ -11,6 +11,7 @@ from ._wishart import (
     mvn_log_density_precision,
     regularized_scatter,
     sample_wishart,
+    student_t_log_predictive,
     whitened_sq_norms,
     wishart_terms,
 )
@@ -137,6 +138,15 @@ class Gaussian(ConjugateFamily):
             + log_normalizer_ratio(post["nu"], post["B"], p["nu"], p["B"])
             + 0.5 * d * (torch.log(p["kappa"]) - torch.log(post["kappa"]))
         )
+
+    def log_predictive(self, x, counts, stats):
+        """The Normal-Wishart predictive in closed form (Blei & Jordan 2006, §4): a multivariate
+        Student-t, :func:`~pyro_memo.families._wishart.student_t_log_predictive` with
+        :math:`c_k = \\kappa_k/(\\kappa_k+1)` centred at :math:`m_k` (equal to the default's
+        marginal-likelihood ratio, without its rank-one-updated Cholesky): ``(n, K)``."""
+        post = self.posterior(counts, stats)
+        scale = post["kappa"] / (post["kappa"] + 1)
+        return student_t_log_predictive(x, post["nu"], post["B"], scale, post["m"])
 
     def log_density(self, x, params):
         return mvn_log_density_precision(x, params["mu"], params["Lambda"])

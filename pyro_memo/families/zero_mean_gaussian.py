@@ -12,6 +12,7 @@ from ._wishart import (
     mvn_log_density_precision,
     regularized_scatter,
     sample_wishart,
+    student_t_log_predictive,
     whitened_sq_norms,
     wishart_terms,
 )
@@ -164,6 +165,14 @@ class ZeroMeanGaussian(ConjugateFamily):
         return -0.5 * counts * self.dim * math.log(math.pi) + log_normalizer_ratio(
             post["nu"], post["B"], self.prior["nu"], self.prior["B"]
         )
+
+    def log_predictive(self, x, counts, stats):
+        """The Wishart predictive in closed form (Blei & Jordan 2006, §4): a zero-mean multivariate
+        Student-t, :func:`~pyro_memo.families._wishart.student_t_log_predictive` with :math:`c_k = 1`
+        (equal to the default's marginal-likelihood ratio, without its rank-one-updated Cholesky):
+        ``(n, K)``."""
+        post = self.posterior(counts, stats)
+        return student_t_log_predictive(x, post["nu"], post["B"], torch.ones_like(post["nu"]))
 
     def log_density(self, x, params):
         return mvn_log_density_precision(x, torch.zeros_like(x), params["Lambda"])

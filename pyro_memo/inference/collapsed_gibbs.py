@@ -6,9 +6,10 @@ import time
 import numpy as np
 import torch
 
+from ..families.base import item_summaries
 from .gibbs import GibbsResult, GibbsSampler, hard_summary, log_crp
 from .initialization import initial_responsibilities
-from .predictive import item_summaries, log_predictive
+from .predictive import log_predictive
 
 
 class CollapsedGibbs(GibbsSampler):

@@ -6,9 +6,11 @@ posterior came from summary :math:`S_k` is the ratio of marginal likelihoods
 .. math:: p(x^* \\mid S_k) = \\exp\\{\\log p(S_k + s(x^*)) - \\log p(S_k)\\}
 
 (``family.log_marginal``), which equals :math:`E_{q(\\phi_k)}[p(x^* \\mid \\phi_k)]` when
-:math:`q(\\phi_k)` is the conjugate posterior for :math:`S_k`. A mixture predictive is the
-weighted log-sum-exp of these over components, plus an empty (prior) component for the
-mass not given to any occupied one.
+:math:`q(\\phi_k)` is the conjugate posterior for :math:`S_k`. Each family computes it
+(``family.log_predictive``): by that ratio by default, in closed form (a multivariate Student-t)
+for the full-covariance Gaussians, whose ratio would factorise an ill-conditioned scale matrix.
+A mixture predictive is the weighted log-sum-exp of these over components, plus an empty
+(prior) component for the mass not given to any occupied one.
 """
 
 import math
@@ -18,37 +20,15 @@ import torch
 from ..summaries import Summary
 
 
-def item_summaries(family, x, rows=512):
-    """Each item's own sufficient statistics: counts ``(n,)`` of ones and stats ``(n, ...)``,
-    computed ``rows`` items at a time (each chunk's statistics are taken with an identity
-    responsibility matrix, so the cost stays linear in ``n``)."""
-    parts = []
-    for lo in range(0, x.shape[0], rows):
-        chunk = x[lo:lo + rows]
-        parts.append(family.stats(chunk, torch.eye(chunk.shape[0], dtype=x.dtype, device=x.device)))
-    stats = {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
-    return torch.ones(x.shape[0], dtype=x.dtype, device=x.device), stats
-
-
 def log_predictive_components(family, summary, x):
-    """:math:`\\log p(x_n \\mid S_k)` for all items and components: ``(n, K)``, computed in
-    chunks of at most 512 rows whose ``(rows, K, ...)`` statistics stay near 4M numbers."""
-    base = family.log_marginal(summary.counts, summary.stats)  # (K,)
+    """:math:`\\log p(x_n \\mid S_k)` for all items and components: ``(n, K)``, the family's
+    :meth:`~pyro_memo.families.ConjugateFamily.log_predictive` computed in chunks of at most 512 rows
+    whose ``(rows, K, ...)`` statistics stay near 4M numbers."""
     K = summary.K
     per_item = max(1, sum(v[:1].numel() for v in summary.stats.values()))
     rows = max(1, min(512, 2**22 // (K * per_item)))
-    out = []
-    for lo in range(0, x.shape[0], rows):
-        chunk = x[lo:lo + rows]
-        ones, stats = item_summaries(family, chunk)
-        n = chunk.shape[0]
-        counts = (summary.counts.unsqueeze(0) + ones.unsqueeze(1)).reshape(n * K)
-        joined = {
-            key: (summary.stats[key].unsqueeze(0) + stats[key].unsqueeze(1)).reshape(n * K, *stats[key].shape[1:])
-            for key in summary.stats
-        }
-        out.append(family.log_marginal(counts, joined).reshape(n, K) - base)
-    return torch.cat(out)
+    return torch.cat([family.log_predictive(x[lo:lo + rows], summary.counts, summary.stats)
+                      for lo in range(0, x.shape[0], rows)])
 
 
 def log_predictive(family, summary, weights, x):
