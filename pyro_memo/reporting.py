@@ -71,7 +71,7 @@ def _k_hint(out):
     """What to try when every one of the truncation's components is in use and no move could add one."""
     if out["K"] < out["truncation"] or out.get("moves_on"):
         return ""
-    return (f": all {out['truncation']} in use, so the data may want more; let birth / merge / delete choose K "
+    return (f": all {out['K']} in use, so the data may want more; let birth / merge / delete choose K "
             f"(--algo memo --moves birth,merge,delete) or raise --K")
 
 

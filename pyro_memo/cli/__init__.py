@@ -84,8 +84,9 @@ def main(argv=None):
             print(f"pyro-memo: interrupted{_resume_hint(args)}", file=sys.stderr)
             return 130
     if stop.requested:
-        print(f"pyro-memo: stopped by {stop.name()} after a complete lap; the results above cover the laps done"
-              f"{_resume_hint(args)}", file=sys.stderr)
+        unit = "run" if args.command == "compare" else "epoch" if _algo(args) == "memory-bounded" else "lap"
+        print(f"pyro-memo: stopped by {stop.name()} after a complete {unit}; the results above cover the {unit}s "
+              f"done{_resume_hint(args)}", file=sys.stderr)
         return stop.exit_status
     return status
 
@@ -100,11 +101,18 @@ def _first_line(err):
     return line[:200]
 
 
+def _algo(args):
+    """The command's algorithm (memoized VB where it takes no ``--algo``)."""
+    return getattr(args, "algo", None) or "memo"
+
+
 def _resume_hint(args):
-    """How to go on after an interrupted fit."""
+    """How to go on after an interrupted fit: only memoized VB writes a checkpoint (``--save DIR``)."""
     save = getattr(args, "save", None) or getattr(args, "resume", None)
     if args.command != "fit":
         return ""
+    if _algo(args) != "memo":
+        return f" (--algo {args.algo} writes no checkpoint: nothing to resume from)"
     if not save:
         return " (no --save: nothing to resume from)"
     return f"; the last complete checkpoint is {save}/state.pt: run the same command with --resume {save} to go on"

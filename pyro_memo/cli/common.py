@@ -458,8 +458,15 @@ def laps_text(out, digits=1):
 
 
 def compare_progress(args):
-    """The ``progress`` callback of a comparison: messages to stderr unless ``--quiet``."""
-    return None if args.quiet else (lambda message: print(message, file=sys.stderr))
+    """The ``progress`` callback of a comparison: messages to stderr unless ``--quiet``; after a run, a
+    stop request (:func:`stop_requested`) ends the comparison."""
+
+    def progress(message):
+        if not args.quiet:
+            print(message, file=sys.stderr)
+        return stop_requested(args)
+
+    return progress
 
 
 def print_comparison(rows, columns, out):

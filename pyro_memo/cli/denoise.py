@@ -16,7 +16,7 @@ import math
 import os
 import time
 
-from .common import check_output_file, check_output_folder, check_positive, report
+from .common import check_output_file, check_output_folder, check_positive, report, stop_requested
 from .names import EPLL_Z_STEPS, PHOTOGRAPH_NAMES
 
 #: the noise level of Hughes & Sudderth 2013, §4.4 and Zoran & Weiss 2011, §4
@@ -233,7 +233,8 @@ def _train_prior(args):
     births = {"move_options": {"birth": {"targets": args.birth_targets}}} if args.birth_targets else {}
     try:
         result = fit_patch_mixture(data, K=args.K, laps=args.laps, batches=args.batches, moves=args.moves,
-                                   seed=args.seed, device=args.device, init_items=args.init_items, **births)
+                                   seed=args.seed, device=args.device, init_items=args.init_items,
+                                   callback=lambda lap, elbo, posterior: stop_requested(args), **births)
     except ValueError as err:
         raise ValueError(f"--patches {source}: {err}" if args.patches else str(err)) from None
     info = {"trained_on": source, "fit_seconds": time.perf_counter() - start, "laps": len(result.elbo_trace),

@@ -154,7 +154,7 @@ def option_help(command, option):
     same_choices = len({u.choices for u in uses.values()}) == 1
     parts = [f"[{', '.join(uses)}]", option.about]
     for name, use in uses.items():
-        bits = [use.help.rstrip(".")] if use.help else []
+        bits = [use.help.removesuffix(".")] if use.help else []  # one period: an ellipsis keeps its three
         if use.choices and not same_choices:
             bits.append("one of " + ", ".join(use.choices))
         if not same_default and not _unset(use.default):

@@ -99,23 +99,23 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
     :param str out_dir: if given, ``runs.csv``, ``runs.md``, ``summary.md`` and
         ``traces.csv`` are (re)written there after every run (a later failure loses nothing
         finished), and the plots at the end.
-    :param progress: optional ``progress(message)`` called as runs finish.
+    :param progress: optional ``progress(message)`` called as runs finish; returning ``True`` ends the
+        comparison after that run (the tables and plots cover the runs done).
     :returns: ``(rows, runs)``: one dict per run (the table's columns) and the runs keyed
         by ``(method, seed)``.
     """
     task.check_methods(methods)
     rows, runs = [], {}
-    for method in methods:
-        for seed in seeds:
-            start = clock.now()
-            run = task.run(method, int(seed))
-            runs[(method, seed)] = run
-            rows.append({"method": method, "seed": int(seed), **task.score(run)})
-            if progress is not None:
-                progress(f"{method} seed {seed}: {task.describe(rows[-1])}, {rows[-1]['seconds']:.1f} s "
-                         f"({clock.now() - start:.1f} s with scoring)")
-            if out_dir is not None:
-                write_outputs(out_dir, task.table, rows, runs, task.trace_scale, plots=False)
+    for method, seed in [(method, seed) for method in methods for seed in seeds]:
+        start = clock.now()
+        run = task.run(method, int(seed))
+        runs[(method, seed)] = run
+        rows.append({"method": method, "seed": int(seed), **task.score(run)})
+        if out_dir is not None:
+            write_outputs(out_dir, task.table, rows, runs, task.trace_scale, plots=False)
+        if progress is not None and progress(f"{method} seed {seed}: {task.describe(rows[-1])}, "
+                                             f"{rows[-1]['seconds']:.1f} s ({clock.now() - start:.1f} s with scoring)"):
+            break
     if out_dir is not None:
         write_outputs(out_dir, task.table, rows, runs, task.trace_scale)
     return rows, runs

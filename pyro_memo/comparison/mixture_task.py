@@ -82,7 +82,8 @@ def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=No
     :param Settings settings: K, batches per pass, alpha shared by all methods.
     :param str out_dir: if given, write ``runs.csv``, ``runs.md``, ``summary.md``,
         ``traces.csv`` there after every run, and the plots at the end.
-    :param progress: optional ``progress(message)`` called as runs finish.
+    :param progress: optional ``progress(message)`` called as runs finish; returning ``True`` ends the
+        comparison after that run.
     :returns: ``(rows, runs)``: one dict per run (:data:`COLUMNS`) and the
         :class:`~pyro_memo.comparison.methods.Run` objects keyed by ``(method, seed)``.
     """

@@ -70,6 +70,8 @@ def compare_relational(graph, methods, seeds=(0,), budget=None, settings=None, o
     :param Budget budget: passes and/or seconds per run (default 20 passes).
     :param RelationalSettings settings: shared truncation, batches and hyperparameters.
     :param str out_dir: if given, ``runs.csv``, ``runs.md``, ``summary.md``, ``traces.csv`` and the plots.
+    :param progress: optional ``progress(message)`` called as runs finish; returning ``True`` ends the
+        comparison after that run.
     :param float heldout: fraction of the links held out (with as many non-links), split with seed 0.
     :returns: ``(rows, runs)``: one dict per run (:data:`RELATIONAL_COLUMNS`) and the runs by ``(method, seed)``.
     """

@@ -68,7 +68,8 @@ def compare_topics(train, test, methods, seeds=(0,), budget=None, settings=None,
     :param TopicSettings settings: truncation, batches, hyperparameters shared by all methods.
     :param str out_dir: if given, ``runs.csv``, ``runs.md``, ``summary.md`` and
         ``traces.csv`` are (re)written there after every run, and the plots at the end.
-    :param progress: optional ``progress(message)`` called as runs finish.
+    :param progress: optional ``progress(message)`` called as runs finish; returning ``True`` ends the
+        comparison after that run.
     :param str heldout_split: ``"tokens"`` (default) or ``"types"``.
     :returns: ``(rows, runs)``: one dict per run (:data:`TOPIC_COLUMNS`) and the
         :class:`~pyro_memo.comparison.topic_methods.TopicRun` objects keyed by ``(method, seed)``.

@@ -194,7 +194,8 @@ class MemoryBoundedVB:
         return Clumps.of_points(self.family, x), len(x)
 
     def fit(self, data, callback=None):
-        """Process ``data`` epoch by epoch (see :meth:`epochs`); ``callback(epoch_record)`` after each.
+        """Process ``data`` epoch by epoch (see :meth:`epochs`); ``callback(epoch_record)`` after each
+        (returning ``True`` stops the fit after that epoch).
 
         :rtype: MemoryBoundedResult
         """
@@ -222,8 +223,8 @@ class MemoryBoundedVB:
                       "memory_used": memory.memory(), "memory_bytes": memory.memory() * memory.counts.element_size(),
                       "seconds": time.perf_counter() - start}
             records.append(record)
-            if callback is not None:
-                callback(record)
+            if callback is not None and callback(record) is True:
+                break
         if posterior is None:
             raise ValueError("no data: the stream held no epoch")
         return MemoryBoundedResult(posterior, summary, records[-1]["elbo"], memory, records)

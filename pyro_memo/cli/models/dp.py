@@ -246,6 +246,7 @@ def _fit_memory_bounded(args, data, labels, description, family):
                   f"K {record['K']}, "
                   f"{record['clumps']} clumps, {record['singlets']} singlets, {record['memory_used']} numbers",
                   file=sys.stderr, flush=True)
+        return stop_requested(args)
 
     start = time.perf_counter()
     result = model.fit(data, callback=progress)
@@ -257,7 +258,7 @@ def _fit_memory_bounded(args, data, labels, description, family):
            "lifetime": lifetime, "elbo": result.elbo, "elbo_trace": [r["elbo"] for r in result.epochs],
            "K": effective_k(weights), "weights": weights.tolist(), "epochs": result.epochs,
            "seconds": time.perf_counter() - start, "alpha": float(post.sticks.alpha), "laps": len(result.epochs),
-           "prior_scale": args.prior_scale, "prior": parse_prior(args.prior, args.family)}
+           "prior_scale": args.prior_scale, "prior": parse_prior(args.prior, args.family), "moves_on": bool(args.moves)}
     if labels is not None and len(labels) == len(pred):
         out["nmi"] = nmi(labels, pred)
     if args.save:
@@ -373,7 +374,7 @@ class DPMixture(CliModel):
             "counts": result.summary.counts.cpu().numpy().tolist(), "laps": len(result.elbo_trace),
             "converged": result.converged, "lap_seconds": result.lap_seconds, "emptied": result.emptied,
             "seconds": time.perf_counter() - start, "resumed_laps": resumed_laps,
-            "moves_on": bool(args.algo == "memo" and args.moves), "prior_scale": args.prior_scale,
+            "moves_on": bool(args.moves), "prior_scale": args.prior_scale,
             "birth_targets": args.birth_targets if args.algo == "memo" else None,
             "sparse_L": args.sparse_L, "sparse_candidates": args.sparse_candidates, "init_items": args.init_items,
             "prior": parse_prior(args.prior, args.family),

@@ -244,7 +244,8 @@ class HDPTopics(CliModel):
                         "tokens, V, ..."),
             "save": Use("DIR/model.pt (the fitted model, for pyro-memo predict), "
                         "DIR/topics.txt (top words per topic), DIR/topics.npz (topic_word, weights), DIR/trace.png "
-                        "and DIR/state.pt (after every lap; resumable)"),
+                        "and DIR/state.pt (after every lap; resumable); with --algo memory-bounded: "
+                        "DIR/posterior.npz (weights, labels, component estimates) and DIR/trace.png"),
             "resume": Use(needs=MEMO),
             "alpha_prior": Use("learn the document-level concentration: alpha ~ Gamma(S1, S2) (shape, rate) with "
                                "its closed-form posterior q(alpha), in place of a fixed --alpha", default="",

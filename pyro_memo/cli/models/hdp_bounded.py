@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from ..common import report
+from ..common import report, stop_requested
 
 #: grouped data pyro-memo can load by name
 BUNDLED_GROUPS = {"tiles": "30 colour tiles of 200 x 160 pixels cut from scikit-image's photographs, each pixel "
@@ -77,6 +77,7 @@ def fit_memory_bounded_hdp(args):
             print(f"epoch {record['epoch'] + 1}: {record['documents']} groups, {record['items']} items, tied bound "
                   f"{record['elbo']:.6g}, K {record['K']}, {record['clumps']} clumps, {record['singlets']} singlets, "
                   f"{record['groups']} document groups, {record['memory_used']} numbers", file=sys.stderr, flush=True)
+        return stop_requested(args)
 
     start = time.perf_counter()
     result = model.fit(groups, callback=progress)
