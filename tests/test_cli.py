@@ -178,6 +178,8 @@ def test_birth_targets_reach_the_birth_move(blobs):
         (["compare", "bars", "--model", "hdp", "--methods", "memo,sga"], "unknown ['sga'] for --model hdp"),
         (["compare", "bars", "--model", "hdp", "--heldout", "0"], "--heldout must lie in (0, 1)"),
         (["compare", "--methods", "memo", "--seeds", "0,x"], "--seeds must be comma-separated int"),
+        (["compare", "--methods", "memo", "--seeds", "1,0,1"], "--seeds: 1 is given twice"),
+        (["compare", "bars", "--model", "hdp", "--methods", "memo,memo"], "--methods: memo is given twice"),
     ],
 )
 def test_an_option_the_model_does_not_take_is_one_error_naming_both(argv, message, capsys):

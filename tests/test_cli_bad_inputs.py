@@ -130,6 +130,7 @@ def cases(f):
         (["fit", str(f / "missing.npz")], "missing.npz"), (["fit", str(f / "nan.npz")], "NaN"),
         (["fit", str(f / "inf.npy")], "inf"), (["fit", str(f / "one_d.npy")], "shape"),
         (["fit", str(f / "three_d.npy")], "shape"), (["fit", str(f / "empty.npy")], "empty"),
+        (["fit", str(f / "empty.npy"), "--algo", "memo"], "the data are empty (N = 0)"),
         (["fit", str(f / "strings.npy")], "strings.npy"), (["fit", str(f / "two_arrays.npz")], "two_arrays.npz"),
         (["fit", str(f / "garbage.npy")], "garbage.npy"), (["fit", str(f / "garbage.npz")], "garbage.npz"),
         (["fit", str(f / "data.csv")], "data.csv"), (["fit", afile], "afile"),
@@ -296,7 +297,7 @@ def cases(f):
         (["fit", str(f / "grouped_short.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "500",
           "--epoch", "2"], "shape"),
         (["fit", str(f / "grouped_nan.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "500",
-          "--epoch", "2"], "NaN"),
+          "--epoch", "2"], "grouped_nan.npz: x has NaN or inf values in 1 of its 60 rows; the first is row 3"),
         (hdp + ["--memory", "500"], "--memory"),
         # a truncation no memory can hold
         (fit + ["--K", str(10**11), "--laps", "1"], "memory"),

@@ -414,22 +414,30 @@ def parse_list(text, option, kind=str):
     return values
 
 
+def _distinct(values, option):
+    """``values``, raising for one given twice (its run would repeat another and count twice in the means)."""
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:
+        raise ValueError(f"{option}: {twice} is given twice")
+    return values
+
+
 def parse_seeds(text):
-    """The seeds of a ``--seeds`` list: integers in ``[0, 2**63)``."""
+    """The seeds of a ``--seeds`` list: distinct integers in ``[0, 2**63)``."""
     seeds = parse_list(text, "--seeds", int)
     bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
     if bad:
         raise ValueError(f"--seeds: each seed must lie in [0, 2**63 - 1]; got {bad[0]}")
-    return seeds
+    return _distinct(seeds, "--seeds")
 
 
 def parse_methods(text, methods, model):
-    """The names of a ``--methods`` list; raises for one not registered in ``methods``."""
+    """The distinct names of a ``--methods`` list; raises for one not registered in ``methods``."""
     names = parse_list(text, "--methods")
     unknown = [m for m in names if m not in methods]
     if unknown:
         raise ValueError(f"--methods: unknown {unknown} for --model {model}; choose from {', '.join(methods)}")
-    return names
+    return _distinct(names, "--methods")
 
 
 def stop_requested(args):

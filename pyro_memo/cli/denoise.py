@@ -162,6 +162,8 @@ def check_denoise(args):
         if not args.out.lower().endswith(".png"):
             raise ValueError(f"--out {args.out}: the denoised image is written as a PNG; give a name ending in .png")
         check_output_file(args.out, "--out")
+        if os.path.exists(args.image) and os.path.realpath(args.out) == os.path.realpath(args.image):
+            raise ValueError(f"--out {args.out}: names the input IMAGE; choose another path")
     if args.json:
         check_output_file(args.json, "--json")
     check_device(args.device)

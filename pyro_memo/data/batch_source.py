@@ -46,6 +46,8 @@ class BatchSource:
 
 
 def _bounds(n, num_batches):
+    if n == 0:
+        raise ValueError("the data are empty (N = 0): there is nothing to split into batches")
     if not 1 <= num_batches <= n:
         raise ValueError(f"the number of batches must be between 1 and N = {n}; got {num_batches}")
     return np.linspace(0, n, num_batches + 1).round().astype(np.int64)

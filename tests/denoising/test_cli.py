@@ -125,6 +125,7 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--model", tmp_path / "g"], "zm-gauss"),
         (["denoise", "camera", "--model", model, "--laps", "3"], "--laps"),
         (["denoise", "camera", "--model", model, "--out", tmp_path / "d.jpg"], ".png"),
+        (["denoise", tiny, "--model", model, "--out", tiny], "names the input IMAGE"),
         (["denoise", "camera", "--model", model, "--crop", "4"], "--crop"),
         (["denoise", "camera", "--model", model, "--z-step", "mmse"], "--method epll"),
         (["denoise", "camera", "--model", model, "--method", "epll", "--z-step", "mean"], "'map', 'mmse'"),

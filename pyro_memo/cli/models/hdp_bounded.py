@@ -48,6 +48,10 @@ def load_groups(source):
                          f"{groups.shape}")
     if not np.issubdtype(groups.dtype, np.integer):
         raise ValueError(f"{source}: groups must be integers (each item's group); got dtype {groups.dtype}")
+    if np.issubdtype(x.dtype, np.number) and not np.isfinite(x).all():  # rows of the file, before grouping
+        rows = np.flatnonzero(~np.isfinite(x).all(1))
+        raise ValueError(f"{source}: x has NaN or inf values in {len(rows)} of its {len(x)} rows; the first is "
+                         f"row {rows[0]}")
     _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
     order = np.argsort(first)
     parts = [x[inverse == g] for g in order]
