@@ -16,6 +16,10 @@ import struct
 import numpy as np
 
 
+#: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
+MAX_NODES = 3_037_000_499
+
+
 def _edge_keys(edges, num_nodes):
     """``i * N + j`` for each row ``(i, j)``: one int64 per unordered pair, ordered as the pairs."""
     return edges[:, 0] * np.int64(num_nodes) + edges[:, 1]
@@ -48,13 +52,16 @@ class Graph:
 
     def __init__(self, edges, num_nodes, labels=None, name=None, missing=None):
         num_nodes = int(num_nodes)
-        if num_nodes < 1:
-            raise ValueError(f"num_nodes must be positive; got {num_nodes}")
+        if not 1 <= num_nodes <= MAX_NODES:
+            raise ValueError(f"num_nodes must lie in [1, {MAX_NODES:,}] (a pair's key i * N + j is one int64); "
+                             f"got {num_nodes:,}")
         raw = np.asarray(edges)
         if raw.size == 0:
             raw = np.zeros((0, 2), dtype=np.int64)
         if raw.ndim != 2 or raw.shape[1] != 2:
             raise ValueError(f"edges must be an (M, 2) array of node pairs; got shape {raw.shape}")
+        if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+            raise ValueError(f"edges must hold integer node ids; got dtype {raw.dtype}")
         if not np.issubdtype(raw.dtype, np.integer):
             if not (np.all(np.isfinite(raw)) and np.all(np.mod(raw, 1) == 0)):
                 raise ValueError("edges must hold integer node ids (found NaN, inf or fractions)")
@@ -560,14 +567,16 @@ def _sparse_links(rng, memberships, w, epsilon):
 # ---------------------------------------------------------------- held-out link prediction
 
 def _non_edges(rng, graph, count):
-    """``count`` distinct uniform pairs ``i < j`` that are not links of ``graph`` (rejection sampling)."""
+    """``count`` distinct uniform pairs ``i < j`` that are observed non-links of ``graph``: neither links
+    nor ``missing`` (unobserved) pairs (rejection sampling)."""
     N = graph.num_nodes
+    unobserved = Graph(graph.missing, N)
     keys = np.zeros(0, dtype=np.int64)
     while len(keys) < count:
         size = 2 * (count - len(keys)) + 64
         a, b = rng.integers(N, size=size), rng.integers(N, size=size)
         pairs = np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1)[a != b]
-        pairs = pairs[~graph.has_edges(pairs)]
+        pairs = pairs[~graph.has_edges(pairs) & ~unobserved.has_edges(pairs)]
         new = pairs[:, 0] * np.int64(N) + pairs[:, 1]
         _, first = np.unique(np.concatenate([keys, new]), return_index=True)
         keys = np.concatenate([keys, new])[np.sort(first)]
@@ -578,7 +587,9 @@ def _non_edges(rng, graph, count):
 def split_pairs(graph, fraction=0.1, seed=0):
     """Held-out link prediction split (as in Gopalan et al. 2012; Kim et al. 2013): a random
     ``fraction`` of the links is removed from the graph, and as many non-links are drawn uniformly
-    among the unlinked pairs (rejection sampling; the ``N x N`` matrix is never formed).
+    among the observed unlinked pairs, never a ``missing`` one, whose status is unknown (rejection
+    sampling; the ``N x N`` matrix is never formed). A training graph split again (a validation
+    split) therefore never labels the first split's held-out links as non-links.
 
     :returns: ``(train_graph, heldout_pairs (M, 2) int64 with i < j, heldout_labels (M,) int64)``
         where the label is 1 for a held-out link and 0 for a non-link, in random order; the
@@ -593,9 +604,9 @@ def split_pairs(graph, fraction=0.1, seed=0):
     rng = np.random.default_rng(seed)
     m = max(1, int(round(fraction * graph.num_edges)))
     N = graph.num_nodes
-    non_links = N * (N - 1) // 2 - graph.num_edges
+    non_links = N * (N - 1) // 2 - graph.num_edges - len(graph.missing)
     if non_links < m:
-        raise ValueError(f"only {non_links} unlinked pairs; cannot draw {m} held-out non-links")
+        raise ValueError(f"only {non_links} observed unlinked pairs; cannot draw {m} held-out non-links")
     chosen = np.zeros(graph.num_edges, dtype=bool)
     chosen[rng.choice(graph.num_edges, size=m, replace=False)] = True
     links = graph.edges[chosen]

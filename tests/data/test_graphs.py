@@ -305,6 +305,33 @@ def test_split_pairs():
     np.testing.assert_array_equal(again[1], pairs)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_a_training_graph_split_again_never_labels_a_held_out_link_a_non_link(seed):
+    g, _, _ = assortative_graph(60, 3, expected_edges=150, seed=seed)
+    train, first, _ = split_pairs(g, fraction=0.5, seed=seed)
+    valid, pairs, labels = split_pairs(train, fraction=0.5, seed=seed + 100)
+    np.testing.assert_array_equal(g.has_edges(pairs), labels == 1)  # against the whole graph, not train
+    held = Graph(first, g.num_nodes)
+    assert not held.has_edges(pairs).any()  # the first split's pairs (unobserved in train) are not drawn
+    assert len(valid.missing) == len(first) + len(pairs)
+
+
+def test_non_links_are_counted_without_the_missing_pairs():
+    path = Graph([[0, 1], [1, 2]], 4, missing=[[0, 2], [0, 3], [1, 3], [2, 3]])  # no observed non-link left
+    with pytest.raises(ValueError, match="only 0 observed unlinked pairs"):
+        split_pairs(path, fraction=0.5)
+
+
+@pytest.mark.parametrize("edges,num_nodes,match", [
+    ([[3_000_000_000, 3_000_000_001]], 3_100_000_000, "num_nodes must lie in"),
+    ([["a", "b"]], 3, "integer node ids; got dtype <U1"),
+    (np.array([[True, False]]), 3, "integer node ids; got dtype bool"),
+])
+def test_graphs_whose_pair_keys_overflow_or_ids_are_not_numbers_are_refused(edges, num_nodes, match):
+    with pytest.raises(ValueError, match=match):
+        Graph(edges, num_nodes)
+
+
 def test_split_pairs_refuses():
     full = Graph(np.array(np.triu_indices(4, 1)).T, 4)
     with pytest.raises(ValueError, match="unlinked pairs"):
