@@ -91,9 +91,11 @@ class SavedTopics:
         return self.posterior.V
 
     def check_corpus(self, corpus):
-        """Refuse a corpus whose word ids lie beyond the model's vocabulary."""
-        if corpus.vocab_size > self.V:
-            raise ValueError(f"the corpus has a vocabulary of {corpus.vocab_size} words but the model has {self.V}")
+        """Refuse what is not a corpus, one whose word ids lie beyond the model's vocabulary
+        (:func:`~pyro_memo.topics.heldout.check_corpus`), and one without documents."""
+        from .topics.heldout import check_corpus
+
+        check_corpus(self.posterior, corpus)
         if corpus.num_docs == 0:
             raise ValueError("the corpus has no documents")
         return corpus

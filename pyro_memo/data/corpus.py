@@ -182,7 +182,16 @@ def split_documents(corpus, test_fraction=0.2, seed=0):
 def split_tokens(corpus, fraction=0.5, seed=0):
     """Document completion split: each document's tokens (count units) divided at random
     into an observed part holding ``fraction`` of them and a held-out part. Returns the two
-    corpora (same documents, same order; a document may be empty in one of them)."""
+    corpora (same documents, same order; a document may be empty in one of them).
+
+    :raises ValueError: for counts that are not whole numbers (tokens cannot be divided; hold out
+        word types instead, :func:`split_types`, which keeps each word's count whole).
+    """
+    fractional = corpus.counts != np.round(corpus.counts)
+    if fractional.any():
+        raise ValueError(f"document completion divides each document's tokens, and {int(fractional.sum())} counts "
+                         f"are not whole numbers (the first {corpus.counts[fractional][0]:g}); hold out word types "
+                         f"instead (split_types) or round the counts")
     rng = np.random.default_rng(seed)
     parts = [[], []]
     for d in range(corpus.num_docs):

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from .corpus import split_tokens, split_types
+from .corpus import Corpus, split_tokens, split_types
 
 
 def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100, local_tol=1e-3,
@@ -24,6 +24,7 @@ def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100
     :param str split: ``"tokens"`` or ``"types"``.
     :returns: nats per held-out token (higher is better).
     """
+    check_corpus(posterior, corpus)
     if split == "tokens":
         observed, heldout = split_tokens(corpus, fraction, seed)
     elif split == "types":
@@ -44,9 +45,24 @@ def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100
     return total / tokens
 
 
+def check_corpus(posterior, corpus):
+    """``corpus`` if it is a :class:`~pyro_memo.topics.Corpus` whose word ids lie in the model's vocabulary.
+
+    :raises TypeError: for another type (a count matrix: :func:`~pyro_memo.topics.from_counts`).
+    :raises ValueError: for a corpus with a larger vocabulary than the model's.
+    """
+    if not isinstance(corpus, Corpus):
+        raise TypeError(f"expected a pyro_memo.topics.Corpus; got {type(corpus).__name__} (convert a (D, V) count "
+                        f"matrix with pyro_memo.topics.from_counts(matrix), an .ldac file with read_ldac(path))")
+    if corpus.vocab_size > posterior.V:
+        raise ValueError(f"the corpus has a vocabulary of {corpus.vocab_size} words but the model has {posterior.V}")
+    return corpus
+
+
 def doc_topic_weights(posterior, corpus, docs, local_iters=200, local_tol=1e-4):
     """``(len(docs), K + 1)`` posterior-mean topic weights of documents ``docs`` with the
     globals fixed (an empty document gets its prior mean, :math:`E[\\beta]`)."""
+    check_corpus(posterior, corpus)
     doc, word, count = corpus.tokens(docs, dtype=posterior.lam.dtype, device=posterior.lam.device)
     _, counts, _, _ = posterior.local_step(doc, word, count, len(docs), max_iter=local_iters, tol=local_tol)
     prior = posterior.alpha * posterior.expected_beta()
@@ -57,6 +73,8 @@ def doc_topic_weights(posterior, corpus, docs, local_iters=200, local_tol=1e-4):
 def top_words(posterior, vocab=None, num_words=10):
     """The ``num_words`` most probable words of each topic, biggest topics first:
     a list of ``(topic index, expected weight E[beta_k], [words])``."""
+    if vocab is not None and len(vocab) < posterior.V:
+        raise ValueError(f"vocab has {len(vocab)} words but the model has {posterior.V}")
     weights = posterior.expected_beta()[:-1]
     phi = posterior.topic_means()
     out = []

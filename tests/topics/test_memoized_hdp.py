@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from pyro_memo.synthetic import bars_corpus
-from pyro_memo.topics import HDPPosterior, MemoizedHDP, document_completion, from_counts, split_documents, top_words
+from pyro_memo.topics import (
+    HDPPosterior,
+    MemoizedHDP,
+    doc_topic_weights,
+    document_completion,
+    from_counts,
+    split_documents,
+    top_words,
+)
 
 
 def random_corpus(seed, num_docs=None, V=None):
@@ -134,3 +142,30 @@ def test_a_count_matrix_instead_of_a_corpus_is_pointed_to_from_counts():
                                         r"pyro_memo.topics.from_counts\(matrix\)"):
         MemoizedHDP(K=2, laps=1).fit(counts)
     MemoizedHDP(K=2, laps=1).fit(from_counts(counts))  # the form the error names
+
+
+@pytest.fixture(scope="module")
+def small_fit():
+    corpus = random_corpus(3, num_docs=30, V=12)
+    return MemoizedHDP(K=3, laps=2, seed=0).fit(corpus, 2), corpus
+
+
+def test_read_outs_refuse_a_larger_vocabulary_or_a_count_matrix_naming_the_fix(small_fit):
+    fit, corpus = small_fit
+    wider = from_counts(np.hstack([corpus.to_dense(), corpus.to_dense()]))
+    with pytest.raises(ValueError, match="vocabulary of 24 words but the model has 12"):
+        document_completion(fit.posterior, wider)
+    with pytest.raises(ValueError, match="vocabulary of 24 words"):
+        doc_topic_weights(fit.posterior, wider, np.arange(3))
+    with pytest.raises(TypeError, match="from_counts"):
+        document_completion(fit.posterior, corpus.to_dense())
+    with pytest.raises(ValueError, match="vocab has 2 words but the model has 12"):
+        top_words(fit.posterior, ["a", "b"])
+
+
+def test_document_completion_refuses_fractional_counts_instead_of_dropping_them(small_fit):
+    fit, corpus = small_fit
+    scaled = from_counts(corpus.to_dense() * 0.4)
+    with pytest.raises(ValueError, match="not whole numbers .*split_types"):
+        document_completion(fit.posterior, scaled)
+    assert np.isfinite(document_completion(fit.posterior, from_counts(corpus.to_dense() * 2.0)))
