@@ -171,3 +171,11 @@ def test_a_checkpoint_is_still_written_and_read(tmp_path):
     torch.save([1, 2], tmp_path / "foreign_state.pt")
     with pytest.raises(ValueError, match="not a pyro-memo checkpoint"):
         pm.load_state(tmp_path / "foreign_state.pt")
+    with pytest.raises(ValueError, match="a pyro-memo model file .*not a checkpoint.*load_model"):
+        pm.load_state(good_model_path(tmp_path, fit))
+
+
+def good_model_path(folder, fit):
+    path = folder / "model.pt"
+    pm.save_model(path, fit)
+    return path

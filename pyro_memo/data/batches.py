@@ -6,6 +6,7 @@ lap. Sources return raw arrays; the family validates and converts them.
 """
 
 import mmap
+import numbers
 import os
 
 import numpy as np
@@ -165,9 +166,10 @@ class FileBatches(BatchSource):
 def random_parts(num_items, num_batches, seed=0):
     """A fixed random partition of ``num_items`` items (documents, groups, nodes) into ``num_batches``
     sorted index arrays."""
-    if not 1 <= int(num_batches) <= num_items:
-        raise ValueError(f"num_batches must lie in [1, {num_items}] (the number of documents, groups or nodes); "
-                         f"got {num_batches}")
+    if isinstance(num_batches, bool) or not isinstance(num_batches, numbers.Integral) \
+            or not 1 <= num_batches <= num_items:
+        raise ValueError(f"num_batches must be a whole number in [1, {num_items}] (the number of documents, groups "
+                         f"or nodes); got {num_batches!r}")
     order = np.random.default_rng(seed).permutation(num_items)
     return [np.sort(part) for part in np.array_split(order, int(num_batches))]
 
@@ -178,8 +180,8 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
     :param data: a torch tensor or numpy array, a memory-mapped array or a path to a ``.npy``
         file (both read batch by batch from disk, see :class:`FileBatches`), a ``.npz`` file (key ``x``/``data`` or
         its only array), a zarr array or the path of one (``.zarr``; :class:`~pyro_memo.data.ZarrBatches`),
-        a dask array (:class:`~pyro_memo.data.DaskArrayBatches`), an iterable of fixed batches, or a
-        :class:`BatchSource`.
+        a dask array (:class:`~pyro_memo.data.DaskArrayBatches`), a list of rows (an array), an iterable of
+        fixed batches, or a :class:`BatchSource`; not a scipy sparse matrix (:class:`TypeError`).
     :param int num_batches: ``B`` (ignored for an iterable of batches, a dask array or a source);
         ``None``: one batch, or one per chunk of a zarr array.
     :param int shuffle_seed: permute in-memory items once before slicing.
@@ -204,6 +206,11 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
     if isinstance(data, np.memmap) and shuffle_seed is None and data.ndim == 2 and data.flags.c_contiguous \
             and isinstance(data.base, mmap.mmap) and data.filename is not None:
         return FileBatches.from_memmap(data, num_batches)
+    if type(data).__module__.startswith("scipy.sparse"):
+        raise TypeError(f"data is a sparse {type(data).__name__}; the mixture's families need a dense (N, D) array "
+                        f"(x.toarray()); the HDP topic model takes sparse counts (pyro_memo.topics.from_counts)")
+    if isinstance(data, (list, tuple)) and data and np.ndim(data[0]) < 2:  # rows, not batches
+        data = np.asarray(data)
     if torch.is_tensor(data) or isinstance(data, np.ndarray):
         if data.ndim != 2:
             raise ValueError(f"data must be a 2-D (N, D) array; got shape {tuple(data.shape)}")

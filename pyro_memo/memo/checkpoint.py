@@ -95,6 +95,9 @@ def _upgrade(d):
 
 def state_from_dict(d, device=None):
     """Rebuild a :class:`MemoState` from :func:`state_to_dict` output (or a format-1 dict)."""
+    if d.get("format") == "pyro-memo-model":
+        raise ValueError("this is a pyro-memo model file (save_model), not a checkpoint (save_state): read it with "
+                         "pyro_memo.load_model")
     version = d.get("format_version")
     if version == 1:
         d = _upgrade(d)

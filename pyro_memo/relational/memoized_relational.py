@@ -130,7 +130,7 @@ class MemoizedRelational(MemoizedDriver):
                             "read_edge_list(path), a networkx graph by from_networkx(graph))")
         if data.num_nodes < 2:
             raise ValueError(f"a relational model needs at least 2 nodes; the graph has {data.num_nodes}")
-        return NodeBatches(data, random_parts(data.num_nodes, num_batches or 1, self.seed), self.device)
+        return NodeBatches(data, random_parts(data.num_nodes, 1 if num_batches is None else num_batches, self.seed), self.device)
 
     def initial_posterior(self, source, order=None):
         """Memberships from the graph's spectral embedding (``init="spectral"``,

@@ -159,7 +159,7 @@ class HDPSteps:
         :class:`~pyro_memo.data.CorpusShards` or its directory) in its shards, read one at a time."""
         if self.family is not None:
             groups = as_groups(data, self.family)
-            return GroupBatches(groups, random_parts(len(groups), num_batches or 1, self.seed), self.family)
+            return GroupBatches(groups, random_parts(len(groups), 1 if num_batches is None else num_batches, self.seed), self.family)
         if is_corpus_shards(data):
             data = CorpusShards(data)
         if isinstance(data, CorpusShards):
@@ -172,7 +172,7 @@ class HDPSteps:
             raise TypeError(f"fit needs a pyro_memo.topics.Corpus or a CorpusShards directory; got "
                             f"{type(data).__name__} (a documents x words count matrix becomes a Corpus by "
                             "pyro_memo.topics.from_counts(matrix); an .ldac file by read_ldac(path))")
-        return CorpusBatches(data, self.batches(data, num_batches or 1, self.seed), self.dtype, self.device)
+        return CorpusBatches(data, self.batches(data, 1 if num_batches is None else num_batches, self.seed), self.dtype, self.device)
 
     def initial_posterior(self, source, order=None):
         """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``), largest

@@ -1,0 +1,48 @@
+"""What make_batches and random_parts accept: arrays, lists of rows, fixed batches; and what they refuse
+with one clear error (sparse matrices, a number of batches that is not a whole number in range)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+import pyro_memo as pm
+from pyro_memo.data.batches import make_batches, random_parts
+from pyro_memo.relational import MemoizedRelational
+from pyro_memo.synthetic import bars_corpus
+from pyro_memo.topics import MemoizedHDP
+
+
+def test_a_list_of_rows_is_the_array_not_a_list_of_batches():
+    x = np.random.default_rng(0).normal(size=(30, 2))
+    rows, array = make_batches(x.tolist(), 3), make_batches(x, 3)
+    assert len(rows) == len(array) == 3
+    for b in range(3):
+        torch.testing.assert_close(torch.as_tensor(rows.batch(b)), torch.as_tensor(array.batch(b)))
+
+
+def test_fixed_batches_stay_batches():
+    x = np.random.default_rng(0).normal(size=(30, 2))
+    assert len(make_batches([x[:10], x[10:]])) == 2
+
+
+@pytest.mark.parametrize("kind", [sp.csr_matrix, sp.coo_matrix, sp.csr_array])
+def test_a_sparse_matrix_is_refused_naming_the_dense_form(kind):
+    x = np.random.default_rng(0).normal(size=(30, 2))
+    with pytest.raises(TypeError, match=r"sparse .*x\.toarray\(\)"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=1).fit(kind(x), num_batches=2)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, 11])
+def test_random_parts_refuses_a_number_of_batches_out_of_range_or_not_whole(bad):
+    with pytest.raises(ValueError, match="num_batches must be a whole number in \\[1, 10\\]"):
+        random_parts(10, bad)
+
+
+def test_hdp_and_relational_fits_refuse_zero_batches_instead_of_taking_one():
+    corpus = bars_corpus(20, seed=0)[0]
+    with pytest.raises(ValueError, match="num_batches"):
+        MemoizedHDP(K=2, laps=1).fit(corpus, num_batches=0)
+    graph = pm.data.Graph([[0, 1], [1, 2], [2, 3]], 4)
+    with pytest.raises(ValueError, match="num_batches"):
+        MemoizedRelational(K=2, laps=1).fit(graph, num_batches=0)
