@@ -15,7 +15,6 @@ import struct
 
 import numpy as np
 
-
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
 MAX_NODES = 3_037_000_499
 

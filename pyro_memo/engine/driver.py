@@ -33,17 +33,22 @@ LOCAL_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 SCHEDULES = ("sequential", "parallel")
 
 
-def as_local_dtype(value):
-    """``local_dtype`` as a torch dtype: ``None`` (the fit's own), a name in :data:`LOCAL_DTYPES`
-    or one of its dtypes.
+def as_float_dtype(value, name="dtype"):
+    """``value``, a name in :data:`LOCAL_DTYPES` or one of its dtypes, as a torch dtype.
 
-    :raises ValueError: for anything else, in one line naming the choices.
+    :raises ValueError: for anything else, in one line naming the option ``name`` and the choices.
     """
-    if value is None or value in LOCAL_DTYPES.values():
+    if value in LOCAL_DTYPES.values():
         return value
     if isinstance(value, str) and value in LOCAL_DTYPES:
         return LOCAL_DTYPES[value]
-    raise ValueError(f"local_dtype must be one of {', '.join(LOCAL_DTYPES)} (or None: the fit's dtype); got {value!r}")
+    raise ValueError(f"{name} must be one of {', '.join(LOCAL_DTYPES)}"
+                     f"{' (or None: the fit' + chr(39) + 's dtype)' if name == 'local_dtype' else ''}; got {value!r}")
+
+
+def as_local_dtype(value):
+    """``local_dtype`` as a torch dtype: ``None`` (the fit's own) or :func:`as_float_dtype`'s."""
+    return None if value is None else as_float_dtype(value, "local_dtype")
 
 
 def in_dtype(value, dtype):

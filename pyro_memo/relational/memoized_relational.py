@@ -24,6 +24,7 @@ from ..allocation.concentration import learnable
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
+from ..engine.driver import as_float_dtype
 from ..posterior.relational import RelationalPosterior, check_hyperparameters
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from .initialization import initial_memberships
@@ -111,7 +112,7 @@ class MemoizedRelational(MemoizedDriver):
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
         self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
         self.nonlink_iters = int(nonlink_iters)
-        self.dtype, self.device = dtype, device
+        self.dtype, self.device = as_float_dtype(dtype), device
         if init not in ("spectral", "random"):
             raise ValueError(f"init must be 'spectral' or 'random'; got {init!r}")
         self.init = init
@@ -130,7 +131,8 @@ class MemoizedRelational(MemoizedDriver):
                             "read_edge_list(path), a networkx graph by from_networkx(graph))")
         if data.num_nodes < 2:
             raise ValueError(f"a relational model needs at least 2 nodes; the graph has {data.num_nodes}")
-        return NodeBatches(data, random_parts(data.num_nodes, 1 if num_batches is None else num_batches, self.seed), self.device)
+        parts = random_parts(data.num_nodes, 1 if num_batches is None else num_batches, self.seed)
+        return NodeBatches(data, parts, self.device)
 
     def initial_posterior(self, source, order=None):
         """Memberships from the graph's spectral embedding (``init="spectral"``,

@@ -12,6 +12,7 @@ from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
 from ..data.corpus_shards import CorpusShards, is_corpus_shards
 from ..engine import FitResult, MemoizedDriver, make_moves
+from ..engine.driver import as_float_dtype
 from ..families import check_sparse_L
 from ..families.type2 import Learnt
 from ..inference.initialization import initial_responsibilities
@@ -145,7 +146,7 @@ class HDPSteps:
                                  "family's prior")
             self.lam0 = Learnt(lam0)
         self.local_tol = float(local_tol)
-        self.dtype, self.device = dtype, device
+        self.dtype, self.device = as_float_dtype(dtype), device
         self.init = init
 
     @staticmethod
@@ -159,7 +160,8 @@ class HDPSteps:
         :class:`~pyro_memo.data.CorpusShards` or its directory) in its shards, read one at a time."""
         if self.family is not None:
             groups = as_groups(data, self.family)
-            return GroupBatches(groups, random_parts(len(groups), 1 if num_batches is None else num_batches, self.seed), self.family)
+            parts = random_parts(len(groups), 1 if num_batches is None else num_batches, self.seed)
+            return GroupBatches(groups, parts, self.family)
         if is_corpus_shards(data):
             data = CorpusShards(data)
         if isinstance(data, CorpusShards):
@@ -172,7 +174,8 @@ class HDPSteps:
             raise TypeError(f"fit needs a pyro_memo.topics.Corpus or a CorpusShards directory; got "
                             f"{type(data).__name__} (a documents x words count matrix becomes a Corpus by "
                             "pyro_memo.topics.from_counts(matrix); an .ldac file by read_ldac(path))")
-        return CorpusBatches(data, self.batches(data, 1 if num_batches is None else num_batches, self.seed), self.dtype, self.device)
+        parts = self.batches(data, 1 if num_batches is None else num_batches, self.seed)
+        return CorpusBatches(data, parts, self.dtype, self.device)
 
     def initial_posterior(self, source, order=None):
         """Topics from :func:`~pyro_memo.topics.topic_init.initial_topics` (``self.init``), largest

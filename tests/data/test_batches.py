@@ -1,5 +1,6 @@
 """What make_batches and random_parts accept: arrays, lists of rows, fixed batches; and what they refuse
-with one clear error (sparse matrices, a number of batches that is not a whole number in range)."""
+with one clear error (sparse matrices, a number of batches that is not a whole number in range);
+the topic and relational fits' dtype by name."""
 
 import numpy as np
 import pytest
@@ -46,3 +47,11 @@ def test_hdp_and_relational_fits_refuse_zero_batches_instead_of_taking_one():
     graph = pm.data.Graph([[0, 1], [1, 2], [2, 3]], 4)
     with pytest.raises(ValueError, match="num_batches"):
         MemoizedRelational(K=2, laps=1).fit(graph, num_batches=0)
+
+
+@pytest.mark.parametrize("cls", [MemoizedHDP, MemoizedRelational])
+def test_the_topic_and_relational_fits_take_a_dtype_by_name_and_refuse_others(cls):
+    assert cls(K=2, dtype="float32").dtype == torch.float32 and cls(K=2).dtype == torch.float64
+    for bad in (torch.int64, "f16", "cpu"):
+        with pytest.raises(ValueError, match="dtype must be one of float32, float64; got"):
+            cls(K=2, dtype=bad)
