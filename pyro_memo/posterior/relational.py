@@ -170,13 +170,21 @@ class RelationalPosterior(VariationalPosterior):
         them in proportion). Each value is a convex combination of the :math:`E[w_k]` and
         :math:`\\epsilon`, so it lies in ``(0, 1)``.
 
-        :raises ValueError: unless ``pairs`` is ``(M, 2)`` with ids in ``[0, N)``.
+        :raises ValueError: unless ``pairs`` is ``(M, 2)`` with whole-number ids in ``[0, N)``, two distinct
+            nodes a pair (the model has no self links).
         """
-        pairs = torch.as_tensor(pairs, dtype=torch.long, device=self.theta.device)
-        if pairs.ndim != 2 or pairs.shape[1] != 2:
-            raise ValueError(f"pairs must be an (M, 2) array of node ids; got shape {tuple(pairs.shape)}")
+        given = torch.as_tensor(pairs, device=self.theta.device)
+        if given.ndim != 2 or given.shape[1] != 2:
+            raise ValueError(f"pairs must be an (M, 2) array of node ids; got shape {tuple(given.shape)}")
+        if given.dtype == torch.bool or given.is_complex() or \
+                (given.is_floating_point() and not bool((given == given.round()).all())):
+            raise ValueError("pairs must hold whole-number node ids (found fractions, NaN or a non-numeric dtype)")
+        pairs = given.long()
         if pairs.numel() and (int(pairs.min()) < 0 or int(pairs.max()) >= self.N):
             raise ValueError(f"node ids must lie in [0, {self.N}); found [{int(pairs.min())}, {int(pairs.max())}]")
+        if bool((pairs[:, 0] == pairs[:, 1]).any()):
+            first = int((pairs[:, 0] == pairs[:, 1]).nonzero()[0])
+            raise ValueError(f"pair {first} links node {int(pairs[first, 0])} to itself: the model has no self links")
         explicit = self.theta[:, : self.K]
         pi = explicit / explicit.sum(1, keepdim=True)
         both = pi[pairs[:, 0]] * pi[pairs[:, 1]]

@@ -33,12 +33,17 @@ def test_link_probability_matches_the_direct_formula_and_lies_in_the_unit_interv
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
     assert bool(((got > 0) & (got < 1)).all())
     np.testing.assert_allclose(got.numpy(), post.link_probability(pairs.flip(1)).numpy(), rtol=1e-12)  # symmetric
-    # numpy pairs work too
+    # numpy pairs work too, and whole numbers as floats
     np.testing.assert_allclose(post.link_probability(pairs.numpy()).numpy(), got.numpy())
+    np.testing.assert_allclose(post.link_probability(pairs.double()).numpy(), got.numpy())
 
 
 @pytest.mark.parametrize("pairs,message", [(np.zeros((3, 3), dtype=np.int64), "shape"),
-                                           (np.array([[0, 12]]), "node ids"), (np.array([[-1, 2]]), "node ids")])
+                                           (np.array([[0, 12]]), "node ids"), (np.array([[-1, 2]]), "node ids"),
+                                           (np.array([[0.7, 2.7]]), "whole-number node ids"),
+                                           (np.array([[np.nan, 2.0]]), "whole-number node ids"),
+                                           (np.array([[True, False]]), "whole-number node ids"),
+                                           (np.array([[1, 2], [3, 3]]), "pair 1 links node 3 to itself")])
 def test_link_probability_refuses_bad_pairs(pairs, message):
     with pytest.raises(ValueError, match=message):
         random_posterior().link_probability(pairs)
