@@ -334,6 +334,30 @@ class MemoizedDriver(Driver):
         other._returns_batch = self.returns_batch()
         return other, state.posterior
 
+    # ------------------------------------------------------------- resuming
+    def check_resume(self, state, source):
+        """Refuse to go on from ``state`` with ``source`` when they cannot belong together: a posterior
+        another model's fit or data of another shape made (:meth:`resume_mismatch`), or a memo of other
+        batches or other data. The state's K and hyperparameters are the fit's from then on.
+
+        :raises ValueError: naming the mismatch.
+        """
+        problem = self.resume_mismatch(state.posterior, source)
+        cached = state.cache.batches
+        foreign = any(not isinstance(b, int) or not 0 <= b < source.num_batches for b in cached)
+        if problem is None and cached and (len(cached) != source.num_batches or foreign):
+            problem = f"its memo holds {len(cached)} batches, these data come in {source.num_batches}"
+        elif problem is None and cached and state.cache.total.num_items != source.num_items:
+            problem = f"it summarises {state.cache.total.num_items} items, these data hold {source.num_items}"
+        if problem is not None:
+            raise ValueError(f"cannot resume this state on these data: {problem} (resume a state with the model, "
+                             f"data and batches it was fitted with)")
+
+    def resume_mismatch(self, posterior, source):
+        """Why ``posterior`` (a resumed state's) cannot go on with ``source``, as a phrase, or ``None``;
+        each model adds its checks (its posterior's class, the data's dimension)."""
+        return None
+
     # ---------------------------------------------------------------- fit
     def fit(self, data, num_batches=None, posterior=None, state=None, callback=None, executor=None):
         """Run memoized inference.
@@ -365,6 +389,8 @@ class MemoizedDriver(Driver):
         if state.posterior is None:
             state.posterior = copy.copy(posterior) if posterior is not None else \
                 self.initial_posterior(source, self.first_order(source.num_batches))
+        else:
+            self.check_resume(state, source)
         for move in self.moves:
             if move.name in state.move_states:
                 move.load_state_dict(state.move_states[move.name])

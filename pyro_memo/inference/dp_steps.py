@@ -34,6 +34,15 @@ class DPMixtureSteps:
         self.sparse_L = check_sparse_L(sparse_L)
         self.sparse_candidates = check_sparse_candidates(sparse_candidates, self.sparse_L)
 
+    def resume_mismatch(self, posterior, source):
+        """A DP mixture goes on from a DP mixture of this fit's family and dimension."""
+        if not isinstance(posterior, DPMixturePosterior):
+            return f"it holds a {type(posterior).__name__}, not a DP mixture's posterior"
+        theirs, mine = posterior.family, self.family
+        if theirs.name != mine.name or theirs.dim != mine.dim:
+            return f"its components are {theirs.name} of dimension {theirs.dim}, this fit's {mine.name} of {mine.dim}"
+        return None
+
     @property
     def local_step_reads_memo(self):
         """A candidate search compares its result with the batch's cached summary."""

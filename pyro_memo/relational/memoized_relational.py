@@ -134,6 +134,15 @@ class MemoizedRelational(MemoizedDriver):
         parts = random_parts(data.num_nodes, 1 if num_batches is None else num_batches, self.seed)
         return NodeBatches(data, parts, self.device)
 
+    def resume_mismatch(self, posterior, source):
+        """A relational fit goes on from one of the same non-link treatment on a graph of as many nodes."""
+        kind = RelationalPosterior if self.nonlinks == "free" else TiedRelationalPosterior
+        if type(posterior) is not kind:
+            return f"it holds a {type(posterior).__name__}, not a {kind.__name__} (nonlinks={self.nonlinks!r})"
+        if posterior.N != source.num_items:
+            return f"it was fitted to a graph of {posterior.N} nodes, this one has {source.num_items}"
+        return None
+
     def initial_posterior(self, source, order=None):
         """Memberships from the graph's spectral embedding (``init="spectral"``,
         :func:`~pyro_memo.relational.initialization.spectral_memberships`) or a flat Dirichlet draw per

@@ -154,6 +154,21 @@ class HDPSteps:
         """A fixed random partition of the corpus's documents into ``num_batches`` index arrays."""
         return random_parts(corpus.num_docs, num_batches, seed)
 
+    def resume_mismatch(self, posterior, source):
+        """An HDP goes on from an HDP of the same kind: topics over this corpus's vocabulary, or
+        components of this fit's family and dimension."""
+        kind = HDPPosterior if self.family is None else HDPMixturePosterior
+        if not isinstance(posterior, kind):
+            return f"it holds a {type(posterior).__name__}, not an {kind.__name__}"
+        if self.family is None:
+            vocab = source.corpus.vocab_size if hasattr(source, "corpus") else source.shards.vocab_size
+            if posterior.V != vocab:
+                return f"its topics span {posterior.V} words, this corpus's vocabulary {vocab}"
+        elif (posterior.family.name, posterior.family.dim) != (self.family.name, self.family.dim):
+            return (f"its components are {posterior.family.name} of dimension {posterior.family.dim}, this fit's "
+                    f"{self.family.name} of {self.family.dim}")
+        return None
+
     def make_source(self, data, num_batches):
         """The corpus (or, with a ``family``, the list of groups) in ``num_batches`` fixed batches of
         documents (see :meth:`batches`); a corpus sharded on disk (a

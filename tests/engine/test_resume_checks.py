@@ -1,0 +1,53 @@
+"""fit(..., state=) goes on only from a state that belongs to the model and the data: another model's
+posterior, other dimensions, vocabulary or graph size, another number of batches or other items get one
+ValueError naming the mismatch, and a state of the same fit still resumes to the same trace."""
+
+import numpy as np
+import pytest
+
+import pyro_memo as pm
+from pyro_memo.data.graphs import Graph, assortative_graph
+from pyro_memo.relational import MemoizedRelational
+from pyro_memo.topics import MemoizedHDP, from_counts
+
+X = np.random.default_rng(0).normal(size=(120, 3))
+COUNTS = np.random.default_rng(1).poisson(1.0, size=(40, 15))
+GRAPH = assortative_graph(30, 3, expected_edges=60, seed=0)[0]
+
+
+def dp(x=X, family=pm.Gaussian, laps=2):
+    return pm.MemoizedVB(family.from_data(x), 3, laps=laps, seed=0)
+
+
+@pytest.fixture(scope="module")
+def states():
+    return {"dp": dp().fit(X, 3).state, "hdp": MemoizedHDP(K=3, laps=2, seed=0).fit(from_counts(COUNTS), 2).state,
+            "relational": MemoizedRelational(K=3, laps=2, seed=0).fit(GRAPH, 2).state}
+
+
+@pytest.mark.parametrize("kind,resume,match", [
+    ("dp", lambda s: dp(X[:, :2]).fit(X[:, :2], 3, state=s), "gauss of dimension 3, this fit's gauss of 2"),
+    ("dp", lambda s: dp(family=pm.DiagGaussian).fit(X, 3, state=s), "this fit's diag-gauss of 3"),
+    ("dp", lambda s: dp().fit(X[:60], 3, state=s), "it summarises 120 items, these data hold 60"),
+    ("dp", lambda s: dp().fit(X, 4, state=s), "its memo holds 3 batches, these data come in 4"),
+    ("hdp", lambda s: MemoizedHDP(K=3).fit(from_counts(np.hstack([COUNTS, COUNTS])), 2, state=s),
+     "its topics span 15 words, this corpus's vocabulary 30"),
+    ("hdp", lambda s: MemoizedHDP(K=3).fit(from_counts(COUNTS), 3, state=s), "memo holds 2 batches"),
+    ("dp", lambda s: MemoizedHDP(K=3).fit(from_counts(COUNTS), 2, state=s), "DPMixturePosterior, not an HDPPosterior"),
+    ("hdp", lambda s: MemoizedRelational(K=3).fit(GRAPH, 2, state=s), "HDPPosterior, not a TiedRelationalPosterior"),
+    ("relational", lambda s: MemoizedRelational(K=3).fit(Graph([[0, 1], [1, 2]], 5), 2, state=s),
+     "a graph of 30 nodes, this one has 5"),
+    ("relational", lambda s: MemoizedRelational(K=3, nonlinks="free").fit(GRAPH, 2, state=s),
+     "not a RelationalPosterior \\(nonlinks='free'\\)"),
+    ("relational", lambda s: dp().fit(X, 3, state=s), "not a DP mixture's posterior"),
+])
+def test_a_state_of_another_model_or_other_data_is_refused_naming_why(states, kind, resume, match):
+    with pytest.raises(ValueError, match="cannot resume this state on these data: .*" + match):
+        resume(states[kind])
+
+
+def test_a_state_of_the_same_fit_resumes_to_the_uninterrupted_trace():
+    whole = dp(laps=5).fit(X, 3)
+    part = dp(laps=2).fit(X, 3)
+    resumed = dp(laps=5).fit(X, 3, state=part.state)
+    assert resumed.elbo_trace == whole.elbo_trace
