@@ -193,7 +193,12 @@ class DPMixtureGuide(GlobalSiteReadouts):
         alpha = spec.alpha
         if spec.alpha_site is not None:
             q = post.q_alpha.to(**like)
-            alpha = pyro.sample(spec.alpha_site, dist.Gamma(q[0], q[1]))
+            # the model site's shape and event dims (e.g. (1,), or (1,) with .to_event(1))
+            q_alpha = dist.Gamma(q[0], q[1]).expand(spec.alpha_shape)
+            event_dim = spec.alpha_event_dim
+            alpha = pyro.sample(spec.alpha_site, q_alpha.to_event(event_dim) if event_dim else q_alpha)
+            if event_dim:  # its event dims (of size 1) dropped: batch dims (particles) stay on their left
+                alpha = alpha.reshape(alpha.shape[:alpha.dim() - event_dim])
         if T > 1:
             n = min(K, T - 1)
             eta1 = torch.cat([post.eta1[:n], post.eta1.new_ones(T - 1 - n)]).to(**like)

@@ -20,13 +20,18 @@ and Pyro's DP-mixture tutorial follow):
 
 5. Optionally a latent DP concentration (Blei & Jordan 2006, §5): one global site outside any
    plate, ``alpha = pyro.sample("alpha", dist.Gamma(s1, s2))``, used as the sticks' second
-   parameter, ``Beta(1, alpha)`` (or ``Beta(torch.ones(T - 1), alpha)``). Its prior is recorded in
-   the spec (``alpha_site``, ``alpha_prior``) and the fit learns :math:`q(\\alpha) = Gamma(w_1, w_2)`.
+   parameter, ``Beta(1, alpha)`` (or ``Beta(torch.ones(T - 1), alpha)``); it may have shape ``()`` or
+   ``(1,)`` (also ``.to_event(1)``). Its prior is recorded in the spec (``alpha_site``, ``alpha_prior``,
+   with ``alpha_shape`` / ``alpha_event_dim`` for the guide) and the fit learns
+   :math:`q(\\alpha) = Gamma(w_1, w_2)`.
 
 ``pyro.deterministic`` sites are ignored. ``pyro.param`` sites, ``pyro.factor`` terms,
-masked observations, ``MixtureSameFamily`` observations, a latent DP concentration with another
-prior than a Gamma or inside a plate, and plates nested in another way than item 4's are refused,
-each with the nearest supported form.
+masked sites (an all-True mask is accepted), sites under ``poutine.scale`` (a scale other
+than 1: the closed-form updates would ignore it; the data plate's own subsample scaling is fine),
+``MixtureSameFamily`` observations, a latent DP concentration with another prior than a Gamma or
+inside a plate, and plates nested in another way than item 4's are refused, each with the nearest
+supported form. NaN or inf in the observed value raise :class:`~pyro_memo.families.NonFiniteDataError`
+naming the observed site.
 
 After reading the structure, three numerical checks run at random values: the
 assignment probabilities equal the stick-breaking weights, the observation's log_prob
@@ -43,6 +48,7 @@ import torch
 from pyro import poutine
 
 from ..families import FAMILIES
+from ..families.base import NonFiniteDataError, check_finite
 from ..models.component_sites import sites_for
 from .hdp_recognition import is_hdp, recognize_hdp
 from .relational_recognition import is_relational, recognize_relational
@@ -83,6 +89,9 @@ class ModelSpec(ArgumentReader):
     alpha_site: str = None
     #: ``(s1, s2)``: shape and rate of its Gamma prior (``alpha`` is then the prior mean ``s1 / s2``)
     alpha_prior: tuple = None
+    #: the alpha site's shape in the model (``()`` or e.g. ``(1,)``) and how many of its dims are event dims
+    alpha_shape: tuple = ()
+    alpha_event_dim: int = 0
     #: the plates' ``dim`` in the model: ``{"sticks": .., "components": .., "data": ..}``
     plate_dims: dict = field(default_factory=dict)
     #: the observation's feature plate (name), when its features are a nested plate, not an event
@@ -315,7 +324,7 @@ class _Reader:
         return _first(t, event_dim)
 
 
-def _recognise_components(obs_fn, obs_name, comp_sites):
+def _recognise_components(obs_fn, obs_name, comp_sites, scalar=False):
     """Map the observation and component sites to a registered family (each family declares its
     Pyro form and recognition rule in its own file); return (family class, hyper, names)."""
     by_type = {}
@@ -333,7 +342,8 @@ def _recognise_components(obs_fn, obs_name, comp_sites):
         if single and sorted(by_type) == _component_types(fam):
             names = {role: by_type[t][0] for role, (t, _) in fam.pyro_components.items()}
             sites = {role: (_base(comp_sites[n]["fn"]), comp_sites[n]["value"]) for role, n in names.items()}
-            hyper = dict(fam.prior_from_pyro(sites, _Reader(names)), **_observation_constants(fam, obs_fn, obs_name))
+            known = _observation_constants(fam, obs_fn, obs_name, scalar)
+            hyper = dict(fam.prior_from_pyro(sites, _Reader(names)), **known)
             return fam, {k: torch.as_tensor(v).detach() for k, v in hyper.items()}, names
     found = set(by_type)
 
@@ -349,11 +359,13 @@ def _recognise_components(obs_fn, obs_name, comp_sites):
     )
 
 
-def _observation_constants(fam, obs_fn, obs_name):
+def _observation_constants(fam, obs_fn, obs_name, scalar=False):
     """Hyperparameters ``fam`` reads off the observed site (``pyro_observation_constants``, e.g. a
     known noise covariance), each required to be the same for every item."""
 
     def constant(t, event_dim, what):
+        if scalar:  # (N,) data read as D = 1: the feature dimension the family expects is implicit
+            t = t.reshape(t.shape + (1,) * event_dim)
         flat = t.reshape((-1,) + t.shape[t.dim() - event_dim:])
         if not bool(torch.allclose(flat, flat[:1].expand_as(flat))):
             raise ModelStructureError(
@@ -406,16 +418,99 @@ def _refuse_observation(obs):
             "        z = pyro.sample('z', dist.Categorical(weights))\n"
             f"        pyro.sample('{name}', dist.Normal(loc[z], scale[z]).to_event(1), obs=data)"
         )
-    masked = obs.get("mask") is not None and obs["mask"] is not True
-    fn_ = fn
-    while isinstance(fn_, (dist.Independent, dist.ExpandedDistribution, dist.MaskedDistribution)):
-        masked = masked or isinstance(fn_, dist.MaskedDistribution)
-        fn_ = fn_.base_dist
-    if masked:
+    if _is_masked(obs):
         raise ModelStructureError(
             f"observed site '{name}' is masked (poutine.mask or .mask()); pyro-memo needs every item in the data "
             "plate observed: pass only the observed rows as the data"
         )
+
+
+def _refuse_latent_masks(sites):
+    """Refuse a masked latent site: Pyro's ELBO drops its masked terms, while the closed-form updates
+    use every component's and stick's prior, so the mask would be ignored."""
+    masked = [s["name"] for s in sites if not s["is_observed"] and _is_masked(s)]
+    if masked:
+        raise ModelStructureError(
+            f"latent site '{masked[0]}' is masked (poutine.mask or .mask()); pyro-memo's closed-form updates use "
+            "the whole prior of every stick and component and would ignore the mask: remove it (a smaller "
+            "truncation T is the way to use fewer components)"
+        )
+
+
+def _is_masked(site):
+    """Whether the site's mask, or one of its distribution's (``.mask()``), leaves any term out."""
+    masked = not _all_true(site.get("mask"))
+    fn = site["fn"]
+    while isinstance(fn, (dist.Independent, dist.ExpandedDistribution, dist.MaskedDistribution)):
+        masked = masked or (isinstance(fn, dist.MaskedDistribution) and not _all_true(fn._mask))
+        fn = fn.base_dist
+    return masked
+
+
+def _all_true(mask):
+    """Whether ``mask`` (a site's or a ``MaskedDistribution``'s) masks nothing: ``None``, ``True`` or a
+    tensor of ``True`` only (an all-True mask is a no-op)."""
+    if mask is None or mask is True:
+        return True
+    if torch.is_tensor(mask):
+        return bool(mask.all())
+    return bool(mask)
+
+
+def _check_observed_finite(obs):
+    """Raise :class:`~pyro_memo.families.NonFiniteDataError` if the observed site's value holds NaN or
+    inf (counted by rows: the data plate's items; for a subsampled plate, the rows of its batch)."""
+    value = torch.as_tensor(obs["value"])
+    if not (value.is_floating_point() or value.is_complex()):
+        return
+    rows = value.reshape(value.shape[0] if value.dim() else 1, -1)
+    try:
+        check_finite(rows, f"observed site '{obs['name']}'")
+    except NonFiniteDataError as err:
+        sub = [f for f in obs["cond_indep_stack"] if f.full_size is not None and f.full_size != f.size]
+        if not sub:
+            raise
+        raise err.within(f"this call's subsample of plate '{sub[0].name}'", None) from None
+
+
+def _extra_scale(site):
+    """The scale of ``site``'s log-density beyond its plates' subsampling (``size / subsample_size``),
+    as a float or a tensor; ``None`` when it is 1 (also a tensor of ones)."""
+    plates = 1.0
+    for f in site["cond_indep_stack"]:
+        if f.full_size is not None and f.size:
+            plates *= float(f.full_size) / float(f.size)
+    scale = site.get("scale", 1.0)
+    if torch.is_tensor(scale):
+        extra = scale.detach().double() / plates
+        return None if bool(((extra - 1).abs() <= 1e-6).all()) else extra
+    extra = float(scale) / plates
+    return None if abs(extra - 1) <= 1e-6 else extra
+
+
+def _refuse_scales(sites):
+    """Refuse a sample site whose log-density is scaled (``poutine.scale``, or a ``scale`` in ``infer``):
+    pyro-memo's closed-form updates use the model's unscaled density, so the scale would be ignored."""
+    scaled = [(s, _extra_scale(s)) for s in sites]
+    scaled = [(s, e) for s, e in scaled if e is not None]
+    if not scaled:
+        return
+    site, extra = scaled[0]
+    if torch.is_tensor(extra):
+        flat = extra.reshape(-1)
+        by = f"{float(flat[0]):g}" if bool((flat == flat[0]).all()) else \
+            f"a tensor of scales from {float(flat.min()):g} to {float(flat.max()):g}"
+    else:
+        by = f"{extra:g}"
+    others = [s["name"] for s, _ in scaled[1:]]
+    also = f"; so {'is' if len(others) == 1 else 'are'} {', '.join(repr(n) for n in others)}" if others else ""
+    kind = "observed" if site["is_observed"] else "latent"
+    raise ModelStructureError(
+        f"{kind} site '{site['name']}' has its log-density scaled by {by} (poutine.scale{also}); pyro-memo's "
+        "closed-form updates use the model's unscaled density and would ignore it: remove the scale. To fit "
+        "in batches, let the data plate subsample (pyro.plate(..., subsample=batch)) or use fit_memoized / "
+        "MemoizedELBO: pyro-memo's memoized driver scales batches itself"
+    )
 
 
 @contextmanager
@@ -444,8 +539,8 @@ def _stick_concentration0(global_sites, T):
 def _find_latent_alpha(model, args, kwargs, global_sites, T):
     """The latent DP concentration: the one other global site whose value the sticks' ``Beta(1, alpha)``
     takes as ``alpha`` (checked by re-running the model with the site conditioned on another value).
-    Returns ``(site, (s1, s2))`` or ``(None, None)``; refuses another prior than a scalar Gamma, or
-    the site inside a plate."""
+    Returns ``(site, (s1, s2))`` or ``(None, None)``; refuses another prior than a Gamma with one value
+    (shape ``()`` or ``(1,)``, its dimension a batch or an event dimension), or the site inside a plate."""
     stick, c0 = _stick_concentration0(global_sites, T)
     if stick is None:
         return None, None
@@ -470,10 +565,12 @@ def _find_latent_alpha(model, args, kwargs, global_sites, T):
             f"{[f.name for f in found['cond_indep_stack']]}; "
             f"pyro-memo learns one alpha shared by all sticks: {ALPHA_FORM}"
         )
-    if not isinstance(prior, dist.Gamma) or found["value"].numel() != 1 or found["fn"].event_shape != ():
+    if not isinstance(prior, dist.Gamma) or found["value"].numel() != 1:
+        what = (f"a {type(prior).__name__} prior" if not isinstance(prior, dist.Gamma)
+                else f"a Gamma prior of shape {tuple(found['value'].shape)}")
         raise ModelStructureError(
-            f"site '{name}' is a latent DP concentration with a {type(prior).__name__} prior; pyro-memo learns "
-            f"alpha in closed form under a scalar Gamma prior only: {ALPHA_FORM}"
+            f"site '{name}' is a latent DP concentration with {what}; pyro-memo learns one alpha in closed form "
+            f"under a Gamma prior with a single value (shape () or (1,), with or without .to_event(1)): {ALPHA_FORM}"
         )
     s1, s2 = float(prior.concentration.reshape(-1)[0]), float(prior.rate.reshape(-1)[0])
     if not (s1 > 0 and s2 > 0 and s1 < float("inf") and s2 < float("inf")):
@@ -533,7 +630,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     try:
         with _quiet_wishart():
             return _recognize(model, args, kwargs, trace, dtype)
-    except ModelStructureError:
+    except (ModelStructureError, NonFiniteDataError):
         raise
     except (RuntimeError, TypeError, IndexError, ValueError, AttributeError, KeyError, NotImplementedError) as err:
         raise ModelStructureError(
@@ -551,6 +648,9 @@ def _recognize(model, args, kwargs, trace, dtype):
             f"expected exactly one observed site (the data); found {[s['name'] for s in observed]}"
         )
     obs = observed[0]
+    _check_observed_finite(obs)
+    _refuse_scales(sites)
+    _refuse_latent_masks(sites)
     _refuse_observation(obs)
     obs_features, written = None, obs
     if len(obs["cond_indep_stack"]) == 2:
@@ -597,7 +697,7 @@ def _recognize(model, args, kwargs, trace, dtype):
         sum((f.pyro_one_hot for f in FAMILIES.values()), ())
     if scalar:
         comp = _scalar_components(obs["name"], comp, T)
-    family_cls, hyper, names = _recognise_components(obs_fn, obs["name"], comp)
+    family_cls, hyper, names = _recognise_components(obs_fn, obs["name"], comp, scalar)
     first_param = next(iter(comp.values()))["value"]
     try:
         family = family_cls(hyper, dtype=dtype, device=first_param.device)
@@ -632,6 +732,8 @@ def _recognize(model, args, kwargs, trace, dtype):
         scalar=scalar,
         alpha_site=None if alpha_site is None else alpha_site["name"],
         alpha_prior=alpha_prior,
+        alpha_shape=() if alpha_site is None else tuple(alpha_site["value"].shape),
+        alpha_event_dim=0 if alpha_site is None else len(alpha_site["fn"].event_shape),
         plate_dims=_plate_dims(stick_site, next(iter(comp.values())), obs),
         obs_features=obs_features,
         component_features={role: component_features[name] for role, name in names.items()
