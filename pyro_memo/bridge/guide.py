@@ -10,6 +10,7 @@ from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .param_store import DataFingerprint, check_shapes, default_prefix
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
+from .structure import call_signature
 
 #: constraint names a family may declare in ``pyro_constraints`` (others: positive)
 CONSTRAINTS = {"real": constraints.real, "positive_definite": constraints.positive_definite,
@@ -62,16 +63,12 @@ class DPMixtureGuide(GlobalSiteReadouts):
         self.memo = SummaryCache()
 
     # ----------------------------------------------------------------- setup
-    @staticmethod
-    def _signature(args, kwargs):
-        """Which arguments a call passes (and which are ``None``): one recognised spec per signature."""
-        return tuple(a is None for a in args), tuple(sorted((k, v is None) for k, v in kwargs.items()))
 
     def setup(self, *args, **kwargs):
         """Recognise the model (once per call signature) and initialise the variational parameters
         if the param store has none under :attr:`prefix`; stored ones are checked against the
         shapes the model needs (``ValueError`` on a mismatch) and reused (a warm start)."""
-        key = self._signature(args, kwargs)
+        key = call_signature(args, kwargs)
         if key in self._specs:
             self.spec = self._specs[key]
         else:

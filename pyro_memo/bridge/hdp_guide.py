@@ -14,6 +14,7 @@ from .hdp_gap import expected_normaliser_gap
 from .param_store import DataFingerprint, check_shapes, default_prefix
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
+from .structure import call_signature
 
 _CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive,
                 "q_alpha": constraints.positive, "q_gamma": constraints.positive}
@@ -61,6 +62,7 @@ class HDPGuide(GlobalSiteReadouts):
         self.prefix = default_prefix(model) if prefix is None else str(prefix)
         self.local_iters, self.local_tol = int(local_iters), float(local_tol)
         self.spec = None
+        self._specs = {}
         self.doc_topic_counts = None
         #: the corpus key (:meth:`~.hdp_recognition.HDPSpec.corpus_key`) of :attr:`doc_topic_counts`
         self.counts_corpus = None
@@ -70,13 +72,16 @@ class HDPGuide(GlobalSiteReadouts):
 
     # ----------------------------------------------------------------- setup
     def setup(self, *args, **kwargs):
-        """Recognise the model and initialise the globals if missing (idempotent)."""
-        if self.spec is None:
+        """Recognise the model (once per call signature: a call that adds the batch's indices is read
+        again) and initialise the globals if missing (idempotent)."""
+        key = call_signature(args, kwargs)
+        if key not in self._specs:
             spec = recognize_model(self.model, *args, **kwargs)
             if spec.kind != "hdp":
                 raise ModelStructureError("HDPGuide needs an HDP topic model; this model is a DP mixture: use "
                                           "pyro_memo.DPMixtureGuide")
-            self.spec = spec
+            self._specs[key] = spec
+        self.spec = self._specs[key]
         K, V = self.spec.K, self.spec.V
         check_shapes(self.prefix, self._names(), {"rho": (K,), "omega": (K,), "lam": (K, V), "q_alpha": (2,),
                                                   "q_gamma": (2,)})

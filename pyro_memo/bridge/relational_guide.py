@@ -17,7 +17,7 @@ from .param_store import DataFingerprint, check_shapes, default_prefix, fingerpr
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 from .relational_gap import relational_normaliser_gap
-from .structure import batch_key
+from .structure import batch_key, call_signature
 
 __all__ = ["RelationalGuide", "observed_graph"]
 
@@ -77,6 +77,7 @@ class RelationalGuide(GlobalSiteReadouts):
         self.model, self.seed, self.init = model, seed, init
         self.prefix = default_prefix(model) if prefix is None else str(prefix)
         self.spec = None
+        self._specs = {}
         self._graph = None  # (the call's pairs, Graph, GraphPairs)
         self._raw = None  # (the call's pairs, raw_data)
         self._trained_on = None  # the raw_data check_data last saw
@@ -88,13 +89,16 @@ class RelationalGuide(GlobalSiteReadouts):
 
     # ----------------------------------------------------------------- setup
     def setup(self, *args, **kwargs):
-        """Recognise the model and initialise the globals if missing (idempotent)."""
-        if self.spec is None:
+        """Recognise the model (once per call signature: a call that adds the batch's pairs is read
+        again) and initialise the globals if missing (idempotent)."""
+        key = call_signature(args, kwargs)
+        if key not in self._specs:
             spec = recognize_model(self.model, *args, **kwargs)
             if spec.kind != "relational":
                 raise ModelStructureError(f"RelationalGuide needs an HDP relational model; this model is a "
                                           f"{spec.kind} model: use pyro_memo.DPMixtureGuide or pyro_memo.HDPGuide")
-            self.spec = spec
+            self._specs[key] = spec
+        self.spec = self._specs[key]
         N, K = self.spec.N, self.spec.K
         check_shapes(self.prefix, self._names(), {"theta": (N, K + 1), "rho": (K,), "omega": (K,), "w_a": (K,),
                                                   "w_b": (K,)})

@@ -99,6 +99,13 @@ class ArgumentReader:
         return None if value is None else torch.as_tensor(value, dtype=torch.long)
 
 
+def call_signature(args, kwargs):
+    """Which arguments a call passes, and which are ``None``: a guide recognises its model once per
+    signature, so a call that adds an argument (the batch's indices after a whole-data call) is read
+    again."""
+    return tuple(a is None for a in args), tuple(sorted((k, v is None) for k, v in kwargs.items()))
+
+
 def batch_key(indices):
     """A hashable key for a batch: a digest of its subsample indices (``"all"`` for the data)."""
     if indices is None:

@@ -106,3 +106,17 @@ def test_closed_form_optimizer_refuses_gradients_of_another_loss_before_moving_a
     assert torch.isfinite(torch.tensor(memo.step(*call(None))))
     with pytest.raises(ValueError, match="another loss"):
         svi.step(*call(None))
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_a_guide_set_up_on_the_whole_data_reads_the_batches_of_later_calls(kind):
+    """The first call passes no batch; the guide reads the model again when a call adds one, so the
+    later steps are memoized batches, not whole-data steps."""
+    pyro.clear_param_store()
+    model, guide, call, n = CASES[kind](0)
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    svi.evaluate_loss(*call(None))
+    batches = splits(n, 0)
+    for b in batches:
+        svi.step(*call(b))
+    assert len(guide.memo.batches) == len(batches)
