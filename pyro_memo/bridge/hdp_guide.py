@@ -14,7 +14,7 @@ from .hdp_gap import expected_normaliser_gap
 from .param_store import DataFingerprint, check_shapes, default_prefix
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
-from .structure import call_signature
+from .structure import adds_arguments, call_signature
 
 _CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive,
                 "q_alpha": constraints.positive, "q_gamma": constraints.positive}
@@ -75,6 +75,8 @@ class HDPGuide(GlobalSiteReadouts):
         """Recognise the model (once per call signature: a call that adds the batch's indices is read
         again) and initialise the globals if missing (idempotent)."""
         key = call_signature(args, kwargs)
+        if key not in self._specs and self._specs and not any(adds_arguments(key, k) for k in self._specs):
+            self._specs[key] = self.spec  # e.g. Predictive's call without the data: the model as read before
         if key not in self._specs:
             spec = recognize_model(self.model, *args, **kwargs)
             if spec.kind != "hdp":

@@ -17,7 +17,7 @@ from .param_store import DataFingerprint, check_shapes, default_prefix, fingerpr
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 from .relational_gap import relational_normaliser_gap
-from .structure import batch_key, call_signature
+from .structure import adds_arguments, batch_key, call_signature
 
 __all__ = ["RelationalGuide", "observed_graph"]
 
@@ -92,6 +92,8 @@ class RelationalGuide(GlobalSiteReadouts):
         """Recognise the model (once per call signature: a call that adds the batch's pairs is read
         again) and initialise the globals if missing (idempotent)."""
         key = call_signature(args, kwargs)
+        if key not in self._specs and self._specs and not any(adds_arguments(key, k) for k in self._specs):
+            self._specs[key] = self.spec  # e.g. Predictive's call without the data: the model as read before
         if key not in self._specs:
             spec = recognize_model(self.model, *args, **kwargs)
             if spec.kind != "relational":

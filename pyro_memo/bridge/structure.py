@@ -106,6 +106,16 @@ def call_signature(args, kwargs):
     return tuple(a is None for a in args), tuple(sorted((k, v is None) for k, v in kwargs.items()))
 
 
+def adds_arguments(signature, than):
+    """Whether a call of :func:`call_signature` ``signature`` passes an argument that a call of ``than`` left
+    out or passed as ``None`` (a batch's indices after a whole-data call; not Predictive's call without
+    the data)."""
+    (args, kwargs), (old_args, old_kwargs) = signature, than
+    old = dict(old_kwargs)
+    return any(not none and (i >= len(old_args) or old_args[i]) for i, none in enumerate(args)) or \
+        any(not none and old.get(key, True) for key, none in kwargs)
+
+
 def batch_key(indices):
     """A hashable key for a batch: a digest of its subsample indices (``"all"`` for the data)."""
     if indices is None:
