@@ -260,7 +260,7 @@ def cases(f):
         (cmp + ["--prior", "nu=x"], "nu"), (cmp + ["--prior-scale", "0"], "--prior-scale"),
         (hdp + ["--prior", "kappa=1"], "--prior"), (hdp + ["--prior-scale", "2"], "--prior-scale"),
         (memo + ["--resume", str(f / "dp_state"), "--prior", "kappa=0.5"], "prior"),
-        (memo + ["--resume", str(f / "dp_state"), "--prior-scale", "2"], "prior"),
+        (memo + ["--resume", str(f / "dp_state"), "--prior-scale", "2"], "scaled to) differs from the saved"),
         # predict: missing, damaged, foreign or newer model files; data the model cannot take; bad --out
         (["predict", str(f / "nowhere"), good], "nowhere"), (["predict", str(f / "save_nostate"), good], "model.pt"),
         (["predict", str(f / "truncated_model.pt"), good], "damaged"),
@@ -278,6 +278,7 @@ def cases(f):
         (["predict", str(f / "hdp_state"), str(f / "bad.ldac")], "bad.ldac"),
         (["predict", str(f / "dp_state")], "DATA"), (["predict"], "MODEL"),
         (["predict", str(f / "dp_state"), good, "--out", str(f)], "--out"),
+        (["predict", str(f / "dp_state"), good, "--out", str(f / "p3")], "p3: the predictions are written as an .npz"),
         (["predict", str(f / "dp_state"), good, "--out", os.path.join(unwritable, "p.npz")], "--out"),
         (["predict", str(f / "dp_state"), good, "--out", str(f / "dp_state" / "model.pt")], "--out"),
         (["predict", str(f / "dp_state"), good, "--K", "3"], "--K"),

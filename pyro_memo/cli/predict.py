@@ -52,6 +52,8 @@ def check(args):
     args.model_file = model_path(args.model)
     if args.out is None:
         args.out = os.path.join(os.path.dirname(os.path.abspath(args.model_file)), DEFAULT_OUT)
+    if not args.out.endswith(".npz"):
+        raise ValueError(f"--out {args.out}: the predictions are written as an .npz file; give a name ending in .npz")
     check_output_file(args.out, "--out")
     if os.path.realpath(args.out) in {os.path.realpath(args.model_file), os.path.realpath(args.data)}:
         raise ValueError(f"--out {args.out}: names the model or the data file; choose another path")

@@ -223,7 +223,11 @@ def read_edge_list(path, num_nodes=None, name=None):
         num_nodes = largest + 1
     elif largest >= num_nodes:
         raise ValueError(f"{path}: node id {largest} is not below num_nodes = {num_nodes}")
-    return Graph(edges, num_nodes, name=name)
+    graph = Graph(edges, num_nodes, name=name)
+    if graph.num_edges == 0:
+        raise ValueError(f"{path}: no links found: its {graph.self_loops} lines each link a node to itself, and the "
+                         f"models have no self links")
+    return graph
 
 
 # ---------------------------------------------------------------- matrices and networkx

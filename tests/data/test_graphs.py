@@ -101,7 +101,8 @@ def test_read_edge_list_csv_with_header_and_sparse_ids(tmp_path):
                                         ("0 1\n1 nan\n", "line 2: node id is NaN"),
                                         ("0 1\n1 x\n", "line 2: node id 'x'"),
                                         ("", "no links found"),
-                                        ("# only a comment\nsource target\n", "no links found")])
+                                        ("# only a comment\nsource target\n", "no links found"),
+                                        ("3 3\n2 2\n", "no links found: its 2 lines each link a node to itself")])
 def test_read_edge_list_bad_input(tmp_path, text, match):
     path = write(tmp_path, "bad.txt", text)
     with pytest.raises(ValueError, match=match) as info:

@@ -282,12 +282,11 @@ def _check_resume(args, state, num_items, family):
         saved["--alpha"] = (float(args.alpha), float(post.sticks.alpha))
     if total is not None:
         saved["items in DATA"] = (int(num_items), int(round(float(total.counts.sum()))))
-    if family.dim == post.family.dim and args.family == post.family.name:
-        same = all(torch.allclose(family.prior[k].cpu().double(), v.cpu().double(), rtol=1e-9, atol=0)
-                   for k, v in post.family.prior.items())
-        saved["prior (from --prior, --prior-scale and the DATA it is scaled to)"] = (
-            "this one", "this one" if same else "another one")
     check_resume_matches(args, saved)
+    if not all(torch.allclose(family.prior[k].cpu().double(), v.cpu().double(), rtol=1e-9, atol=0)
+               for k, v in post.family.prior.items()):
+        raise ValueError(f"--resume {args.resume}: this run's prior (from --prior, --prior-scale and the DATA it is "
+                         f"scaled to) differs from the saved fit's (resume with the saved run's options and DATA)")
 
 
 class DPMixture(CliModel):
