@@ -10,6 +10,7 @@ optionally, a local step that uses the batch's cached local parameters
 """
 
 import copy
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -44,6 +45,17 @@ def as_float_dtype(value, name="dtype"):
         return LOCAL_DTYPES[value]
     raise ValueError(f"{name} must be one of {', '.join(LOCAL_DTYPES)}"
                      f"{' (or None: the fit' + chr(39) + 's dtype)' if name == 'local_dtype' else ''}; got {value!r}")
+
+
+def as_positive_int(value, name):
+    """``value`` as an ``int`` if it is a whole number of at least 1 (``3``, ``np.int64(3)``, ``3.0``).
+
+    :raises ValueError: naming ``name`` otherwise (``2.5`` is not truncated, ``True`` is not ``1``).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer() \
+            or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)
 
 
 def as_local_dtype(value):

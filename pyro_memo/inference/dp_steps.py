@@ -8,6 +8,7 @@ import torch
 
 from ..allocation import DPSticks
 from ..data_sources import make_batches
+from ..engine.driver import as_positive_int
 from ..families import check_sparse_candidates, check_sparse_L
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import check_batch, initial_summary
@@ -118,8 +119,7 @@ class DPMixtureSteps:
     def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
                   alpha_prior=None):
         """Keep the model and the initialisation settings (see the drivers' parameters)."""
-        if int(K) < 1:
-            raise ValueError(f"K must be a positive integer; got {K}")
+        K = as_positive_int(K, "K")
         self.family = family
         self.sticks = DPSticks(alpha, truncation, alpha_prior)
         self.K = int(K)

@@ -24,7 +24,7 @@ from ..allocation.concentration import learnable
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
-from ..engine.driver import as_float_dtype
+from ..engine.driver import as_float_dtype, as_positive_int
 from ..posterior.relational import RelationalPosterior, check_hyperparameters
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from .initialization import initial_memberships
@@ -103,8 +103,7 @@ class MemoizedRelational(MemoizedDriver):
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
                  record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied", learn_eps=False,
                  local_dtype=None, threads=None, schedule=None, round_size=None, overrelax=None):
-        if int(K) < 1:
-            raise ValueError(f"K must be a positive integer; got {K}")
+        K = as_positive_int(K, "K")
         check_hyperparameters(alpha, gamma, tau, eps)
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
                          moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads,

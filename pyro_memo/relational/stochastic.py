@@ -52,6 +52,7 @@ from ..allocation.hdp_sticks import expected_beta, optimize_sticks, rho_from_wei
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import StochasticDriver
+from ..engine.driver import as_positive_int
 from ..families._special import kl_beta
 from ..posterior.hdp import expected_log_dirichlet, log_dirichlet_norm
 from ..posterior.relational import RelationalPosterior, check_hyperparameters
@@ -144,8 +145,7 @@ class StochasticRelational(StochasticDriver):
     def __init__(self, K=10, kappa=0.6, delay=10.0, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4,
                  prune_threshold=PRUNE_THRESHOLD, nonlink_iters=5, laps=50, seed=0, dtype=torch.float64, device=None,
                  init="spectral", score=True, threads=None):
-        if int(K) < 1:
-            raise ValueError(f"K must be a positive integer; got {K}")
+        K = as_positive_int(K, "K")
         if not 0.5 < float(kappa) <= 1.0:
             raise ValueError(f"kappa must lie in (0.5, 1] (Robbins-Monro); got {kappa}")
         check_hyperparameters(alpha, gamma, tau, eps)

@@ -12,7 +12,7 @@ from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
 from ..data.corpus_shards import CorpusShards, is_corpus_shards
 from ..engine import FitResult, MemoizedDriver, make_moves
-from ..engine.driver import as_float_dtype
+from ..engine.driver import as_float_dtype, as_positive_int
 from ..families import check_sparse_L
 from ..families.type2 import Learnt
 from ..inference.initialization import initial_responsibilities
@@ -130,9 +130,7 @@ class HDPSteps:
         concentration becomes a :class:`~pyro_memo.allocation.concentration.GammaConcentration`."""
         self.family = family
         self.sparse_L = check_sparse_L(sparse_L)
-        for name, value in (("K", K), ("local_iters", local_iters)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value}")
+        K, local_iters = as_positive_int(K, "K"), as_positive_int(local_iters, "local_iters")
         for name, value in (("alpha", alpha), ("gamma", gamma), ("lam0", lam0)):
             if not float(value) > 0:
                 raise ValueError(f"{name} must be positive; got {value}")

@@ -52,7 +52,8 @@ def kmeans_topics(corpus, K, lam0=0.1, iters=3, seed=0):
     docs = np.flatnonzero(lengths > 0)
     if K > len(docs):
         raise ValueError(f"kmeans initialisation needs at least K = {K} non-empty documents; "
-                         f"the corpus has {len(docs)}")
+                         f"the corpus has {len(docs)}: lower K, or use init='documents' (--init documents), "
+                         f"which starts from random documents and takes any K")
     X = X[docs]
     rng = np.random.default_rng(seed)
     # own[d] = sum_w n_dw log(n_dw / N_d): distortion = own - X @ log_means >= 0 (up to smoothing)

@@ -56,8 +56,9 @@ def test_initial_topics_schemes_and_errors():
     assert lam.dtype == torch.float32 and float(lam.min()) >= 0.2
     with pytest.raises(ValueError, match="init must be one of"):
         initial_topics(corpus, 5, init="random")
-    with pytest.raises(ValueError, match="at least K = 500 non-empty documents"):
+    with pytest.raises(ValueError, match="at least K = 500 non-empty documents.*init='documents'"):
         kmeans_topics(corpus, 500)
+    assert initial_topics(corpus, 500, init="documents").shape[0] == 500  # the init the message offers takes it
     with pytest.raises(ValueError, match="init must be one of"):
         MemoizedHDP(init="bogus")
 
