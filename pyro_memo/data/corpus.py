@@ -121,11 +121,13 @@ def read_vocab(path):
         return [line.rstrip("\n") for line in fh]
 
 
-def ldac_documents(path):
+def ldac_documents(path, vocab_size=None):
     """The documents of an LDA-C file as ``(word ids, counts)`` array pairs, read line by line (blank
     lines skipped).
 
-    :raises ValueError: naming the line of a malformed document.
+    :param int vocab_size: ``V``, when known: word ids must lie below it.
+    :raises ValueError: naming the line of a malformed document: not ``N id:count ...``, a count that
+        is not a positive finite number, a negative word id, or one at or above ``vocab_size``.
     """
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -141,7 +143,19 @@ def ldac_documents(path):
                 raise ValueError(f"{path}, line {lineno}: not 'N id:count ...' ({err})") from None
             if declared != len(pairs):
                 raise ValueError(f"{path}, line {lineno}: declares {declared} distinct words, lists {len(pairs)}")
+            _check_ldac_line(doc_ids, doc_counts, vocab_size, f"{path}, line {lineno}")
             yield doc_ids, doc_counts
+
+
+def _check_ldac_line(ids, counts, vocab_size, where):
+    """Raise :class:`ValueError` naming ``where`` for a count that is not positive and finite, or a word id
+    outside ``[0, vocab_size)``."""
+    bad = ~(np.isfinite(counts) & (counts > 0))
+    if bad.any():
+        raise ValueError(f"{where}: count {counts[bad][0]:g} of word {ids[bad][0]}; counts must be positive and finite")
+    if len(ids) and (ids.min() < 0 or (vocab_size is not None and ids.max() >= vocab_size)):
+        word = ids.min() if ids.min() < 0 else ids.max()
+        raise ValueError(f"{where}: word id {word} outside the vocabulary [0, {vocab_size or 'V'})")
 
 
 def from_documents(documents, vocab_size, vocab=None):
@@ -159,13 +173,16 @@ def read_ldac(path, vocab_path=None, vocab_size=None):
     :param path: the ``.ldac`` file.
     :param vocab_path: optional vocabulary file, one word per line (its length sets ``V``).
     :param int vocab_size: ``V`` when there is no vocabulary (default: largest id + 1).
-    :raises ValueError: naming the line of a malformed document.
+    :raises ValueError: naming the line of a malformed document (:func:`ldac_documents`), or for a file
+        without documents.
     """
     vocab = None if vocab_path is None else read_vocab(vocab_path)
-    documents = list(ldac_documents(path))
     if vocab is not None:
         vocab_size = len(vocab)
-    elif vocab_size is None:
+    documents = list(ldac_documents(path, vocab_size))
+    if not documents:
+        raise ValueError(f"{path}: no documents (an empty file, or only blank lines)")
+    if vocab_size is None:
         vocab_size = max((int(ids.max()) for ids, _ in documents if len(ids)), default=0) + 1
     return from_documents(documents, vocab_size, vocab)
 

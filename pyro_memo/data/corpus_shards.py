@@ -70,7 +70,7 @@ def shard_ldac(path, directory, docs_per_shard, vocab_path=None, vocab_size=None
         vocab_size = max((int(ids.max()) for ids, _ in ldac_documents(path) if len(ids)), default=0) + 1
     shards = CorpusShards.create(directory, vocab_size, vocab)
     pending = []
-    for document in ldac_documents(path):
+    for document in ldac_documents(path, vocab_size):
         pending.append(document)
         if len(pending) == docs_per_shard:
             shards.append(from_documents(pending, vocab_size, vocab))

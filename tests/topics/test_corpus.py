@@ -16,8 +16,13 @@ def test_ldac_round_trip(tmp_path):
     assert corpus.vocab[4] == "e"
 
 
-@pytest.mark.parametrize("text,match", [("2 0:3\n", "declares 2"), ("1 x:3\n", "line 1"), ("1 7:1\n", r"\[0, 5\)"),
-                                        ("1 0:-1\n", "positive")])
+@pytest.mark.parametrize("text,match", [("2 0:3\n", "declares 2"), ("1 x:3\n", "line 1"),
+                                        ("1 0:1\n\n1 7:1\n", r"line 3: word id 7 outside the vocabulary \[0, 5\)"),
+                                        ("1 0:-1\n", "line 1: count -1 of word 0; counts must be positive"),
+                                        ("2 0:1 1:0\n", "line 1: count 0 of word 1"),
+                                        ("1 0:nan\n", "line 1: count nan"),
+                                        ("1 -2:1\n", "line 1: word id -2"),
+                                        ("\n\n", "no documents")])
 def test_malformed_ldac_raises(tmp_path, text, match):
     (tmp_path / "c.ldac").write_text(text)
     with pytest.raises(ValueError, match=match):
