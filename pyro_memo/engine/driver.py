@@ -34,17 +34,17 @@ LOCAL_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 SCHEDULES = ("sequential", "parallel")
 
 
-def as_float_dtype(value, name="dtype"):
+def as_float_dtype(value, name="dtype", also=""):
     """``value``, a name in :data:`LOCAL_DTYPES` or one of its dtypes, as a torch dtype.
 
-    :raises ValueError: for anything else, in one line naming the option ``name`` and the choices.
+    :raises ValueError: for anything else, in one line naming the option ``name`` and the choices (and
+        ``also``, what else the option takes).
     """
     if value in LOCAL_DTYPES.values():
         return value
     if isinstance(value, str) and value in LOCAL_DTYPES:
         return LOCAL_DTYPES[value]
-    raise ValueError(f"{name} must be one of {', '.join(LOCAL_DTYPES)}"
-                     f"{' (or None: the fit' + chr(39) + 's dtype)' if name == 'local_dtype' else ''}; got {value!r}")
+    raise ValueError(f"{name} must be one of {', '.join(LOCAL_DTYPES)}{also}; got {value!r}")
 
 
 def as_positive_int(value, name):
@@ -60,7 +60,7 @@ def as_positive_int(value, name):
 
 def as_local_dtype(value):
     """``local_dtype`` as a torch dtype: ``None`` (the fit's own) or :func:`as_float_dtype`'s."""
-    return None if value is None else as_float_dtype(value, "local_dtype")
+    return None if value is None else as_float_dtype(value, "local_dtype", " (or None: the fit's dtype)")
 
 
 def in_dtype(value, dtype):

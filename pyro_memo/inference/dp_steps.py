@@ -119,10 +119,9 @@ class DPMixtureSteps:
     def set_model(self, family, K, alpha=1.0, truncation="nested", init="kmeans++", init_items=10_000,
                   alpha_prior=None):
         """Keep the model and the initialisation settings (see the drivers' parameters)."""
-        K = as_positive_int(K, "K")
         self.family = family
         self.sticks = DPSticks(alpha, truncation, alpha_prior)
-        self.K = int(K)
+        self.K = as_positive_int(K, "K")
         self.init = init
         self.init_items = int(init_items)
 
