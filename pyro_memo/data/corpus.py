@@ -66,8 +66,13 @@ class Corpus:
         return f"Corpus({self.num_docs} documents, V = {self.vocab_size}, {self.num_tokens:.0f} tokens)"
 
     def subset(self, docs):
-        """The corpus of documents ``docs`` (an index array), in that order."""
-        docs = np.asarray(docs, dtype=np.int64)
+        """The corpus of documents ``docs`` (an index array), in that order.
+
+        :raises ValueError: for an index outside ``[0, num_docs)``.
+        """
+        docs = np.asarray(docs, dtype=np.int64).reshape(-1)
+        if len(docs) and (docs.min() < 0 or docs.max() >= self.num_docs):
+            raise ValueError(f"document indices must lie in [0, {self.num_docs}); found [{docs.min()}, {docs.max()}]")
         starts, ends = self.doc_ptr[docs], self.doc_ptr[docs + 1]
         lengths = ends - starts
         index = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)]) if len(docs) else \
@@ -100,7 +105,12 @@ def from_counts(matrix, vocab=None):
     """
     import scipy.sparse as sp
 
-    m = sp.csr_matrix(matrix, dtype=np.float64)
+    try:
+        m = sp.csr_matrix(matrix, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        kind = getattr(matrix, "shape", None) or type(matrix).__name__
+        raise ValueError(f"a count matrix must be a 2-D (documents, words) array of numbers; got {kind} "
+                         f"({str(err).splitlines()[0][:80]})") from None
     m.sum_duplicates()
     if not np.all(np.isfinite(m.data)):
         raise ValueError("count matrix contains NaN or inf")

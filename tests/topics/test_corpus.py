@@ -65,3 +65,15 @@ def test_type_split_holds_out_whole_word_types():
     np.testing.assert_array_equal(o + h, dense[kept])
     assert not np.any((o > 0) & (h > 0))  # no word type on both sides
     np.testing.assert_array_equal((h > 0).sum(1), np.maximum(10, np.ceil(0.2 * unique[kept])))
+
+
+@pytest.mark.parametrize("bad", [np.ones((2, 3, 4)), np.array([["a", "b"]]), [[1, 2], [3]]])
+def test_from_counts_refuses_what_is_not_a_matrix_of_numbers(bad):
+    with pytest.raises(ValueError, match="a count matrix must be a 2-D \\(documents, words\\) array of numbers"):
+        from_counts(bad)
+
+
+@pytest.mark.parametrize("docs", [[-1], [5], [0, 9]])
+def test_subset_refuses_indices_outside_the_documents(docs):
+    with pytest.raises(ValueError, match=r"document indices must lie in \[0, 5\)"):
+        from_counts(np.ones((5, 3))).subset(docs)
