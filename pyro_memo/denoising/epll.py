@@ -26,6 +26,8 @@ lies in :math:`D` overlapping patches, so the prior term counts it :math:`D` tim
 term by the same :math:`D` keeps the two balanced (the setting of Zoran & Weiss's code).
 """
 
+import math
+
 import torch
 
 from ..engine.threads import ThreadPolicy
@@ -46,6 +48,19 @@ def map_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS, policy=None):
     :func:`~pyro_memo.denoising.prior.restore_patches` in chunks, each a step of the entered thread
     ``policy`` when given."""
     return restore_patches(y, prior, noise_var, _most_probable, max_elements, policy)
+
+
+def _weight(value, name, zero=False):
+    """``value`` as a float if it is finite and positive (or zero, with ``zero``: :math:`\\lambda = 0` drops
+    the data term; a :math:`\\beta` of 0 has no splitting), else :class:`ValueError` naming ``name``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and (number > 0 or zero and number == 0)):
+        kind = "non-negative" if zero else "positive"
+        raise ValueError(f"{name} must be a {kind} finite number; got {value!r}")
+    return number
 
 
 def _most_probable(log_joint):
@@ -73,9 +88,11 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
         raise ValueError(f"z_step must be one of {', '.join(map(repr, Z_STEPS))}, not {z_step!r}")
     restore = map_patches if z_step == "map" else mmse_patches
     var = float(sigma) ** 2
-    betas = [b / var for b in BETAS] if betas is None else [float(b) for b in betas]
-    lam = size * size / var if lam is None else float(lam)
-    y = as_image_tensor(noisy, prior)
+    y = as_image_tensor(noisy, prior, size)
+    betas = [b / var for b in BETAS] if betas is None else [_weight(b, "each of betas") for b in betas]
+    if not betas:
+        raise ValueError("betas is empty: give at least one beta")
+    lam = size * size / var if lam is None else _weight(lam, "lam", zero=True)
     shape = tuple(y.shape)
     count = coverage(shape, size, y)
     x = y

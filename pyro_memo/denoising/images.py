@@ -4,6 +4,7 @@ additive white Gaussian noise.
 scikit-image (the ``denoise`` extra) is imported only when an image is read.
 """
 
+import numbers
 import os
 import warnings
 
@@ -68,9 +69,11 @@ def load_image(source):
 
 
 def center_crop(image, size):
-    """The central ``size`` x ``size`` square of ``image`` (the whole side where the image is smaller)."""
-    if size < 1:
-        raise ValueError(f"crop size must be a positive integer; got {size}")
+    """The central ``size`` x ``size`` square of the 2-D ``image`` (the whole side where the image is smaller)."""
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+        raise ValueError(f"crop size must be a positive integer; got {size!r}")
+    if np.ndim(image) != 2:
+        raise ValueError(f"expected a 2-D grayscale image (an array or tensor); got shape {np.shape(image)}")
     h, w = image.shape
     top, left = max((h - size) // 2, 0), max((w - size) // 2, 0)
     return image[top:top + size, left:left + size]
@@ -85,5 +88,5 @@ def add_noise(image, sigma, seed=0):
 
 def check_sigma(sigma):
     """Raise :class:`ValueError` unless the noise level ``sigma`` is a positive finite number."""
-    if not (np.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"the noise level sigma must be a positive number; got {sigma}")
+    if isinstance(sigma, bool) or not isinstance(sigma, numbers.Real) or not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"the noise level sigma must be a positive number; got {sigma!r}")

@@ -51,7 +51,7 @@ def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS, thr
     :returns: the denoised image, unclipped.
     """
     check_sigma(sigma)
-    y = as_image_tensor(noisy, prior)
+    y = as_image_tensor(noisy, prior, size)
     patches = image_patches(y, size)
     dc = patches.mean(-1, keepdim=True)
     with ThreadPolicy(threads) as policy:

@@ -6,6 +6,8 @@ Notation (Zoran & Weiss 2011, §2): :math:`P_i` extracts the ``size`` x ``size``
 *DC component* of a patch is its mean, and a zero-mean patch is :math:`(I - \\tfrac1D 1 1^T) P_i x`.
 """
 
+import numbers
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -108,12 +110,31 @@ def average_patches(patches, shape, size=PATCH):
     return put_back(patches, shape, size) / coverage(shape, size, patches)
 
 
-def as_image_tensor(image, prior):
-    """``image`` (a 2-D array or tensor) as a tensor of the prior's dtype on its device."""
-    x = image if torch.is_tensor(image) else torch.as_tensor(np.asarray(image))
+def as_image_tensor(image, prior, size=PATCH):
+    """``image`` (a 2-D array or tensor of real numbers, at least ``size`` pixels a side, finite) as a
+    tensor of the prior's dtype on its device, checked against the prior's patches of ``size**2`` pixels.
+
+    :raises ValueError: naming what does not fit.
+    """
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+        raise ValueError(f"the patch size must be a positive integer; got {size!r}")
+    if prior.dim != size * size:
+        raise ValueError(f"the prior's components are patches of {prior.dim} pixels; size={size} cuts patches of "
+                         f"{size * size}")
+    try:
+        x = image if torch.is_tensor(image) else torch.as_tensor(np.asarray(image))
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"expected an image of real numbers; got {type(image).__name__}") from None
     if x.dim() != 2:
         raise ValueError(f"expected a 2-D grayscale image; got shape {tuple(x.shape)}")
-    return x.to(dtype=prior.weights.dtype, device=prior.device)
+    if x.dtype == torch.bool or x.is_complex():
+        raise ValueError(f"expected an image of real numbers; got dtype {x.dtype}")
+    if min(x.shape) < size:
+        raise ValueError(f"the image is {tuple(x.shape)}, smaller than one {size} x {size} patch")
+    x = x.to(dtype=prior.weights.dtype, device=prior.device)
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"the image has NaN or inf values in {int((~torch.isfinite(x)).sum())} pixels")
+    return x
 
 
 def like_input(result, image):

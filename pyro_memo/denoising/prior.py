@@ -43,8 +43,10 @@ class GaussianMixturePrior:
         if w.dim() != 1 or cov.dim() != 3 or cov.shape[0] != w.shape[0] or cov.shape[1] != cov.shape[2]:
             raise ValueError(f"expected weights (K,) and covariances (K, D, D); got {tuple(w.shape)} and "
                              f"{tuple(cov.shape)}")
-        if w.numel() == 0 or not bool((w >= 0).all()) or not float(w.sum()) > 0:
-            raise ValueError("the mixture weights must be nonnegative with a positive sum")
+        if w.numel() == 0 or not bool((torch.isfinite(w) & (w >= 0)).all()) or not float(w.sum()) > 0:
+            raise ValueError("the mixture weights must be nonnegative and finite with a positive sum")
+        if not bool(torch.isfinite(cov).all()):
+            raise ValueError("the covariances have NaN or inf entries")
         self.weights = w / w.sum()
         self.covariances = 0.5 * (cov + cov.transpose(-1, -2))
 

@@ -1,0 +1,68 @@
+"""The denoising API refuses what it cannot restore with one ValueError naming the problem, never a raw
+torch error or a NaN image: non-finite pixels, an image smaller than a patch, a prior of other patches, a
+noise level, beta or lambda that is not positive and finite, and PSNRs of images that are not comparable."""
+
+import numpy as np
+import pytest
+
+from pyro_memo.denoising import GaussianMixturePrior, center_crop, epll_denoise, mmse_denoise, psnr
+
+PRIOR = GaussianMixturePrior([1.0], 100 * np.eye(64)[None])
+IMAGE = np.random.default_rng(0).normal(100, 10, (32, 32))
+WITH_NAN = IMAGE.copy()
+WITH_NAN[3, 3] = np.nan
+WITH_INF = IMAGE.copy()
+WITH_INF[0, 7] = np.inf
+
+
+@pytest.mark.parametrize("denoise", [mmse_denoise, epll_denoise])
+@pytest.mark.parametrize("call,match", [
+    (lambda d: d(WITH_NAN, PRIOR, 10), "NaN or inf values in 1 pixels"),
+    (lambda d: d(WITH_INF, PRIOR, 10), "NaN or inf values in 1 pixels"),
+    (lambda d: d(IMAGE[:5, :20], PRIOR, 10), r"the image is \(5, 20\), smaller than one 8 x 8 patch"),
+    (lambda d: d(np.empty((0, 0)), PRIOR, 10), "smaller than one 8 x 8 patch"),
+    (lambda d: d(IMAGE, PRIOR, 10, size=0), "patch size must be a positive integer"),
+    (lambda d: d(IMAGE, PRIOR, 10, size=6), "patches of 64 pixels; size=6 cuts patches of 36"),
+    (lambda d: d(IMAGE, GaussianMixturePrior([1.0], np.eye(36)[None]), 10), "patches of 36 pixels"),
+    (lambda d: d(IMAGE, PRIOR, None), "sigma must be a positive number; got None"),
+    (lambda d: d(IMAGE, PRIOR, "25"), "sigma must be a positive number; got '25'"),
+    (lambda d: d(np.full((10, 10), "a"), PRIOR, 10), "an image of real numbers"),
+    (lambda d: d(IMAGE > 100, PRIOR, 10), "an image of real numbers; got dtype torch.bool"),
+])
+def test_the_denoisers_refuse_what_they_cannot_restore(denoise, call, match):
+    with pytest.raises(ValueError, match=match):
+        call(denoise)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(betas=[0.0]), "each of betas must be a positive finite number; got 0.0"),
+    (dict(betas=[1.0, -1.0]), "got -1.0"), (dict(betas=[]), "betas is empty"),
+    (dict(lam=float("nan")), "lam must be a non-negative finite number; got nan"), (dict(lam=-1), "got -1"),
+])
+def test_epll_refuses_a_splitting_without_positive_weights(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        epll_denoise(IMAGE, PRIOR, 10, **kwargs)
+
+
+def test_a_prior_with_infinite_weights_or_covariances_is_refused():
+    with pytest.raises(ValueError, match="nonnegative and finite"):
+        GaussianMixturePrior([np.inf, 1.0], np.stack([np.eye(4)] * 2))
+    with pytest.raises(ValueError, match="covariances have NaN or inf"):
+        GaussianMixturePrior([1.0], np.full((1, 4, 4), np.nan))
+
+
+@pytest.mark.parametrize("args,match", [((IMAGE, WITH_NAN), "NaN or inf pixels"),
+                                        ((IMAGE, IMAGE + 1, -1), "peak must be a positive number"),
+                                        ((IMAGE, IMAGE + 1, 0), "peak must be a positive number"),
+                                        ((np.zeros(0), np.zeros(0)), "empty")])
+def test_psnr_refuses_images_it_cannot_compare(args, match):
+    with pytest.raises(ValueError, match=match):
+        psnr(*args)
+
+
+def test_center_crop_refuses_a_colour_image_and_a_fractional_size():
+    with pytest.raises(ValueError, match=r"2-D grayscale image .* got shape \(64, 64, 3\)"):
+        center_crop(np.zeros((64, 64, 3)), 32)
+    with pytest.raises(ValueError, match="crop size must be a positive integer; got 16.0"):
+        center_crop(IMAGE, 16.0)
+    assert center_crop(IMAGE, 16).shape == (16, 16)
