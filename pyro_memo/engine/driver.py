@@ -10,6 +10,7 @@ optionally, a local step that uses the batch's cached local parameters
 """
 
 import copy
+import math
 import numbers
 import time
 from dataclasses import dataclass, field
@@ -56,6 +57,13 @@ def as_positive_int(value, name):
             or value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
+
+
+def as_positive_float(value, name):
+    """``value`` as a ``float`` if it is a positive finite number, else :class:`ValueError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+    return float(value)
 
 
 def as_local_dtype(value):

@@ -22,11 +22,14 @@ batch and its local factors back.
 import collections
 import contextlib
 import itertools
+import numbers
 import os
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from .threads import check_threads
 
 __all__ = ["BatchStep", "DaskExecutor", "Executor", "SerialExecutor", "as_executor"]
 
@@ -241,10 +244,18 @@ class DaskExecutor(Executor):
     HOLD_SHARE = 0.25
 
     def __init__(self, client, retries=3, threads=1, hold=None, window=None):
+        if not hasattr(client, "scheduler_info"):
+            raise TypeError(f"DaskExecutor needs a dask.distributed.Client; got {type(client).__name__}")
+        if isinstance(retries, bool) or not isinstance(retries, numbers.Integral) or retries < 0:
+            raise ValueError(f"retries must be a whole number of at least 0; got {retries!r}")
+        if hold not in (None, True, False):
+            raise ValueError(f"hold must be True, False or None (decide by the workers' memory); got {hold!r}")
         self.client = client
+        if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1):
+            raise ValueError(f"window must be a positive whole number (or None); got {window!r}")
         self.window = None if window is None else int(window)
         self.retries = int(retries)
-        self.threads = threads
+        self.threads = check_threads(threads)
         self.hold = hold
         self.batches, self.inputs, self.owners = {}, (), {}
 

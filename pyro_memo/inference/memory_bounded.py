@@ -28,6 +28,7 @@ counts).
 """
 
 import itertools
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ import torch
 from ..allocation import DPSticks
 from ..data.batch_source import BatchSource
 from ..engine import MemoizedDriver
+from ..engine.driver import as_positive_float, as_positive_int
 from ..engine.moves import make_moves
 from ..engine.threads import ThreadPolicy
 from ..memo.clumps import Clumps
@@ -146,14 +148,13 @@ class MemoryBoundedVB:
 
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, lifetime=None, laps=100, tol=1e-8, refine=10,
                  seed=0, moves=(), move_options=None, reuse_local=False, threads=None):
-        if int(K) < 1 or int(epoch) < 1:
-            raise ValueError(f"K and epoch must be positive integers; got K={K}, epoch={epoch}")
-        self.family, self.K, self.epoch = family, int(K), int(epoch)
-        self.memory_bound = int(memory_bound)
+        self.family, self.K, self.epoch = family, as_positive_int(K, "K"), as_positive_int(epoch, "epoch")
+        self.memory_bound = as_positive_int(memory_bound, "memory_bound")
         self.sticks = DPSticks(alpha)
         self.alpha = float(alpha)
-        self.lifetime = lifetime
-        self.laps, self.tol, self.refine, self.seed = int(laps), float(tol), int(refine), int(seed)
+        self.lifetime = None if lifetime is None else as_positive_float(lifetime, "lifetime")
+        self.laps, self.refine = as_positive_int(laps, "laps"), as_positive_int(refine, "refine")
+        self.tol, self.seed = float(tol), int(seed)
         self.moves = make_moves(moves, self.move_registry, seed=self.seed, **(move_options or {}))
         self.local_options = {}
         self.thread_policy = ThreadPolicy(threads)
@@ -162,8 +163,8 @@ class MemoryBoundedVB:
     def epochs(self, data):
         """``data`` as epochs of at most ``epoch`` items: an ``(N, D)`` array or tensor, a ``.npy`` path
         (memory-mapped, read one epoch at a time) or an iterable of ``(n, D)`` arrays taken as they come."""
-        if isinstance(data, str):
-            data = np.load(data, mmap_mode="r")
+        if isinstance(data, (str, os.PathLike)):
+            data = np.load(os.fspath(data), mmap_mode="r")
         if isinstance(data, (np.ndarray, torch.Tensor)):
             for lo in range(0, len(data), self.epoch):
                 yield np.asarray(data[lo:lo + self.epoch]) if isinstance(data, np.ndarray) else data[lo:lo + self.epoch]
@@ -307,11 +308,9 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         super().__init__(family, K, memory_bound, epoch, alpha=alpha, lifetime=lifetime, laps=laps, tol=tol,
                          refine=refine, seed=seed, moves=moves, move_options=move_options, reuse_local=reuse_local,
                          threads=threads)
-        self.gamma = float(gamma)
-        if max_groups is not None and int(max_groups) < 1:
-            raise ValueError(f"max_groups must be a positive integer (or None); got {max_groups}")
-        self.max_groups = None if max_groups is None else int(max_groups)
-        self.local_options = {"max_iter": int(local_iters), "tol": float(local_tol)}
+        self.gamma = as_positive_float(gamma, "gamma")
+        self.max_groups = None if max_groups is None else as_positive_int(max_groups, "max_groups")
+        self.local_options = {"max_iter": as_positive_int(local_iters, "local_iters"), "tol": float(local_tol)}
         if split_prior not in ("documents", "crp"):
             raise ValueError(f"split_prior must be 'documents' or 'crp'; got {split_prior!r}")
         self.split_prior_kind = split_prior

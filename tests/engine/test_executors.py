@@ -189,7 +189,27 @@ def test_a_serial_executor_is_the_default_and_keeps_the_sequential_schedule():
     np.testing.assert_array_equal(default.elbo_trace, explicit.elbo_trace)
     assert memo.rounds(range(3)) == [[0], [1], [2]]
     assert dp(5, round_size=2)[0].rounds(range(3)) == [[0, 1], [2]]  # a round size selects the parallel schedule
-    assert isinstance(DaskExecutor(None), DaskExecutor)
+    with pytest.raises(TypeError, match="DaskExecutor needs a dask.distributed.Client; got NoneType"):
+        DaskExecutor(None)
+
+
+class _AnyClient:
+    """Stands for a ``dask.distributed.Client`` where only the executor's argument checks run."""
+
+    def scheduler_info(self):
+        return {"workers": {}}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(threads=0), "threads must be a positive integer"), (dict(window=0), "window must be a positive"),
+    (dict(window=2.5), "window must be a positive"), (dict(retries=-1), "retries must be a whole number"),
+    (dict(hold="yes"), "hold must be True, False or None"),
+])
+def test_the_dask_executors_settings_are_checked_where_they_are_given(kwargs, match):
+    """threads=0 used to fail on the worker, after Dask's retries; window=0 and retries=-1 passed."""
+    with pytest.raises(ValueError, match=match):
+        DaskExecutor(_AnyClient(), **kwargs)
+    assert DaskExecutor(_AnyClient(), threads=None, window=4, retries=0, hold=True).window == 4
 
 
 # ------------------------------------------------------------------------------------ faults

@@ -127,8 +127,25 @@ def test_bad_settings_are_clear_errors():
     family = pm.Gaussian.from_data(x)
     with pytest.raises(ValueError, match="cannot hold even one clump"):
         MemoryBoundedVB(family, 3, memory_bound=4, epoch=100).fit(x)
-    with pytest.raises(ValueError, match="K and epoch must be positive"):
+    with pytest.raises(ValueError, match="epoch must be a positive integer; got 0"):
         MemoryBoundedVB(family, 3, memory_bound=100, epoch=0)
+    with pytest.raises(ValueError, match="epoch must be a positive integer; got 2.5"):
+        MemoryBoundedVB(family, 3, memory_bound=100, epoch=2.5)
+    for bad in (float("nan"), float("inf"), 60.7):
+        with pytest.raises(ValueError, match="memory_bound must be a positive integer"):
+            MemoryBoundedVB(family, 3, memory_bound=bad, epoch=100)
+    for bad in (-5, 0, float("nan"), float("inf")):  # a lifetime clamped to 1 was silently no magnification
+        with pytest.raises(ValueError, match="lifetime must be a positive finite number"):
+            MemoryBoundedVB(family, 3, memory_bound=100, epoch=100, lifetime=bad)
+
+
+def test_a_stream_from_a_path_object_is_read_as_from_its_string(tmp_path):
+    x, _ = four_blobs(300)
+    np.save(tmp_path / "x.npy", x.numpy())
+    family = pm.Gaussian.from_data(x)
+    fits = [MemoryBoundedVB(family, 3, memory_bound=400, epoch=100, laps=5).fit(path).elbo
+            for path in (tmp_path / "x.npy", str(tmp_path / "x.npy"))]
+    assert fits[0] == fits[1]
 
 
 def test_the_cli_fits_a_stream_within_its_memory(tmp_path, capsys):

@@ -136,6 +136,9 @@ def test_bad_settings_are_clear_errors():
         MemoryBoundedHDP(family, 3, 1000, 2, moves="birth,delete")
     with pytest.raises(ValueError, match="max_groups must be a positive integer"):
         MemoryBoundedHDP(family, 3, 1000, 2, max_groups=0)
+    for bad in (-1, 0, float("nan")):  # -1 raised ZeroDivisionError in fit, 0 'math domain error'
+        with pytest.raises(ValueError, match="gamma must be a positive finite number"):
+            MemoryBoundedHDP(family, 3, 1000, 2, gamma=bad)
     with pytest.raises(ValueError, match="split_prior must be 'documents' or 'crp'"):
         MemoryBoundedHDP(family, 3, 1000, 2, split_prior="dirichlet")
     with pytest.raises(ValueError, match="groups \\[1\\] of this epoch are empty"):
