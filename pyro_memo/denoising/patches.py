@@ -42,11 +42,20 @@ def iter_patch_chunks(images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.float
     replacement from ``numpy.random.default_rng(seed)``; the chunks are drawn one after the other, so
     the patches depend on ``(images, n, size, seed, chunk)`` only.
     """
-    if n < 1 or chunk < 1:
-        raise ValueError(f"the number of patches and the chunk size must be positive; got {n} and {chunk}")
-    images = [np.asarray(img, dtype=np.float64) for img in images]
+    for name, value in (("the number of patches", n), ("the chunk size", chunk), ("the patch size", size)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    if isinstance(images, np.ndarray) or torch.is_tensor(images):
+        raise ValueError(f"images must be a list of 2-D images; got one array of shape {tuple(images.shape)} "
+                         f"(pass [image] for one image)")
+    try:
+        images = [np.asarray(img, dtype=np.float64) for img in images]
+    except (TypeError, ValueError):
+        raise ValueError("images must be a list of 2-D arrays of numbers") from None
     if not images:
         raise ValueError("no images to draw patches from")
+    if any(img.ndim != 2 for img in images):
+        raise ValueError(f"images must be 2-D grayscale images; got shapes {[img.shape for img in images]}")
     rows, cols, cum = _positions(images, size)
     windows = [np.lib.stride_tricks.sliding_window_view(img, (size, size)) for img in images]
     rng = np.random.default_rng(seed)

@@ -77,7 +77,10 @@ class GaussianMixturePrior:
             :func:`~pyro_memo.load_model` returned (anything with a ``posterior`` attribute).
         """
         posterior = getattr(posterior, "posterior", posterior)
-        family = posterior.family
+        family = getattr(posterior, "family", None)
+        if family is None or not hasattr(posterior, "expected_weights"):
+            raise TypeError(f"from_posterior needs a fitted DP mixture's posterior (or a model from load_model); got "
+                            f"{type(posterior).__name__} (a scikit-learn GaussianMixture: from_sklearn)")
         if family.name != "zm-gauss":
             raise ValueError(f"a patch prior needs a DP mixture of zero-mean Gaussians (--family zm-gauss); "
                              f"this model's family is {family.name}")
@@ -92,8 +95,12 @@ class GaussianMixturePrior:
         """The prior of a fitted :class:`sklearn.mixture.GaussianMixture` with ``covariance_type="full"``:
         its ``weights_`` and ``covariances_``; its ``means_`` (which EM learns, though the patches
         have zero mean) are ignored."""
-        if getattr(gmm, "covariance_type", None) != "full":
+        if not hasattr(gmm, "covariance_type"):
+            raise TypeError(f"from_sklearn needs a fitted sklearn.mixture.GaussianMixture; got {type(gmm).__name__}")
+        if gmm.covariance_type != "full":
             raise ValueError("a GaussianMixture prior needs covariance_type='full'")
+        if not hasattr(gmm, "weights_"):
+            raise ValueError("the GaussianMixture is not fitted: call its fit(patches) first")
         return cls(gmm.weights_, gmm.covariances_, dtype, device)
 
     def noisy_terms(self, noise_var):

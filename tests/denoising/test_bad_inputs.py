@@ -4,8 +4,9 @@ noise level, beta or lambda that is not positive and finite, and PSNRs of images
 
 import numpy as np
 import pytest
+from sklearn.mixture import GaussianMixture
 
-from pyro_memo.denoising import GaussianMixturePrior, center_crop, epll_denoise, mmse_denoise, psnr
+from pyro_memo.denoising import GaussianMixturePrior, center_crop, epll_denoise, mmse_denoise, psnr, sample_patches
 
 PRIOR = GaussianMixturePrior([1.0], 100 * np.eye(64)[None])
 IMAGE = np.random.default_rng(0).normal(100, 10, (32, 32))
@@ -66,3 +67,25 @@ def test_center_crop_refuses_a_colour_image_and_a_fractional_size():
     with pytest.raises(ValueError, match="crop size must be a positive integer; got 16.0"):
         center_crop(IMAGE, 16.0)
     assert center_crop(IMAGE, 16).shape == (16, 16)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: sample_patches(IMAGE, 10), r"a list of 2-D images; got one array of shape \(32, 32\)"),
+    (lambda: sample_patches([np.zeros((20, 20, 3))], 10), "2-D grayscale images"),
+    (lambda: sample_patches([IMAGE], 10, size=0), "patch size must be a positive integer; got 0"),
+    (lambda: sample_patches([IMAGE], 10.5), "number of patches must be a positive integer; got 10.5"),
+    (lambda: GaussianMixturePrior.from_sklearn(GaussianMixture(2)), "not fitted"),
+])
+def test_patch_sampling_and_sklearn_priors_refuse_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: GaussianMixturePrior.from_posterior(None), "needs a fitted DP mixture's posterior"),
+    (lambda: GaussianMixturePrior.from_posterior(GaussianMixture(2)), "from_sklearn"),
+    (lambda: GaussianMixturePrior.from_sklearn(object()), "needs a fitted sklearn.mixture.GaussianMixture"),
+])
+def test_a_prior_from_the_wrong_object_names_the_right_constructor(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
