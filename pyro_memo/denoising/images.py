@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 
+from ..engine.driver import as_positive_int
+
 #: scikit-image's bundled photographs that need no download (``skimage.data.<name>()``); colour
 #: ones are converted to grayscale
 PHOTOGRAPHS = ("astronaut", "brick", "camera", "cell", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
@@ -70,8 +72,7 @@ def load_image(source):
 
 def center_crop(image, size):
     """The central ``size`` x ``size`` square of the 2-D ``image`` (the whole side where the image is smaller)."""
-    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
-        raise ValueError(f"crop size must be a positive integer; got {size!r}")
+    size = as_positive_int(size, "crop size")
     if np.ndim(image) != 2:
         raise ValueError(f"expected a 2-D grayscale image (an array or tensor); got shape {np.shape(image)}")
     h, w = image.shape

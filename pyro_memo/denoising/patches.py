@@ -6,13 +6,12 @@ Notation (Zoran & Weiss 2011, §2): :math:`P_i` extracts the ``size`` x ``size``
 *DC component* of a patch is its mean, and a zero-mean patch is :math:`(I - \\tfrac1D 1 1^T) P_i x`.
 """
 
-import numbers
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..data.files import write_atomically
+from ..engine.driver import as_positive_int
 
 #: side of the patches of Hughes & Sudderth 2013 (§4.4) and Zoran & Weiss 2011 (§2)
 PATCH = 8
@@ -42,9 +41,8 @@ def iter_patch_chunks(images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.float
     replacement from ``numpy.random.default_rng(seed)``; the chunks are drawn one after the other, so
     the patches depend on ``(images, n, size, seed, chunk)`` only.
     """
-    for name, value in (("the number of patches", n), ("the chunk size", chunk), ("the patch size", size)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    n, chunk, size = (as_positive_int(value, name) for value, name in
+                      ((n, "the number of patches"), (chunk, "the chunk size"), (size, "the patch size")))
     if isinstance(images, np.ndarray) or torch.is_tensor(images):
         raise ValueError(f"images must be a list of 2-D images; got one array of shape {tuple(images.shape)} "
                          f"(pass [image] for one image)")
@@ -125,8 +123,7 @@ def as_image_tensor(image, prior, size=PATCH):
 
     :raises ValueError: naming what does not fit.
     """
-    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
-        raise ValueError(f"the patch size must be a positive integer; got {size!r}")
+    size = as_positive_int(size, "the patch size")
     if prior.dim != size * size:
         raise ValueError(f"the prior's components are patches of {prior.dim} pixels; size={size} cuts patches of "
                          f"{size * size}")
