@@ -11,11 +11,13 @@ bound per token, topics > 1%).
 
 import csv
 import math
+import numbers
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.driver import as_positive_float, as_positive_int
 from ..reporting import write_atomically
 from . import clock
 
@@ -27,6 +29,11 @@ class Budget:
 
     passes: float = 20
     seconds: float = None
+
+    def __post_init__(self):
+        as_positive_float(self.passes, "Budget passes")
+        if self.seconds is not None:
+            as_positive_float(self.seconds, "Budget seconds")
 
     def spent(self, passes, seconds):
         return passes >= self.passes - 1e-9 or (self.seconds is not None and seconds >= self.seconds)
@@ -72,10 +79,15 @@ class Task:
 
     @classmethod
     def check_methods(cls, methods):
-        """Raise a :class:`ValueError` naming the methods not registered for this task."""
+        """Raise a :class:`ValueError` naming the methods not registered for this task, or listed twice
+        (their runs would overwrite each other), or a string given for the list."""
+        if isinstance(methods, str):
+            raise ValueError(f"{cls.noun} must be a list of names; got the string {methods!r} (e.g. [{methods!r}])")
         unknown = [m for m in methods if m not in cls.methods]
         if unknown or not methods:
             raise ValueError(f"unknown {cls.noun} {unknown}; choose from {', '.join(cls.methods)}")
+        if len(set(methods)) != len(methods):
+            raise ValueError(f"a method is listed twice: {list(methods)} (its runs would overwrite each other)")
 
     def run(self, method, seed):
         """Run registered ``method`` with ``seed`` on the task's data; returns its run."""
@@ -105,6 +117,7 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
         by ``(method, seed)``.
     """
     task.check_methods(methods)
+    seeds = check_seeds(seeds)
     rows, runs = [], {}
     for method, seed in [(method, seed) for method in methods for seed in seeds]:
         start = clock.now()
@@ -119,6 +132,30 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
     if out_dir is not None:
         write_outputs(out_dir, task.table, rows, runs, task.trace_scale)
     return rows, runs
+
+
+def check_seeds(seeds):
+    """``seeds`` as distinct ints in ``[0, 2**32)`` (every method's generator takes them), at least one.
+
+    :raises ValueError: naming the first bad seed, a repeated one, or an empty list.
+    """
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("give at least one seed")
+    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, numbers.Integral) or not 0 <= s < 2**32]
+    if bad:
+        raise ValueError(f"seeds must be whole numbers in [0, 2**32); got {bad[0]!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"a seed is listed twice: {seeds} (its runs would overwrite each other)")
+    return [int(s) for s in seeds]
+
+
+def check_settings(settings):
+    """Raise :class:`ValueError` unless a comparison's shared ``K`` and ``batches`` are positive whole numbers
+    and its ``alpha`` a positive finite number (the settings classes of every task call it)."""
+    as_positive_int(settings.K, "K")
+    as_positive_int(settings.batches, "batches")
+    as_positive_float(settings.alpha, "alpha")
 
 
 def summarize(rows, columns=None):

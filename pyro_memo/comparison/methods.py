@@ -24,7 +24,7 @@ from ..inference.scoring import full_data_elbo, labels_elbo, labels_posterior
 from ..inference.sga import SGA
 from ..metrics import effective_k
 from . import clock
-from .harness import Budget
+from .harness import Budget, check_settings
 
 __all__ = ["METHODS", "Budget", "Run", "Settings", "labels_elbo"]
 
@@ -37,6 +37,9 @@ class Settings:
     K: int = 25
     batches: int = 20
     alpha: float = 1.0
+
+    def __post_init__(self):
+        check_settings(self)
 
 
 @dataclass

@@ -98,8 +98,12 @@ def load_array_split(x, labels=None, heldout_fraction=0.0, seed=0):
     n = x.shape[0]
     if not 0 <= heldout_fraction < 1:
         raise ValueError(f"the held-out fraction must lie in [0, 1); got {heldout_fraction}")
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"labels has {len(labels)} entries for the {n} rows of x")
     perm = torch.as_tensor(np.random.default_rng(seed).permutation(n))
     cut = n - int(round(heldout_fraction * n))
+    if cut < 1:
+        raise ValueError(f"holding out {heldout_fraction} of the {n} rows leaves none to train on")
     train, test = perm[:cut], perm[cut:]
     y = None if labels is None else np.asarray(labels)[train.numpy()]
     return x[train], y, (x[test] if len(test) else None)

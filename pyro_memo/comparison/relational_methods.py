@@ -20,7 +20,7 @@ import torch
 from ..relational import MemoizedRelational
 from ..relational.stochastic import StochasticAMMSB, StochasticRelational
 from . import clock
-from .harness import Budget
+from .harness import Budget, check_settings
 
 
 @dataclass
@@ -38,6 +38,9 @@ class RelationalSettings:
     #: ``(s1, s2)``: the memoized methods learn alpha with a Gamma(s1, s2) prior (the stochastic ones keep ``alpha``)
     alpha_prior: tuple = None
     dtype: torch.dtype = torch.float64
+
+    def __post_init__(self):
+        check_settings(self)
 
 
 @dataclass

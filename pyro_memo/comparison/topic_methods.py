@@ -21,6 +21,7 @@ import torch
 from ..allocation.hdp_sticks import rho_from_weights
 from ..topics import HDPPosterior, HDPState, MemoizedHDP, StochasticHDP
 from . import clock
+from .harness import check_settings
 
 
 @dataclass
@@ -34,6 +35,9 @@ class TopicSettings:
     gamma: float = 10.0
     lam0: float = 0.1
     dtype: torch.dtype = torch.float64
+
+    def __post_init__(self):
+        check_settings(self)
 
 
 @dataclass

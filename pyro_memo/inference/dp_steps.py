@@ -123,7 +123,7 @@ class DPMixtureSteps:
         self.sticks = DPSticks(alpha, truncation, alpha_prior)
         self.K = as_positive_int(K, "K")
         self.init = init
-        self.init_items = int(init_items)
+        self.init_items = as_positive_int(init_items, "init_items")
 
     def make_source(self, data, num_batches):
         """Fixed batches of anything :func:`~pyro_memo.data_sources.make_batches` accepts (a fit's start:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..engine.driver import as_positive_float, as_positive_int
 from ..summaries import Summary
 
 
@@ -37,18 +38,14 @@ class GibbsSampler:
     """
 
     def __init__(self, family, alpha=1.0, sweeps=100, burn_in=None, thin=1, init_K=1, seed=0):
-        if not float(alpha) > 0:
-            raise ValueError(f"alpha must be positive; got {alpha}")
-        if int(sweeps) < 1 or int(thin) < 1 or int(init_K) < 1:
-            raise ValueError("sweeps, thin and init_K must be positive integers")
         self.family = family
-        self.alpha = float(alpha)
-        self.sweeps = int(sweeps)
+        self.alpha = as_positive_float(alpha, "alpha")
+        self.sweeps = as_positive_int(sweeps, "sweeps")
         self.burn_in = self.sweeps // 2 if burn_in is None else int(burn_in)
         if not 0 <= self.burn_in < self.sweeps:
             raise ValueError(f"burn_in must lie in [0, sweeps); got {burn_in}")
-        self.thin = int(thin)
-        self.init_K = int(init_K)
+        self.thin = as_positive_int(thin, "thin")
+        self.init_K = as_positive_int(init_K, "init_K")
         self.seed = seed
 
     def keeps(self, sweep):

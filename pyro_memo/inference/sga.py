@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ..allocation import log_stick_weights
+from ..engine.driver import as_positive_float, as_positive_int
 from .initialization import initial_responsibilities
 
 VARIANTS = ("sga", "sga+m", "sga+f")
@@ -75,13 +76,18 @@ class SGA:
                  prior_strength=1e-3, iterations=30, batch_size=300, reorder=True, seed=0):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}; got '{variant}'")
-        if int(K) < 1 or int(iterations) < 1 or int(batch_size) < 1:
-            raise ValueError("K, iterations and batch_size must be positive integers")
-        if not float(step) > 0 or not 0 <= float(momentum) < 1 or not float(alpha) > 0:
-            raise ValueError("step and alpha must be positive and momentum in [0, 1)")
-        self.K, self.variant, self.step, self.momentum = int(K), variant, float(step), float(momentum)
-        self.threshold, self.alpha, self.prior_strength = float(threshold), float(alpha), float(prior_strength)
-        self.iterations, self.batch_size, self.reorder, self.seed = int(iterations), int(batch_size), reorder, seed
+        K, iterations, batch_size = (as_positive_int(v, name) for v, name in
+                                     ((K, "K"), (iterations, "iterations"), (batch_size, "batch_size")))
+        step, alpha, prior_strength = (as_positive_float(v, name) for v, name in
+                                       ((step, "step"), (alpha, "alpha"), (prior_strength, "prior_strength")))
+        if not 0 <= float(momentum) < 1:
+            raise ValueError(f"momentum must lie in [0, 1); got {momentum!r}")
+        if not 0 <= float(threshold) < 1:
+            raise ValueError(f"threshold (the weight below which a component is pruned) must lie in [0, 1); got "
+                             f"{threshold!r}")
+        self.K, self.variant, self.step, self.momentum = K, variant, step, float(momentum)
+        self.threshold, self.alpha, self.prior_strength = float(threshold), alpha, prior_strength
+        self.iterations, self.batch_size, self.reorder, self.seed = iterations, batch_size, reorder, seed
 
     # ------------------------------------------------------------ the model
     #: :math:`\\log v_k + \\sum_{\\ell<k}\\log(1 - v_\\ell)` of the stick point estimates

@@ -1,0 +1,71 @@
+"""The comparison harness and the baselines refuse settings they cannot honour with one ValueError, before
+any run: budgets, seeds and method lists, shared settings, held-out splits, SGA and Gibbs parameters."""
+
+import numpy as np
+import pytest
+
+import pyro_memo as pm
+from pyro_memo.comparison import Budget, RelationalSettings, Settings, TopicSettings, compare, load_array_split
+from pyro_memo.inference import BlockedGibbs, CollapsedGibbs
+from pyro_memo.inference.sga import SGA
+
+X = np.random.default_rng(0).normal(size=(60, 2))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(passes=0), "Budget passes must be a positive finite number; got 0"),
+    (dict(passes=-1), "got -1"), (dict(passes=float("nan")), "got nan"),
+    (dict(passes=2, seconds=-1), "Budget seconds must be a positive finite number; got -1"),
+])
+def test_a_budget_that_no_run_can_spend_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Budget(**kwargs)
+
+
+@pytest.mark.parametrize("cls", [Settings, TopicSettings, RelationalSettings])
+@pytest.mark.parametrize("kwargs,match", [(dict(K=0), "K must be a positive integer"),
+                                          (dict(batches=0), "batches must be a positive integer; got 0"),
+                                          (dict(alpha=float("inf")), "alpha must be a positive finite number")])
+def test_every_tasks_shared_settings_are_checked(cls, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cls(**kwargs)
+
+
+@pytest.mark.parametrize("methods,seeds,match", [
+    (["memo"], [], "give at least one seed"), (["memo"], [0, 0], "a seed is listed twice"),
+    (["memo"], [-1], r"seeds must be whole numbers in \[0, 2\*\*32\); got -1"), (["memo"], ["1"], "got '1'"),
+    (["memo", "memo"], [0], "a method is listed twice"), ("memo", [0], "the string 'memo'"),
+])
+def test_seeds_and_methods_are_checked_before_any_run(tmp_path, methods, seeds, match):
+    with pytest.raises(ValueError, match=match):
+        compare(X, methods, seeds, budget=Budget(passes=1), settings=Settings(K=3, batches=2), out_dir=tmp_path)
+    assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
+
+
+def test_a_held_out_split_must_leave_training_rows_and_labels_must_match():
+    with pytest.raises(ValueError, match="leaves none to train on"):
+        load_array_split(X, None, 0.999)
+    with pytest.raises(ValueError, match="labels has 10 entries for the 60 rows"):
+        load_array_split(X, np.zeros(10), 0.2)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(step=float("inf")), "step must be a positive finite number"),
+    (dict(prior_strength=0), "prior_strength must be a positive finite number"),
+    (dict(threshold=2), r"threshold .* must lie in \[0, 1\)"), (dict(threshold=float("nan")), "threshold"),
+    (dict(alpha=float("inf")), "alpha must be a positive finite number"), (dict(K=2.5), "K must be a positive"),
+])
+def test_sga_refuses_settings_that_give_nan_means_or_prune_everything(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SGA(**kwargs)
+
+
+@pytest.mark.parametrize("sampler", [BlockedGibbs, CollapsedGibbs])
+def test_gibbs_samplers_refuse_an_infinite_alpha(sampler):
+    with pytest.raises(ValueError, match="alpha must be a positive finite number; got inf"):
+        sampler(pm.Gaussian.from_data(X), alpha=float("inf"))
+
+
+def test_stochastic_vb_refuses_zero_initial_items():
+    with pytest.raises(ValueError, match="init_items must be a positive integer; got 0"):
+        pm.StochasticVB(pm.Gaussian.from_data(X), 3, init_items=0)
