@@ -99,8 +99,9 @@ class DPMixtureGuide(GlobalSiteReadouts):
     def adopt(self, spec):
         """Take ``spec`` (from :func:`recognize_model`) as this guide's model description and fix ``K``."""
         if spec.kind != "dp":
+            guide = {"hdp": "HDPGuide", "relational": "RelationalGuide"}.get(spec.kind, "HDPGuide")
             raise ModelStructureError(f"DPMixtureGuide needs a DP-mixture model; this model is recognised as "
-                                      f"'{spec.kind}': use pyro_memo.HDPGuide")
+                                      f"'{spec.kind}': use pyro_memo.{guide}")
         T = spec.T
         K = max(T - 1, 1) if self.K is None else int(self.K)
         if not 1 <= K <= T:

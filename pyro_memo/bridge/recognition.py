@@ -622,7 +622,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     try:
         with torch.no_grad(), poutine.block(), _quiet_wishart():  # invisible to any handler the caller runs under
             trace = poutine.trace(model).get_trace(*args, **kwargs)
-    except ModelStructureError:
+    except (ModelStructureError, NonFiniteDataError):  # the model checked its data: its own clear error
         raise
     except Exception as err:
         raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "

@@ -73,10 +73,15 @@ def load_dataset(source):
     :param str source: a bundled dataset name (see :data:`BUNDLED`) or a path to a
         ``.npy`` file (an ``(N, D)`` array) or ``.npz`` file (key ``x`` or ``data``, else
         its only array; an optional ``labels`` / ``y`` array is used for scoring).
-    :returns: ``(x, labels, description)`` with ``x`` a float64 numpy array and
-        ``labels`` an int array or ``None``.
-    :raises ValueError: for an unknown name, a missing or unreadable file.
+    :returns: ``(x, labels, description)`` with ``x`` an ``(N, D)`` numeric numpy array (a file's in its
+        stored dtype, the bundled sets' float64) and ``labels`` an ``(N,)`` int64 array or ``None``.
+    :raises ValueError: for an unknown name, a missing or unreadable file, data that are not an ``(N, D)``
+        array of numbers, or labels that are not ``N`` whole numbers.
     """
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"a dataset is a bundled name ({', '.join(BUNDLED)}) or a file path; got "
+                         f"{type(source).__name__}")
+    source = os.fspath(source)
     if source in BUNDLED:
         if source == "digits":
             return (*load_digits(), BUNDLED[source])
@@ -113,4 +118,19 @@ def load_dataset(source):
         raise ValueError(f"{source}: cannot read array file ({err})") from err
     if not np.issubdtype(x.dtype, np.number):
         raise ValueError(f"{source}: data must be numeric; got dtype {x.dtype}")
-    return x, labels, f"{os.path.basename(source)}: array of shape {x.shape}"
+    if x.ndim != 2:
+        raise ValueError(f"{source}: data must be an (N, D) array; got shape {x.shape}")
+    return x, _checked_labels(labels, len(x), source), f"{os.path.basename(source)}: array of shape {x.shape}"
+
+
+def _checked_labels(labels, n, source):
+    """``labels`` as ``(n,)`` int64, or ``None``; :class:`ValueError` for another length or non-whole values."""
+    if labels is None:
+        return None
+    labels = np.asarray(labels)
+    if labels.shape != (n,):
+        raise ValueError(f"{source}: labels must have shape ({n},), one per row of the data; got {labels.shape}")
+    if not (np.issubdtype(labels.dtype, np.integer) or
+            (np.issubdtype(labels.dtype, np.floating) and np.all(labels == np.round(labels)))):
+        raise ValueError(f"{source}: labels must be whole numbers (class ids); got dtype {labels.dtype}")
+    return labels.astype(np.int64)

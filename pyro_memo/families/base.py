@@ -466,9 +466,13 @@ def check_magnitude(x, name, degree):
 class NonFiniteDataError(ValueError):
     """Data with NaN or inf entries: ``count`` of its ``total`` rows, the first of them row ``first``."""
 
-    def __init__(self, name, count, total, first, where=None, offset=0):
+    def __init__(self, name, count=None, total=None, first=None, where=None, offset=0):
         self.name, self.count, self.total, self.first = name, count, total, first
         self._where = (where, offset)
+        if count is None:  # rebuilt from its message alone: Pyro's trace re-raises an error as type(message)
+            self.name = None
+            super().__init__(name)
+            return
         if where is None:
             rows, first_text = f"its {total} rows", f"row {first}"
         else:
@@ -478,6 +482,8 @@ class NonFiniteDataError(ValueError):
 
     def __reduce__(self):
         """Pickled whole (an error raised on a Dask worker reaches the client as itself)."""
+        if self.count is None:
+            return type(self), self.args
         return type(self), (self.name, self.count, self.total, self.first, *self._where)
 
     def within(self, where, offset):

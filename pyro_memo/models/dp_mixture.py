@@ -5,6 +5,8 @@ import pyro.distributions as dist
 import torch
 
 from ..allocation import stick_breaking_weights
+from ..engine.driver import as_positive_float, as_positive_int
+from ..families import ConjugateFamily
 from .component_sites import sites_for
 
 
@@ -20,18 +22,19 @@ class DPMixtureModel:
     under :class:`pyro.infer.Predictive`, and under pyro-memo's inference.
 
     :param family: a :class:`~pyro_memo.families.ConjugateFamily` (its prior is used).
-    :param int T: number of components of the truncated model (``T >= 1``).
+    :param int T: number of components of the truncated model (``T >= 2``: ``T - 1`` sticks).
     :param float alpha: DP concentration.
     """
 
     def __init__(self, family, T, alpha=1.0):
-        if int(T) < 1:
-            raise ValueError(f"T must be a positive integer; got {T}")
-        if not float(alpha) > 0:
-            raise ValueError(f"alpha must be positive; got {alpha}")
+        if not isinstance(family, ConjugateFamily):
+            raise TypeError(f"family must be a family object with its prior, e.g. pyro_memo.Gaussian.from_data(x); "
+                            f"got {family!r}")
+        if as_positive_int(T, "T") < 2:
+            raise ValueError(f"T must be at least 2 (the model has T - 1 sticks); got {T!r}")
         self.family = family
         self.T = int(T)
-        self.alpha = float(alpha)
+        self.alpha = as_positive_float(alpha, "alpha")
         self.sites = sites_for(family)
 
     def __repr__(self):
@@ -50,6 +53,8 @@ class DPMixtureModel:
             num_data = data.shape[0]
         elif num_data is None:
             raise ValueError("pass data, or num_data to generate data")
+        else:
+            num_data = as_positive_int(num_data, "num_data")
         one = torch.ones((), dtype=fam.dtype, device=fam.device)
         with pyro.plate("sticks", self.T - 1):
             v = pyro.sample("v", dist.Beta(one, self.alpha * one))

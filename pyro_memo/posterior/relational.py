@@ -52,7 +52,11 @@ EPS_FLOOR = 1e-10
 def check_hyperparameters(alpha, gamma, tau, eps):
     """Raise a ValueError naming the first bad hyperparameter of the relational model: ``alpha``,
     ``gamma`` and ``tau = (tau_a, tau_b)`` must be positive, ``eps`` in (0, 1)."""
-    for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau[0]), ("tau_b", tau[1])):
+    try:
+        tau_a, tau_b = tau
+    except (TypeError, ValueError):
+        raise ValueError(f"tau must be a pair (tau_a, tau_b) of the link strengths' Beta prior; got {tau!r}") from None
+    for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau_a), ("tau_b", tau_b)):
         if not float(value) > 0:
             raise ValueError(f"{name} must be positive; got {value}")
     if not 0 < float(eps) < 1:
