@@ -33,6 +33,8 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / ROOT
 #: layers from low to high: layer name -> units (module prefixes). A module may import its own layer and those
 #: listed before it. To place a new package, add its dotted name to the layer it belongs to.
 LAYERS = {
+    # argument checks every layer shares
+    "checks": ["pyro_memo.checks"],
     # data in and out, no model knowledge: batches, corpora, array files, bundled downloads, synthetic generators
     "data": ["pyro_memo.data", "pyro_memo.data_sources", "pyro_memo.datasets", "pyro_memo.synthetic"],
     # pure math on arrays and tensors

@@ -1,7 +1,10 @@
 """Synthetic generators: shapes, labels and the component structure they promise."""
 
 import numpy as np
+import pytest
 
+from pyro_memo.data.graphs import assortative_graph
+from pyro_memo.data.synthetic import bars_corpus, crp_gaussian_mixture
 from pyro_memo.synthetic import dp_gaussian_mixture, edge_covariances, toy_patches
 
 
@@ -54,3 +57,20 @@ def test_alpha_posterior_mean_matches_quadrature():
     moments = [integrate.quad(lambda a, k=k: a**k * np.exp(log_post(a) - top), 0, np.inf)[0] for k in (0, 1)]
     ref = moments[1] / moments[0]
     assert abs(alpha_posterior_mean(C, N, s1, s2) - ref) < 1e-4 * ref
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: toy_patches(10, num_components=0), "num_components must be a positive integer; got 0"),
+    (lambda: toy_patches(-5), "num_items must be a positive integer; got -5"),
+    (lambda: toy_patches(10, patch=0), "patch must be a positive integer; got 0"),
+    (lambda: dp_gaussian_mixture(5, 2, alpha=0), "alpha must be a positive finite number; got 0"),
+    (lambda: crp_gaussian_mixture(5, 2, alpha=-1), "alpha must be a positive finite number; got -1"),
+    (lambda: bars_corpus(num_docs=0), "num_docs must be a positive integer"),
+    (lambda: bars_corpus(side=0), "side must be a positive integer"),
+    (lambda: bars_corpus(doc_length=-1), "doc_length must be a positive integer"),
+    (lambda: assortative_graph(5, 2, block_size=-1), "block_size must be a positive integer"),
+])
+def test_the_generators_refuse_arguments_they_cannot_honour(call, match):
+    """Before, these raised numpy's errors or, for a negative block size, returned a graph without links."""
+    with pytest.raises(ValueError, match=match):
+        call()

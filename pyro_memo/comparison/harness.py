@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.driver import as_positive_float, as_positive_int
+from ..checks import as_positive_float, as_positive_int
 from ..reporting import write_atomically
 from . import clock
 

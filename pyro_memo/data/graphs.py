@@ -15,6 +15,8 @@ import struct
 
 import numpy as np
 
+from ..checks import as_positive_int
+
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
 MAX_NODES = 3_037_000_499
 
@@ -525,7 +527,7 @@ def assortative_graph(num_nodes, num_communities, alpha=0.05, link_range=(0.05, 
 def _exact_links(rng, memberships, w, epsilon, block_size):
     """Every pair ``i < j`` linked independently with :func:`assortative_link_probability`, by row blocks."""
     N = memberships.shape[0]
-    block = block_size or max(1, min(N, 4_000_000 // N))
+    block = max(1, min(N, 4_000_000 // N)) if block_size is None else as_positive_int(block_size, "block_size")
     found = []
     for start in range(0, N - 1, block):
         rows = np.arange(start, min(N, start + block))

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from ..checks import as_positive_float, as_positive_int
 from .corpus import from_counts
 
 
@@ -39,6 +40,8 @@ def toy_patches(num_items=100_000, seed=0, patch=5, num_components=8):
 
     :returns: ``(x, labels, covariances)`` with ``x`` of shape ``(N, patch**2)`` (float64).
     """
+    num_items, patch = as_positive_int(num_items, "num_items"), as_positive_int(patch, "patch")
+    num_components = as_positive_int(num_components, "num_components")
     covs = edge_covariances(patch, num_components)
     rng = np.random.default_rng(seed)
     labels = rng.integers(num_components, size=num_items)
@@ -58,6 +61,8 @@ def dp_gaussian_mixture(num_items, dim, alpha=1.0, separation=3.0, seed=0):
 
     :returns: ``(x, labels)``: ``(N, dim)`` float64 array and ``(N,)`` component labels.
     """
+    num_items, dim = as_positive_int(num_items, "num_items"), as_positive_int(dim, "dim")
+    alpha = as_positive_float(alpha, "alpha")
     rng = np.random.default_rng(seed)
     sticks, weights, remaining = [], [], 1.0
     while remaining > 1e-6 and len(weights) < 1000:
@@ -82,6 +87,8 @@ def crp_gaussian_mixture(num_items, dim, alpha=1.0, spread=10.0, seed=0):
 
     :returns: ``(x, labels)``: ``(N, dim)`` float64 array and ``(N,)`` cluster labels ``0 .. C-1``.
     """
+    num_items, dim = as_positive_int(num_items, "num_items"), as_positive_int(dim, "dim")
+    alpha = as_positive_float(alpha, "alpha")
     rng = np.random.default_rng(seed)
     counts, labels = [], np.empty(num_items, dtype=np.int64)
     for i in range(num_items):
@@ -103,6 +110,9 @@ def bars_corpus(num_docs=500, doc_length=60, side=5, alpha=0.5, seed=0):
 
     :returns: ``(corpus, topics (2 side, V), doc_weights (num_docs, 2 side))``.
     """
+    num_docs, doc_length, side = (as_positive_int(v, name) for v, name in
+                                  ((num_docs, "num_docs"), (doc_length, "doc_length"), (side, "side")))
+    alpha = as_positive_float(alpha, "alpha")
     rng = np.random.default_rng(seed)
     V, K = side * side, 2 * side
     topics = np.zeros((K, V))

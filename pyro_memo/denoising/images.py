@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from ..engine.driver import as_positive_int
+from ..checks import as_positive_int
 
 #: scikit-image's bundled photographs that need no download (``skimage.data.<name>()``); colour
 #: ones are converted to grayscale

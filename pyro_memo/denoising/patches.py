@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..checks import as_positive_int
 from ..data.files import write_atomically
-from ..engine.driver import as_positive_int
 
 #: side of the patches of Hughes & Sudderth 2013 (§4.4) and Zoran & Weiss 2011 (§2)
 PATCH = 8

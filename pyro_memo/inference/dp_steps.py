@@ -7,8 +7,8 @@ import zlib
 import torch
 
 from ..allocation import DPSticks
+from ..checks import as_positive_int
 from ..data_sources import make_batches
-from ..engine.driver import as_positive_int
 from ..families import check_sparse_candidates, check_sparse_L
 from .dp_mixture_posterior import DPMixturePosterior
 from .initialization import check_batch, initial_summary

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..engine.driver import as_positive_float, as_positive_int
+from ..checks import as_positive_float, as_positive_int
 from ..summaries import Summary
 
 

@@ -36,9 +36,9 @@ import numpy as np
 import torch
 
 from ..allocation import DPSticks
+from ..checks import as_positive_float, as_positive_int
 from ..data.batch_source import BatchSource
 from ..engine import MemoizedDriver
-from ..engine.driver import as_positive_float, as_positive_int
 from ..engine.moves import make_moves
 from ..engine.threads import ThreadPolicy
 from ..memo.clumps import Clumps

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..allocation import log_stick_weights
-from ..engine.driver import as_positive_float, as_positive_int
+from ..checks import as_positive_float, as_positive_int
 from .initialization import initial_responsibilities
 
 VARIANTS = ("sga", "sga+m", "sga+f")

@@ -5,7 +5,7 @@ import pyro.distributions as dist
 import torch
 
 from ..allocation import stick_breaking_weights
-from ..engine.driver import as_positive_float, as_positive_int
+from ..checks import as_positive_float, as_positive_int
 from ..families import ConjugateFamily
 from .component_sites import sites_for
 

@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
+from ..checks import as_positive_int
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
-from ..engine.driver import as_float_dtype, as_positive_int
+from ..engine.driver import as_float_dtype
 from ..posterior.relational import RelationalPosterior, check_hyperparameters
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from .initialization import initial_memberships

@@ -49,10 +49,10 @@ import numpy as np
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
+from ..checks import as_positive_int
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import StochasticDriver
-from ..engine.driver import as_positive_int
 from ..families._special import kl_beta
 from ..posterior.hdp import expected_log_dirichlet, log_dirichlet_norm
 from ..posterior.relational import RelationalPosterior, check_hyperparameters

@@ -8,11 +8,12 @@ import torch
 
 from ..allocation.concentration import learnable
 from ..allocation.hdp_sticks import sticks_from_sizes
+from ..checks import as_positive_int
 from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
 from ..data.corpus_shards import CorpusShards, is_corpus_shards
 from ..engine import FitResult, MemoizedDriver, make_moves
-from ..engine.driver import as_float_dtype, as_positive_int
+from ..engine.driver import as_float_dtype
 from ..families import check_sparse_L
 from ..families.type2 import Learnt
 from ..inference.initialization import initial_responsibilities

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pyro_memo as pm
-from pyro_memo.engine.driver import as_positive_int
+from pyro_memo.checks import as_positive_int
 from pyro_memo.relational import MemoizedRelational, StochasticRelational
 from pyro_memo.topics import MemoizedHDP
 
