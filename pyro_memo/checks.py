@@ -1,5 +1,6 @@
-"""Argument checks every layer shares: one rule and one message for a positive whole number and a
-positive finite number (a truncation ``K``, a number of batches, a concentration, a step size)."""
+"""Argument checks every layer shares: one rule and one message for a positive whole number, a
+positive finite number (a truncation ``K``, a number of batches, a concentration, a step size) and ids
+that index a model's nodes, documents or words."""
 
 import math
 import numbers
@@ -21,3 +22,25 @@ def as_positive_float(value, name):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number; got {value!r}")
     return float(value)
+
+
+def as_index_tensor(ids, bound, name):
+    """``ids`` (a 1-D array or tensor of whole numbers) as a long tensor, each in ``[0, bound)`` (``bound``
+    ``None``: each non-negative): the ids
+    of nodes, documents or words a model indexes with, where a negative id would silently wrap
+    around to the last one and a fraction be truncated to another.
+
+    :raises ValueError: naming ``name`` for a fraction, NaN, or an id outside ``[0, bound)``.
+    """
+    import torch
+
+    given = torch.as_tensor(ids)
+    if given.is_floating_point() and not bool((given == given.round()).all()):
+        raise ValueError(f"{name} must be whole-number ids; found fractions or NaN")
+    if given.dtype == torch.bool or given.is_complex():
+        raise ValueError(f"{name} must be whole-number ids; got dtype {given.dtype}")
+    out = given.long()
+    if out.numel() and (int(out.min()) < 0 or bound is not None and int(out.max()) >= bound):
+        where = "be non-negative" if bound is None else f"lie in [0, {bound})"
+        raise ValueError(f"{name} must {where}; found [{int(out.min())}, {int(out.max())}]")
+    return out

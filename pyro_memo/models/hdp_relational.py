@@ -10,13 +10,14 @@ import torch
 from pyro.ops.indexing import Vindex
 
 from ..allocation import stick_breaking_weights
+from ..checks import as_index_tensor
 from ..posterior.relational import check_hyperparameters
 
 __all__ = ["HDPRelationalGuide", "HDPRelationalModel"]
 
 
-def _pairs(src, dst):
-    src, dst = torch.as_tensor(src, dtype=torch.long), torch.as_tensor(dst, dtype=torch.long)
+def _pairs(src, dst, num_nodes):
+    src, dst = as_index_tensor(src, num_nodes, "src"), as_index_tensor(dst, num_nodes, "dst")
     if src.shape != dst.shape or src.dim() != 1:
         raise ValueError(f"src and dst must be 1-D long tensors of one length; got {tuple(src.shape)} and "
                          f"{tuple(dst.shape)}")
@@ -60,7 +61,7 @@ class HDPRelationalModel:
         as floats 0/1 (``None`` to generate). ``batch``: the positions of a batch's pairs, the pair
         plate's subsample (:func:`~pyro_memo.bridge.relational_recognition.batch_pairs` gives a batch
         of nodes' pairs; default every pair). Returns the batch's links."""
-        src, dst = _pairs(src, dst)
+        src, dst = _pairs(src, dst, self.N)
         one = torch.ones((), dtype=torch.float64)
         with pyro.plate("sticks", self.K):
             u = pyro.sample("u", dist.Beta(one, self.gamma * one))
@@ -119,7 +120,7 @@ class HDPRelationalGuide:
         """``(..., E, K, K)`` the joint ``q(s = k, r = l)`` of each pair over the explicit communities;
         ``pi`` ``(..., N, K + 1)`` sampled memberships (the tied family's non-linked pairs; default
         their means)."""
-        src, dst = _pairs(src, dst)
+        src, dst = _pairs(src, dst, self.posterior.N)
         post = self.posterior
         e_log_pi = post.e_log_pi[:, : post.K]
         e_log_w, _ = post.e_log_w()

@@ -9,6 +9,7 @@ import torch
 from pyro.ops.indexing import Vindex
 
 from ..allocation import stick_breaking_weights
+from ..checks import as_index_tensor, as_positive_int
 
 
 def _gamma_prior(name, prior):
@@ -64,7 +65,11 @@ class HDPTopicModel:
         """Run the model on tokens: ``doc`` ``(N,)`` document index of each token, ``word``
         ``(N,)`` observed word ids (``None`` to generate)."""
         one = torch.ones((), dtype=torch.float64)
-        num_docs = int(doc.max()) + 1 if num_docs is None else int(num_docs)
+        num_docs = None if num_docs is None else as_positive_int(num_docs, "num_docs")
+        doc = as_index_tensor(doc, num_docs, "doc")
+        num_docs = int(doc.max()) + 1 if num_docs is None else num_docs
+        if word is not None:
+            word = as_index_tensor(word, self.V, "word")
         alpha = self._concentration("alpha", self.alpha, self.alpha_prior, one)
         gamma = self._concentration("gamma", self.gamma, self.gamma_prior, one)
         with pyro.plate("sticks", self.K):

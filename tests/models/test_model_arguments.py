@@ -9,7 +9,7 @@ import torch
 import pyro_memo as pm
 from pyro_memo.data import load_dataset
 from pyro_memo.families import NonFiniteDataError
-from pyro_memo.models import DPMixtureModel, HDPRelationalModel
+from pyro_memo.models import DPMixtureModel, HDPRelationalModel, HDPTopicModel
 
 FAMILY = pm.Gaussian.from_data(torch.randn(20, 2, generator=torch.Generator().manual_seed(0)))
 
@@ -76,3 +76,23 @@ def test_load_dataset_keeps_its_contract(tmp_path):
     assert labels.dtype == np.int64 and labels.tolist() == [0, 1, 2]
     with pytest.raises(ValueError, match="a bundled name .* or a file path; got NoneType"):
         load_dataset(None)
+
+
+@pytest.mark.parametrize("doc,word,num_docs,match", [
+    ([-1, 0, 0, 1, 1], [0, 1, 2, 3, 4], None, r"doc must be non-negative; found \[-1, 1\]"),
+    ([0, 0, 1, 1, 2], [0, 1, 2, 3, 4], 2, r"doc must lie in \[0, 2\); found \[0, 2\]"),
+    ([0, 0, 1, 1, 2], [0, 1, 2, 3, 5], None, r"word must lie in \[0, 5\)"),
+    ([0.5, 0, 1, 1, 2], [0, 1, 2, 3, 4], None, "doc must be whole-number ids"),
+])
+def test_the_topic_model_refuses_ids_that_would_wrap_or_be_truncated(doc, word, num_docs, match):
+    """A document id of -1 used to index the last document, silently."""
+    with pytest.raises(ValueError, match=match):
+        pyro.poutine.trace(HDPTopicModel(5, 3)).get_trace(torch.tensor(doc), torch.tensor(word), num_docs)
+
+
+@pytest.mark.parametrize("src,dst,match", [([-1, 0], [1, 2], r"src must lie in \[0, 5\)"),
+                                           ([0, 1], [5, 2], r"dst must lie in \[0, 5\)"),
+                                           ([0.5, 1.0], [1.0, 2.0], "src must be whole-number ids")])
+def test_the_relational_model_refuses_node_ids_outside_its_nodes(src, dst, match):
+    with pytest.raises(ValueError, match=match):
+        pyro.poutine.trace(HDPRelationalModel(5, 3)).get_trace(torch.tensor(src), torch.tensor(dst))
