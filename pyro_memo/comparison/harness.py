@@ -121,9 +121,9 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
     rows, runs = [], {}
     for method, seed in [(method, seed) for method in methods for seed in seeds]:
         start = clock.now()
-        run = task.run(method, int(seed))
+        run = task.run(method, seed)
         runs[(method, seed)] = run
-        rows.append({"method": method, "seed": int(seed), **task.score(run)})
+        rows.append({"method": method, "seed": seed, **task.score(run)})
         if out_dir is not None:
             write_outputs(out_dir, task.table, rows, runs, task.trace_scale, plots=False)
         if progress is not None and progress(f"{method} seed {seed}: {task.describe(rows[-1])}, "

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..checks import as_positive_int
 from .threads import check_threads
 
 __all__ = ["BatchStep", "DaskExecutor", "Executor", "SerialExecutor", "as_executor"]
@@ -251,9 +252,7 @@ class DaskExecutor(Executor):
         if hold not in (None, True, False):
             raise ValueError(f"hold must be True, False or None (decide by the workers' memory); got {hold!r}")
         self.client = client
-        if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1):
-            raise ValueError(f"window must be a positive whole number (or None); got {window!r}")
-        self.window = None if window is None else int(window)
+        self.window = None if window is None else as_positive_int(window, "window")
         self.retries = int(retries)
         self.threads = check_threads(threads)
         self.hold = hold
