@@ -2,10 +2,12 @@
 (Hughes & Sudderth 2013) or full-batch coordinate ascent (Blei & Jordan 2006)."""
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin
+from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -16,6 +18,7 @@ except ImportError:  # scikit-learn < 1.6: the same checks were an estimator met
     def validate_data(estimator, X, **kwargs):
         return estimator._validate_data(X, **kwargs)
 
+from .engine.driver import ConvergenceWarning
 from .engine.threads import check_threads
 from .families import FAMILIES, ConjugateFamily, check_sparse_candidates, get_family
 from .inference import FullBatchVB, MemoizedVB, vb_log_predictive
@@ -23,6 +26,21 @@ from .inference import FullBatchVB, MemoizedVB, vb_log_predictive
 ALGORITHMS = ("memo", "vb")
 INITS = ("kmeans++", "random")
 DTYPES = ("float32", "float64")
+
+
+class EstimatorConvergenceWarning(ConvergenceWarning, SklearnConvergenceWarning):
+    """The estimators' warning that a fit stopped at ``max_iter`` before converging: both
+    :class:`pyro_memo.ConvergenceWarning` and scikit-learn's ``ConvergenceWarning``, so either's
+    warning filters catch it."""
+
+
+def warn_unconverged(estimator):
+    """Warn (:class:`EstimatorConvergenceWarning`) when ``estimator.converged_`` is false, as
+    scikit-learn's mixtures do."""
+    if not estimator.converged_:
+        warnings.warn(f"{type(estimator).__name__} stopped at max_iter={estimator.max_iter} laps before its "
+                      f"objective's relative change fell below tol={estimator.tol}; raise max_iter or tol",
+                      EstimatorConvergenceWarning, stacklevel=3)
 
 
 class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
@@ -84,13 +102,27 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     :ivar posterior_: the fitted :class:`~pyro_memo.inference.DPMixturePosterior`.
     :ivar summary_: the whole-data :class:`~pyro_memo.summaries.Summary` (for the predictive).
+    :ivar int n_components_: number of fitted components, the columns of :meth:`predict_proba`
+        (``n_components`` unless moves changed it).
     :ivar weights_: expected mixture weights :math:`E_q[w_k]`, in label order.
+    :ivar means_, covariances_: for the Gaussian families, ``(n_components_, n_features)`` posterior
+        means of the component means and ``(n_components_, n_features, n_features)`` covariances
+        :math:`E_q[\\Lambda_k]^{-1}` (the known covariance for the known-covariance families), in
+        label order; the other families give their own point estimates instead (``rates_`` for
+        Poisson, ``probabilities_`` for Bernoulli and multinomial): the family's
+        :meth:`~pyro_memo.families.ConjugateFamily.point_estimates`, each as ``<name>_``.
     :ivar labels_: training labels.
     :ivar component_of_label_: posterior component index of each label.
-    :ivar float elbo_: exact ELBO of the fit (total nats).
+    :ivar float elbo_: exact ELBO of the fit (total nats); ``lower_bound_`` is the same number,
+        under scikit-learn's mixtures' name.
     :ivar int n_iter_: laps run.
-    :ivar bool converged_: whether the ELBO's relative change fell below ``tol``.
+    :ivar bool converged_: whether the ELBO's relative change fell below ``tol``; when it did not,
+        :meth:`fit` warns with :class:`EstimatorConvergenceWarning` (both
+        :class:`~pyro_memo.ConvergenceWarning` and scikit-learn's ``ConvergenceWarning``).
     :ivar int n_features_in_: number of features seen in :meth:`fit`.
+
+    The read-outs work in the ``dtype`` of the fit: changing ``dtype`` with ``set_params`` affects
+    the next :meth:`fit`, not a fitted estimator.
     """
 
     def __init__(self, n_components=20, family="gauss", alpha=1.0, algorithm="memo", n_batches=None,
@@ -172,26 +204,33 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         :returns: ``self``.
         """
         self._check_params()
-        X = validate_data(self, X, dtype=self._np_dtype())
+        self._fit_dtype = self._np_dtype()
+        X = validate_data(self, X, dtype=self._fit_dtype)
         x = torch.tensor(X)
         family = self._make_family(x)
         driver, batches = self._make_algorithm(family, X.shape[0])
         result = driver.fit(x) if batches is None else driver.fit(x, batches)
         self.posterior_ = result.posterior
         self.summary_ = result.summary
-        self.elbo_ = float(result.elbo)
+        self.elbo_ = self.lower_bound_ = float(result.elbo)
         self.n_iter_ = len(result.elbo_trace)
         self.converged_ = bool(result.converged)
         self._set_labels(x)
+        warn_unconverged(self)
         return self
 
     def _set_labels(self, x):
-        """Order the components by the training items they own; set ``labels_`` and ``weights_``."""
-        winners = self.posterior_.responsibilities(x).argmax(-1).numpy()
-        owned = np.bincount(winners, minlength=self.posterior_.K)
+        """Order the components by the training items they own; set ``labels_``, ``weights_`` and the
+        family's point estimates (``means_``, ``covariances_``, ...) in that order."""
+        posterior = self.posterior_
+        winners = posterior.responsibilities(x).argmax(-1).numpy()
+        owned = np.bincount(winners, minlength=posterior.K)
+        self.n_components_ = int(posterior.K)
         self.component_of_label_ = np.argsort(-owned, kind="stable")
         self._label_of_component = np.argsort(self.component_of_label_)
-        self.weights_ = self.posterior_.expected_weights().numpy()[self.component_of_label_]
+        self.weights_ = posterior.expected_weights().numpy()[self.component_of_label_]
+        for name, value in posterior.family.point_estimates(posterior.component).items():
+            setattr(self, f"{name}_", value.numpy()[self.component_of_label_])
         self.labels_ = self._label_of_component[winners]
 
     # ------------------------------------------------------------- read-outs
@@ -199,7 +238,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         """``X`` checked as the training data were: scikit-learn's checks, then the family's (its
         support, e.g. counts for Poisson, and a magnitude whose statistics cannot overflow)."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=self._np_dtype(), reset=False)
+        X = validate_data(self, X, dtype=self._fit_dtype, reset=False)
         return self.posterior_.family.check_data(torch.tensor(X))
 
     def predict_proba(self, X):

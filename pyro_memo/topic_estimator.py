@@ -3,13 +3,13 @@ memoized VB (Hughes, Kim & Sudderth, AISTATS 2015), used the way scikit-learn's
 ``LatentDirichletAllocation`` is."""
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
 from .data.corpus import from_counts
 from .engine.threads import check_threads
-from .estimator import _check_int, _check_real, validate_data
+from .estimator import _check_int, _check_real, validate_data, warn_unconverged
 from .model_file import SavedTopics
 from .topics.memoized_hdp import TOPIC_MOVES, MemoizedHDP
 
@@ -19,7 +19,7 @@ TRANSFORM_ITERS = 1000
 TRANSFORM_TOL = 1e-10
 
 
-class HDPTopics(TransformerMixin, BaseEstimator):
+class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """The HDP topic model (Teh et al. 2006) with a truncation of ``n_components`` topics, fitted
     by memoized VB (:class:`~pyro_memo.topics.MemoizedHDP`), as a scikit-learn transformer of
     document-term count matrices, like ``LatentDirichletAllocation``.
@@ -76,8 +76,13 @@ class HDPTopics(TransformerMixin, BaseEstimator):
     :ivar int n_components_: number of fitted topics (``n_components`` unless moves changed it).
     :ivar float bound_: the fit's objective, the exact variational bound (total nats).
     :ivar int n_iter_: laps run.
-    :ivar bool converged_: whether the bound's relative change fell below ``tol``.
+    :ivar bool converged_: whether the bound's relative change fell below ``tol``; when it did not,
+        :meth:`fit` warns with :class:`~pyro_memo.estimator.EstimatorConvergenceWarning` (both
+        :class:`~pyro_memo.ConvergenceWarning` and scikit-learn's ``ConvergenceWarning``).
     :ivar int n_features_in_: vocabulary size seen in :meth:`fit`.
+
+    :meth:`get_feature_names_out` names the output columns ``hdptopics0`` ... as
+    ``LatentDirichletAllocation`` does, so ``set_output`` and ``ColumnTransformer`` work.
     """
 
     def __init__(self, n_components=50, alpha=0.5, gamma=10.0, lam0=0.1, n_batches=None, moves=None,
@@ -152,12 +157,13 @@ class HDPTopics(TransformerMixin, BaseEstimator):
                              sparse_L=self.sparse_L)
         result = driver.fit(corpus, batches)
         self.posterior_ = result.posterior
-        self.n_components_ = int(self.posterior_.K)
+        self.n_components_ = self._n_features_out = int(self.posterior_.K)
         self.components_ = self.posterior_.topic_means().numpy()
         self.topic_weights_ = self.posterior_.expected_beta()[:-1].numpy()
         self.bound_ = float(result.elbo_trace[-1])
         self.n_iter_ = len(result.elbo_trace)
         self.converged_ = bool(result.converged)
+        warn_unconverged(self)
         return self
 
     # ------------------------------------------------------------- read-outs

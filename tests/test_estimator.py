@@ -1,6 +1,7 @@
 """The scikit-learn estimator DPMixture: sklearn's own conventions, clustering and densities."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -200,3 +201,45 @@ def test_the_estimators_model_file_predicts_as_the_estimator(tmp_path):
     new = blobs(40, seed=3)[0]
     assert np.array_equal(np.asarray(saved.score_samples(new)), est.score_samples(new))
     assert np.array_equal(est.component_of_label_[est.predict(new)], np.asarray(saved.predict(new)))
+
+
+def test_an_unconverged_fit_warns_under_both_warning_classes_and_a_converged_one_does_not():
+    from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
+
+    x, _ = blobs()
+    with pytest.warns(pm.ConvergenceWarning, match="max_iter=2") as record:
+        est = DPMixture(n_components=4, max_iter=2, random_state=0).fit(x)
+    assert not est.converged_ and issubclass(record[0].category, SklearnConvergenceWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert DPMixture(n_components=4, max_iter=200, tol=1e-3, random_state=0).fit(x).converged_
+
+
+@pytest.mark.parametrize("family,expected", [("gauss", {"means_": (2,), "covariances_": (2, 2)}),
+                                             ("diag-gauss", {"means_": (2,), "covariances_": (2, 2)}),
+                                             ("poisson", {"rates_": (2,)})])
+def test_fitted_attributes_name_the_components_in_label_order(family, expected):
+    x, _ = blobs()
+    x = np.abs(np.round(x)) if family == "poisson" else x
+    est = DPMixture(n_components=1, family=family, moves="birth,merge", max_iter=20, random_state=0).fit(x)
+    assert est.n_components_ == est.posterior_.K == est.predict_proba(x).shape[1] > 1
+    assert est.lower_bound_ == est.elbo_
+    estimates = est.posterior_.family.point_estimates(est.posterior_.component)
+    for name, shape in expected.items():
+        value = getattr(est, name)
+        assert value.shape == (est.n_components_, *shape)
+        assert np.array_equal(value, estimates[name[:-1]].numpy()[est.component_of_label_])
+    if family == "gauss":  # the largest component's mean sits on one of the blobs
+        assert np.min(np.linalg.norm(CENTERS - est.means_[0], axis=1)) < 0.5
+
+
+def test_set_params_dtype_after_fit_changes_the_next_fit_not_the_fitted_read_outs():
+    x, _ = blobs()
+    est = DPMixture(n_components=4, max_iter=10, random_state=0).fit(x)
+    proba, scores = est.predict_proba(x), est.score_samples(x)
+    est.set_params(dtype="float32")
+    assert np.array_equal(est.predict_proba(x), proba) and np.array_equal(est.score_samples(x), scores)
+    est.set_params(dtype="bogus")
+    assert np.array_equal(est.predict(x), proba.argmax(1))
+    with pytest.raises(ValueError, match="dtype"):
+        est.fit(x)

@@ -176,3 +176,39 @@ def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     assert est.get_params()[name] == value
     with pytest.raises(ValueError, match=name):
         est.fit(three_topic_docs(12)[0])
+
+
+def test_an_unconverged_fit_warns_under_both_warning_classes():
+    from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
+
+    import pyro_memo as pm
+
+    with pytest.warns(pm.ConvergenceWarning, match="max_iter=1") as record:
+        est = HDPTopics(n_components=3, max_iter=1, random_state=0).fit(three_topic_docs(30)[0])
+    assert not est.converged_ and issubclass(record[0].category, SklearnConvergenceWarning)
+
+
+def test_feature_names_out_name_the_topics_for_pipelines_and_column_transformers(fitted):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    est, x, _ = fitted
+    names = [f"hdptopics{k}" for k in range(est.n_components_)]
+    assert list(est.get_feature_names_out()) == names
+    pipeline = make_pipeline(FunctionTransformer(feature_names_out="one-to-one"), clone(est)).fit(x)
+    assert list(pipeline.get_feature_names_out()) == names
+    columns = ColumnTransformer([("t", clone(est), list(range(V)))]).fit(x)
+    assert list(columns.get_feature_names_out()) == [f"t__{name}" for name in names]
+
+
+def test_the_callers_sparse_matrix_is_left_as_it_was():
+    # duplicate entries, an explicit zero and unsorted indices: a canonicalising copy must not write back
+    values, columns, pointers = np.array([1.0, 2.0, 0.0, 3.0]), np.array([2, 2, 0, 3]), np.array([0, 3, 4])
+    x = sp.csr_matrix((values, columns, pointers), shape=(2, 5))
+    before = (values.copy(), columns.copy(), pointers.copy())
+    est = HDPTopics(n_components=2, max_iter=200, tol=1e-3, random_state=0).fit(x)
+    est.transform(x)
+    est.score(x)
+    assert all(np.array_equal(a, b) for a, b in zip((values, columns, pointers), before, strict=True))
+    assert x.nnz == 4

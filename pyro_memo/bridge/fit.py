@@ -5,12 +5,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..engine.driver import ConvergenceWarning
 from .guide import DPMixtureGuide
 from .recognition import recognize_model
-
-
-class ConvergenceWarning(UserWarning):
-    """A fit stopped at its iteration limit before its objective converged (as scikit-learn's)."""
 
 
 def _warn_unconverged(converged, limit, what):

@@ -99,14 +99,16 @@ class Corpus:
 def from_counts(matrix, vocab=None):
     """A corpus from a ``(D, V)`` count matrix: dense array or any scipy sparse matrix.
 
-    Counts need not be whole numbers (weighted or scaled term frequencies work).
+    Counts need not be whole numbers (weighted or scaled term frequencies work). ``matrix`` is never
+    modified: the corpus holds its own copy (a CSR matrix of float64 would otherwise be summed and
+    pruned in place, through the arrays it shares with the caller).
 
     :raises ValueError: on negative or non-finite counts, or counts whose total overflows float64.
     """
     import scipy.sparse as sp
 
     try:
-        m = sp.csr_matrix(matrix, dtype=np.float64)
+        m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as err:
         kind = getattr(matrix, "shape", None) or type(matrix).__name__
         raise ValueError(f"a count matrix must be a 2-D (documents, words) array of numbers; got {kind} "

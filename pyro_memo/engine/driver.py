@@ -33,6 +33,10 @@ LOCAL_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 SCHEDULES = ("sequential", "parallel")
 
 
+class ConvergenceWarning(UserWarning):
+    """A fit stopped at its iteration limit before its objective converged (as scikit-learn's)."""
+
+
 def as_float_dtype(value, name="dtype", also=""):
     """``value``, a name in :data:`LOCAL_DTYPES` or one of its dtypes, as a torch dtype.
 
