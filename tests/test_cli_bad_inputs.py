@@ -125,6 +125,8 @@ def cases(f):
         (hdp + ["--gamma-prior", "0,1"], "--gamma-prior"), (hdp + ["--gamma-prior", "1"], "--gamma-prior"),
         (fit + ["--gamma-prior", "1,1"], "--gamma-prior"), (fit + ["--learn-lam0"], "--learn-lam0"),
         (fit + ["--device", "tpu"], "tpu"), (fit + ["--device", "cuda:7"], "cuda"), (fit + ["--unknown"], "--unknown"),
+        (fit + ["--device", "meta"], "meta is not supported"), (fit + ["--device", "mps"], "mps"),
+        (hdp + ["--device", "xpu"], "xpu"),
         (["fit", good, good], "unrecognized"), (["frobnicate"], "frobnicate"), ([], "command"),
         # bad data, dp
         (["fit", str(f / "missing.npz")], "missing.npz"), (["fit", str(f / "nan.npz")], "NaN"),

@@ -12,7 +12,8 @@ from .registry import Option, register_option
 THREADS_HELP = ("the most threads a run may use: torch's intra-op threads (each memoized, full-batch or stochastic "
                 "fit, and each denoiser, times one thread against this many and keeps the faster, so a busy "
                 "machine does not slow it down) and the BLAS / OpenMP threads of numpy and the baselines. "
-                "Default: torch's setting (the number of cores, or OMP_NUM_THREADS).")
+                "Never more than the cores the process may use. Default: torch's setting (the number of cores, "
+                "or OMP_NUM_THREADS).")
 
 
 def _register_shared():
@@ -117,7 +118,8 @@ def add_threads_option(parser, models=()):
 @contextmanager
 def thread_limit(threads):
     """Run a command with torch's intra-op threads and the BLAS / OpenMP pools (threadpoolctl) capped at
-    ``threads`` (``None``: as they are); torch's setting is restored afterwards."""
+    ``threads`` (``None``: as they are), and never above the cores the process may use
+    (:func:`~pyro_memo.engine.threads.usable_cores`); torch's setting is restored afterwards."""
     if threads is None:
         yield
         return
@@ -126,6 +128,9 @@ def thread_limit(threads):
     import torch
     from threadpoolctl import threadpool_limits
 
+    from ..engine.threads import usable_cores
+
+    threads = min(threads, usable_cores())
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -308,8 +313,8 @@ def memo_resume_entries(args, state, K):
 
 
 def check_device(name):
-    """Raise a :class:`ValueError` for a device torch does not know or cannot reach (plain
-    ``cpu`` is checked without importing torch)."""
+    """Raise a :class:`ValueError` for a device other than ``cpu`` and ``cuda[:N]``, or one torch cannot
+    reach (plain ``cpu`` is checked without importing torch)."""
     if name == "cpu":
         return
     import torch
@@ -318,8 +323,12 @@ def check_device(name):
         device = torch.device(name)
     except RuntimeError as err:
         raise ValueError(f"--device: {err}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {name}: the fits run on cpu or cuda (cuda:N); {device.type} is not supported")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
 
 
 def parse_moves(text, allowed, model):

@@ -19,6 +19,7 @@ and wraps each local step in :meth:`ThreadPolicy.step`. Every driver does this (
 """
 
 import math
+import numbers
 import os
 import time
 from collections import deque
@@ -92,12 +93,21 @@ class LoadMeter:
 
 
 def check_threads(threads):
-    """``threads`` if it is ``None`` or a positive integer, else one clear error."""
+    """``threads`` as an ``int`` if it is ``None`` or a positive integer (numpy's too), else one clear error."""
     if threads is None:
         return None
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
         raise ValueError(f"threads must be a positive integer or None (torch's setting); got {threads!r}")
-    return threads
+    return int(threads)
+
+
+def usable_cores():
+    """The CPUs this process may run on (its affinity where the system tells it, else the machine's):
+    more threads than these only contend, and OpenMP cannot even start a pool of 100,000."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 class ThreadPolicy:
@@ -141,7 +151,7 @@ class ThreadPolicy:
         if self._depth > 1:
             return self
         self._saved = torch.get_num_threads()
-        self.most = self.threads or self._saved
+        self.most = min(self.threads or self._saved, usable_cores())
         self.candidates = (1,) if self.most == 1 else (1, self.most)
         self._times = {t: deque(maxlen=self.probes) for t in self.candidates}
         self._meter = LoadMeter()

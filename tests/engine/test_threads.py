@@ -16,6 +16,7 @@ from pyro_memo.engine import threads as thread_module
 from pyro_memo.engine.threads import FIRST_INTERVAL, LOAD_WINDOW, LoadMeter, check_threads
 
 REAL_CORE_TIMES = thread_module.core_times
+REAL_USABLE_CORES = thread_module.usable_cores
 
 
 @pytest.fixture(autouse=True)
@@ -23,6 +24,7 @@ def unmetered(monkeypatch):
     """The timing tests below run where the load cannot be read (the machine's real load, other test
     workers included, would decide what they time); the load tests set their own."""
     monkeypatch.setattr(thread_module, "core_times", lambda: None)
+    monkeypatch.setattr(thread_module, "usable_cores", lambda: 64)  # a 1-core runner still times 2 threads
 
 
 class FakeLoad:
@@ -145,6 +147,32 @@ def test_bad_thread_counts_are_refused(bad):
         pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(torch.randn(20, 2, dtype=torch.float64)), 2, threads=bad)
 
 
+def test_numpy_integers_are_thread_counts():
+    assert check_threads(np.int64(2)) == 2 and type(check_threads(np.int64(2))) is int
+    x = torch.randn(60, 2, dtype=torch.float64)
+    assert pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=2, threads=np.int32(1)).fit(x, num_batches=2).elbo_trace
+
+
+@pytest.mark.parametrize("threads", [None, 10**5, 2**40])
+def test_more_threads_than_the_usable_cores_are_never_started(monkeypatch, threads):
+    # where the load cannot be read (macOS, Windows) only the cores cap the wider count: 100,000 OpenMP
+    # threads crashed the process
+    monkeypatch.setattr(thread_module, "usable_cores", lambda: 3)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        with ThreadPolicy(threads) as policy:
+            assert policy.most == 3 and policy.candidates == (1, 3)
+        assert torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(saved)
+
+
+def test_usable_cores_are_the_processes_cpus():
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert REAL_USABLE_CORES() == expected >= 1
+
+
 def test_fits_agree_and_restore_threads(two_threads):
     x = torch.as_tensor(pm.data.toy_patches(3000, seed=1)[0])
     family = pm.ZeroMeanGaussian.from_data(x)
@@ -181,6 +209,18 @@ def test_cli_threads(tmp_path, capsys):
     assert main(["fit", "digits", "--K", "3", "--laps", "2", "--threads", "0", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["pyro-memo: error: --threads 0: give a positive number of threads"]
+
+
+def test_cli_threads_are_capped_at_the_usable_cores(monkeypatch):
+    from pyro_memo.cli.common import thread_limit
+
+    monkeypatch.setattr(thread_module, "usable_cores", lambda: 1)
+    saved = torch.get_num_threads()
+    with thread_limit(10**5):
+        assert torch.get_num_threads() == 1
+    with thread_limit(99999999999):  # past a C int: torch raised "Overflow when unpacking long"
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == saved
 
 
 def test_a_much_slower_count_is_measured_rarely(clock, two_threads):
