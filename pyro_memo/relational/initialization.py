@@ -8,6 +8,7 @@ Jordan & Weiss 2002) and clusters the embedding by k-means++ seeding.
 """
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
@@ -25,12 +26,23 @@ def _normalised_adjacency(graph):
     return scale @ adjacency @ scale
 
 
+#: graphs of at most this many nodes are embedded by a dense eigensolver (deterministic), larger ones by ARPACK
+DENSE_NODES = 3000
+
+
 def _top_eigenpairs(graph, k, rng):
-    """The ``k`` largest eigenvalues and their eigenvectors of the normalised adjacency, by ARPACK with
-    SciPy's BLAS held to one thread (its threads would spin against torch's on a busy machine, and the
-    fit's thread policy does not size them)."""
+    """The ``k`` largest eigenvalues and their eigenvectors of the normalised adjacency, with SciPy's BLAS
+    held to one thread (its threads would spin against torch's on a busy machine, and the fit's thread
+    policy does not size them): by LAPACK's dense solver up to :data:`DENSE_NODES` nodes, by ARPACK
+    (started from ``rng``) above. ARPACK is not reproducible where the cut-off falls inside a repeated
+    eigenvalue (isolated nodes, components of the same shape): its vectors then differed from call to
+    call within one process, and so did a seeded fit."""
+    adjacency = _normalised_adjacency(graph)
     with threadpool_limits(limits=1, user_api="blas"):
-        return sla.eigsh(_normalised_adjacency(graph), k=k, which="LA", v0=rng.standard_normal(graph.num_nodes))
+        if graph.num_nodes <= DENSE_NODES:
+            n = graph.num_nodes
+            return scipy.linalg.eigh(adjacency.toarray(), subset_by_index=[n - k, n - 1])
+        return sla.eigsh(adjacency, k=k, which="LA", v0=rng.standard_normal(graph.num_nodes))
 
 
 def _cluster_rows(vectors, K, seed):

@@ -79,12 +79,16 @@ def test_the_spectral_start_holds_scipys_blas_to_one_thread_and_restores_it(monk
     from pyro_memo.relational import initialization
     from tests.topics.test_hdp_bound import blas_threads, record_blas_threads
 
-    seen = record_blas_threads(monkeypatch, initialization.sla, "eigsh")
+    seen = record_blas_threads(monkeypatch, initialization.scipy.linalg, "eigh")  # graphs up to DENSE_NODES
+    seen_sparse = record_blas_threads(monkeypatch, initialization.sla, "eigsh")  # larger graphs
     graph = random_graph(3)
     with threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()
         memberships = initialization.spectral_memberships(graph, 3, seed=0)
         initialization.spectral_split(graph, 4, seed=0)
+        monkeypatch.setattr(initialization, "DENSE_NODES", graph.num_nodes - 1)
+        initialization.spectral_split(graph, 4, seed=0)
         assert blas_threads() == before
-    assert len(seen) == 2 and before and all(n == 1 for counts in seen for n in counts)
+    assert len(seen) == 2 and len(seen_sparse) == 1 and before
+    assert all(n == 1 for counts in seen + seen_sparse for n in counts)
     assert memberships.shape == (graph.num_nodes, 3) and torch.all(memberships.sum(1) == 1)
