@@ -1,7 +1,11 @@
 """The batch-source interface: a dataset cut into fixed batches (memoized inference caches one summary per
 batch, so batch ``b`` must hold the same items on every lap)."""
 
+import hashlib
+import numbers
+
 import numpy as np
+import torch
 
 
 class BatchSource:
@@ -16,6 +20,9 @@ class BatchSource:
     #: whether a copy of the source is light and reads its batches anywhere (a path, not data in
     #: memory): a Dask executor then reads each batch on a worker (:mod:`pyro_memo.engine.executors`)
     portable = False
+    #: whether the batches are held in memory, so that hashing them reads no file and no cluster: a memoized
+    #: fit records each batch's :func:`batch_digest`, and a resumed one compares them
+    held = False
 
     def batch(self, b):
         """The items of batch ``b`` as an ``(n_b, D)`` array or tensor."""
@@ -53,3 +60,28 @@ def _bounds(n, num_batches):
     return np.linspace(0, n, num_batches + 1).round().astype(np.int64)
 
 
+
+
+def batch_digest(batch):
+    """A 128-bit BLAKE2 digest of a batch's contents (dtype, shape and bytes of its tensors and arrays, and
+    its numbers, through tuples and lists), or ``None`` for a batch of another kind: two batches with
+    the same digest hold the same items in the same order."""
+    digest = hashlib.blake2b(digest_size=16)
+    return digest.hexdigest() if _feed(digest, batch) else None
+
+
+def _feed(digest, value):
+    """Add ``value`` to ``digest``; ``False`` if it holds something :func:`batch_digest` cannot read."""
+    if torch.is_tensor(value):
+        value = value.detach().cpu().contiguous().numpy()
+    if isinstance(value, np.ndarray):
+        digest.update(f"{value.dtype.str}{value.shape}".encode())
+        digest.update(np.ascontiguousarray(value).view(np.uint8).data if value.size else b"")
+        return True
+    if isinstance(value, (tuple, list)):
+        digest.update(f"({len(value)}".encode())
+        return all(_feed(digest, item) for item in value)
+    if value is None or isinstance(value, numbers.Number):
+        digest.update(repr(value).encode())
+        return True
+    return False

@@ -26,6 +26,8 @@ class ArrayBatches(BatchSource):
     :param int shuffle_seed: if given, permute items once with this seed before slicing.
     """
 
+    held = True
+
     def __init__(self, data, num_batches, shuffle_seed=None):
         self.data = data
         self.num_items = int(data.shape[0])
@@ -63,6 +65,8 @@ class IndexBatches(BatchSource):
     """Batches given as index sets into ``data`` (e.g. the subsample indices a Pyro model's
     data plate is called with)."""
 
+    held = True
+
     def __init__(self, data, index_sets):
         self.data = data
         self.index_sets = [torch.as_tensor(i, dtype=torch.long) for i in index_sets]
@@ -75,6 +79,8 @@ class IndexBatches(BatchSource):
 
 class ListBatches(BatchSource):
     """A sequence of ready-made batches (arrays, tensors or memory-mapped arrays)."""
+
+    held = True
 
     def __init__(self, batches):
         self.batches = list(batches)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..data.batch_source import batch_digest
 from ..families import PRODUCT_CACHE
 from ..memo import MemoState
 from .executors import Untimed, as_executor
@@ -341,8 +342,10 @@ class MemoizedDriver(Driver):
     # ------------------------------------------------------------- resuming
     def check_resume(self, state, source):
         """Refuse to go on from ``state`` with ``source`` when they cannot belong together: a posterior
-        another model's fit or data of another shape made (:meth:`resume_mismatch`), or a memo of other
-        batches or other data. The state's K and hyperparameters are the fit's from then on.
+        another model's fit or data of another shape made (:meth:`resume_mismatch`), batches whose
+        contents differ from those the state was fitted to (:meth:`data_digests`, where both are known),
+        or a memo of other batches or other data. The state's K and hyperparameters are the fit's from
+        then on.
 
         :raises ValueError: naming the mismatch.
         """
@@ -353,9 +356,29 @@ class MemoizedDriver(Driver):
             problem = f"its memo holds {len(cached)} batches, these data come in {source.num_batches}"
         elif problem is None and cached and state.cache.total.num_items != source.num_items:
             problem = f"it summarises {state.cache.total.num_items} items, these data hold {source.num_items}"
+        digests = self.data_digests(source)
+        if problem is None and state.digests and digests:
+            changed = [b for b, digest in digests.items() if state.digests.get(b) != digest]
+            if changed:
+                problem = (f"{len(changed)} of its {len(digests)} batches (the first: batch {changed[0] + 1}) hold "
+                           f"other items than it was fitted to (other data, or the same data in another order or "
+                           f"split; the split follows seed=)")
+        if digests:
+            state.digests = digests
         if problem is not None:
             raise ValueError(f"cannot resume this state on these data: {problem} (resume a state with the model, "
                              f"data and batches it was fitted with)")
+
+    @staticmethod
+    def data_digests(source):
+        """Batch key -> :func:`~pyro_memo.data.batch_source.batch_digest` of each batch of a ``source`` that
+        holds its batches in memory (:attr:`~pyro_memo.data.BatchSource.held`), else ``{}`` (data read
+        from files or a cluster are not read an extra time): a fit records them in its state, and
+        :meth:`check_resume` compares them."""
+        if not getattr(source, "held", False):
+            return {}
+        digests = {b: batch_digest(source.batch(b)) for b in range(source.num_batches)}
+        return {} if None in digests.values() else digests
 
     def resume_mismatch(self, posterior, source):
         """Why ``posterior`` (a resumed state's) cannot go on with ``source``, as a phrase, or ``None``;
@@ -393,6 +416,7 @@ class MemoizedDriver(Driver):
         if state.posterior is None:
             state.posterior = copy.copy(posterior) if posterior is not None else \
                 self.initial_posterior(source, self.first_order(source.num_batches))
+            state.digests = self.data_digests(source)
         else:
             self.check_resume(state, source)
         for move in self.moves:

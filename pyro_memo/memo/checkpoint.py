@@ -78,6 +78,7 @@ def state_to_dict(state):
         "traces": {k: list(v) for k, v in state.traces.items()},
         "relax": float(state.relax),
         "relax_step": None if step is None else step.to(device="cpu").to_dict(),
+        "digests": {str(k): str(v) for k, v in state.digests.items()},
     }
 
 
@@ -122,7 +123,8 @@ def state_from_dict(d, device=None):
                      tried={k: dict(v) for k, v in d.get("tried", {}).items()}, steps=int(d.get("steps", 0)),
                      emptied=list(d.get("emptied", [])),
                      traces={k: list(v) for k, v in d.get("traces", {}).items()},
-                     relax=float(d.get("relax", 1.0)), relax_step=step)
+                     relax=float(d.get("relax", 1.0)), relax_step=step,
+                     digests={_key(k): str(v) for k, v in d.get("digests", {}).items()})
 
 
 def write_payload(path, payload, what="checkpoint"):

@@ -39,6 +39,8 @@ class MemoState:
         (:mod:`~pyro_memo.engine.overrelax`; 1: an exact step).
     :ivar relax_step: the last step's change of the memo's whole-data summary, the direction the next
         over-relaxed step extrapolates along (``None``: none yet).
+    :ivar dict digests: batch key -> digest of the batch's contents when the fit began (data held in
+        memory; see :meth:`~pyro_memo.engine.MemoizedDriver.data_digests`), checked when it resumes.
     """
 
     posterior: object = None
@@ -61,6 +63,7 @@ class MemoState:
     traces: dict = field(default_factory=dict)
     relax: float = 1.0
     relax_step: object = None
+    digests: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.rng is None:

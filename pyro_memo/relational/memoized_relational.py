@@ -42,6 +42,8 @@ class NodeBatches:
     ``(E, 2)`` and unobserved pairs ``(M, 2)`` (long tensors on ``device``, shared by every batch)
     and a ``(N,)`` bool mask of the batch's source nodes."""
 
+    held = True  #: see :attr:`pyro_memo.data.BatchSource.held`
+
     def __init__(self, graph, parts, device=None):
         self.graph = graph
         self.edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long, device=device).reshape(-1, 2)

@@ -43,6 +43,7 @@ class HeldBatches:
     """Fixed batches held in memory as token arrays ``(doc, items, count, num_docs)``."""
 
     tokens = ()
+    held = True  #: see :attr:`pyro_memo.data.BatchSource.held`
 
     @property
     def num_batches(self):

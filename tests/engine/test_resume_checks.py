@@ -51,3 +51,41 @@ def test_a_state_of_the_same_fit_resumes_to_the_uninterrupted_trace():
     part = dp(laps=2).fit(X, 3)
     resumed = dp(laps=5).fit(X, 3, state=part.state)
     assert resumed.elbo_trace == whole.elbo_trace
+
+
+def rewired(graph, seed=1):
+    """A graph of as many nodes and links as ``graph``, with other links."""
+    rng = np.random.default_rng(seed)
+    pairs = set()
+    while len(pairs) < graph.num_edges:
+        i, j = sorted(rng.choice(graph.num_nodes, 2, replace=False).tolist())
+        pairs.add((i, j))
+    return Graph(sorted(pairs), graph.num_nodes)
+
+
+@pytest.mark.parametrize("kind,resume", [
+    ("dp", lambda s: dp().fit(X + 0.5, 3, state=s)),  # other values, same shape
+    ("dp", lambda s: dp().fit(X[::-1].copy(), 3, state=s)),  # the same items in another order
+    ("hdp", lambda s: MemoizedHDP(K=3).fit(from_counts(2 * COUNTS), 2, state=s)),
+    ("hdp", lambda s: MemoizedHDP(K=3).fit(from_counts(COUNTS[::-1]), 2, state=s)),
+    ("hdp", lambda s: MemoizedHDP(K=3, seed=5).fit(from_counts(COUNTS), 2, state=s)),  # another split of the documents
+    ("relational", lambda s: MemoizedRelational(K=3).fit(rewired(GRAPH), 2, state=s)),
+])
+def test_a_state_resumed_on_other_data_of_the_same_shape_is_refused(states, kind, resume):
+    # the memo's summaries belong to the items of each batch: these went on silently, mixing two datasets
+    with pytest.raises(ValueError, match="cannot resume this state on these data: .* hold other items"):
+        resume(states[kind])
+
+
+def test_the_digests_travel_with_a_saved_state_and_an_older_state_without_them_still_resumes(tmp_path):
+    part = dp(laps=2).fit(X, 3)
+    assert len(part.state.digests) == 3
+    pm.save_state(tmp_path / "state.pt", part.state)
+    loaded = pm.load_state(tmp_path / "state.pt")
+    assert loaded.digests == part.state.digests
+    with pytest.raises(ValueError, match="hold other items"):
+        dp(laps=5).fit(X + 1.0, 3, state=loaded)
+    older = pm.load_state(tmp_path / "state.pt")
+    older.digests = {}  # a checkpoint written before digests were recorded
+    resumed = dp(laps=5).fit(X, 3, state=older)
+    assert resumed.elbo_trace == dp(laps=5).fit(X, 3).elbo_trace and resumed.state.digests == part.state.digests
