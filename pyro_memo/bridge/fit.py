@@ -104,6 +104,11 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :param DPMixtureGuide guide: an existing guide to continue from, else a new one.
     :param int max_iter: iteration limit.
     :param float tol: relative ELBO tolerance.
+    :param str init: ``"kmeans++"`` (default) or ``"random"`` initial responsibilities of a new guide
+        (unused with ``guide``); an HDP topic model starts from a k-means of the documents and takes only
+        ``"kmeans++"``.
+    :param int seed: seed of a new guide's initialisation (unused with ``guide``); for an HDP topic model, of
+        its initial topics and batch order.
     :param kwargs: the model's keyword arguments.
     :returns: a :class:`~pyro_memo.inference.FitResult` whose ``guide`` attribute holds
         the fitted guide (its parameters are in Pyro's param store) and whose ``elbo`` is the exact

@@ -27,7 +27,8 @@ class PyroSVI:
     (outside ``lap_seconds``).
 
     :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
-    :param int K: truncation level (the model has ``T = K + 1`` sticks).
+    :param int K: truncation level (the model is ``DPMixtureModel(T=K + 1)``: ``K`` sticks and ``K + 1``
+        components).
     :param float alpha: DP concentration.
     :param str loss: ``"TraceEnum_ELBO"`` or ``"Trace_ELBO"``.
     :param float lr: Adam learning rate.

@@ -32,10 +32,11 @@ def add_patches_command(sub):
     names = ", ".join(PHOTOGRAPH_NAMES)
     parser = sub.add_parser(
         "patches", help="write random zero-mean image patches to a .npy file (training data of a patch prior)",
-        description="Draw N random 8 x 8 patches (positions uniform over all pixels of the images), remove each "
-                    "patch's mean (its DC component) and write them to OUT.npy as an (N, 64) float64 array, chunk by "
-                    "chunk, never holding them all in memory; 'pyro-memo fit OUT.npy --family zm-gauss --algo memo' "
-                    "then reads them batch by batch. Images are grayscale on the [0, 255] scale.")
+        description="Draw N random S x S patches (S = --size, default 8; positions uniform over all pixels of the "
+                    "images), remove each patch's mean (its DC component) and write them to OUT.npy as an (N, S^2) "
+                    "float64 array ((N, 64) for 8 x 8), chunk by chunk, never holding them all in memory; "
+                    "'pyro-memo fit OUT.npy --family zm-gauss --algo memo' then reads them batch by batch. Images are "
+                    "grayscale on the [0, 255] scale.")
     parser.add_argument("out", metavar="OUT.npy", help="the .npy file to write.")
     parser.add_argument("images", metavar="IMAGE", nargs="*",
                         help=f"image files or bundled photographs (scikit-image): {names}. Default: all the "

@@ -24,7 +24,7 @@ MIXTURE_TABLE = Table(columns=COLUMNS, integers=("seed", "effective_k"),
 
 class MixtureTask(Task):
     """``(N, D)`` training data, its scoring family and optional labels and held-out items;
-    methods from :data:`~pyro_memo.comparison.methods.METHODS`, runners
+    methods from :data:`~pyro_memo.comparison.METHODS`, runners
     ``(x, family, budget, settings, seed) -> Run``.
 
     :param x: ``(N, D)`` training data (tensor or array).
@@ -72,7 +72,7 @@ def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=No
     (:class:`MixtureTask` through :func:`~pyro_memo.comparison.harness.run_comparison`).
 
     :param x: ``(N, D)`` training data (tensor or array).
-    :param methods: names from :data:`~pyro_memo.comparison.methods.METHODS`.
+    :param methods: names from :data:`~pyro_memo.comparison.METHODS`.
     :param seeds: seeds; each method runs once per seed.
     :param family: scoring family: a name (default priors from ``x``) or a
         :class:`~pyro_memo.families.ConjugateFamily`.

@@ -25,7 +25,7 @@ RELATIONAL_TABLE = Table(columns=RELATIONAL_COLUMNS, integers=("seed", "effectiv
 
 class RelationalTask(Task):
     """A graph split into training pairs and held-out pairs; methods from
-    :data:`~pyro_memo.comparison.relational_methods.RELATIONAL_METHODS`, runners
+    :data:`~pyro_memo.comparison.RELATIONAL_METHODS`, runners
     ``(train graph, budget, settings, seed) -> RelationalRun``.
 
     :param Graph graph: the whole graph (its ``labels``, when present, give the NMI column).
@@ -66,7 +66,8 @@ def compare_relational(graph, methods, seeds=(0,), budget=None, settings=None, o
     alike (:class:`RelationalTask` through :func:`~pyro_memo.comparison.harness.run_comparison`).
 
     :param Graph graph: the whole graph.
-    :param methods: names from :data:`~pyro_memo.comparison.relational_methods.RELATIONAL_METHODS`.
+    :param methods: names from :data:`~pyro_memo.comparison.RELATIONAL_METHODS`.
+    :param seeds: seeds; each method runs once per seed.
     :param Budget budget: passes and/or seconds per run (default 20 passes).
     :param RelationalSettings settings: shared truncation, batches and hyperparameters.
     :param str out_dir: if given, ``runs.csv``, ``runs.md``, ``summary.md``, ``traces.csv`` and the plots.

@@ -19,7 +19,7 @@ TOPIC_TABLE = Table(columns=TOPIC_COLUMNS, integers=("seed", "effective_topics")
 
 class TopicTask(Task):
     """Training and held-out corpora; methods from
-    :data:`~pyro_memo.comparison.topic_methods.TOPIC_METHODS`, runners
+    :data:`~pyro_memo.comparison.TOPIC_METHODS`, runners
     ``(corpus, budget, settings, seed) -> TopicRun``.
 
     :param Corpus train: training documents.
@@ -63,7 +63,8 @@ def compare_topics(train, test, methods, seeds=(0,), budget=None, settings=None,
 
     :param Corpus train: training documents.
     :param Corpus test: held-out documents (see :class:`TopicTask`).
-    :param methods: names from :data:`~pyro_memo.comparison.topic_methods.TOPIC_METHODS`.
+    :param methods: names from :data:`~pyro_memo.comparison.TOPIC_METHODS`.
+    :param seeds: seeds; each method runs once per seed.
     :param Budget budget: laps (``passes``) and/or ``seconds`` per run (default 20 laps).
     :param TopicSettings settings: truncation, batches, hyperparameters shared by all methods.
     :param str out_dir: if given, ``runs.csv``, ``runs.md``, ``summary.md`` and

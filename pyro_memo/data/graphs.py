@@ -490,6 +490,8 @@ def assortative_graph(num_nodes, num_communities, alpha=0.05, link_range=(0.05, 
     :math:`r \\sim \\pi_j` and links with probability :math:`w_k` when :math:`s = r = k`, else
     :math:`\\epsilon`. A small ``alpha`` gives most nodes one dominant community.
 
+    :param int num_nodes: ``N``, the number of nodes (at least 2).
+    :param int num_communities: ``K``, the number of communities (at least 1).
     :param link_probs: ``(K,)`` community strengths :math:`w_k`; default uniform in ``link_range``.
     :param float expected_edges: when given, the :math:`w_k` are rescaled together so that the
         expected number of links is this (a density knob); an error if some :math:`w_k` exceeds 1.
@@ -502,6 +504,7 @@ def assortative_graph(num_nodes, num_communities, alpha=0.05, link_range=(0.05, 
         proportion to :math:`\\pi_{\\cdot k}`, plus Poisson(:math:`\\epsilon N (N-1) / 2`) background
         links between uniform pairs; repeated pairs are merged, so the link count falls slightly
         short of the Poisson draws where communities are dense.
+    :param int seed: seed of numpy's generator for the memberships, the strengths (when drawn) and the links.
     :returns: ``(graph, memberships (N, K) float64, labels)`` with ``labels = memberships.argmax(1)``
         (also set as ``graph.labels``).
     """

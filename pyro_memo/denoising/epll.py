@@ -79,6 +79,10 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     :param float lam: the data weight :math:`\\lambda`; default :math:`D / \\sigma^2` (module docstring).
     :param str z_step: ``"map"`` (Zoran & Weiss's most probable component) or ``"mmse"`` (each patch's
         posterior mean; module docstring).
+    :param int size: the patch side in pixels (default :data:`~pyro_memo.denoising.PATCH`, 8).
+    :param int max_elements: the most numbers of the patches' packed products and log joints held at once
+        (a memory bound): the patches are restored in chunks of rows that fit (default
+        :data:`~pyro_memo.denoising.prior.MAX_ELEMENTS`, 2**20).
     :param threads: the most intra-op threads, under one thread policy for all the z-steps' chunks of
         patches (as :func:`~pyro_memo.denoising.mmse_denoise`).
     :returns: the restored image, unclipped.

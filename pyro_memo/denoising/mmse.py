@@ -44,6 +44,10 @@ def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS, thr
 
     :param noisy: ``(H, W)`` array or tensor (a tensor gives a tensor on the prior's device).
     :param prior: a :class:`~pyro_memo.denoising.GaussianMixturePrior` of ``size**2``-pixel patches.
+    :param int size: the patch side in pixels (default :data:`~pyro_memo.denoising.PATCH`, 8).
+    :param int max_elements: the most numbers of the patches' packed products and log joints held at once
+        (a memory bound): the patches are restored in chunks of rows that fit (default
+        :data:`~pyro_memo.denoising.prior.MAX_ELEMENTS`, 2**20).
     :param threads: the most intra-op threads; each chunk of patches runs under the fits' thread
         policy (:class:`~pyro_memo.engine.threads.ThreadPolicy`: one thread timed against this many,
         the faster kept, so a busy machine does not slow it down); ``None``: torch's setting; ``1``: one

@@ -209,10 +209,12 @@ class MemoizedDriver(Driver):
         the memo is built, then refreshed once under its own globals; :mod:`~pyro_memo.engine.overrelax`,
         Salakhutdinov & Roweis 2003): each round's local steps run under globals extrapolated along the
         last round's change of the memo and are kept only when the exact objective rises, else redone
-        under the exact globals, so no round lowers the objective. ``True`` (default): an
+        under the exact globals, so no round lowers the objective. ``True``: an
         :class:`~pyro_memo.engine.Overrelaxation` with its defaults; ``False``: exact steps only (Hughes &
         Sudderth 2013, Alg. 1); or an :class:`~pyro_memo.engine.Overrelaxation`; ``None`` (default): the
-        model's :attr:`overrelax_default`. Rounds whose moves visit batches (births, deletes) take exact steps.
+        model's :attr:`overrelax_default` (``False`` here; of the memoized models only the DP mixture,
+        :class:`~pyro_memo.MemoizedVB`, over-relaxes by default). Rounds whose moves visit batches (births,
+        deletes) take exact steps.
     """
 
     local_step_reads_memo = False  #: whether :meth:`local_step` reads the batch's cached summary

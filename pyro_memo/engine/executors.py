@@ -183,7 +183,7 @@ def tune_allocator():
 
 def read_on_worker(reader, source, b):
     """Batch ``b`` of a portable ``source``, read and validated on the worker by ``reader``
-    (the driver's :meth:`~pyro_memo.engine.Driver.read_batch`)."""
+    (the driver's :meth:`~pyro_memo.engine.driver.Driver.read_batch`)."""
     tune_allocator()
     return reader.read_batch(source, b)
 

@@ -27,7 +27,7 @@ class StochasticDriver(Driver):
     :param float delay: delay :math:`d \\ge 0`.
     :param int seed: seeds the initialisation and the batch order.
     :param bool score: compute the exact objective after every lap.
-    :param int threads: the most intra-op threads (see :class:`~pyro_memo.engine.Driver`).
+    :param int threads: the most intra-op threads (see :class:`~pyro_memo.engine.driver.Driver`).
     """
 
     def __init__(self, laps=50, kappa=0.5, delay=10.0, seed=0, score=True, threads=None):

@@ -15,7 +15,7 @@ for no probe.
 
 :class:`ThreadPolicy` is entered for the whole of a fit (the thread count is restored afterwards)
 and wraps each local step in :meth:`ThreadPolicy.step`. Every driver does this (see
-:class:`~pyro_memo.engine.Driver`), so every model has it; ``threads=1`` turns it off.
+:class:`~pyro_memo.engine.driver.Driver`), so every model has it; ``threads=1`` turns it off.
 """
 
 import math

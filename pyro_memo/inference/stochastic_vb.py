@@ -29,10 +29,12 @@ class StochasticVB(DPMixtureSteps, StochasticDriver):
     :param float alpha: DP concentration.
     :param str truncation: ``"nested"`` or ``"direct"``.
     :param int laps: passes through the data.
-    :param float kappa: forgetting rate :math:`\\kappa \\in (0.5, 1]` (0.5 allowed, as in the paper).
+    :param float kappa: forgetting rate :math:`\\kappa \\in [0.5, 1]`.
     :param float delay: delay :math:`d \\ge 0`.
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
-    :param int init_items: initialise from the first batches holding at least this many items.
+    :param int init_items: initialise from at most this many items, chosen by ``seed`` whatever
+        the batching (:func:`~pyro_memo.inference.initialization.initial_items`), so
+        :class:`~pyro_memo.inference.MemoizedVB` with the same seed starts from the same globals.
     :param int seed: seeds the initialisation and the batch order.
     :param bool score: compute the exact ELBO after every lap (one extra pass each).
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many

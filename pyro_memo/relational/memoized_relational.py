@@ -83,6 +83,8 @@ class MemoizedRelational(MemoizedDriver):
     :param int laps: maximum passes; ``tol``: relative change of the bound over a lap to stop at.
     :param int seed: seeds the batches, the initial memberships and the batch order.
     :param dtype: ``torch.float64`` (default) or ``torch.float32``; ``device``: torch device.
+    :param bool record_batch_elbos: compute the exact bound after every batch step once the memo
+        is complete (for checks; one evaluation per batch).
     :param str init: initial memberships: ``"spectral"`` (default) or ``"random"``.
     :param moves: ``"birth"``, ``"delete"``, ``"merge"`` (comma-separated) or move objects
         (:mod:`pyro_memo.relational.moves`): community changes accepted only when the exact bound
@@ -100,6 +102,9 @@ class MemoizedRelational(MemoizedDriver):
     :param str schedule: ``"sequential"`` or ``"parallel"`` laps, and
     :param int round_size: batches per parallel round; see :class:`~pyro_memo.engine.MemoizedDriver`
         (``fit(..., executor=client)`` runs the local steps on a Dask cluster).
+    :param overrelax: over-relaxed batch steps after the warm-up laps: ``True``, ``False`` or an
+        :class:`~pyro_memo.engine.Overrelaxation`; ``None`` (default): off for the relational model (its
+        ``overrelax_default``); see :class:`~pyro_memo.engine.MemoizedDriver`.
     """
 
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,

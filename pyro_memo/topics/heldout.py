@@ -21,6 +21,12 @@ def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100
 
     :param posterior: a fitted :class:`~pyro_memo.topics.HDPPosterior`.
     :param corpus: test documents (:class:`~pyro_memo.topics.Corpus`).
+    :param float fraction: the observed share of each document's tokens (or, with ``"types"``, of its
+        distinct words); the rest are scored.
+    :param int seed: seed of the random observed / held-out split.
+    :param int local_iters: cap on the document-level iterations of the local step on the observed part.
+    :param float local_tol: the local step's convergence threshold (mean change in counts).
+    :param int docs_per_chunk: documents whose local step runs at once (bounds the memory, not the score).
     :param str split: ``"tokens"`` or ``"types"``.
     :returns: nats per held-out token (higher is better).
     """

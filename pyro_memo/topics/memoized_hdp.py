@@ -236,7 +236,9 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     Each batch visit runs the document-level local step (restarted, or warm-started from the
     batch's last visit, whichever is better, so it never lowers the bound), swaps the
     batch's summary in the memo, and updates the globals from the whole-corpus summary:
-    topics in closed form, top-level sticks by L-BFGS on the exact bound. From the end of lap 1 the bound is exact for
+    topics in closed form, top-level sticks on the exact bound by closed-form Newton steps (gradient and Hessian)
+    from the last global step's sticks, with an L-BFGS-B fallback
+    (:func:`~pyro_memo.allocation.hdp_sticks.optimize_sticks`). From the end of lap 1 the bound is exact for
     the whole corpus and no batch step lowers it.
 
     :param int K: truncation (number of topics).
@@ -298,6 +300,9 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     :param str schedule: ``"sequential"`` or ``"parallel"`` laps, and
     :param int round_size: batches per parallel round; see :class:`~pyro_memo.engine.MemoizedDriver`
         (``fit(..., executor=client)`` runs the local steps on a Dask cluster).
+    :param overrelax: over-relaxed batch steps after the warm-up laps: ``True``, ``False`` or an
+        :class:`~pyro_memo.engine.Overrelaxation`; ``None`` (default): off for the HDP (its
+        ``overrelax_default``); see :class:`~pyro_memo.engine.MemoizedDriver`.
     """
 
     def __init__(self, K=100, alpha=0.5, gamma=10.0, lam0=0.1, laps=50, tol=1e-6, local_iters=100,
