@@ -89,3 +89,17 @@ def test_the_digests_travel_with_a_saved_state_and_an_older_state_without_them_s
     older.digests = {}  # a checkpoint written before digests were recorded
     resumed = dp(laps=5).fit(X, 3, state=older)
     assert resumed.elbo_trace == dp(laps=5).fit(X, 3).elbo_trace and resumed.state.digests == part.state.digests
+
+
+@pytest.mark.parametrize("make,data", [
+    (lambda laps: pm.MemoizedVB(pm.Gaussian.from_data(X), 3, laps=laps, tol=1e-4, seed=0), (X, 3)),
+    (lambda laps: MemoizedHDP(K=3, laps=laps, tol=1e-4, seed=0), (from_counts(COUNTS), 2)),
+    (lambda laps: MemoizedRelational(K=3, laps=laps, tol=1e-4, seed=0), (GRAPH, 2)),
+])
+def test_a_converged_state_resumes_to_its_own_end_without_another_lap(make, data):
+    # a checkpoint written after the converged lap (the command line writes it before the fit returns) went
+    # on when resumed, adding laps of round-off: 7 of them on digits with tol=0
+    done = make(200).fit(*data)
+    assert done.converged and len(done.elbo_trace) < 200
+    again = make(300).fit(*data, state=done.state)
+    assert again.converged and again.elbo_trace == done.elbo_trace
