@@ -10,7 +10,7 @@ from torch.distributions import constraints, transform_to
 
 from ..data import Graph
 from ..inference import SummaryCache
-from ..models import HDPRelationalGuide
+from ..models.hdp_relational import HDPRelationalGuide, sample_pair_roles
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from ..relational import MemoizedRelational, NodeBatches
 from .param_store import DataFingerprint, check_shapes, default_prefix, fingerprint
@@ -225,11 +225,8 @@ class RelationalGuide(GlobalSiteReadouts):
         rows = spec.batch_indices(args, kwargs)
         idx = torch.arange(len(src)) if rows is None else rows
         table = HDPRelationalGuide(post).pair_table(src[idx], dst[idx], y[idx], pi.double())
-        table = torch.nn.functional.pad(table, (0, 1, 0, 1)).to(**like)  # no mass on the tail role
         with pyro.plate(spec.pair_plate, len(src), subsample=rows):
-            s = pyro.sample(spec.source_site, dist.Categorical(table.sum(-1)))
-            row = pyro.ops.indexing.Vindex(table)[..., s, :]
-            pyro.sample(spec.receiver_site, dist.Categorical(row / row.sum(-1, keepdim=True)))
+            sample_pair_roles(table.to(**like), spec.source_site, spec.receiver_site)
 
     # ------------------------------------------------------------ the bound
     def elbo(self, *args, **kwargs):

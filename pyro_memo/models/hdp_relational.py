@@ -13,7 +13,7 @@ from ..allocation import stick_breaking_weights
 from ..checks import as_index_tensor
 from ..posterior.relational import check_hyperparameters
 
-__all__ = ["HDPRelationalGuide", "HDPRelationalModel"]
+__all__ = ["HDPRelationalGuide", "HDPRelationalModel", "sample_pair_roles"]
 
 
 def _pairs(src, dst, num_nodes):
@@ -149,10 +149,22 @@ class HDPRelationalGuide:
         with pyro.plate("communities", post.K):
             pyro.sample("w", dist.Beta(post.w_a, post.w_b))
         table = self.pair_table(src, dst, y, pi)  # (..., E, K, K)
-        table = torch.nn.functional.pad(table, (0, 1, 0, 1))  # no mass on the tail role
-        marginal = table.sum(-1)  # (..., E, K + 1)
-        E = table.shape[-3]
-        with pyro.plate("pairs", E):
-            s = pyro.sample("s", dist.Categorical(marginal))
-            row = Vindex(table)[..., s, :]  # (..., E, K + 1): the pair axis is a batch axis of the table
-            pyro.sample("r", dist.Categorical(row / row.sum(-1, keepdim=True)))
+        with pyro.plate("pairs", table.shape[-3]):
+            sample_pair_roles(table, "s", "r")
+
+
+def sample_pair_roles(table, source_site, receiver_site):
+    """Inside the pair plate, the roles of each pair from its joint ``q(s, r)`` over the explicit
+    communities, ``table`` ``(..., E, K, K)``, extended by a tail role with no mass: ``s`` from its
+    marginal, then ``r`` from ``q(r | s)``. At an ``s`` of probability 0 (the tail role, which
+    ``TraceEnum_ELBO`` visits when ``s`` is enumerated) ``q(r | s)`` is 0/0; it carries no weight, and
+    ``r`` is drawn uniformly there so that its distribution stays valid (not NaN). Returns ``(s, r)``."""
+    table = torch.nn.functional.pad(table, (0, 1, 0, 1))  # no mass on the tail role
+    s = pyro.sample(source_site, dist.Categorical(table.sum(-1)))
+    row = Vindex(table)[..., s, :]  # (..., E, K + 1): the pair axis is a batch axis of the table
+    total = row.sum(-1, keepdim=True)
+    some = total > 0
+    probs = torch.where(some, row / torch.where(some, total, torch.ones_like(total)),
+                        torch.full_like(row, 1.0 / row.shape[-1]))
+    r = pyro.sample(receiver_site, dist.Categorical(probs))
+    return s, r
