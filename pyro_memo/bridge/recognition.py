@@ -25,13 +25,13 @@ and Pyro's DP-mixture tutorial follow):
    with ``alpha_shape`` / ``alpha_event_dim`` for the guide) and the fit learns
    :math:`q(\\alpha) = Gamma(w_1, w_2)`.
 
-``pyro.deterministic`` sites are ignored. ``pyro.param`` sites, ``pyro.factor`` terms,
-masked sites (an all-True mask is accepted), sites under ``poutine.scale`` (a scale other
-than 1: the closed-form updates would ignore it; the data plate's own subsample scaling is fine),
-``MixtureSameFamily`` observations, a latent DP concentration with another prior than a Gamma or
-inside a plate, and plates nested in another way than item 4's are refused, each with the nearest
-supported form. NaN or inf in the observed value raise :class:`~pyro_memo.families.NonFiniteDataError`
-naming the observed site.
+``pyro.deterministic`` sites are ignored. ``pyro.param`` sites, ``pyro.factor`` terms, masked sites
+(``poutine.mask``, ``.mask()``, ``obs_mask=``; an all-True mask is accepted), sites under
+``poutine.scale`` (a scale other than 1: the closed-form updates would ignore it; the data plate's
+own subsample scaling is fine), ``MixtureSameFamily`` observations, a latent DP concentration with
+another prior than a Gamma or inside a plate, and plates nested in another way than item 4's are
+refused, each with the nearest supported form. NaN or inf in the observed value raise
+:class:`~pyro_memo.families.NonFiniteDataError` naming the observed site.
 
 After reading the structure, three numerical checks run at random values: the
 assignment probabilities equal the stick-breaking weights, the observation's log_prob
@@ -398,6 +398,33 @@ def _sample_sites(trace):
     return plates, sites
 
 
+def _read_obs_masks(trace, sites):
+    """The sites of a model with Pyro's ``obs_mask=`` read as the model without it. Pyro splits
+    ``pyro.sample(name, fn, obs=data, obs_mask=mask)`` into an observed site ``<name>_observed`` (masked by
+    ``mask``), a latent ``<name>_unobserved`` (masked by ``~mask``) and a ``pyro.deterministic`` ``<name>``.
+    An all-True mask is a no-op: the latent half scores nothing and is dropped, and the observed half is
+    the observation. A partial mask is refused, naming ``<name>``, as a masked observation is."""
+    by_name = {s["name"]: s for s in sites}
+    drop = []
+    for site in sites:
+        name = site["name"]
+        if site["is_observed"] or not name.endswith("_unobserved"):
+            continue
+        user = name[: -len("_unobserved")]
+        observed, merged = by_name.get(f"{user}_observed"), trace.nodes.get(user)
+        if observed is None or not observed["is_observed"] or merged is None \
+                or not merged.get("infer", {}).get("_deterministic"):
+            continue
+        if _is_masked(observed):
+            raise ModelStructureError(
+                f"observed site '{user}' is masked (obs_mask= leaves some items unobserved); pyro-memo needs "
+                f"every item in the data plate observed: pass only the observed rows as the data (e.g. data[mask]) "
+                f"and drop obs_mask"
+            )
+        drop.append(site)
+    return [s for s in sites if not any(s is d for d in drop)]
+
+
 def _refuse_params(trace):
     params = [name for name, site in trace.nodes.items() if site["type"] == "param"]
     if params:
@@ -642,6 +669,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
 def _recognize(model, args, kwargs, trace, dtype):
     _refuse_params(trace)
     plates, sites = _sample_sites(trace)
+    sites = _read_obs_masks(trace, sites)
     observed = [s for s in sites if s["is_observed"]]
     if len(observed) != 1:
         raise ModelStructureError(

@@ -282,3 +282,56 @@ def test_trace_elbo_scores_the_guide_of_a_shape_one_alpha(form):
     mean, se = pyro_elbo(alpha_model, result.guide, x, form, particles=2000, loss=Trace_ELBO)
     assert se < 0.1
     assert abs(result.elbo - mean) < 3 * se, (result.elbo, mean, se)
+
+
+# ------------------------------------------------------------------------------------- obs_mask
+def obs_mask_model(data, mask=None):
+    """Scalar Normal-Gamma mixture; ``mask``: Pyro's ``obs_mask=`` (split into 'x_observed' / 'x_unobserved')."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T):
+        lam = pyro.sample("lam", dist.Gamma(2.0, 2.0))
+        mu = pyro.sample("mu", dist.Normal(0.0, (0.1 * lam).rsqrt()))
+    with pyro.plate("data", len(data)):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Normal(mu[z], lam[z].rsqrt()), obs=data, **({} if mask is None else {"obs_mask": mask}))
+
+
+def obs_mask_topic_model(doc_of, words, D, V, mask=None):
+    K = 3
+    with pyro.plate("top_sticks", K):
+        b = pyro.sample("b", dist.Beta(1.0, 5.0))
+    with pyro.plate("topic_plate", K + 1):
+        topic = pyro.sample("topic", dist.Dirichlet(torch.full((V,), 0.1)))
+    with pyro.plate("doc_plate", D):
+        theta = pyro.sample("theta", dist.Dirichlet(0.5 * pm.stick_breaking_weights(b)))
+    with pyro.plate("word_plate", len(doc_of)):
+        c = pyro.sample("c", dist.Categorical(theta[doc_of]))
+        pyro.sample("w", dist.Categorical(topic[c]), obs=words, **({} if mask is None else {"obs_mask": mask}))
+
+
+def test_an_all_true_obs_mask_fits_as_the_plain_model():
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(15) - 3, torch.randn(15) + 3])
+    spec = pm.recognize_model(obs_mask_model, x, torch.ones(30, dtype=torch.bool))
+    assert spec.kind == "dp" and spec.num_data == 30
+    pyro.clear_param_store()
+    pyro.set_rng_seed(1)
+    reference = pm.fit_vb(obs_mask_model, x).elbo
+    pyro.clear_param_store()
+    pyro.set_rng_seed(1)
+    assert pm.fit_vb(obs_mask_model, x, torch.ones(30, dtype=torch.bool)).elbo == pytest.approx(reference, rel=1e-12)
+    doc_of, words = torch.arange(8).repeat_interleave(5), torch.randint(0, 6, (40,))
+    spec = pm.recognize_model(obs_mask_topic_model, doc_of, words, 8, 6, torch.ones(40, dtype=torch.bool))
+    assert spec.kind == "hdp" and spec.assignment_site == "c"
+
+
+def test_a_partial_obs_mask_is_refused_naming_the_users_site():
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(15) - 3, torch.randn(15) + 3])
+    with pytest.raises(pm.ModelStructureError, match=r"^observed site 'x' is masked \(obs_mask=.*pass only the "
+                                                      r"observed rows as the data"):
+        pm.fit_vb(obs_mask_model, x, torch.arange(30) > 2)
+    doc_of, words = torch.arange(8).repeat_interleave(5), torch.randint(0, 6, (40,))
+    with pytest.raises(pm.ModelStructureError, match=r"^observed site 'w' is masked \(obs_mask="):
+        pm.recognize_model(obs_mask_topic_model, doc_of, words, 8, 6, torch.arange(40) % 2 == 0)
