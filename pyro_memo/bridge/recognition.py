@@ -258,14 +258,34 @@ def _as_event(site, outer):
     return dict(site, fn=dist.Independent(fn, 1), cond_indep_stack=(outer,))
 
 
-def _find_data_arg(args, kwargs, obs, subsample):
+#: the supported way to give a DP mixture its batches (docs/guide/pyro.md)
+BATCH_FORM = ("pass the whole data and the batch's indices, model(data, batch), and observe data[idx] in "
+              "`with pyro.plate('data', len(data), subsample=batch) as idx:` (pyro.sample('x', ..., obs=data[idx]))")
+
+
+def _find_data_arg(args, kwargs, obs, subsample, site=None):
+    """Where the observed data come from: the argument whose value (indexed by the data plate's
+    ``subsample``, if any) is the observed value of ``site`` (the observed site)."""
     candidates = [("arg", i, a) for i, a in enumerate(args)] + [("kwarg", k, a) for k, a in kwargs.items()]
     for kind, key, value in candidates:
         if not torch.is_tensor(value) or value.dim() != obs.dim():
             continue
-        picked = value if subsample is None else value[subsample]
+        try:
+            picked = value if subsample is None else value[subsample.to(value.device)]
+        except (IndexError, RuntimeError):  # fewer rows than the plate's indices: not the whole data
+            continue
         if picked.shape == obs.shape and bool(torch.equal(picked.to(obs.dtype), obs)):
             return kind, key
+    if subsample is not None and site is not None and any(
+            torch.is_tensor(v) and v.shape == obs.shape and bool(torch.equal(v.to(obs.dtype), obs))
+            for _, _, v in candidates):
+        plate = next((f for f in site["cond_indep_stack"] if f.full_size is not None), None)
+        where = f"plate '{plate.name}' (size {plate.full_size})" if plate is not None else "the data plate"
+        raise ModelStructureError(
+            f"observed site '{site['name']}' observes a batch of {len(subsample)} items passed as an argument, "
+            f"not the whole data indexed by the subsample of {where}: pyro-memo needs the whole data as an "
+            f"argument and reads each batch's rows by the plate's indices. Instead, {BATCH_FORM}"
+        )
     raise ModelStructureError(
         "the observed data must be passed to the model as an argument (positional or keyword); "
         "no argument matches the observed site's value"
@@ -672,9 +692,7 @@ def _recognize(model, args, kwargs, trace, dtype):
     sites = _read_obs_masks(trace, sites)
     observed = [s for s in sites if s["is_observed"]]
     if len(observed) != 1:
-        raise ModelStructureError(
-            f"expected exactly one observed site (the data); found {[s['name'] for s in observed]}"
-        )
+        raise _observed_count_error(observed)
     obs = observed[0]
     _check_observed_finite(obs)
     _refuse_scales(sites)
@@ -754,7 +772,7 @@ def _recognize(model, args, kwargs, trace, dtype):
         data_plate=data_plate,
         num_data=int(size),
         subsample_size=int(subsample_size),
-        data_arg=_find_data_arg(args, kwargs, obs["value"], subsample),
+        data_arg=_find_data_arg(args, kwargs, obs["value"], subsample, obs),
         subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
         one_hot=type(obs_fn).__name__ in family_cls.pyro_one_hot,
         scalar=scalar,
@@ -773,6 +791,21 @@ def _recognize(model, args, kwargs, trace, dtype):
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len))
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
+
+
+def _observed_count_error(observed):
+    """The error for a model without exactly one observed site: the sites (the first few), and for sites in a
+    sequential plate (``for i in pyro.plate(...)``, one site per item) the vectorised form."""
+    names = [s["name"] for s in observed]
+    shown = repr(names) if len(names) <= 5 else f"{len(names)} sites: [{', '.join(map(repr, names[:3]))}, ..., " \
+                                                 f"{names[-1]!r}]"
+    sequential = next((f for s in observed for f in s["cond_indep_stack"] if not f.vectorized), None)
+    hint = ""
+    if sequential is not None:
+        hint = (f"; they come from the sequential plate '{sequential.name}' (`for i in pyro.plate(...)`, one site "
+                f"per item): write it vectorised, `with pyro.plate('{sequential.name}', N):`, with one observed "
+                f"site for all the data (obs=data) and one assignment site")
+    return ModelStructureError(f"expected exactly one observed site (the data); found {shown}{hint}")
 
 
 def _scalar_components(obs_name, comp, T):

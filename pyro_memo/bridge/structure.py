@@ -55,13 +55,10 @@ def _find_sticks(global_sites, T):
     if T == 1 and not candidates:
         return None, 1.0
     if len(candidates) != 1:
-        dirichlets = [s["name"] for s in global_sites if isinstance(_base(s["fn"]), dist.Dirichlet)]
-        finite = (f"; site '{dirichlets[0]}' is Dirichlet, the weights of a finite mixture: a DP mixture draws "
-                  f"v ~ Beta(1, alpha) in a plate of size {T - 1} and builds its {T} weights by stick-breaking "
-                  "(the user guide's model conventions)") if dirichlets and not candidates else ""
         raise ModelStructureError(
             f"expected one Beta(1, alpha) stick site in a plate of size T - 1 = {T - 1} (the assignment "
-            f"has T = {T} categories); found {[s['name'] for s in candidates]}{finite}"
+            f"has T = {T} categories); found {[s['name'] for s in candidates] if candidates else 'none'}"
+            f"{_stick_hint(global_sites, T) if not candidates else ''}"
         )
     site = candidates[0]
     beta = _base(site["fn"])
@@ -70,6 +67,32 @@ def _find_sticks(global_sites, T):
         raise ModelStructureError(f"stick site '{site['name']}' must be Beta(1, alpha); its first parameter is not 1")
     alpha = _constant_over_components(beta.concentration0.expand(site["value"].shape), 0, site["name"], "alpha")
     return site, float(alpha)
+
+
+def _stick_hint(global_sites, T):
+    """Why no site was read as the sticks: a Beta site outside the components' plates (of size ``T``)
+    written another way (its sticks an event, other plates), with the plate form; else a Dirichlet site
+    (a finite mixture's weights); else nothing."""
+    form = (f"with pyro.plate('sticks', {T - 1}): v = pyro.sample('v', dist.Beta(1.0, alpha)) (the user guide's "
+            "model conventions)")
+    for site in global_sites:
+        fn = site["fn"]
+        if not isinstance(_base(fn), dist.Beta) or T in [f.size for f in site["cond_indep_stack"]]:
+            continue
+        plates = [(f.name, f.size) for f in site["cond_indep_stack"]]
+        where = f"in plates {plates}" if plates else "outside any plate"
+        if fn.event_shape != ():
+            return (f"; site '{site['name']}' is a Beta {where} with its sticks written as an event of shape "
+                    f"{tuple(fn.event_shape)} (.to_event); pyro-memo reads the sticks from a plate, one stick per "
+                    f"element, without .to_event: {form}")
+        return (f"; site '{site['name']}' is a Beta {where} with shape {tuple(site['value'].shape)}; the "
+                f"sticks are one Beta(1, alpha) site in one plate of size T - 1 = {T - 1}: {form}")
+    dirichlets = [s["name"] for s in global_sites if isinstance(_base(s["fn"]), dist.Dirichlet)]
+    if dirichlets:
+        return (f"; site '{dirichlets[0]}' is Dirichlet, the weights of a finite mixture: a DP mixture draws "
+                f"v ~ Beta(1, alpha) in a plate of size {T - 1} and builds its {T} weights by stick-breaking "
+                "(the user guide's model conventions)")
+    return ""
 
 
 class ArgumentReader:

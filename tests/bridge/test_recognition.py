@@ -203,6 +203,25 @@ def finite_mixture_model(data, T=3):
         pyro.sample("obs", dist.Bernoulli(p[z]).to_event(1), obs=data)
 
 
+def to_event_sticks_model(data, T=3):
+    v = pyro.sample("v", dist.Beta(torch.ones(T - 1), 1.0).to_event(1))
+    with pyro.plate("components", T):
+        p = pyro.sample("p", dist.Beta(torch.ones(2), 1.0).to_event(1))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("obs", dist.Bernoulli(p[z]).to_event(1), obs=data)
+
+
+def sequential_data_plate_model(data, T=3):
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T):
+        p = pyro.sample("p", dist.Beta(torch.ones(2), 1.0).to_event(1))
+    for i in pyro.plate("data", data.shape[0]):
+        z = pyro.sample(f"z_{i}", dist.Categorical(mix_weights(v)))
+        pyro.sample(f"obs_{i}", dist.Bernoulli(p[z]).to_event(1), obs=data[i])
+
+
 def no_assignment_model(data):
     with pyro.plate("components", 3):
         loc = pyro.sample("loc", dist.Normal(torch.zeros(2), 1.0).to_event(1))
@@ -231,12 +250,42 @@ def data_not_an_argument_model(n):
         (unused_precision_model, "real", r"observed site 'obs'.*log_prob does not match"),
         (wrong_weights_model, "binary", r"assignment site 'z'.*stick-breaking"),
         (no_assignment_model, "real", r"Categorical assignment site inside plate 'data'"),
-        (finite_mixture_model, "binary", r"found \[\]; site 'w' is Dirichlet, the weights of a finite mixture: a DP "
+        (finite_mixture_model, "binary", r"found none; site 'w' is Dirichlet, the weights of a finite mixture: a DP "
                                          r"mixture draws v ~ Beta\(1, alpha\) in a plate of size 2"),
         (data_not_an_argument_model, "int", r"passed to the model as an argument"),
+        (to_event_sticks_model, "binary", r"found none; site 'v' is a Beta outside any plate with its sticks written "
+                                          r"as an event of shape \(2,\) \(.to_event\).*without .to_event: "
+                                          r"with pyro.plate\('sticks', 2\): "
+                                          r"v = pyro.sample\('v', dist.Beta\(1.0, alpha\)\)"),
+        (sequential_data_plate_model, "binary", r"found 20 sites: \['obs_0', 'obs_1', 'obs_2', ..., 'obs_19'\]; "
+                                                r"they come from the sequential plate 'data' .*write it vectorised, "
+                                                r"`with pyro.plate\('data', N\):`"),
     ],
 )
 def test_unsupported_models_raise_named_errors(model, arg, message):
     data = {"real": torch.randn(20, 2), "binary": torch.bernoulli(torch.full((20, 2), 0.5)), "int": 20}[arg]
     with pytest.raises(pm.ModelStructureError, match=message):
         pm.recognize_model(model, data)
+
+
+def test_pyros_minibatch_idiom_is_refused_with_the_batch_form():
+    """``model(batch, N)`` observing the batch itself under ``pyro.plate('data', N, subsample_size=B)``: Pyro's
+    random indices do not index the batch (an IndexError, or a silent mismatch, before)."""
+
+    def minibatch_model(batch, N, T=3):
+        with pyro.plate("sticks", T - 1):
+            v = pyro.sample("v", dist.Beta(1.0, 1.0))
+        with pyro.plate("components", T):
+            p = pyro.sample("p", dist.Beta(torch.ones(2), 1.0).to_event(1))
+        with pyro.plate("data", N, subsample_size=len(batch)):
+            z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+            pyro.sample("obs", dist.Bernoulli(p[z]).to_event(1), obs=batch)
+
+    data = torch.bernoulli(torch.full((30, 2), 0.5))
+    for batch in (data[:10], data[:28]):  # the plate's indices beyond the batch, or within it
+        with pytest.raises(pm.ModelStructureError, match=r"^observed site 'obs' observes a batch of \d+ items passed "
+                                                         r"as an argument, not the whole data indexed by the subsample "
+                                                         r"of plate 'data' \(size 30\).*observe data\[idx\] in "
+                                                         r"`with pyro.plate\('data', len\(data\), subsample=batch\) "
+                                                         r"as idx:`"):
+            pm.recognize_model(minibatch_model, batch, 30)
