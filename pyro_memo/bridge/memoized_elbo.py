@@ -71,6 +71,19 @@ class MemoizedELBO(ELBO):
     def _get_trace(self, model, guide, args, kwargs):
         raise NotImplementedError("MemoizedELBO evaluates the ELBO in closed form; it draws no traces")
 
+    def differentiable_loss(self, model, guide, *args, **kwargs):
+        """Refused: the memoized objective is not differentiated. Its globals move by the closed-form update
+        (eq. 10) that :meth:`loss_and_grads` writes as gradients; this is also what the module returned by
+        ``MemoizedELBO()(model, guide)`` would call.
+
+        :raises NotImplementedError: always, naming the supported use.
+        """
+        raise NotImplementedError(
+            "MemoizedELBO has no differentiable loss (nor a module to train with a torch optimizer): its globals "
+            "move by closed-form updates. Train with SVI(model, guide, pyro_memo.ClosedFormOptimizer(), "
+            "pyro_memo.MemoizedELBO()) and svi.step(...); MemoizedELBO().loss(model, guide, ...) gives the value"
+        )
+
     @staticmethod
     def _check(model, guide, args, kwargs):
         if not isinstance(guide, (DPMixtureGuide, HDPGuide, RelationalGuide)):

@@ -129,6 +129,19 @@ def test_other_guides_are_rejected(data):
         pm.MemoizedELBO().loss_and_grads(model, guide, data)
 
 
+def test_differentiable_loss_and_the_elbo_module_are_refused_with_the_svi_form(data):
+    """Pyro's ELBO has no differentiable_loss of its own: both used to raise a bare AttributeError."""
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(model)
+    message = r"no differentiable loss.*SVI\(model, guide, pyro_memo.ClosedFormOptimizer\(\), " \
+              r"pyro_memo.MemoizedELBO\(\)\)"
+    with pytest.raises(NotImplementedError, match=message):
+        pm.MemoizedELBO().differentiable_loss(model, guide, data)
+    module = pm.MemoizedELBO()(model, guide)
+    with pytest.raises(NotImplementedError, match=message):
+        module(data)
+
+
 def test_the_same_guide_trains_with_pyro_trace_enum_svi(data):
     """The README's swap: the stochastic-gradient line works on the same model and guide."""
     pyro.clear_param_store()
