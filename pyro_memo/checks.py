@@ -44,3 +44,23 @@ def as_index_tensor(ids, bound, name):
         where = "be non-negative" if bound is None else f"lie in [0, {bound})"
         raise ValueError(f"{name} must {where}; found [{int(out.min())}, {int(out.max())}]")
     return out
+
+
+def check_device(device, option="device"):
+    """Raise a :class:`ValueError` naming ``option`` for a device other than ``cpu`` and ``cuda[:N]``,
+    or one torch cannot reach (no CUDA, or ``cuda:N`` beyond the devices); ``None`` (the default)
+    and plain ``"cpu"`` pass without importing torch. A string or a :class:`torch.device`."""
+    if device is None or isinstance(device, str) and device == "cpu":
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"{option} {device}: not a torch device; the fits run on cpu or cuda (cuda:N)") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"{option} {device}: the fits run on cpu or cuda (cuda:N); {parsed.type} is not supported")
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{option} {device}: CUDA is not available on this machine")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ValueError(f"{option} {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")

@@ -12,6 +12,7 @@ file + rename, so a failed write leaves an existing file as it was). A loaded mo
 exactly the responsibilities, labels and log densities of the fit it was saved from.
 """
 
+from .checks import check_device
 from .memo.checkpoint import read_payload, write_payload
 
 #: the format this version writes (and the newest it reads)
@@ -172,8 +173,10 @@ def load_model(path, device=None):
     """Read a model :func:`save_model` wrote: a :class:`SavedMixture` or a :class:`SavedTopics`.
 
     :raises ValueError: naming ``path`` if it is missing, empty, damaged, not a pyro-memo model
-        file (a resumable ``state.pt`` included) or of a newer format than this version reads.
+        file (a resumable ``state.pt`` included) or of a newer format than this version reads; naming
+        ``device`` if it is not ``cpu`` or ``cuda[:N]`` that this machine has.
     """
+    check_device(device)
     d = read_payload(path, "model file")
     if d.get("format") != MODEL_FORMAT:
         hint = " (a resumable checkpoint, state.pt: use the model.pt beside it)" if "laps_done" in d else ""

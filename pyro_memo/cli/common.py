@@ -312,25 +312,6 @@ def memo_resume_entries(args, state, K):
     return saved
 
 
-def check_device(name):
-    """Raise a :class:`ValueError` for a device other than ``cpu`` and ``cuda[:N]``, or one torch cannot
-    reach (plain ``cpu`` is checked without importing torch)."""
-    if name == "cpu":
-        return
-    import torch
-
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise ValueError(f"--device: {err}") from None
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device {name}: the fits run on cpu or cuda (cuda:N); {device.type} is not supported")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: CUDA is not available on this machine")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-
-
 def parse_moves(text, allowed, model):
     """The move names of a ``--moves`` list; raises for a name ``model`` does not offer."""
     names = [m.strip() for m in text.split(",") if m.strip()]

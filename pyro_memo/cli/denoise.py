@@ -128,7 +128,7 @@ def check_patches(args):
 
 def check_denoise(args):
     """Check ``denoise`` options and paths before anything heavy is imported; fills training defaults."""
-    from .common import check_device
+    from ..checks import check_device
     from .predict import model_path
 
     _check_common(args)
@@ -167,7 +167,7 @@ def check_denoise(args):
             raise ValueError(f"--out {args.out}: names the input IMAGE; choose another path")
     if args.json:
         check_output_file(args.json, "--json")
-    check_device(args.device)
+    check_device(args.device, "--device")
 
 
 def _check_patch_file(path):

@@ -1,8 +1,10 @@
 """One checkpoint format for every model: save and load a :class:`~pyro_memo.memo.MemoState`.
 
 A checkpoint is a dict of tensors, numbers and strings (``torch.load(weights_only=True)``
-reads it). The posterior and summary classes are named by import path and rebuilt from their
-own ``state_dict`` / ``to_dict``, so a new model needs no change here. Files are written to a
+reads it, after every record is checked against its checksum). The posterior and summary classes
+are named by import path and rebuilt from their own ``state_dict`` / ``to_dict``, so a new model
+needs no change here; only ``pyro_memo`` modules are imported for it (a model defined elsewhere is
+found once its module is imported). Files are written to a
 temporary file in the same folder and renamed over the target, so an interrupted save never
 corrupts the last good file. Format 2 is current; the format-1 files of pyro-memo 0.1 (one
 for DP mixtures, one for HDP topic models) are read and converted.
@@ -10,10 +12,15 @@ for DP mixtures, one for HDP topic models) are read and converted.
 
 import ast
 import importlib
+import os
+import re
+import sys
+import zipfile
 
 import numpy as np
 import torch
 
+from ..checks import check_device
 from ..data.files import write_atomically
 from ..posterior import VariationalPosterior
 from ..summaries import AdditiveSummary
@@ -34,17 +41,43 @@ def class_path(obj):
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def resolve_class(path, base):
-    """The class named ``"module:QualName"``; it must subclass ``base``."""
+class CheckpointError(ValueError):
+    """A file refused with a message that already names it (a class :func:`resolve_class` will not
+    load, a record that fails its checksum): passed on as it is, not wrapped again."""
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def resolve_class(path, base, source=None):
+    """The class named ``"module:QualName"``; it must subclass ``base``.
+
+    Only a ``pyro_memo.`` module is imported; a class of another module (a model defined outside
+    pyro-memo) is found only if that module is already imported: a name read from a file never
+    runs a module's code. ``source`` (the file) starts every error message.
+
+    :raises ValueError: naming ``source`` and ``path`` for a class of a module not imported, one
+        that cannot be found, or one that is not a ``base``.
+    """
+    where = f"{source}: " if source is not None else ""
     module, _, name = str(path).partition(":")
+    if not (_NAME.fullmatch(module) and _NAME.fullmatch(name)):
+        raise CheckpointError(f"{where}the checkpoint names the class {str(path)[:160]!r}, which is not a "
+                              "class path (module:Class)")
+    importable = module.startswith("pyro_memo.") and "__main__" not in module.split(".")
+    if module not in sys.modules and not importable:
+        raise CheckpointError(f"{where}the checkpoint names the class {path!r}, of a module that is not imported; "
+                              f"a checkpoint imports pyro_memo modules only (import {module} yourself before "
+                              "loading, if you trust it)")
     try:
-        cls = importlib.import_module(module)
+        cls = sys.modules.get(module) or importlib.import_module(module)
         for part in name.split("."):
             cls = getattr(cls, part)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"checkpoint names {path!r}, which cannot be imported ({err})") from err
+        raise CheckpointError(f"{where}the checkpoint names the class {path!r}, which cannot be imported "
+                              f"({err})") from None
     if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise ValueError(f"checkpoint names {path!r}, which is not a {base.__name__}")
+        raise CheckpointError(f"{where}the checkpoint names {path!r}, which is not a {base.__name__}")
     return cls
 
 
@@ -94,22 +127,41 @@ def _upgrade(d):
             "rng": str(d["rng"]), "warm_starts": {}, "tried": {}}
 
 
-def state_from_dict(d, device=None):
-    """Rebuild a :class:`MemoState` from :func:`state_to_dict` output (or a format-1 dict)."""
+def state_from_dict(d, device=None, source=None):
+    """Rebuild a :class:`MemoState` from :func:`state_to_dict` output (or a format-1 dict).
+
+    :param source: the file ``d`` was read from, which starts every error message.
+    :raises ValueError: for a bad ``device``, a model file, an unknown format, or a damaged dict.
+    """
+    check_device(device)
+    where = f"{source}: " if source is not None else ""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}not a pyro-memo checkpoint (a {type(d).__name__}, not a dict)")
     if d.get("format") == "pyro-memo-model":
-        raise ValueError("this is a pyro-memo model file (save_model), not a checkpoint (save_state): read it with "
-                         "pyro_memo.load_model")
+        raise ValueError(f"{where}this is a pyro-memo model file (save_model), not a checkpoint (save_state): read it "
+                         "with pyro_memo.load_model")
     version = d.get("format_version")
-    if version == 1:
-        d = _upgrade(d)
-    elif version != FORMAT_VERSION:
-        raise ValueError(f"unsupported checkpoint format {version}; this version of pyro-memo reads formats 1 "
-                         f"and {FORMAT_VERSION}")
-    post = resolve_class(d["posterior_class"], VariationalPosterior).from_state_dict(d["posterior"], device)
+    if type(version) is not int:
+        raise ValueError(f"{where}a damaged checkpoint (format_version {str(version)[:40]!r} is not a number)")
+    if version not in (1, FORMAT_VERSION):
+        newer = " (a newer pyro-memo wrote it?)" if version > FORMAT_VERSION else ""
+        raise ValueError(f"{where}checkpoint format {version}; this version of pyro-memo reads formats 1 and "
+                         f"{FORMAT_VERSION}{newer}")
+    try:
+        return _build_state(_upgrade(d) if version == 1 else d, device, source)
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, AttributeError, IndexError, RuntimeError, ValueError, SyntaxError,
+            OverflowError) as err:  # RecursionError is a RuntimeError
+        raise ValueError(f"{where}a damaged checkpoint ({type(err).__name__}: {str(err)[:160]})") from None
+
+
+def _build_state(d, device, source):
+    post = resolve_class(d["posterior_class"], VariationalPosterior, source).from_state_dict(d["posterior"], device)
     dtype = post.dtype
     cache, step = SummaryCache(), None
     if d["cache"]:
-        summary = resolve_class(d["summary_class"], AdditiveSummary)
+        summary = resolve_class(d["summary_class"], AdditiveSummary, source)
         if d.get("relax_step") is not None:
             step = summary.from_dict(d["relax_step"]).to(dtype, device)
         cache.batches = {_key(k): summary.from_dict(v).to(dtype, device) for k, v in d["cache"].items()}
@@ -137,19 +189,55 @@ def write_payload(path, payload, what="checkpoint"):
         raise OSError(f"{path}: cannot write the {what} ({first[:160]})") from err
 
 
-def read_payload(path, what="checkpoint"):
-    """The dict :func:`write_payload` wrote to ``path`` (``torch.load(weights_only=True)``).
+def _reason(err):
+    """The useful line of what ``torch.load`` raised: the unpickler's own complaint, without torch's
+    advice to load with ``weights_only=False`` (which would run code from the file)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    if "WeightsUnpickler error:" in text:
+        text = text.split("WeightsUnpickler error:", 1)[1]
+        text = text.split(" Please use ", 1)[0]
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
+    return first[:160]
 
-    :raises ValueError: naming ``path`` if it is missing, damaged, or not a dict with a ``format_version``.
-    """
+
+def _check_zip(path, what):
+    """Raise :class:`ValueError` naming ``path`` if a zip member's bytes do not match their CRC
+    (``torch.load`` does not check them: a flipped bit would load as a silently different number)."""
     try:
+        if not zipfile.is_zipfile(path):
+            return  # not a zip archive at all: torch.load says what it is
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as err:
+        raise CheckpointError(f"{path}: cannot read {what}: the file is damaged (truncated or overwritten) "
+                              f"({type(err).__name__}: {str(err)[:160]})") from None
+    if bad is not None:
+        raise CheckpointError(f"{path}: cannot read {what}: the file is damaged (its record {bad} fails its checksum)")
+
+
+def read_payload(path, what="checkpoint"):
+    """The dict :func:`write_payload` wrote to ``path`` (``torch.load(weights_only=True)``), after
+    checking every record of the file against its checksum.
+
+    :raises ValueError: naming ``path`` if it is missing, a directory, unreadable, damaged, or not a
+        dict with a ``format_version``.
+    """
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no such {what}")
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: is a directory, not a {what}")
+    try:
+        _check_zip(path, what)
         d = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ValueError(f"{path}: no such {what}") from None
-    except Exception as err:  # anything the unpickler raises on damaged bytes (KeyError, ValueError, ...)
-        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+    except PermissionError as err:
+        raise ValueError(f"{path}: cannot read {what} ({err.strerror or err})") from None
+    except CheckpointError:
+        raise
+    except Exception as err:  # anything the unpickler raises on damaged bytes (KeyError, UnpicklingError, ...)
         raise ValueError(f"{path}: cannot read {what}: the file is damaged (truncated or overwritten) or "
-                         f"not a pyro-memo {what} ({first[:160]})") from err
+                         f"not a pyro-memo {what} ({_reason(err)})") from err
     if not isinstance(d, dict) or "format_version" not in d:
         raise ValueError(f"{path}: not a pyro-memo {what}")
     return d
@@ -163,6 +251,8 @@ def save_state(path, state):
 def load_state(path, device=None):
     """Read a :class:`MemoState` saved by :func:`save_state` (any model).
 
-    :raises ValueError: if the file is not a pyro-memo checkpoint, or one of an unknown format.
+    :raises ValueError: naming ``path`` if the file is not a pyro-memo checkpoint, is damaged or of an unknown
+        format, or if ``device`` is not one the fits run on.
     """
-    return state_from_dict(read_payload(path), device)
+    check_device(device)
+    return state_from_dict(read_payload(path), device, path)

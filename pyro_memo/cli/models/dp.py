@@ -7,10 +7,10 @@ import sys
 import time
 from contextlib import contextmanager
 
+from ...checks import check_device
 from ..common import (
     ALPHA_PRIOR_OPTION,
     MEMORY_BOUNDED_OPTIONS,
-    check_device,
     check_resume_matches,
     compare_progress,
     dask_executor,
@@ -339,7 +339,7 @@ class DPMixture(CliModel):
                 raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
                                  "birth,merge,delete)")
             parse_alpha_prior(args.alpha_prior)
-            check_device(args.device)
+            check_device(args.device, "--device")
         else:  # names known at parse time: a bad list fails before torch is imported
             parse_methods(args.methods, DP_METHOD_NAMES, self.name)
             parse_seeds(args.seeds)

@@ -6,10 +6,10 @@ import os
 import sys
 import time
 
+from ...checks import check_device
 from ..common import (
     ALPHA_PRIOR_OPTION,
     MEMORY_BOUNDED_OPTIONS,
-    check_device,
     check_resume_matches,
     compare_progress,
     dask_executor,
@@ -292,7 +292,7 @@ class HDPTopics(CliModel):
             parse_moves(args.moves, BOUNDED_MOVES, f"{self.name} --algo memory-bounded")
         elif command == "fit":
             parse_moves(args.moves, TOPIC_MOVES, self.name)
-            check_device(args.device)
+            check_device(args.device, "--device")
             parse_alpha_prior(args.alpha_prior)
             parse_alpha_prior(args.gamma_prior, "--gamma-prior")
         elif not 0 < args.heldout < 1:

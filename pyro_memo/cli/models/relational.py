@@ -6,9 +6,9 @@ import os
 import sys
 import time
 
+from ...checks import check_device
 from ..common import (
     ALPHA_PRIOR_OPTION,
-    check_device,
     check_resume_matches,
     compare_progress,
     dask_executor,
@@ -255,7 +255,7 @@ class Relational(CliModel):
             parse_methods(args.methods, RELATIONAL_METHOD_NAMES, self.name)
             parse_seeds(args.seeds)
             return
-        check_device(args.device)
+        check_device(args.device, "--device")
         parse_moves(args.moves, COMMUNITY_MOVES, self.name)
         parse_alpha_prior(args.alpha_prior)
         if not 0 <= args.heldout < 1:

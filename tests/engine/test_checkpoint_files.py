@@ -1,0 +1,145 @@
+"""Checkpoints (state.pt) and model files (model.pt) read back only as written: a flipped bit, a
+damaged or edited dict, a class path outside pyro-memo, a directory or a bad device is one
+ValueError naming the file (or the device), never a silently different model, an import of a
+module the file names, or a raw traceback."""
+
+import struct
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+
+
+@pytest.fixture(scope="module")
+def fit():
+    x = torch.as_tensor(np.random.default_rng(0).normal(size=(120, 2)))
+    return pm.MemoizedVB(pm.Gaussian.from_data(x), 3, laps=2, seed=0).fit(x, num_batches=2), x
+
+
+@pytest.fixture
+def files(tmp_path, fit):
+    result, _ = fit
+    pm.save_state(tmp_path / "state.pt", result.state)
+    pm.save_model(tmp_path / "model.pt", result)
+    return tmp_path
+
+
+def _records(path):
+    """``(name, first byte, size)`` of each stored record of the zip file ``path`` that holds a tensor."""
+    data = path.read_bytes()
+    out = []
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if "/data/" not in info.filename or info.file_size == 0:
+                continue
+            name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+            out.append((info.filename, info.header_offset + 30 + name_len + extra_len, info.file_size))
+    return out
+
+
+@pytest.mark.parametrize("name", ["state.pt", "model.pt"])
+def test_a_bit_flipped_in_any_tensor_record_is_refused_naming_the_file(files, name):
+    path = files / name
+    good = path.read_bytes()
+    records = _records(path)
+    assert len(records) >= 5
+    load = pm.load_state if name == "state.pt" else pm.load_model
+    for record, start, size in records:
+        for where in (start, start + size // 2, start + size - 1):
+            damaged = bytearray(good)
+            damaged[where] ^= 0x10
+            path.write_bytes(bytes(damaged))
+            with pytest.raises(ValueError, match="damaged") as err:
+                load(path)
+            assert str(path) in str(err.value), record
+    path.write_bytes(good)
+    load(path)
+
+
+def test_a_checkpoint_never_imports_a_module_it_names(tmp_path):
+    sys.modules.pop("this", None)
+    torch.save({"format_version": 2, "posterior_class": "this:X", "posterior": {}}, tmp_path / "imp.pt")
+    with pytest.raises(ValueError, match="'this:X'.*pyro_memo modules only") as err:
+        pm.load_state(tmp_path / "imp.pt")
+    assert str(tmp_path / "imp.pt") in str(err.value)
+    assert "this" not in sys.modules  # the Zen of Python was not printed: the module never ran
+    sys.modules.pop("pyro_memo.cli.__main__", None)
+    torch.save({"format_version": 2, "posterior_class": "pyro_memo.cli.__main__:X", "posterior": {}},
+               tmp_path / "main.pt")
+    with pytest.raises(ValueError, match="main.pt"):
+        pm.load_state(tmp_path / "main.pt")
+    assert "pyro_memo.cli.__main__" not in sys.modules
+
+
+def _edited(d):
+    """Damaged or edited checkpoints: name -> (dict, what the error says)."""
+    return {
+        "bit_generator": ({**d, "rng": d["rng"].replace("PCG64", "uinteger")}, "damaged checkpoint"),
+        "rng_syntax": ({**d, "rng": d["rng"][:-3]}, "damaged checkpoint"),
+        "only_version": ({"format_version": 2}, "damaged checkpoint.*posterior_class"),
+        "laps": ({**d, "laps_done": "three"}, "damaged checkpoint"),
+        "posterior": ({**d, "posterior": {}}, "damaged checkpoint"),
+        "cache": ({**d, "cache": {"0": {"counts": torch.ones(2)}}}, "damaged checkpoint"),
+        "version_text": ({**d, "format_version": "2"}, "damaged checkpoint"),
+        "newer": ({**d, "format_version": 99}, "checkpoint format 99.*newer pyro-memo"),
+        "class": ({**d, "posterior_class": "pyro_memo.inference:NoSuchPosterior"}, "cannot be imported"),
+        "not_posterior": ({**d, "posterior_class": "pyro_memo.summaries:Summary"}, "not a VariationalPosterior"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_edited({"rng": "", "format_version": 2})))
+def test_a_damaged_or_edited_checkpoint_is_one_error_naming_the_file(files, case):
+    d = torch.load(files / "state.pt", weights_only=True)
+    content, match = _edited(d)[case]
+    path = files / f"{case}.pt"
+    torch.save(content, path)
+    with pytest.raises(ValueError, match=match) as err:
+        pm.load_state(path)
+    assert str(err.value).startswith(f"{path}: "), str(err.value)
+
+
+def test_a_directory_and_a_foreign_pickle_are_named_as_such(tmp_path):
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ValueError, match="adir: is a directory, not a checkpoint"):
+        pm.load_state(tmp_path / "adir")
+    with pytest.raises(ValueError, match="adir: is a directory, not a model file"):
+        pm.load_model(tmp_path / "adir")
+    torch.save({"format_version": 2, "posterior": np.random.default_rng(0)}, tmp_path / "object.pt")
+    with pytest.raises(ValueError, match="object.pt: cannot read checkpoint") as err:
+        pm.load_state(tmp_path / "object.pt")
+    # torch's advice to load with weights_only=False would run code from the file: not passed on
+    assert "weights_only" not in str(err.value) and "PyTorch 2.6" not in str(err.value)
+
+
+@pytest.mark.parametrize("device,match", [("foo", "device foo: not a torch device"),
+                                          ("mps", "device mps: .*mps is not supported"),
+                                          ("meta", "meta is not supported"),
+                                          ("cuda:99", "device cuda:99: ")])
+def test_a_bad_device_is_refused_before_the_file_is_read(files, device, match):
+    for load, name in ((pm.load_state, "state.pt"), (pm.load_model, "model.pt")):
+        with pytest.raises(ValueError, match=match) as err:
+            load(files / name, device=device)
+        assert "damaged" not in str(err.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_one_clear_error(files):
+    from pyro_memo.checks import check_device
+
+    with pytest.raises(ValueError, match="device cuda: CUDA is not available"):
+        pm.load_model(files / "model.pt", device="cuda")
+    with pytest.raises(ValueError, match="--device cuda: CUDA is not available"):
+        check_device("cuda", "--device")
+
+
+def test_cpu_devices_load(files, fit):
+    result, x = fit
+    labels = result.posterior.responsibilities(x).argmax(-1)
+    for device in (None, "cpu", torch.device("cpu")):
+        assert torch.equal(pm.load_model(files / "model.pt", device=device).predict(x), labels)
+        assert pm.load_state(files / "state.pt", device=device).laps_done == 2
+
