@@ -51,7 +51,14 @@ def files(tmp_path_factory):
     np.savez(d / "more.npz", x=rng.normal(size=(80, 2)))  # other N than good.npz
     np.savez(d / "wide.npz", x=rng.normal(size=(60, 3)))  # other D
     _checkpoints(d)
+    _damaged_files(d)
     return d
+
+
+def _damaged_files(d):
+    """Fit folders with a directory where a fit file goes."""
+    for name in ("model.pt", "state.pt"):
+        (d / f"save_dir_{name}" / name).mkdir(parents=True)
 
 
 def _checkpoints(d):
@@ -309,6 +316,13 @@ def cases(f):
         (fit + ["--algo", "memo", "--moves", "merge,delete", "--birth-targets", "2"], "add birth to --moves"),
         (fit + ["--algo", "vb", "--birth-targets", "2"], "--birth-targets needs --algo memo"),
         (hdp + ["--birth-targets", "2"], "--birth-targets does not apply to --model hdp"),
+        # a directory where --save writes a fit file: refused before the fit
+        (memo + ["--save", str(f / "save_dir_model.pt")], "model.pt is a directory"),
+        (memo + ["--save", str(f / "save_dir_state.pt")], "state.pt is a directory"),
+        (fit + ["--save", str(f / "save_dir_model.pt")], "model.pt is a directory"),
+        (hdp + ["--save", str(f / "save_dir_state.pt")], "state.pt is a directory"),
+        (["fit", "synthetic", "--model", "relational", "--save", str(f / "save_dir_state.pt")],
+         "state.pt is a directory"),
     ]
 
 

@@ -237,6 +237,16 @@ def check_output_file(path, option):
 FIT_FILES = ("state.pt", "model.pt", "posterior.npz", "trace.png", "topics.txt", "topics.npz")
 
 
+def _check_fit_files(folder):
+    """``--save DIR``: none of the files the fit writes there is a directory (the fit would run to
+    its end and then fail to write it)."""
+    for name in FIT_FILES:
+        path = os.path.join(folder, name)
+        if os.path.isdir(path):
+            raise ValueError(f"--save {folder}: {path} is a directory, where the fit writes its {name}; remove it "
+                             "or choose another --save")
+
+
 def _check_json_is_not_a_fit_file(args):
     """``--json`` must not name a file of ``--save`` / ``--resume DIR`` (it would overwrite the
     checkpoint, say)."""
@@ -253,6 +263,8 @@ def check_outputs(args):
     for option in ("save", "out"):
         if getattr(args, option, None):
             check_output_folder(getattr(args, option), f"--{option}", args.created_folders)
+    if getattr(args, "save", None):
+        _check_fit_files(args.save)
     if getattr(args, "json", None):
         check_output_file(args.json, "--json")
         _check_json_is_not_a_fit_file(args)

@@ -143,3 +143,13 @@ def test_cpu_devices_load(files, fit):
         assert torch.equal(pm.load_model(files / "model.pt", device=device).predict(x), labels)
         assert pm.load_state(files / "state.pt", device=device).laps_done == 2
 
+
+def test_a_save_onto_a_directory_or_under_a_file_is_refused_naming_the_path(tmp_path, fit):
+    result, _ = fit
+    (tmp_path / "state.pt").mkdir()
+    with pytest.raises(IsADirectoryError, match="state.pt: is a directory"):
+        pm.save_state(tmp_path / "state.pt", result.state)
+    (tmp_path / "w").write_text("a file")
+    with pytest.raises(NotADirectoryError, match="x.pt: cannot write there"):
+        pm.save_state(tmp_path / "w" / "x.pt", result.state)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pt", "w"]
