@@ -56,9 +56,15 @@ def files(tmp_path_factory):
 
 
 def _damaged_files(d):
-    """Fit folders with a directory where a fit file goes."""
+    """Fit folders with a directory where a fit file goes, a relational fit's folder (no model.pt) and
+    one of a fit that did not finish (state.pt alone)."""
     for name in ("model.pt", "state.pt"):
         (d / f"save_dir_{name}" / name).mkdir(parents=True)
+    (d / "ring.edges").write_text("".join(f"{i} {(i + 1) % 12}\n{i} {(i + 3) % 12}\n" for i in range(12)))
+    assert main(["fit", str(d / "ring.edges"), "--model", "relational", "--K", "2", "--laps", "1",
+                 "--save", str(d / "relational_state"), "--quiet"]) == 0
+    (d / "unfinished_state").mkdir()
+    (d / "unfinished_state" / "state.pt").write_bytes((d / "dp_state" / "state.pt").read_bytes())
 
 
 def _checkpoints(d):
@@ -323,6 +329,11 @@ def cases(f):
         (hdp + ["--save", str(f / "save_dir_state.pt")], "state.pt is a directory"),
         (["fit", "synthetic", "--model", "relational", "--save", str(f / "save_dir_state.pt")],
          "state.pt is a directory"),
+        # predict: --out onto the fit's own files; a relational fit's folder; an unfinished fit's
+        (["predict", str(f / "dp_state"), good, "--out", str(f / "dp_state" / "posterior.npz")], "--out"),
+        (["predict", str(f / "dp_state" / "model.pt"), good, "--out", str(f / "dp_state" / "topics.npz")], "--out"),
+        (["predict", str(f / "relational_state"), good], "a --model relational fit, which predict does not read"),
+        (["predict", str(f / "unfinished_state"), good], "only the checkpoint state.pt of a fit that did not finish"),
     ]
 
 

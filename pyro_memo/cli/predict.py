@@ -33,12 +33,39 @@ def add_predict_command(sub):
     return parser
 
 
+def _is_relational_checkpoint(path):
+    """Whether the checkpoint ``path`` is a ``--model relational`` fit's, read without torch (its
+    pickle names the posterior's class); ``False`` when it cannot be read."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickle = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
+            return pickle is not None and b"RelationalPosterior" in archive.read(pickle)
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return False
+
+
+def _no_model_file(model):
+    """Why the folder ``MODEL`` holds no model file, in one sentence."""
+    state = os.path.join(model, "state.pt")
+    if os.path.isfile(state) and _is_relational_checkpoint(state):
+        return (f"MODEL {model}: a --model relational fit, which predict does not read (it reads the {MODEL_FILE} "
+                f"of a DP mixture or an HDP topic model): take its memberships and labels from {model}/posterior.npz, "
+                "or read state.pt with pyro_memo.load_state and score node pairs with "
+                "pyro_memo.relational.link_prediction")
+    if os.path.isfile(state):
+        return (f"MODEL {model}: no {MODEL_FILE} there, only the checkpoint state.pt of a fit that did not finish "
+                f"(finish it with the same pyro-memo fit command and --resume {model} --save {model})")
+    return f"MODEL {model}: no {MODEL_FILE} there (write one with pyro-memo fit --save {model})"
+
+
 def model_path(model):
     """The model file ``MODEL`` names (a file, or a folder holding ``model.pt``)."""
     if os.path.isdir(model):
         path = os.path.join(model, MODEL_FILE)
         if not os.path.isfile(path):
-            raise ValueError(f"MODEL {model}: no {MODEL_FILE} there (write one with pyro-memo fit --save {model})")
+            raise ValueError(_no_model_file(model))
         return path
     if not os.path.exists(model):
         raise ValueError(f"MODEL {model}: no such file or folder")
@@ -47,7 +74,7 @@ def model_path(model):
 
 def check(args):
     """Resolve the model file and the output, and check both before anything heavy is imported."""
-    from .common import check_output_file
+    from .common import FIT_FILES, check_output_file
 
     args.model_file = model_path(args.model)
     if args.out is None:
@@ -55,8 +82,12 @@ def check(args):
     if not args.out.endswith(".npz"):
         raise ValueError(f"--out {args.out}: the predictions are written as an .npz file; give a name ending in .npz")
     check_output_file(args.out, "--out")
-    if os.path.realpath(args.out) in {os.path.realpath(args.model_file), os.path.realpath(args.data)}:
+    target = os.path.realpath(args.out)
+    if target in {os.path.realpath(args.model_file), os.path.realpath(args.data)}:
         raise ValueError(f"--out {args.out}: names the model or the data file; choose another path")
+    if os.path.dirname(target) == os.path.dirname(os.path.realpath(args.model_file)) and \
+            os.path.basename(target) in FIT_FILES:
+        raise ValueError(f"--out {args.out}: names a file the fit beside the model wrote; choose another path")
 
 
 def _write_npz(path, arrays):
