@@ -56,8 +56,21 @@ def files(tmp_path_factory):
 
 
 def _damaged_files(d):
-    """Fit folders with a directory where a fit file goes, a relational fit's folder (no model.pt) and
-    one of a fit that did not finish (state.pt alone)."""
+    """Truncated and empty array files and corpus shards, fit folders with a directory where a fit
+    file goes, a relational fit's folder (no model.pt) and one of a fit that did not finish (state.pt
+    alone)."""
+    from pyro_memo.data import bars_corpus, write_corpus_shards
+
+    npz = (d / "good.npz").read_bytes()
+    (d / "half.npz").write_bytes(npz[: len(npz) // 2])
+    (d / "empty.npz").write_bytes(b"")
+    npy = (d / "good.npy").read_bytes()
+    (d / "short.npy").write_bytes(npy[:-100])
+    for name, cut in (("shards_half", 0.5), ("shards_empty", 0.0)):
+        shards = write_corpus_shards(bars_corpus(20, 10, side=4, seed=0)[0], d / name, num_shards=2)
+        shard = d / name / shards.meta["shards"][1]
+        content = shard.read_bytes()
+        shard.write_bytes(content[: int(len(content) * cut)])
     for name in ("model.pt", "state.pt"):
         (d / f"save_dir_{name}" / name).mkdir(parents=True)
     (d / "ring.edges").write_text("".join(f"{i} {(i + 1) % 12}\n{i} {(i + 3) % 12}\n" for i in range(12)))
@@ -322,6 +335,21 @@ def cases(f):
         (fit + ["--algo", "memo", "--moves", "merge,delete", "--birth-targets", "2"], "add birth to --moves"),
         (fit + ["--algo", "vb", "--birth-targets", "2"], "--birth-targets needs --algo memo"),
         (hdp + ["--birth-targets", "2"], "--birth-targets does not apply to --model hdp"),
+        # truncated or empty array files, sparse matrices and corpus shards
+        (["fit", str(f / "half.npz")], "half.npz: cannot read"),
+        (["fit", str(f / "half.npz"), "--algo", "memo"], "half.npz: cannot read"),
+        (["fit", str(f / "half.npz"), "--model", "hdp"], "half.npz: cannot read"),
+        (["fit", str(f / "empty.npz"), "--model", "hdp"], "empty.npz: cannot read"),
+        (["fit", str(f / "half.npz"), "--model", "relational"], "half.npz: not a scipy sparse .npz file"),
+        (["fit", str(f / "empty.npz"), "--model", "relational"], "empty.npz: not a scipy sparse .npz file"),
+        (["fit", str(f / "empty.npz")], "empty.npz: cannot read"),
+        (["predict", str(f / "dp_state"), str(f / "half.npz")], "half.npz: cannot read"),
+        (["predict", str(f / "hdp_state"), str(f / "half.npz")], "half.npz: cannot read"),
+        (["fit", str(f / "short.npy"), "--algo", "memo"], "short.npy: truncated"),
+        (["fit", str(f / "shards_half"), "--model", "hdp", "--K", "3", "--batches", "2", "--laps", "1"],
+         "not a readable corpus shard"),
+        (["fit", str(f / "shards_empty"), "--model", "hdp", "--K", "3", "--batches", "2", "--laps", "1"],
+         "not a readable corpus shard"),
         # a directory where --save writes a fit file: refused before the fit
         (memo + ["--save", str(f / "save_dir_model.pt")], "model.pt is a directory"),
         (memo + ["--save", str(f / "save_dir_state.pt")], "state.pt is a directory"),

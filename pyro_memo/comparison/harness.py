@@ -243,16 +243,51 @@ def write_outputs(out_dir, table, rows, runs, scale=None, plots=True):
 def read_task_outputs(out_dir, table):
     """``(rows, runs)`` read back from a comparison folder's ``runs.csv`` and ``traces.csv``
     (trace values as written: per item or per token), for a task with ``table``."""
-    with open(os.path.join(out_dir, "runs.csv"), newline="") as f:
-        rows = [{c: (v if c == "method" else int(v) if c in table.integers else float(v)) for c, v in r.items()}
-                for r in csv.DictReader(f)]
+    rows = [{c: (v if c == "method" else int(v) if c in table.integers else float(v)) for c, v in r.items()}
+            for r in _read_csv(os.path.join(out_dir, "runs.csv"), table.columns, table.integers)]
     runs = {}
-    with open(os.path.join(out_dir, "traces.csv"), newline="") as f:
-        for r in csv.DictReader(f):
-            run = runs.setdefault((r["method"], int(r["seed"])), table.run_type())
-            for column, attribute in table.trace:
-                getattr(run, attribute).append(int(r[column]) if column == "K" else float(r[column]))
+    for r in _read_csv(os.path.join(out_dir, "traces.csv"), ("method", "seed", *table.trace_columns),
+                       ("seed", "K")):
+        run = runs.setdefault((r["method"], int(r["seed"])), table.run_type())
+        for column, attribute in table.trace:
+            getattr(run, attribute).append(int(r[column]) if column == "K" else float(r[column]))
     return rows, runs
+
+
+def _read_csv(path, columns, integers):
+    """The rows of the CSV file ``path`` (dicts of strings), which must have the header ``columns``
+    and in every row a number in each column but ``method`` (a whole number in ``integers``).
+
+    :raises ValueError: naming ``path`` (and the line) for a missing or unreadable file, another
+        header (another task's folder), or a short or malformed row (a truncated file).
+    """
+    try:
+        with open(path, newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None or tuple(header) != tuple(columns):
+                raise ValueError(f"{path}: expected the columns {', '.join(columns)}; found "
+                                 f"{', '.join(header) if header else 'none'} (a folder of another comparison?)")
+            rows = []
+            for values in reader:
+                if len(values) != len(columns):
+                    raise ValueError(f"{path}, line {reader.line_num}: {len(values)} values for {len(columns)} "
+                                     "columns (a truncated file?)")
+                row = dict(zip(columns, values, strict=True))
+                for column in columns[1:]:
+                    try:
+                        number = int(row[column]) if column in integers else float(row[column])
+                    except ValueError:
+                        number = None
+                    if number is None:
+                        raise ValueError(f"{path}, line {reader.line_num}: {column} is {row[column]!r}, not a "
+                                         f"{'whole number' if column in integers else 'number'}")
+                rows.append(row)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file (not a comparison folder?)") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"{path}: cannot read it ({type(err).__name__}: {str(err)[:160]})") from None
+    return rows
 
 
 def merge_task_outputs(out_dir, in_dirs, table):

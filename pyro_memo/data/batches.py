@@ -124,6 +124,11 @@ class FileBatches(BatchSource):
             raise ValueError(f"{path}: object arrays are not supported")
         self.shape = tuple(int(n) for n in shape)
         self.num_items = self.shape[0]
+        needed = self._offset + self.num_items * (self.shape[1] * self.dtype.itemsize)
+        size = os.path.getsize(self.path)
+        if size < needed:
+            raise ValueError(f"{path}: truncated: an array of shape {self.shape} and dtype {self.dtype} needs "
+                             f"{needed} bytes, the file holds {size}")
         self.num_batches = int(num_batches)
         self._bounds = _bounds(self.num_items, self.num_batches)
 

@@ -12,6 +12,8 @@ Layout of a shard directory (written by :func:`write_corpus_shards`)::
 
 import json
 import os
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -172,8 +174,9 @@ class CorpusShards(BatchSource):
         try:
             with np.load(path) as f:
                 shard = Corpus(f["doc_ptr"], f["word_ids"], f["counts"], self.vocab_size, self.vocab)
-        except (OSError, KeyError, ValueError) as err:
-            raise ValueError(f"{path}: not a readable corpus shard ({err})") from None
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+            raise ValueError(f"{path}: not a readable corpus shard, damaged or truncated? ({type(err).__name__}: "
+                             f"{str(err)[:160]})") from None
         if shard.num_docs != self.meta["docs"][b]:
             raise ValueError(f"{path} holds {shard.num_docs} documents; the index says {self.meta['docs'][b]}")
         return shard

@@ -1,6 +1,8 @@
 """Datasets: bundled ones (shipped by installed packages) and array files."""
 
 import os
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -114,8 +116,9 @@ def load_dataset(source):
         message = str(err)
         raise ValueError(message if message.startswith(source) else f"{source}: cannot read array file ({message})") \
             from err
-    except (OSError, EOFError) as err:
-        raise ValueError(f"{source}: cannot read array file ({err})") from err
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise ValueError(f"{source}: cannot read array file, damaged or truncated? ({type(err).__name__}: "
+                         f"{str(err)[:160]})") from err
     if not np.issubdtype(x.dtype, np.number):
         raise ValueError(f"{source}: data must be numeric; got dtype {x.dtype}")
     if x.ndim != 2:

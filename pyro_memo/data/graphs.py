@@ -12,6 +12,8 @@ import math
 import os
 import re
 import struct
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -262,8 +264,9 @@ def read_npz(path, labels=None, name=None):
 
     try:
         matrix = sp.load_npz(path)
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"{path}: not a scipy sparse .npz file ({err})") from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise ValueError(f"{path}: not a scipy sparse .npz file, or a damaged or truncated one ({type(err).__name__}: "
+                         f"{str(err)[:160]})") from None
     try:
         return from_adjacency(matrix, labels=labels, name=name)
     except ValueError as err:

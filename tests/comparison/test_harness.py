@@ -218,3 +218,41 @@ def test_one_loop_runs_any_task(tmp_path):
     back, back_runs = read_outputs(str(tmp_path), MeanTask.table)
     assert back == rows and back_runs[("halving", 6)].error == pytest.approx(runs[("halving", 6)].error)
     assert (tmp_path / "error_vs_steps.png").exists() and (tmp_path / "final_error.png").exists()
+
+
+def _comparison_folder(folder, table):
+    """A folder of two runs of ``table``'s task, written as the harness writes it."""
+    from pyro_memo.comparison.harness import write_csv
+
+    folder.mkdir()
+    row = [("memo" if c == "method" else 0 if c == "seed" else 1 if c in table.integers else 0.5)
+           for c in table.columns]
+    write_csv(str(folder / "runs.csv"), table.columns, [row, ["vb", 1, *row[2:]]])
+    lines = [[m, s, *[k if c == "K" else 0.1 * k for c in table.trace_columns]] for m, s in (("memo", 0), ("vb", 1))
+             for k in (1, 2, 3)]
+    write_csv(str(folder / "traces.csv"), ("method", "seed", *table.trace_columns), lines)
+    return folder
+
+
+def test_a_damaged_or_foreign_comparison_folder_is_one_error_naming_the_file(tmp_path):
+    from pyro_memo.comparison import MIXTURE_TABLE, TOPIC_TABLE
+
+    good = _comparison_folder(tmp_path / "good", MIXTURE_TABLE)
+    rows, runs = read_outputs(str(good))
+    assert [r["seed"] for r in rows] == [0, 1] and runs[("vb", 1)].K == [1, 2, 3]
+    traces = (good / "traces.csv").read_text()
+    (good / "traces.csv").write_text(traces[: len(traces) - 9])
+    with pytest.raises(ValueError, match="traces.csv, line 7: .*truncated"):
+        read_outputs(str(good))
+    (good / "traces.csv").write_text(traces.replace("0.2", "x", 1))
+    with pytest.raises(ValueError, match="traces.csv, line 3: .* is 'x', not a number"):
+        read_outputs(str(good))
+    (good / "traces.csv").write_text("")
+    with pytest.raises(ValueError, match="traces.csv: expected the columns"):
+        read_outputs(str(good))
+    topics = _comparison_folder(tmp_path / "topics", TOPIC_TABLE)
+    with pytest.raises(ValueError, match="runs.csv: expected the columns method, seed, passes.*another comparison"):
+        read_outputs(str(topics))
+    assert len(read_outputs(str(topics), TOPIC_TABLE)[0]) == 2
+    with pytest.raises(ValueError, match="runs.csv: no such file"):
+        merge_outputs(str(tmp_path / "merged"), [str(tmp_path / "nowhere")])

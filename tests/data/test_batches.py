@@ -55,3 +55,13 @@ def test_the_topic_and_relational_fits_take_a_dtype_by_name_and_refuse_others(cl
     for bad in (torch.int64, "f16", "cpu"):
         with pytest.raises(ValueError, match="dtype must be one of float32, float64; got"):
             cls(K=2, dtype=bad)
+
+
+def test_a_truncated_npy_file_is_refused_naming_it_before_any_batch_is_read(tmp_path):
+    x = np.random.default_rng(0).normal(size=(30, 2))
+    np.save(tmp_path / "x.npy", x)
+    data = (tmp_path / "x.npy").read_bytes()
+    (tmp_path / "short.npy").write_bytes(data[:-8])
+    with pytest.raises(ValueError, match=r"short.npy: truncated: an array of shape \(30, 2\) and dtype float64 needs"):
+        make_batches(str(tmp_path / "short.npy"), 3)
+    np.testing.assert_array_equal(make_batches(str(tmp_path / "x.npy"), 3).batch(2), x[20:])

@@ -5,6 +5,8 @@ document completion."""
 import os
 import sys
 import time
+import zipfile
+import zlib
 
 from ...checks import check_device
 from ..common import (
@@ -122,8 +124,9 @@ def load_corpus(source, vocab=None):
             corpus = read_ldac(source, vocab)
         else:
             raise ValueError(f"{source}: --model hdp reads an LDA-C file (.ldac) or a sparse count matrix (.npz)")
-    except (ValueError, OSError) as err:
-        message = str(err)
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+        message = str(err) if isinstance(err, (ValueError, OSError)) else \
+            f"cannot read the file, damaged or truncated? ({type(err).__name__}: {str(err)[:160]})"
         where = f"{source}" + (f" with vocabulary {vocab}" if vocab else "")
         raise ValueError(message if message.startswith(source) else f"{where}: {message}") from None
     return corpus, f"{source}: {corpus}"
