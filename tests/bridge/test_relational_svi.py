@@ -10,7 +10,7 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro.infer import SVI, Predictive, Trace_ELBO, TraceEnum_ELBO, config_enumerate
+from pyro.infer import SVI, Predictive, Trace_ELBO
 from pyro.ops.indexing import Vindex
 
 from pyro_memo import (
@@ -24,6 +24,7 @@ from pyro_memo import (
 )
 from pyro_memo.models import HDPRelationalModel
 from pyro_memo.relational import MemoizedRelational, NodeBatches
+from tests.relational.test_pyro_model import assert_enumerated_elbo_is
 
 
 def random_pairs(seed, N=24, K=3, drop=0.0):
@@ -210,13 +211,7 @@ def test_trace_enum_elbo_of_the_guide_with_its_roles_enumerated_is_its_bound_plu
     model = HDPRelationalModel(N, K) if model_kind == "shipped" else users_model(N, K)
     guide, _ = _fit_svi(model, src, dst, y, [None], 5)
     truth = guide.elbo(src, dst, y) + guide.normaliser_gap(src, dst, y)
-    pyro.set_rng_seed(0)
-    elbo = TraceEnum_ELBO(num_particles=200, vectorize_particles=True, max_plate_nesting=1)
-    with pyro.validation_enabled(True):
-        estimates = [-elbo.loss(model, config_enumerate(guide, "parallel"), src, dst, y) for _ in range(20)]
-    mean, se = np.mean(estimates), np.std(estimates, ddof=1) / math.sqrt(len(estimates))
-    assert np.isfinite(estimates).all()
-    assert abs(mean - truth) < 4 * se + 1e-6 * abs(truth)
+    assert_enumerated_elbo_is(truth, model, guide, src, dst, y)
 
 
 def test_predictive_draws_links_of_any_pairs_from_the_trained_guide():
