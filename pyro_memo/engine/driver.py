@@ -458,7 +458,9 @@ class MemoizedDriver(Driver):
 
     def converged(self, state):
         """The objective changed by at most ``tol`` (relative) over the last lap, and no move was
-        accepted in it or has anything left to try."""
+        accepted in it or has anything left to try (:meth:`~pyro_memo.engine.Move.converged`: a move
+        that undid the lap's batch steps, as a reverted birth does, is not converged, since the lap
+        left the objective where it was and the next lap redoes them)."""
         trace = state.elbo_trace
         moved = self.moves and (any(c["accepted"] for c in state.move_log[-1].values())
                                 or not all(m.converged(state) for m in self.moves))

@@ -97,7 +97,9 @@ class Move:
             cache.total = cache.total.without(self.name)
 
     def converged(self, state):
-        """Whether this move has nothing left to try (a fit with moves stops only then)."""
+        """Whether this move has nothing left to try (a fit with moves stops only then). A move that
+        undid the last lap's batch steps (a reverted birth) answers ``False``: the objective's change
+        over that lap says nothing about convergence."""
         return True
 
     def log(self, state, proposed=0, accepted=0):

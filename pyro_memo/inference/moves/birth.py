@@ -34,7 +34,14 @@ class BirthMove(Move):
       is again exactly the summary of the data.
 
     After the adoption lap the expanded model is kept only if its exact full-data ELBO beats
-    the ELBO before adoption; otherwise the memo and globals go back to their saved state.
+    the ELBO before adoption; otherwise the memo and globals go back to their saved state, and
+    the lap's batch steps go with them. A reverted lap creates nothing (its subsample was drawn
+    under the model it reverted), so the next lap adopts nothing: it redoes those batch steps
+    without a birth and collects a new subsample under the restored model. A rejected birth
+    thus costs one lap (taking every adoption lap's batch steps also without the birth would
+    cost a second local step per batch in every adoption lap, kept births included). A
+    reverted lap leaves the objective where it was, so it never counts towards convergence
+    (:meth:`converged`).
     With several targets, their fresh components are adopted and judged together, as one
     birth. The move log counts a birth as proposed when adopted and accepted when kept.
 
@@ -68,6 +75,7 @@ class BirthMove(Move):
         self.pending = None  # S' of created, not yet adopted components
         self.failures = 0  # births failed (not created, or reverted) since the last kept one
         self.adopting = False
+        self.reverted = False  # the last lap's adoption was reverted, and its batch steps with it
         self.pending_targets = 0  # targets whose fresh components are pending (then adopted)
         self.snapshot = None  # memo, posterior and exact ELBO before an adoption
         self.targets = []
@@ -157,6 +165,7 @@ class BirthMove(Move):
     # ------------------------------------------------------- removal, creation
     def end_lap(self, state, driver):
         cache = state.cache
+        self.reverted = False
         if PSEUDO_BATCH in cache.batches:
             cache.batches.pop(PSEUDO_BATCH)
             cache.total = cache.recomputed_total()
@@ -169,8 +178,11 @@ class BirthMove(Move):
             else:  # the expanded model did not pay for itself over one lap: back to the old memo
                 cache.batches, cache.total, state.posterior = batches, total, posterior
                 self.failures += self.pending_targets  # still the adopted birth's: creation comes below
+                self.reverted = True
             self.snapshot = None
-        subsamples = [kept[0] for kept in self._kept or () if kept is not None and len(kept[0]) >= 2 * self.fresh_K]
+        # no creation after a revert: the next lap, plain, redoes the undone batch steps and collects anew
+        kept = [] if self.reverted else [found for found in self._kept or () if found is not None]
+        subsamples = [rows for rows, _ in kept if len(rows) >= 2 * self.fresh_K]
         attempted = bool(subsamples) and state.posterior.K < self.max_K
         if attempted:
             births = []
@@ -192,9 +204,12 @@ class BirthMove(Move):
                              int(self.rng.integers(2**31)))
 
     def converged(self, state):
-        """Every component was targeted twice (fresh subsample and initialisation each time)
-        since the last birth, and none split."""
-        return self.pending is None and self.failures >= 2 * state.posterior.K
+        """Births failed ``2 K`` times since the last kept one: every component was targeted twice
+        (fresh subsample and initialisation each time), and each time its subsample did not split
+        or its birth was reverted (a birth created meanwhile is left untried). Never right after a
+        reverted lap: the revert undid the lap's batch steps, so the objective's change over that
+        lap says nothing about convergence (the next lap, plain, redoes them)."""
+        return self.failures >= 2 * state.posterior.K and not self.reverted
 
     def state_dict(self):
         return {"pending": None if self.pending is None else self.pending.to(device="cpu").to_dict(),
