@@ -286,3 +286,20 @@ def test_greedy_merge_on_small_batches_removes_structure_the_exact_merge_keeps()
 def test_greedy_merge_score_validates():
     with pytest.raises(ValueError, match="score must be one of"):
         GreedyMergeMove(score="minibatch")
+
+
+def test_births_at_max_K_have_nothing_left_to_try_so_the_fit_converges():
+    # no birth is created at max_K, so the failures never reached 2 K and the fit ran to its lap limit
+    x = torch.as_tensor(pm.data.toy_patches(600, seed=0)[0])
+    family = pm.ZeroMeanGaussian.from_data(x)
+    fit = pm.MemoizedVB(family, 3, laps=300, tol=1e-5, moves="birth", move_options={"birth": {"max_K": 3}},
+                        seed=0).fit(x, num_batches=3)
+    assert fit.converged and len(fit.elbo_trace) < 300 and fit.posterior.K == 3
+
+
+def test_a_reverted_lap_travels_with_the_births_state():
+    move = BirthMove()
+    move.reverted, move.failures = True, 7
+    again = BirthMove()
+    again.load_state_dict(move.state_dict())
+    assert again.reverted and again.failures == 7

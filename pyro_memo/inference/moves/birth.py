@@ -208,18 +208,22 @@ class BirthMove(Move):
         (fresh subsample and initialisation each time), and each time its subsample did not split
         or its birth was reverted (a birth created meanwhile is left untried). Never right after a
         reverted lap: the revert undid the lap's batch steps, so the objective's change over that
-        lap says nothing about convergence (the next lap, plain, redoes them)."""
-        return self.failures >= 2 * state.posterior.K and not self.reverted
+        lap says nothing about convergence (the next lap, plain, redoes them). At ``max_K`` components
+        nothing is left to try: no birth is created there."""
+        K = state.posterior.K
+        return (self.failures >= 2 * K or K >= self.max_K) and not self.reverted
 
     def state_dict(self):
         return {"pending": None if self.pending is None else self.pending.to(device="cpu").to_dict(),
-                "rng": self.rng.bit_generator.state, "failures": self.failures, "pending_targets": self.pending_targets}
+                "rng": self.rng.bit_generator.state, "failures": self.failures, "pending_targets": self.pending_targets,
+                "reverted": self.reverted}
 
     def load_state_dict(self, d):
         self.pending = None if d["pending"] is None else Summary.from_dict(d["pending"])
         self.rng.bit_generator.state = d["rng"]
         self.failures = int(d.get("failures", 0))
         self.pending_targets = int(d.get("pending_targets", self.pending is not None))
+        self.reverted = bool(d.get("reverted", False))
 
 
 def side_by_side(summaries):
