@@ -11,24 +11,21 @@ import warnings
 import torch
 
 from ._special import logdet_from_cholesky, multidigamma, multigammaln, safe_cholesky
-from .base import chunk_elements
+from .base import chunk_elements, spread_scale
 
 
 def regularized_scatter(scatter, what, magnitude):
     """Make a data-derived scale matrix safely positive definite.
 
-    Adds ``1e-4 * mean(diag)`` to the diagonal. When the matrix is (numerically) zero,
-    as for duplicated points, whose covariance is round-off of order 1e-32, the scale
-    falls back to ``magnitude`` (the data's mean square), or 1 for all-zero data, so
-    constant columns and ``N < D`` data still give a proper prior.
+    Adds ``1e-4 * mean(diag)`` to the diagonal. When the matrix is round-off (duplicated points, whose
+    covariance about their rounded mean is of order :math:`\\epsilon^2` times their mean square), the
+    scale falls back to ``magnitude`` (the data's raw mean square), or 1 for all-zero data, so constant
+    columns and ``N < D`` data still give a proper prior (:func:`~pyro_memo.families.base.spread_scale`:
+    round-off is judged against :math:`\\epsilon^2` times the mean square, so a translation of the data
+    leaves a centred scatter's prior unchanged).
     """
     d = scatter.shape[-1]
-    scale = torch.diagonal(scatter, dim1=-2, dim2=-1).mean()
-    magnitude = torch.as_tensor(magnitude, dtype=scatter.dtype, device=scatter.device)
-    if not bool(magnitude > 0):
-        magnitude = torch.ones_like(magnitude)
-    if not bool(scale > 1e-10 * magnitude):
-        scale = magnitude
+    scale = spread_scale(torch.diagonal(scatter, dim1=-2, dim2=-1).mean(), magnitude)
     eye = torch.eye(d, dtype=scatter.dtype, device=scatter.device)
     out = 0.5 * (scatter + scatter.transpose(-1, -2)) + 1e-4 * scale * eye
     safe_cholesky(out, what)
