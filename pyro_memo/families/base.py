@@ -131,10 +131,23 @@ class ConjugateFamily(ABC):
         self._check_prior()
 
     def state_dict(self):
-        """Name, prior and dtype as plain tensors and strings (checkpoints); see
+        """Name, prior, dtype and :meth:`state_extras` as plain tensors and strings (checkpoints); see
         :func:`~pyro_memo.families.family_from_state`."""
         return {"family": self.name, "prior": {k: v.cpu() for k, v in self.prior.items()},
-                "dtype": str(self.dtype).replace("torch.", "")}
+                "dtype": str(self.dtype).replace("torch.", ""),
+                **{k: v.cpu() for k, v in self.state_extras().items()}}
+
+    def state_extras(self):
+        """Constructor arguments beyond the prior, dtype and device that define how this family's
+        statistics read (tensors by name; none by default): :meth:`to`, :meth:`with_prior` and
+        :meth:`state_dict` keep them, so summaries made by this family stay valid for the copies."""
+        return {}
+
+    @classmethod
+    def extras_from_state(cls, d):
+        """The :meth:`state_extras` of the family a :meth:`state_dict` ``d`` describes (for
+        :func:`~pyro_memo.families.family_from_state`; none by default)."""
+        return {}
 
     # ------------------------------------------------------------------ setup
     @property
@@ -153,7 +166,7 @@ class ConjugateFamily(ABC):
     def to(self, dtype=None, device=None):
         """A copy of this family with hyperparameters moved to ``dtype`` / ``device``."""
         prior = {k: v.to(dtype=dtype or self.dtype, device=device) for k, v in self.prior.items()}
-        return type(self)(prior, dtype=dtype or self.dtype, device=device or self.device)
+        return type(self)(prior, dtype=dtype or self.dtype, device=device or self.device, **self.state_extras())
 
     def with_prior(self, scale=1.0, **values):
         """A copy of this family with some prior hyperparameters replaced.
@@ -191,7 +204,7 @@ class ConjugateFamily(ABC):
                 raise ValueError(f"the {self.name} family has no spread hyperparameter to scale; set its priors "
                                  f"({', '.join(self.prior_names)}) instead")
             prior[self.spread_key] = prior[self.spread_key] * scale
-        return type(self)(prior, dtype=self.dtype, device=self.device)
+        return type(self)(prior, dtype=self.dtype, device=self.device, **self.state_extras())
 
     def _prior_tensor(self, key, value):
         """``value`` for prior ``key`` as a tensor of this family's dtype and device."""
@@ -411,6 +424,40 @@ class ConjugateFamily(ABC):
 
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim}, dtype={self.dtype})"
+
+
+class CentredFamily(ConjugateFamily):
+    """A family with an unknown mean (prior key ``m``) whose statistics are moments of
+    :math:`x_n - c` about a fixed centre :math:`c` (``centre``, ``(D,)``): by default the prior mean
+    :math:`m_0`, which :meth:`from_data` sets to the data mean. The centre is fixed when the family is
+    made, so the statistics stay additive over batches, and it keeps them free of the data's offset:
+    raw moments :math:`\\sum_n r_{nk} x_n^2` of data shifted by :math:`10^8` carry rounding errors of
+    order :math:`10^{16}\\epsilon N` (several units per item) once the mean is taken off, more than the
+    spread of a unit-variance component.
+
+    ``centre=0`` gives raw moments: a :meth:`state_dict` without a centre (written before the
+    statistics were centred) is read with it, so the summaries saved with it keep their meaning.
+    """
+
+    def __init__(self, prior, dtype=torch.float64, device=None, centre=None):
+        super().__init__(prior, dtype=dtype, device=device)
+        m = self.prior["m"]
+        centre = m if centre is None else torch.as_tensor(centre, dtype=m.dtype, device=m.device)
+        if centre.shape not in ((), (1,), m.shape):
+            raise ValueError(f"{self.name} centre must be a number or a {tuple(m.shape)} vector; got shape "
+                             f"{tuple(centre.shape)}")
+        if not bool(torch.isfinite(centre).all()):
+            raise ValueError(f"{self.name} centre has NaN or inf entries")
+        self.centre = centre.expand_as(m).clone()
+
+    def state_extras(self):
+        """The centre of the statistics."""
+        return {"centre": self.centre}
+
+    @classmethod
+    def extras_from_state(cls, d):
+        """The saved centre; 0 (raw moments) for a state saved before the statistics were centred."""
+        return {"centre": d.get("centre", 0.0)}
 
 
 def item_summaries(family, x, rows=512):
