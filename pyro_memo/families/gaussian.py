@@ -15,16 +15,18 @@ from ._wishart import (
     whitened_sq_norms,
     wishart_terms,
 )
-from .base import ConjugateFamily, data_for_defaults, outer_product_stats, weighted_sums
+from .base import CentredFamily, data_for_defaults, outer_product_stats, weighted_sums
 
 
-class Gaussian(ConjugateFamily):
+class Gaussian(CentredFamily):
     """:math:`x \\sim N(\\mu, \\Lambda^{-1})`, :math:`\\Lambda \\sim W(\\nu_0, B_0^{-1})`,
     :math:`\\mu \\mid \\Lambda \\sim N(m_0, (\\kappa_0\\Lambda)^{-1})`.
 
     Prior keys: ``m`` (D,), ``kappa`` (), ``nu`` (), ``B`` (D, D) — the Wishart's
     inverse scale, so :math:`E[\\Lambda^{-1}] = B / (\\nu - D - 1)`.
-    Statistics: ``x`` :math:`\\sum_n r_{nk} x_n` and ``xx`` :math:`\\sum_n r_{nk} x_n x_n^T`.
+    Statistics, about the fixed ``centre`` :math:`c` (the prior mean unless given; see
+    :class:`~pyro_memo.families.base.CentredFamily`): ``x`` :math:`\\sum_n r_{nk} (x_n - c)` and ``xx``
+    :math:`\\sum_n r_{nk} (x_n - c)(x_n - c)^T`.
     """
 
     name = "gauss"
@@ -51,7 +53,7 @@ class Gaussian(ConjugateFamily):
     def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
         """Defaults: ``m`` = data mean, ``kappa`` = 1, ``nu`` = D + 2 and ``B`` = the
         (regularised) empirical covariance, so the prior mean covariance
-        :math:`B/(\\nu - D - 1)` equals the data's covariance."""
+        :math:`B/(\\nu - D - 1)` equals the data's covariance; the statistics are centred at the data mean."""
         x = data_for_defaults(x, dtype, device, cls)
         d = x.shape[1]
         mean = x.mean(0)
@@ -64,23 +66,29 @@ class Gaussian(ConjugateFamily):
             "B": regularized_scatter(cov, "gauss default prior B", (x * x).mean()),
         }
         prior.update(overrides)
-        return cls(prior, dtype=dtype, device=device)
+        return cls(prior, dtype=dtype, device=device, centre=mean)
 
     def stats(self, x, resp):
-        return {"x": weighted_sums(resp, x), "xx": outer_product_stats(x, resp)}
+        y = x - self.centre
+        return {"x": weighted_sums(resp, y), "xx": outer_product_stats(y, resp)}
 
     def posterior(self, counts, stats):
+        """The Normal-Wishart update (Murphy 2007, "Conjugate Bayesian analysis of the Gaussian
+        distribution", eqs. 250-254): :math:`\\kappa = \\kappa_0 + N`, :math:`\\nu = \\nu_0 + N`,
+        :math:`m = (\\kappa_0 m_0 + \\sum r x) / \\kappa` and :math:`B = B_0 + \\sum r x x^T + \\kappa_0 m_0 m_0^T
+        - \\kappa m m^T = B_0 + S - s s^T / \\kappa` with :math:`s = \\sum r (x - m_0)`,
+        :math:`S = \\sum r (x - m_0)(x - m_0)^T`, read off the statistics about the centre :math:`c` with
+        :math:`\\delta_0 = m_0 - c`: :math:`s = s_c - N\\delta_0`, :math:`S = S_c - s_c\\delta_0^T - \\delta_0 s_c^T +
+        N\\delta_0\\delta_0^T` (no cancellation when :math:`c = m_0`). The second form is PSD by Cauchy-Schwarz
+        (:math:`\\kappa > N_k`) and divides only by :math:`\\kappa \\ge \\kappa_0`, so near-empty components whose
+        memoized counts drift to ~0 stay well defined."""
         p = self.prior
         kappa = p["kappa"] + counts
-        m = (p["kappa"] * p["m"] + stats["x"]) / kappa.unsqueeze(-1)
-        # B = B0 + xx + kappa0 m0 m0^T - kappa m m^T = B0 + S - s s^T / kappa, with S and s the
-        # statistics centred at m0 (S = sum r (x - m0)(x - m0)^T, s = sum r (x - m0)). The
-        # second form is PSD by Cauchy-Schwarz (kappa > N_k) and divides only by kappa >= kappa0,
-        # so near-empty components whose memoized counts drift to ~0 stay well defined.
-        m0 = p["m"]
-        s = stats["x"] - counts[:, None] * m0
-        xm = stats["x"].unsqueeze(-1) * m0
-        centred = stats["xx"] - xm - xm.transpose(-1, -2) + counts[:, None, None] * torch.outer(m0, m0)
+        d0 = p["m"] - self.centre
+        m = self.centre + (p["kappa"] * d0 + stats["x"]) / kappa.unsqueeze(-1)
+        s = stats["x"] - counts[:, None] * d0
+        xm = stats["x"].unsqueeze(-1) * d0
+        centred = stats["xx"] - xm - xm.transpose(-1, -2) + counts[:, None, None] * torch.outer(d0, d0)
         B = p["B"] + centred - s.unsqueeze(-1) * s.unsqueeze(-2) / kappa[:, None, None]
         B = 0.5 * (B + B.transpose(-1, -2))
         return {"m": m, "kappa": kappa, "nu": p["nu"] + counts, "B": B}
@@ -92,16 +100,19 @@ class Gaussian(ConjugateFamily):
         """``x ->`` :math:`E_q[\\log N(x_n \\mid \\mu_k, \\Lambda_k^{-1})] = \\frac12 E[\\log|\\Lambda_k|] -
         \\frac D2 \\log 2\\pi - \\frac{D}{2\\kappa_k} - \\frac{\\nu_k}2 (x_n - m_k)^T B_k^{-1} (x_n - m_k)`, the
         Cholesky factors of the :math:`B_k` computed once (in ``post``'s precision; ``dtype``: that of the
-        products with the data, see :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`)."""
+        products with the data, see :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`). The data
+        and means are whitened about the centre, so the differences keep their digits for data far from
+        the origin."""
         d = self.dim
         chol, _, _, e_logdet = wishart_terms(post["nu"], post["B"])
         dtype = chol.dtype if dtype is None else dtype
-        sq_norms = whitened_sq_norms(chol, post["m"], dtype)
+        sq_norms = whitened_sq_norms(chol, post["m"] - self.centre, dtype)
         const = (0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi) - 0.5 * d / post["kappa"]).to(dtype)
         nu = post["nu"].to(dtype)
+        centre = self.centre.to(dtype)
 
         def log_lik(x):
-            sq = sq_norms(x.to(dtype))
+            sq = sq_norms(x.to(dtype) - centre)
             if sq.requires_grad:  # differentiated (type-II updates): no in-place arithmetic
                 return const - 0.5 * nu * sq
             return sq.mul_(-0.5 * nu).add_(const)  # in place: one (N, K) tensor, not three
@@ -109,9 +120,13 @@ class Gaussian(ConjugateFamily):
         return log_lik
 
     def expected_log_lik_from_stats(self, counts, stats, post):
+        """:meth:`expected_log_lik` summed with weights :math:`r_{nk}` (Hughes & Sudderth 2013, eq. 8's data
+        term): the quadratic is :math:`\\nu_k \\mathrm{tr}(B_k^{-1} \\sum_n r_{nk} (x_n - m_k)(x_n - m_k)^T)` with the
+        scatter :math:`S_c - s_c d^T - d s_c^T + N d d^T`, :math:`d = m_k - c`, from the statistics about the
+        centre; linear in the statistics (differences of summaries rely on it)."""
         d = self.dim
         _, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
-        m = post["m"]
+        m = post["m"] - self.centre
         xm = stats["x"].unsqueeze(-1) * m.unsqueeze(-2)
         scatter = stats["xx"] - xm - xm.transpose(-1, -2) + counts[:, None, None] * m.unsqueeze(-1) * m.unsqueeze(-2)
         quad = (B_inv * scatter).sum((-1, -2))

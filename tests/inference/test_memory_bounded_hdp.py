@@ -18,6 +18,12 @@ from pyro_memo.topics import MemoizedHDP
 from tests.engine.test_hdp_any_family import gaussian_groups
 
 
+def scatter(family, x):
+    """:math:`\\sum_n (x_n - c)(x_n - c)^T` about the gauss family's centre, what its ``xx`` statistics sum."""
+    y = torch.as_tensor(x) - family.centre
+    return y.T @ y
+
+
 def setting(seed, num_groups=8, per_group=30, K=5):
     """Groups, their family, items ``x``, each item's group ``doc``, and globals fitted to random soft
     responsibilities."""
@@ -107,8 +113,8 @@ def test_over_a_random_stream_memory_stays_bounded_and_counts_are_exact_sums(see
     if max_groups is not None:
         assert all(r["groups"] <= max_groups for r in records)
     x = torch.as_tensor(np.concatenate(groups))
-    total = x.T @ x
-    kept = memory.stats["xx"].sum(0) + memory.points.T @ memory.points
+    total = scatter(family, x)
+    kept = memory.stats["xx"].sum(0) + scatter(family, memory.points)
     torch.testing.assert_close(kept, total, rtol=1e-10, atol=1e-6)
     torch.testing.assert_close(memory.clump_groups.sum(1), memory.counts)
     per_group = memory.clump_groups.sum(0) + torch.bincount(memory.point_groups, minlength=memory.num_groups)
@@ -217,8 +223,8 @@ def test_compression_with_repeated_items_across_groups_stores_exact_sums_within_
     assert compressed.memory() <= bound
     assert sorted(torch.cat(leaves).tolist()) == list(range(memory.num_singlets))
     x = memory.points
-    total = x.T @ x
-    kept = compressed.stats["xx"].sum(0) + compressed.points.T @ compressed.points
+    total = scatter(family, x)
+    kept = compressed.stats["xx"].sum(0) + scatter(family, compressed.points)
     torch.testing.assert_close(kept, total, rtol=1e-10, atol=1e-8)
     per_group = compressed.clump_groups.sum(0) + torch.bincount(compressed.point_groups,
                                                               minlength=compressed.num_groups)
@@ -226,7 +232,7 @@ def test_compression_with_repeated_items_across_groups_stores_exact_sums_within_
     stored = [leaf for leaf in leaves if len(leaf) * 2 > compressed.clump_cost()]
     for c, leaf in enumerate(stored):
         items = memory.points[leaf]
-        torch.testing.assert_close(compressed.stats["x"][c], items.sum(0), rtol=1e-10, atol=1e-8)
+        torch.testing.assert_close(compressed.stats["x"][c], (items - family.centre).sum(0), rtol=1e-10, atol=1e-8)
         owners = torch.bincount(memory.point_groups[leaf], minlength=memory.num_groups).to(x.dtype)
         torch.testing.assert_close(compressed.clump_groups[c], owners)
 
@@ -265,5 +271,5 @@ def test_compression_runs_its_own_local_step_unless_it_reuses_model_buildings(mo
         assert record["memory_used"] <= 300
         before = after
     x = torch.as_tensor(np.concatenate(groups))
-    kept = fit.clumps.stats["xx"].sum(0) + fit.clumps.points.T @ fit.clumps.points
-    torch.testing.assert_close(kept, x.T @ x, rtol=1e-10, atol=1e-6)
+    kept = fit.clumps.stats["xx"].sum(0) + scatter(family, fit.clumps.points)
+    torch.testing.assert_close(kept, scatter(family, x), rtol=1e-10, atol=1e-6)
