@@ -6,7 +6,10 @@ with :math:`P = R^{-1}`, :math:`s_k = \\sum_n r_{nk} x_n` and :math:`N_k = \\sum
 
 .. math::
 
-    S_k^{-1} = S_0^{-1} + N_k P, \\qquad m_k = S_k (S_0^{-1} m_0 + P s_k).
+    S_k^{-1} = S_0^{-1} + N_k P, \\qquad m_k = S_k (S_0^{-1} m_0 + P s_k) = m_0 + S_k P \\tilde s_k,
+
+:math:`\\tilde s_k = s_k - N_k m_0 = \\sum_n r_{nk} (x_n - m_0)` (the second form keeps its digits for data far
+from the origin).
 
 Derivation of the terms (all exact; checked against Monte Carlo and Pyro's ELBO in the tests):
 
@@ -15,7 +18,9 @@ Derivation of the terms (all exact; checked against Monte Carlo and Pyro's ELBO 
 - summed with weights :math:`r_{nk}` and centred at the prior mean (:math:`\\tilde x = x - m_0`,
   :math:`\\tilde m_k = m_k - m_0`, :math:`\\tilde s_k = s_k - N_k m_0`), the quadratic is
   :math:`\\sum_n r_{nk} \\tilde x_n^T P \\tilde x_n - 2 \\tilde m_k^T P \\tilde s_k + N_k \\tilde m_k^T P \\tilde m_k`,
-  so the statistics are ``x`` (:math:`s_k`) and ``xPx`` (:math:`\\sum_n r_{nk} \\tilde x_n^T P \\tilde x_n`);
+  so the statistics are ``x`` (:math:`\\sum_n r_{nk} (x_n - c)`, about the family's fixed ``centre``
+  :math:`c`, by default :math:`m_0`: :math:`\\tilde s_k` = ``x`` :math:`- N_k (m_0 - c)`; see
+  :class:`~pyro_memo.families.base.CentredFamily`) and ``xPx`` (:math:`\\sum_n r_{nk} \\tilde x_n^T P \\tilde x_n`);
   centred, the three terms stay small when ``R`` is small against the data's spread (raw moments
   cancel catastrophically there);
 - :math:`KL(N(m, S) \\| N(m_0, S_0)) = \\tfrac12 [\\mathrm{tr}(S_0^{-1} S) + (m - m_0)^T S_0^{-1} (m - m_0)
@@ -33,7 +38,7 @@ import torch
 
 from ._special import safe_cholesky
 from ._wishart import regularized_scatter
-from .base import ConjugateFamily, data_for_defaults, weighted_sums
+from .base import CentredFamily, data_for_defaults, weighted_sums
 
 
 def _logdet(chol):
@@ -46,12 +51,13 @@ def _spd_inverse(a, what="known-gauss covariance"):
     return 0.5 * (inv + inv.transpose(-1, -2))
 
 
-class KnownCovGaussian(ConjugateFamily):
+class KnownCovGaussian(CentredFamily):
     """:math:`x \\sim N(\\mu, R)` with ``R`` known, :math:`\\mu \\sim N(m_0, S_0)`.
 
     Prior keys: ``m`` (D,) the prior mean of the component means, ``S`` (D, D) their prior
     covariance, ``noise`` (D, D) the known observation covariance ``R`` (the posterior keeps it
-    unchanged). Statistics: ``x`` :math:`\\sum_n r_{nk} x_n` and ``xPx``
+    unchanged). Statistics: ``x`` :math:`\\sum_n r_{nk} (x_n - c)`, about the fixed ``centre`` :math:`c`
+    (the prior mean unless given; see :class:`~pyro_memo.families.base.CentredFamily`), and ``xPx``
     :math:`\\sum_n r_{nk} (x_n - m_0)^T R^{-1} (x_n - m_0)`.
     """
 
@@ -85,14 +91,15 @@ class KnownCovGaussian(ConjugateFamily):
     def from_data(cls, x, dtype=torch.float64, device=None, **overrides):
         """Defaults: ``m`` = data mean, ``S`` = the (regularised) data covariance (the means spread
         like the data) and ``noise`` = a tenth of it (components a tenth as spread as the data;
-        set it with ``noise=...`` or scale it with the prior scale)."""
+        set it with ``noise=...`` or scale it with the prior scale); the statistics are centred at the data
+        mean."""
         x = data_for_defaults(x, dtype, device, cls)
         mean = x.mean(0)
         centred = x - mean
         cov = regularized_scatter(centred.T @ centred / x.shape[0], f"{cls.name} default prior S", (x * x).mean())
         prior = {"m": mean, "S": cov, "noise": 0.1 * cov}
         prior.update(overrides)
-        return cls(prior, dtype=dtype, device=device)
+        return cls(prior, dtype=dtype, device=device, centre=mean)
 
     # -------------------------------------------------------------- summaries
     def _whiten(self, t):
@@ -101,14 +108,19 @@ class KnownCovGaussian(ConjugateFamily):
 
     def stats(self, x, resp):
         y = self._whiten(x - self.prior["m"])
-        return {"x": weighted_sums(resp, x), "xPx": resp.T @ (y * y).sum(-1)}
+        return {"x": weighted_sums(resp, x - self.centre), "xPx": resp.T @ (y * y).sum(-1)}
+
+    def _centred_sums(self, counts, stats):
+        """:math:`\\tilde s_k = \\sum_n r_{nk} (x_n - m_0)` from the statistics about the centre: ``(K, D)``."""
+        return stats["x"] - counts.unsqueeze(-1) * (self.prior["m"] - self.centre)
 
     def posterior(self, counts, stats):
+        """:math:`S_k = (S_0^{-1} + N_k P)^{-1}` and :math:`m_k = m_0 + S_k P \\tilde s_k` (module docstring)."""
         p = self.prior
         prec = self._prior_precision + counts[:, None, None] * self._precision
         cov = _spd_inverse(prec)
-        rhs = self._prior_precision @ p["m"] + stats["x"] @ self._precision
-        m = (cov @ rhs.unsqueeze(-1)).squeeze(-1)
+        rhs = self._centred_sums(counts, stats) @ self._precision
+        m = p["m"] + (cov @ rhs.unsqueeze(-1)).squeeze(-1)
         return {"m": m, "S": cov, "noise": p["noise"].expand(counts.shape + p["noise"].shape).clone()}
 
     # ------------------------------------------------------------- ELBO terms
@@ -118,15 +130,23 @@ class KnownCovGaussian(ConjugateFamily):
         return -0.5 * self.dim * math.log(2 * math.pi) - 0.5 * _logdet(self._noise_chol) - 0.5 * trace
 
     def expected_log_lik(self, x, post):
-        y, mk = self._whiten(x), self._whiten(post["m"])
-        quad = (y * y).sum(-1, keepdim=True) - 2 * y @ mk.T + (mk * mk).sum(-1)
+        """:math:`E_q[\\log N(x_n \\mid \\mu_k, R)]` (module docstring, first item) with the quadratic
+        :math:`(\\tilde x_n - \\tilde m_k)^T P (\\tilde x_n - \\tilde m_k)` expanded about the prior mean
+        (:math:`\\tilde x = x - m_0`, :math:`\\tilde m_k = m_k - m_0`), whitened: its rounding is relative to
+        the centred terms, not to :math:`x^T P x` (which cancels for data far from the origin); it is
+        non-negative, and clamped at 0 against round-off."""
+        m0 = self.prior["m"]
+        y, mk = self._whiten(x - m0), self._whiten(post["m"] - m0)
+        quad = ((y * y).sum(-1, keepdim=True) - 2 * y @ mk.T + (mk * mk).sum(-1)).clamp_min(0.0)
         return self._const(post) - 0.5 * quad
 
     def expected_log_lik_from_stats(self, counts, stats, post):
+        """:meth:`expected_log_lik` summed with weights :math:`r_{nk}` (module docstring, second item):
+        linear in the statistics."""
         m0 = self.prior["m"]
         d = post["m"] - m0
         pd = d @ self._precision
-        s = stats["x"] - counts.unsqueeze(-1) * m0
+        s = self._centred_sums(counts, stats)
         quad = stats["xPx"] - 2 * (pd * s).sum(-1) + counts * (pd * d).sum(-1)
         return counts * self._const(post) - 0.5 * quad
 
@@ -227,7 +247,7 @@ class KnownDiagGaussian(KnownCovGaussian):
         prior = {"m": full.prior["m"], "S": torch.diag_embed(torch.diagonal(full.prior["S"])),
                  "noise": torch.diag_embed(torch.diagonal(full.prior["noise"]))}
         prior.update(overrides)
-        return cls(prior, dtype=dtype, device=device)
+        return cls(prior, dtype=dtype, device=device, centre=full.centre)
 
     pyro_observation = ("Normal",)
     pyro_components = {"mu": ("Normal", 1)}
