@@ -15,6 +15,10 @@ def kmeanspp_responsibilities(x, K, generator=None):
     distance from the seeds so far (uniformly when all remaining distances are zero,
     e.g. duplicated points), and assigns every item to its nearest seed. Components
     without a seed (``N < K``) start empty.
+
+    Every distance is a sum of squared differences (the nearest seed too: ``cdist`` without its
+    matrix-product expansion :math:`|x|^2 - 2x^Tc + |c|^2`, which cancels for data far from the origin,
+    at 1e8 with unit spread entirely), so the start is the same for translated data.
     """
     n = x.shape[0]
     seeds = [int(torch.randint(n, (1,), generator=generator))]
@@ -26,7 +30,7 @@ def kmeanspp_responsibilities(x, K, generator=None):
         seeds.append(idx)
         dist = torch.minimum(dist, ((x - x[idx]) ** 2).sum(-1))
     centers = x[seeds]
-    nearest = torch.cdist(x, centers).argmin(-1)
+    nearest = torch.cdist(x, centers, compute_mode="donot_use_mm_for_euclid_dist").argmin(-1)
     resp = torch.zeros((n, K), dtype=x.dtype, device=x.device)
     resp[torch.arange(n, device=x.device), nearest] = 1.0
     return resp
