@@ -258,6 +258,10 @@ def _as_event(site, outer):
     return dict(site, fn=dist.Independent(fn, 1), cond_indep_stack=(outer,))
 
 
+#: the supported way to write a DP mixture's items (docs/guide/conventions.md)
+DATA_PLATE_FORM = ("with pyro.plate('data', len(data)): z = pyro.sample('z', dist.Categorical(weights)); "
+                   "pyro.sample('x', ..., obs=data)")
+
 #: the supported way to give a DP mixture its batches (docs/guide/pyro.md)
 BATCH_FORM = ("pass the whole data and the batch's indices, model(data, batch), and observe data[idx] in "
               "`with pyro.plate('data', len(data), subsample=batch) as idx:` (pyro.sample('x', ..., obs=data[idx]))")
@@ -286,9 +290,17 @@ def _find_data_arg(args, kwargs, obs, subsample, site=None):
             f"not the whole data indexed by the subsample of {where}: pyro-memo needs the whole data as an "
             f"argument and reads each batch's rows by the plate's indices. Instead, {BATCH_FORM}"
         )
+    name = f"observed site '{site['name']}'" if site is not None else "the observed site"
+    for _, _, value in candidates:
+        if torch.is_tensor(value) and value.shape != obs.shape and value.numel() == obs.numel() \
+                and bool(torch.equal(value.reshape(obs.shape).to(obs.dtype), obs)):
+            raise ModelStructureError(
+                f"{name} observes a data argument reshaped from {tuple(value.shape)} to {tuple(obs.shape)}: observe "
+                f"the data as passed, one item per row in the data plate at dim=-1 ({DATA_PLATE_FORM}); an "
+                f"item's features go in .to_event(1) or an inner feature plate")
     raise ModelStructureError(
-        "the observed data must be passed to the model as an argument (positional or keyword); "
-        "no argument matches the observed site's value"
+        f"the observed data must be passed to the model as an argument (positional or keyword); no argument "
+        f"matches the value of {name}"
     )
 
 
@@ -704,8 +716,10 @@ def _recognize(model, args, kwargs, trace, dtype):
         obs, obs_features = _as_event(obs, outer), inner.name
     obs_plates = list(_plates(obs))
     if len(obs_plates) != 1:
+        found = f"found plates {obs_plates}" if obs_plates else "found none (items written as .expand or .to_event)"
         raise ModelStructureError(
-            f"observed site '{obs['name']}' must sit in exactly one data plate; found plates {obs_plates}"
+            f"observed site '{obs['name']}' must sit in exactly one data plate; {found}: write the items' "
+            f"assignment and observation in one plate, {DATA_PLATE_FORM}"
         )
     data_plate = obs_plates[0]
     latent = [s for s in sites if not s["is_observed"]]

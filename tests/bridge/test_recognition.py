@@ -240,9 +240,34 @@ def data_not_an_argument_model(n):
         pyro.sample("obs", dist.Bernoulli(p[z]).to_event(1), obs=data)
 
 
+def reshaped_data_model(data, T=3):
+    """Scalar items passed as an (N,) argument and observed as an (N, 1) column."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T):
+        mu = pyro.sample("mu", dist.Normal(torch.zeros(1), 3.0).to_event(1))
+    with pyro.plate("data", len(data)):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1), obs=data.unsqueeze(-1))
+
+
+def unplated_model(data, T=3):
+    """Items written as one expanded assignment site, no data plate."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T):
+        mu = pyro.sample("mu", dist.Normal(0.0, 3.0))
+    z = pyro.sample("z", dist.Categorical(mix_weights(v)).expand([len(data)]).to_event(1))
+    pyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1), obs=data[:, 0])
+
+
 @pytest.mark.parametrize(
     "model,arg,message",
     [
+        (reshaped_data_model, "column", r"observed site 'x' observes a data argument reshaped from \(20,\) to "
+                                        r"\(20, 1\).*data plate at dim=-1"),
+        (unplated_model, "real", r"observed site 'x' must sit in exactly one data plate; found none .*with "
+                                 r"pyro.plate\('data', len\(data\)\)"),
         (student_t_model, "real", r"'obs'.*unsupported likelihood StudentT"),
         (lognormal_prior_model, "real",
          r"'obs'.*needs component sites of types.*Gamma \+ Normal components -> diag-gauss"),
@@ -263,7 +288,8 @@ def data_not_an_argument_model(n):
     ],
 )
 def test_unsupported_models_raise_named_errors(model, arg, message):
-    data = {"real": torch.randn(20, 2), "binary": torch.bernoulli(torch.full((20, 2), 0.5)), "int": 20}[arg]
+    data = {"real": torch.randn(20, 2), "binary": torch.bernoulli(torch.full((20, 2), 0.5)), "int": 20,
+            "column": torch.randn(20)}[arg]
     with pytest.raises(pm.ModelStructureError, match=message):
         pm.recognize_model(model, data)
 
