@@ -183,9 +183,8 @@ class BirthMove(Move):
         # no creation after a revert: the next lap, plain, redoes the undone batch steps and collects anew
         kept = [] if self.reverted else [found for found in self._kept or () if found is not None]
         subsamples = [rows for rows, _ in kept if len(rows) >= 2 * self.fresh_K]
-        attempted = bool(subsamples) and state.posterior.K < self.max_K
-        if attempted:
-            births = []
+        births = []
+        if subsamples and state.posterior.K < self.max_K:
             for sub in subsamples:
                 fresh = self.create(state.posterior, sub)
                 keep = (fresh.counts >= max(self.min_items, 0.02 * len(sub))).nonzero().flatten()
@@ -193,8 +192,11 @@ class BirthMove(Move):
                     births.append(fresh.select(keep))
             self.pending = side_by_side(births) if births else None
             self.pending_targets = len(births)
-            if not self.adopting:  # targets that split into fewer than two (in adoption laps they may dissolve)
-                self.failures += len(subsamples) - len(births)
+        if not (self.adopting or self.reverted):
+            # every target of the lap that gave no birth: one that split into fewer than two, and one whose
+            # subsample was missing or too small (not counted, it was the next lap's target again, forever);
+            # in adoption laps targets may dissolve, and a reverted lap counted its birth's targets above
+            self.failures += len(self._kept or ()) - len(births)
         self._kept = None
 
     def create(self, posterior, sub):
