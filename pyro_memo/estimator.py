@@ -176,6 +176,12 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     def _np_dtype(self):
         return np.dtype(self.dtype)
 
+    def _read_dtype(self):
+        """The dtype of the fit's variational math, whatever ``dtype`` says now (an estimator pickled
+        before fits kept it reads it off its posterior)."""
+        fitted = getattr(self, "_fit_dtype", None)
+        return fitted if fitted is not None else torch.empty(0, dtype=self.posterior_.dtype).numpy().dtype
+
     def _make_family(self, x):
         """The family at the working dtype: the given object, or the named one's default prior for ``x``."""
         dtype = getattr(torch, self.dtype)
@@ -238,7 +244,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         """``X`` checked as the training data were: scikit-learn's checks, then the family's (its
         support, e.g. counts for Poisson, and a magnitude whose statistics cannot overflow)."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=self._fit_dtype, reset=False)
+        X = validate_data(self, X, dtype=self._read_dtype(), reset=False)
         return self.posterior_.family.check_data(torch.tensor(X))
 
     def predict_proba(self, X):

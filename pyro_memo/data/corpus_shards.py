@@ -12,14 +12,12 @@ Layout of a shard directory (written by :func:`write_corpus_shards`)::
 
 import json
 import os
-import zipfile
-import zlib
 
 import numpy as np
 
 from .batch_source import BatchSource
 from .corpus import Corpus, from_documents, ldac_documents, read_vocab
-from .files import write_atomically
+from .files import DAMAGED_FILE_ERRORS, write_atomically
 
 __all__ = ["CorpusShards", "is_corpus_shards", "shard_ldac", "write_corpus_shards"]
 
@@ -174,7 +172,7 @@ class CorpusShards(BatchSource):
         try:
             with np.load(path) as f:
                 shard = Corpus(f["doc_ptr"], f["word_ids"], f["counts"], self.vocab_size, self.vocab)
-        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        except (OSError, KeyError, ValueError, *DAMAGED_FILE_ERRORS) as err:
             raise ValueError(f"{path}: not a readable corpus shard, damaged or truncated? ({type(err).__name__}: "
                              f"{str(err)[:160]})") from None
         if shard.num_docs != self.meta["docs"][b]:

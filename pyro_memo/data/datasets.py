@@ -1,11 +1,10 @@
 """Datasets: bundled ones (shipped by installed packages) and array files."""
 
 import os
-import zipfile
-import zlib
 
 import numpy as np
 
+from .files import DAMAGED_FILE_ERRORS
 from .synthetic import toy_patches
 
 #: bundled dataset name -> one-line description
@@ -116,7 +115,7 @@ def load_dataset(source):
         message = str(err)
         raise ValueError(message if message.startswith(source) else f"{source}: cannot read array file ({message})") \
             from err
-    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+    except (OSError, *DAMAGED_FILE_ERRORS) as err:
         raise ValueError(f"{source}: cannot read array file, damaged or truncated? ({type(err).__name__}: "
                          f"{str(err)[:160]})") from err
     if not np.issubdtype(x.dtype, np.number):

@@ -3,6 +3,15 @@
 import os
 import stat
 import tempfile
+import tokenize
+import zipfile
+import zlib
+
+#: what reading a damaged ``.npy`` / ``.npz`` / zip file raises besides :class:`OSError` and :class:`ValueError`: a
+#: truncated or garbled archive (``BadZipFile``, ``EOFError``, ``zlib.error``, an unknown compression method's
+#: ``NotImplementedError``) or a garbled ``.npy`` header, which numpy parses as Python
+#: (``tokenize.TokenError``, ``SyntaxError``)
+DAMAGED_FILE_ERRORS = (EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError, tokenize.TokenError, SyntaxError)
 
 
 def _umask():

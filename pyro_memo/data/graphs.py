@@ -12,12 +12,11 @@ import math
 import os
 import re
 import struct
-import zipfile
-import zlib
 
 import numpy as np
 
 from ..checks import as_positive_int
+from .files import DAMAGED_FILE_ERRORS
 
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
 MAX_NODES = 3_037_000_499
@@ -264,7 +263,7 @@ def read_npz(path, labels=None, name=None):
 
     try:
         matrix = sp.load_npz(path)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+    except (OSError, ValueError, KeyError, *DAMAGED_FILE_ERRORS) as err:
         raise ValueError(f"{path}: not a scipy sparse .npz file, or a damaged or truncated one ({type(err).__name__}: "
                          f"{str(err)[:160]})") from None
     try:

@@ -204,6 +204,8 @@ def _check_zip(path, what):
     """Raise :class:`ValueError` naming ``path`` if a zip member's bytes do not match their CRC
     (``torch.load`` does not check them: a flipped bit would load as a silently different number)."""
     try:
+        if hasattr(path, "seek"):
+            path.seek(0)
         if not zipfile.is_zipfile(path):
             return  # not a zip archive at all: torch.load says what it is
         with zipfile.ZipFile(path) as archive:
@@ -219,15 +221,20 @@ def read_payload(path, what="checkpoint"):
     """The dict :func:`write_payload` wrote to ``path`` (``torch.load(weights_only=True)``), after
     checking every record of the file against its checksum.
 
+    ``path`` may also be an open binary file (as :func:`torch.load` takes), read from its start.
+
     :raises ValueError: naming ``path`` if it is missing, a directory, unreadable, damaged, or not a
         dict with a ``format_version``.
     """
-    if not os.path.exists(path):
-        raise ValueError(f"{path}: no such {what}")
-    if os.path.isdir(path):
-        raise ValueError(f"{path}: is a directory, not a {what}")
+    if isinstance(path, (str, bytes, os.PathLike)):
+        if not os.path.exists(path):
+            raise ValueError(f"{path}: no such {what}")
+        if os.path.isdir(path):
+            raise ValueError(f"{path}: is a directory, not a {what}")
     try:
         _check_zip(path, what)
+        if hasattr(path, "seek"):
+            path.seek(0)
         d = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ValueError(f"{path}: no such {what}") from None

@@ -153,3 +153,22 @@ def test_a_save_onto_a_directory_or_under_a_file_is_refused_naming_the_path(tmp_
     with pytest.raises(NotADirectoryError, match="x.pt: cannot write there"):
         pm.save_state(tmp_path / "w" / "x.pt", result.state)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pt", "w"]
+
+
+@pytest.mark.parametrize("name", ["state.pt", "model.pt"])
+def test_an_open_file_loads_as_its_path_does_and_is_checked_alike(files, fit, name):
+    import io
+
+    load = pm.load_state if name == "state.pt" else pm.load_model
+    good = (files / name).read_bytes()
+    loaded = load(io.BytesIO(good))  # the CRC check used to stat the object: a TypeError
+    _, x = fit
+    if name == "model.pt":
+        assert torch.equal(loaded.score_samples(x), load(files / name).score_samples(x))
+    else:
+        assert loaded.elbo_trace == load(files / name).elbo_trace
+    record, start, size = _records(files / name)[0]
+    damaged = bytearray(good)
+    damaged[start + size // 2] ^= 0x10
+    with pytest.raises(ValueError, match="damaged"):
+        load(io.BytesIO(bytes(damaged)))

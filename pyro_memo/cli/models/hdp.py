@@ -5,10 +5,9 @@ document completion."""
 import os
 import sys
 import time
-import zipfile
-import zlib
 
 from ...checks import check_device
+from ...data.files import DAMAGED_FILE_ERRORS
 from ..common import (
     ALPHA_PRIOR_OPTION,
     MEMORY_BOUNDED_OPTIONS,
@@ -124,7 +123,7 @@ def load_corpus(source, vocab=None):
             corpus = read_ldac(source, vocab)
         else:
             raise ValueError(f"{source}: --model hdp reads an LDA-C file (.ldac) or a sparse count matrix (.npz)")
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+    except (ValueError, OSError, KeyError, *DAMAGED_FILE_ERRORS) as err:
         message = str(err) if isinstance(err, (ValueError, OSError)) else \
             f"cannot read the file, damaged or truncated? ({type(err).__name__}: {str(err)[:160]})"
         where = f"{source}" + (f" with vocabulary {vocab}" if vocab else "")
