@@ -56,6 +56,9 @@ class StochasticVB(DPMixtureSteps, StochasticDriver):
     def step(self, state, summary, scale, rate):
         """The natural-gradient step on the running summary,
         :math:`\\bar S \\leftarrow (1-\\rho_t)\\bar S + \\rho_t \\frac{N}{|b|}S^b`, then its optimal globals."""
+        if state.running is None:  # a state with globals but no running summary: not a stochastic fit's
+            raise ValueError("cannot resume this state with StochasticVB: it holds no running summary (a memoized "
+                             "fit's state, or a checkpoint written before pyro-memo saved the running summary)")
         state.running = state.running.scaled(1.0 - rate) + summary.scaled(scale).scaled(rate)
         state.posterior.update(state.running)
 

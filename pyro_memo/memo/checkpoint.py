@@ -112,6 +112,8 @@ def state_to_dict(state):
         "relax": float(state.relax),
         "relax_step": None if step is None else step.to(device="cpu").to_dict(),
         "digests": {str(k): str(v) for k, v in state.digests.items()},
+        "running_class": None if state.running is None else class_path(state.running),
+        "running": None if state.running is None else state.running.to(device="cpu").to_dict(),
     }
 
 
@@ -167,6 +169,9 @@ def _build_state(d, device, source):
         cache.batches = {_key(k): summary.from_dict(v).to(dtype, device) for k, v in d["cache"].items()}
         total = d.get("cache_total")
         cache.total = summary.from_dict(total).to(dtype, device) if total is not None else cache.recomputed_total()
+    running = None
+    if d.get("running") is not None:  # the stochastic driver's running summary
+        running = resolve_class(d["running_class"], AdditiveSummary, source).from_dict(d["running"]).to(dtype, device)
     rng = np.random.default_rng()
     rng.bit_generator.state = ast.literal_eval(d["rng"])
     return MemoState(post, cache, rng, int(d["laps_done"]), list(d["elbo_trace"]), list(d["lap_seconds"]),
@@ -176,7 +181,7 @@ def _build_state(d, device, source):
                      emptied=list(d.get("emptied", [])),
                      traces={k: list(v) for k, v in d.get("traces", {}).items()},
                      relax=float(d.get("relax", 1.0)), relax_step=step,
-                     digests={_key(k): str(v) for k, v in d.get("digests", {}).items()})
+                     digests={_key(k): str(v) for k, v in d.get("digests", {}).items()}, running=running)
 
 
 def write_payload(path, payload, what="checkpoint"):

@@ -103,3 +103,17 @@ def test_a_converged_state_resumes_to_its_own_end_without_another_lap(make, data
     assert done.converged and len(done.elbo_trace) < 200
     again = make(300).fit(*data, state=done.state)
     assert again.converged and again.elbo_trace == done.elbo_trace
+
+
+def test_a_stochastic_fit_resumes_from_its_saved_checkpoint_as_from_memory(tmp_path):
+    # the running summary was not written: the loaded state failed with AttributeError at the first step
+    def svb(laps):
+        return pm.StochasticVB(pm.Gaussian.from_data(X), 4, laps=laps, seed=1)
+
+    part = svb(3).fit(X, num_batches=3)
+    pm.save_state(tmp_path / "s.pt", part.state)
+    resumed = svb(5).fit(X, num_batches=3, state=pm.load_state(tmp_path / "s.pt"))
+    assert resumed.elbo_trace == svb(5).fit(X, num_batches=3).elbo_trace
+    memoized = dp(laps=2).fit(X, 3).state
+    with pytest.raises(ValueError, match="holds no running summary"):
+        svb(5).fit(X, num_batches=3, state=memoized)
