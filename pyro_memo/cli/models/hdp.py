@@ -7,7 +7,6 @@ import sys
 import time
 
 from ...checks import check_device
-from ...data.files import DAMAGED_FILE_ERRORS
 from ..common import (
     ALPHA_PRIOR_OPTION,
     MEMORY_BOUNDED_OPTIONS,
@@ -112,6 +111,8 @@ def load_corpus(source, vocab=None):
             f"V = {shards.vocab_size}, {shards.num_tokens:.0f} tokens"
     if vocab is not None and not os.path.isfile(vocab):
         raise ValueError(f"--vocab {vocab}: no such file")
+    from ...data.files import DAMAGED_FILE_ERRORS  # here, not at the top: --help imports no torch
+
     try:
         if source.endswith(".npz"):
             import scipy.sparse as sp
