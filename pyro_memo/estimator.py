@@ -177,10 +177,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         return np.dtype(self.dtype)
 
     def _read_dtype(self):
-        """The dtype of the fit's variational math, whatever ``dtype`` says now (an estimator pickled
-        before fits kept it reads it off its posterior)."""
-        fitted = getattr(self, "_fit_dtype", None)
-        return fitted if fitted is not None else torch.empty(0, dtype=self.posterior_.dtype).numpy().dtype
+        """The dtype of the fit's variational math, read off its posterior, whatever ``dtype`` says now."""
+        return torch.empty(0, dtype=self.posterior_.dtype).numpy().dtype
 
     def _make_family(self, x):
         """The family at the working dtype: the given object, or the named one's default prior for ``x``."""
@@ -210,8 +208,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         :returns: ``self``.
         """
         self._check_params()
-        self._fit_dtype = self._np_dtype()
-        X = validate_data(self, X, dtype=self._fit_dtype)
+        X = validate_data(self, X, dtype=self._np_dtype())
         x = torch.tensor(X)
         family = self._make_family(x)
         driver, batches = self._make_algorithm(family, X.shape[0])
