@@ -62,8 +62,7 @@ def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, cal
     guide = guide or HDPGuide(model, seed=seed)
     if not isinstance(guide, HDPGuide):
         raise TypeError(f"an HDP topic model needs a pyro_memo.HDPGuide; got {type(guide).__name__}")
-    if guide.spec is None:
-        guide.spec = spec
+    guide.adopt(spec, *args, **kwargs)
     doc, word = spec.tokens(args, kwargs)
     ones = torch.ones(len(doc)).numpy()
     matrix = sp.coo_matrix((ones, (doc.cpu().numpy(), word.cpu().numpy())), shape=(spec.num_docs, spec.V))

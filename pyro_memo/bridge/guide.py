@@ -69,6 +69,8 @@ class DPMixtureGuide(GlobalSiteReadouts):
         if the param store has none under :attr:`prefix`; stored ones are checked against the
         shapes the model needs (``ValueError`` on a mismatch) and reused (a warm start)."""
         key = call_signature(args, kwargs)
+        if self.spec is not None and self.spec.raw_data_or_none(args, kwargs) is None:
+            raise ValueError(self.spec.no_data_message())
         if key in self._specs:
             self.spec = self._specs[key]
         else:

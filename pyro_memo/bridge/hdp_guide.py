@@ -93,6 +93,12 @@ class HDPGuide(GlobalSiteReadouts):
             self._fingerprint.record(self.prefix, self.spec.raw_data(args, kwargs))
         return self
 
+    def adopt(self, spec, *args, **kwargs):
+        """Take ``spec``, the model as recognised on a call with these arguments, as the guide's reading of
+        such calls (a fit that recognised the model itself; a later call without the words then reuses it)."""
+        self.spec = self._specs.setdefault(call_signature(args, kwargs), spec)
+        return self
+
     def check_data(self, *args, **kwargs):
         """Before training on this call's corpus: warn (:class:`~pyro_memo.bridge.param_store.WarmStartWarning`)
         if the stored globals were fitted to other documents, then record this corpus' fingerprint. The
@@ -209,17 +215,32 @@ class HDPGuide(GlobalSiteReadouts):
         options = {"max_iter": self.local_iters, "tol": self.local_tol} if stored is None else {"max_iter": 1}
         resp, counts, summary, _ = posterior.local_step(batch.pair_doc, batch.pair_word, batch.pair_count,
                                                         batch.num_docs, init_counts=stored, **options)
+        return resp, self._theta(posterior, counts), summary
+
+    def unobserved_params(self, posterior, batch):
+        """The guide's ``(resp per pair, theta)`` for documents whose words the call leaves out
+        (``Predictive`` generating them): without word evidence a token's topic follows its document's
+        weights alone, so this is the local step under topics that give every word the same likelihood
+        (``q(z)`` alike for a document's tokens, ``theta = alpha E[beta] + N_d q(z)``)."""
+        flat = posterior.with_globals(posterior.rho, posterior.omega, torch.ones_like(posterior.lam))
+        resp, counts, _, _ = flat.local_step(batch.pair_doc, batch.pair_word, batch.pair_count, batch.num_docs,
+                                             max_iter=self.local_iters, tol=self.local_tol)
+        return resp, self._theta(posterior, counts)
+
+    @staticmethod
+    def _theta(posterior, counts):
+        """``theta_d = alpha E[beta] + N_d`` over the ``K`` topics and the tail."""
         prior = posterior.alpha * stick_breaking_weights(posterior.rho)
-        theta = torch.cat([counts + prior[:-1], prior[-1:].expand(len(counts), 1)], 1)
-        return resp, theta, summary
+        return torch.cat([counts + prior[:-1], prior[-1:].expand(len(counts), 1)], 1)
 
     # ------------------------------------------------------------- the guide
     def __call__(self, *args, **kwargs):
         self.setup(*args, **kwargs)
         spec, post = self.spec, self.posterior
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
-        batch = spec.batch(args, kwargs)
-        resp, theta, _ = self.local_params(post, batch)
+        words = spec.has_words(args, kwargs)
+        batch = spec.batch(args, kwargs, words=words)
+        resp, theta = self.local_params(post, batch)[:2] if words else self.unobserved_params(post, batch)
         for c, site in spec.concentration_sites.items():  # outside every plate, before the sticks, as the model
             w1, w2 = getattr(post, c).q
             pyro.sample(site, dist.Gamma(torch.tensor(w1, **like), torch.tensor(w2, **like)))
@@ -233,7 +254,7 @@ class HDPGuide(GlobalSiteReadouts):
             pyro.sample(spec.doc_site, dist.Dirichlet(theta.to(**like)))
         probs = torch.cat([resp, resp.new_zeros(len(resp), 1)], 1)[batch.token_pair]
         if spec.token_subsampled:
-            plate = pyro.plate(spec.token_plate, len(spec.raw_data(args, kwargs)), subsample=batch.tokens)
+            plate = pyro.plate(spec.token_plate, len(spec.tokens(args, kwargs, words)[0]), subsample=batch.tokens)
         else:
             plate = pyro.plate(spec.token_plate, len(batch.tokens))
         with plate:

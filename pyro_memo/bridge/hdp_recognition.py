@@ -89,7 +89,7 @@ class TokenBatch:
     :ivar token_pair: ``(n,)`` each token's pair.
     :ivar size: the number of documents of the call's corpus (the document plate's size).
     :ivar corpus: a key of the call's corpus (its size and a checksum of its tokens): stored
-        document-level parameters belong to the corpus of one key.
+        document-level parameters belong to the corpus of one key (``None`` for a call without the words).
     """
 
     docs: torch.Tensor
@@ -150,9 +150,25 @@ class HDPSpec(ArgumentReader):
         """``{"alpha": site, "gamma": site}`` of the latent concentrations (absent ones left out)."""
         return {k: v for k, v in (("alpha", self.alpha_site), ("gamma", self.gamma_site)) if v is not None}
 
-    def _raw_tokens(self, args, kwargs):
+    def has_words(self, args, kwargs):
+        """Whether this call passes the observed word ids (``Predictive`` generating new words leaves them
+        out or passes ``None``)."""
+        return self._get(self.word_arg, args, kwargs, None) is not None
+
+    def _raw_tokens(self, args, kwargs, words=True):
+        """The call's ``(doc, word)`` ids; without the words (:meth:`has_words` false) a ``ValueError``, or
+        with ``words=False`` zeros in their place (token positions whose words are to be generated)."""
         doc = torch.as_tensor(self._get(self.doc_arg, args, kwargs)).long()
-        word = torch.as_tensor(self._get(self.word_arg, args, kwargs)).long()
+        if self.has_words(args, kwargs):
+            word = torch.as_tensor(self._get(self.word_arg, args, kwargs)).long()
+        elif words:
+            kind, key = self.word_arg
+            where = f"keyword argument {key!r}" if kind == "kwarg" else f"positional argument {key}"
+            raise ValueError(f"this call passes no word ids (the model's {where}, observed at site "
+                             f"'{self.obs_site}'); fitting, scoring and starting a guide need them: only a call "
+                             "that generates words (Predictive with a fitted guide) may leave them out")
+        else:
+            word = torch.zeros_like(doc)
         if doc.shape != word.shape or doc.dim() != 1:
             raise ValueError(f"document ids {tuple(doc.shape)} and word ids {tuple(word.shape)} must be equal-length "
                              "1-D arrays")
@@ -167,7 +183,7 @@ class HDPSpec(ArgumentReader):
             if value is not None:
                 return int(value)
         if self.docs_from_tokens:
-            doc, _ = self._raw_tokens(args, kwargs)
+            doc, _ = self._raw_tokens(args, kwargs, words=False)
             return int(doc.max()) + 1 if len(doc) else 0
         return self.num_docs
 
@@ -175,7 +191,7 @@ class HDPSpec(ArgumentReader):
         """The call's tokens as one ``(N, 2)`` tensor of (document id, word id) rows, the object the
         data fingerprint is taken of; the same tensor object while the call's token arrays are."""
         doc = self._get(self.doc_arg, args, kwargs)
-        word = self._get(self.word_arg, args, kwargs)
+        word = self._get(self.word_arg, args, kwargs, None)
         versions = (getattr(doc, "_version", None), getattr(word, "_version", None))
         cached = self.extra.get("_raw")
         if cached is not None and cached[0] is doc and cached[1] is word and cached[2] == versions:
@@ -195,9 +211,10 @@ class HDPSpec(ArgumentReader):
             self.extra["_raw"] = cached[:4] + (int(fingerprint(raw)[2]),)
         return self.plate_size(args, kwargs), len(raw), self.extra["_raw"][4]
 
-    def tokens(self, args, kwargs):
-        """The model's ``(doc, word)`` token arrays (all documents), validated."""
-        doc, word = self._raw_tokens(args, kwargs)
+    def tokens(self, args, kwargs, words=True):
+        """The model's ``(doc, word)`` token arrays (all documents), validated; ``words=False``: zeros for
+        the words of a call that leaves them out (:meth:`_raw_tokens`)."""
+        doc, word = self._raw_tokens(args, kwargs, words)
         size = self.plate_size(args, kwargs)
         if len(doc) and (int(doc.min()) < 0 or int(doc.max()) >= size):
             raise ValueError(f"document ids must lie in [0, {size}) (the document plate's size)")
@@ -205,9 +222,10 @@ class HDPSpec(ArgumentReader):
             raise ValueError(f"word ids must lie in [0, {self.V}) (the topics' vocabulary)")
         return doc, word
 
-    def batch(self, args, kwargs, docs=None):
-        """The :class:`TokenBatch` of documents ``docs`` (default: the model's batch, else all)."""
-        doc, word = self.tokens(args, kwargs)
+    def batch(self, args, kwargs, docs=None, words=True):
+        """The :class:`TokenBatch` of documents ``docs`` (default: the model's batch, else all);
+        ``words=False`` as :meth:`tokens`."""
+        doc, word = self.tokens(args, kwargs, words)
         if docs is None:
             docs = self.batch_indices(args, kwargs)
         size = self.plate_size(args, kwargs)
@@ -218,7 +236,7 @@ class HDPSpec(ArgumentReader):
         key = local * self.V + word[tokens]
         pairs, token_pair, count = torch.unique(key, return_inverse=True, return_counts=True)
         return TokenBatch(docs, tokens, local, pairs // self.V, pairs % self.V, count.to(torch.float64), token_pair,
-                          size, self.corpus_key(args, kwargs))
+                          size, self.corpus_key(args, kwargs) if self.has_words(args, kwargs) else None)
 
 
 def is_hdp(global_sites, T):

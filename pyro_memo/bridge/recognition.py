@@ -129,6 +129,19 @@ class ModelSpec(ArgumentReader):
         """The data argument of this call, as passed."""
         return self._get(self.data_arg, args, kwargs)
 
+    def raw_data_or_none(self, args, kwargs):
+        """The data argument of this call, or ``None`` where the call leaves it out."""
+        return self._get(self.data_arg, args, kwargs, None)
+
+    def no_data_message(self):
+        """Why a guide cannot run on a call without the data, and the call that draws new data."""
+        kind, key = self.data_arg
+        where = f"keyword argument {key!r}" if kind == "kwarg" else f"positional argument {key}"
+        return (f"this call passes no data (the model's {where}, observed at site '{self.obs_site}'): the guide's "
+                f"assignments '{self.assignment_site}' are those of observed items. To draw new data from the fitted "
+                "posterior, let the model draw the assignments too: pyro.infer.Predictive(model, "
+                "posterior_samples=guide.sample_posterior(num_samples))(...)")
+
     def plate_args(self, args, kwargs):
         """``(size, subsample, subsample_size)`` of the data plate for this call, read from the call:
         the size is the data argument's length (when the recognised plate's size was that length),
@@ -815,6 +828,9 @@ def _observed_count_error(observed):
                                                  f"{names[-1]!r}]"
     sequential = next((f for s in observed for f in s["cond_indep_stack"] if not f.vectorized), None)
     hint = ""
+    if not names:
+        hint = (": this call observes nothing (its data argument left out or None?); recognising the model, and "
+                "starting a guide, need a call with the data")
     if sequential is not None:
         hint = (f"; they come from the sequential plate '{sequential.name}' (`for i in pyro.plate(...)`, one site "
                 f"per item): write it vectorised, `with pyro.plate('{sequential.name}', N):`, with one observed "

@@ -243,3 +243,46 @@ def test_infer_discrete_decodes_assignments_after_batch_training():
     theta, topic = globals_trace.nodes["theta"]["value"], globals_trace.nodes["topic"]["value"]
     expected = (theta[doc_of].log() + topic[:, words].T.log()).argmax(-1)
     assert torch.equal(c, expected)
+
+
+@pytest.mark.parametrize("trained_by", ["fit_memoized", "guide_call"])
+def test_predictive_generates_the_words_of_new_documents(trained_by):
+    """``Predictive`` with the words left out generates them: each document's topics then follow its
+    weights alone (the local optimum without word evidence: ``q(z)`` alike for a document's tokens,
+    ``q(z_k) ∝ exp(E log pi_k)``, ``theta = alpha E[beta] + N_d q(z)``), never the tail topic."""
+    doc_of, words, D, V = corpus(14)
+    pyro.clear_param_store()
+    own = pm.models.HDPTopicModel(V, K, alpha=ALPHA, gamma=GAMMA, lam0=LAM0)
+    if trained_by == "fit_memoized":
+        guide = pm.fit_memoized(own, doc_of, words, num_batches=2, laps=3, seed=0).guide
+    else:
+        guide = pm.HDPGuide(own, seed=0)
+        guide(doc_of, words)
+    new_doc = torch.tensor([0] * 30 + [1] * 5 + [2] * 12)
+    samples = Predictive(own, guide=guide, num_samples=20)(new_doc)
+    assert samples["x"].shape == (20, len(new_doc)) and samples["pi"].shape == (20, 3, K + 1)
+    assert int(samples["x"].min()) >= 0 and int(samples["x"].max()) < V
+    with torch.no_grad():
+        trace = poutine.trace(guide).get_trace(new_doc)
+    probs = trace.nodes["z"]["fn"].probs.double()
+    theta = trace.nodes["pi"]["fn"].concentration.double()
+    assert bool((probs[:, K] == 0).all()) and bool(torch.isfinite(theta).all())
+    for d in range(3):
+        rows = probs[new_doc == d]
+        torch.testing.assert_close(rows, rows[:1].expand_as(rows), rtol=0, atol=1e-12)
+        own_weights = torch.softmax(torch.digamma(theta[d, :K]), 0)
+        torch.testing.assert_close(rows[0, :K], own_weights, rtol=0, atol=1e-3)
+    prior = guide.posterior.alpha * pm.stick_breaking_weights(guide.posterior.rho)
+    torch.testing.assert_close(theta - prior, torch.tensor([[30.0], [5.0], [12.0]], dtype=F64) * probs[[0, 30, 35]])
+
+
+def test_a_call_without_the_words_that_needs_them_names_the_argument():
+    doc_of, words, D, V = corpus(15)
+    pyro.clear_param_store()
+    own = pm.models.HDPTopicModel(V, K)
+    with pytest.raises(ValueError, match="observes nothing.*call with the data"):
+        pm.HDPGuide(own)(doc_of)  # no fitted topics to generate from, and none to start from
+    guide = pm.HDPGuide(own)
+    guide(doc_of, words)
+    with pytest.raises(ValueError, match="passes no word ids.*positional argument 1.*site 'x'"):
+        guide.elbo(doc_of)  # the bound scores words

@@ -70,3 +70,16 @@ def test_model_runs_under_svi_and_predictive():
     assert samples["x"].shape == (5, 30, 2)
     prior = pyro.infer.Predictive(model, num_samples=4)(None, num_data=7)
     assert prior["x"].shape == (4, 7, 2) and prior["z"].shape == (4, 7)
+
+
+def test_predictive_without_the_data_points_to_posterior_samples():
+    """A fitted guide's assignments are those of observed items: a call without the data is refused by
+    name, and the route it names (the model drawing the assignments) generates new data."""
+    pyro.clear_param_store()
+    x = make_data("gauss", 30, D=2, seed=5)
+    model = pm.DPMixtureModel(pm.Gaussian.from_data(x), T=3)
+    result = pm.fit_vb(model, x)
+    with pytest.raises(ValueError, match="passes no data.*argument 0.*site 'x'.*posterior_samples="):
+        pyro.infer.Predictive(model, guide=result.guide, num_samples=2)(None, num_data=7)
+    draws = pyro.infer.Predictive(model, posterior_samples=result.guide.sample_posterior(4))(None, num_data=7)
+    assert draws["x"].shape == (4, 7, 2) and bool(torch.isfinite(draws["x"]).all())
