@@ -110,15 +110,17 @@ def link_roles(e_log_pi_src, e_log_pi_dst, e_log_w, log_eps):
     """
     a, log_si = node_weights(e_log_pi_src)  # a = A_i / S_i
     b, log_sj = node_weights(e_log_pi_dst)
-    bk = torch.exp(e_log_w - log_eps)  # e^{E log w_k} / eps
+    # e^{E log w_k} / eps, over e^shift so that it cannot overflow (a small eps, float32)
+    shift = (e_log_w - log_eps).max().clamp_min(0.0)
+    bk, rest = torch.exp(e_log_w - log_eps - shift), torch.exp(-shift)
     ab = a * b
-    # Z / (eps S_i S_j) = 1 - sum_k a_k b_k + sum_k a_k b_k B_k / eps  (both parts non-negative)
-    off = (1.0 - ab.sum(-1)).clamp_min(0.0)
+    # Z / (eps S_i S_j e^shift) = (1 - sum_k a_k b_k) e^-shift + sum_k a_k b_k B_k  (both parts non-negative)
+    off = (1.0 - ab.sum(-1)).clamp_min(0.0) * rest
     z = off + (ab * bk).sum(-1)
     diag = ab * bk / z[:, None]
-    q_src = a * ((1.0 - b) + b * bk) / z[:, None]
-    q_dst = b * ((1.0 - a) + a * bk) / z[:, None]
-    log_z = log_eps + log_si + log_sj + torch.log(z)
+    q_src = a * ((1.0 - b) * rest + b * bk) / z[:, None]
+    q_dst = b * ((1.0 - a) * rest + a * bk) / z[:, None]
+    log_z = log_eps + shift + log_si + log_sj + torch.log(z)
     on = diag.sum(-1)
     entropy = (log_z - (q_src * e_log_pi_src).sum(-1) - (q_dst * e_log_pi_dst).sum(-1) - (diag * e_log_w).sum(-1)
                - (1.0 - on) * log_eps)

@@ -113,6 +113,28 @@ def test_the_structured_link_factor_is_the_pairs_optimum(seed):
         assert value(other) < best + 1e-12
 
 
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("dtype, eps", [(torch.float32, 1e-40), (torch.float32, 1e-30), (torch.float64, 1e-310)])
+def test_the_link_factor_of_a_tiny_eps_is_finite_and_exact(seed, dtype, eps):
+    """e^{E log w_k} / eps overflows float32 below eps = 1e-38 (float64 below 1e-308): the factor is formed
+    over its largest term, so it stays finite, and with the off-diagonal mass negligible its marginals and the
+    pair's optimal term (eq. R1) are those of the diagonal alone."""
+    rng = np.random.default_rng(seed)
+    K, L = int(rng.integers(1, 6)), 7
+    pi_i, pi_j = (torch.as_tensor(rng.normal(size=(L, K))) for _ in range(2))
+    e_log_w = torch.as_tensor(-rng.uniform(0.1, 3, K))
+    small = link_roles(*(t.to(dtype) for t in (pi_i, pi_j, e_log_w)), math.log(eps))
+    assert all(bool(torch.isfinite(t).all()) for t in small)
+    q_src, q_dst, diag, entropy = (t.double() for t in small)
+    torch.testing.assert_close(q_src, diag)  # all the mass on the diagonal: s = r
+    torch.testing.assert_close(q_dst, diag)
+    score = pi_i + pi_j + e_log_w  # q(s = r = k) ∝ exp(E log pi_ik + E log pi_jk + E log w_k)
+    torch.testing.assert_close(diag, torch.softmax(score, -1), rtol=1e-5, atol=1e-6)
+    # the pair's optimal term is log Z = logsumexp over the diagonal once the off-diagonal mass vanishes
+    best = (q_src * pi_i).sum(-1) + (q_dst * pi_j).sum(-1) + (diag * e_log_w).sum(-1) + entropy
+    torch.testing.assert_close(best, torch.logsumexp(score, -1), rtol=1e-5, atol=1e-4)
+
+
 def random_factors(rng, N, K):
     return tuple(torch.as_tensor(rng.dirichlet(np.full(K, 0.5), size=N)) for _ in range(2))
 
