@@ -125,9 +125,10 @@ class Multinomial(ConjugateFamily):
 
     @staticmethod
     def example_data(labels, clusters, D, generator):
-        """Count rows of 5-24 draws from per-group Dirichlet(1) probabilities (drawn with torch's global
-        generator)."""
-        probs = torch.distributions.Dirichlet(torch.ones(D, dtype=torch.float64)).sample((clusters,))
+        """Count rows of 5-24 draws from per-group Dirichlet(1) probabilities (normalised Exp(1) draws),
+        all from ``generator``."""
+        exp1 = -torch.log1p(-torch.rand(clusters, D, dtype=torch.float64, generator=generator))
+        probs = exp1 / exp1.sum(1, keepdim=True)
         counts = 5 + torch.randint(20, (len(labels),), generator=generator)
         return torch.stack([torch.multinomial(probs[k], int(c), replacement=True, generator=generator).bincount(
             minlength=D).double() for k, c in zip(labels, counts, strict=True)])
