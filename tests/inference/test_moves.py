@@ -315,3 +315,37 @@ def test_a_birth_target_that_collects_nothing_counts_as_a_failure_so_the_fit_con
         x, num_batches=3)
     assert fit.converged and len(fit.elbo_trace) < 100
     assert all(b >= a - 1e-9 * abs(a) for a, b in zip(fit.elbo_trace, fit.elbo_trace[1:], strict=False))
+
+
+def three_elongated_clusters(D=50, n=800, seed=0):
+    """Three clusters 12 apart along the axes, each with a 10:1 standard deviation along its own random
+    direction: a birth from K = 1 splits them, but its target keeps a broad remnant that costs more in
+    D = 50 than the split gains."""
+    g = torch.Generator().manual_seed(seed)
+    parts = []
+    for k in range(3):
+        q, _ = torch.linalg.qr(torch.randn(D, D, generator=g, dtype=torch.float64))
+        scale = torch.ones(D, dtype=torch.float64)
+        scale[0] = 10.0
+        centre = torch.zeros(D, dtype=torch.float64)
+        centre[k] = 12.0 * (k - 1)
+        parts.append(centre + (torch.randn(n, D, generator=g, dtype=torch.float64) * scale) @ q.T)
+    return torch.cat(parts)
+
+
+def test_a_birth_whose_target_keeps_a_costly_remnant_is_kept_once_the_remnant_is_absorbed():
+    """The expanded model alone scores below K = 1 (the target's remnant, a broad 50-D component of a
+    few hundred items); merged into a fresh component (exact: the adoption lap's batches carried the
+    pair's merged entropy) it pays, so the birth is kept, and the memo stays the exact summary."""
+    x = three_elongated_clusters()
+    family = pm.Gaussian.from_data(x)
+    one = pm.MemoizedVB(family, 1, laps=3, tol=0).fit(x, num_batches=2)
+    result = pm.MemoizedVB(family, 1, laps=3, tol=0, moves="birth", seed=0).fit(x, num_batches=2)
+    assert result.state.move_log[1]["birth"] == {"proposed": 1, "accepted": 1}
+    assert result.posterior.K >= 2
+    assert result.elbo_trace[-1] > one.elbo_trace[-1] + 1000
+    gains = result.state.move_gains
+    assert gains and all(g["after"] > g["before"] for g in gains)
+    assert_memo_is_exact(x, result, 2)
+    cache = result.state.cache
+    assert float(result.posterior.elbo(cache.total)) == pytest.approx(result.elbo_trace[-1], rel=1e-12)

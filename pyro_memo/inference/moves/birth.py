@@ -34,7 +34,12 @@ class BirthMove(Move):
       is again exactly the summary of the data.
 
     After the adoption lap the expanded model is kept only if its exact full-data ELBO beats
-    the ELBO before adoption; otherwise the memo and globals go back to their saved state, and
+    the ELBO before adoption. A target often keeps a remnant of its items beside its fresh
+    components (a broad component that costs more than the split gains, in high dimensions most
+    of all), so where the expanded model alone does not pay, each fresh component's best old
+    partner (eq. 12, chosen when the birth is adopted; the lap's batches carry the pair's merged
+    entropy) may absorb it, a merge kept only where the exact ELBO rises (:meth:`absorb_remnants`);
+    the birth is then judged with those merges. Otherwise the memo and globals go back to their saved state, and
     the lap's batch steps go with them. A reverted lap creates nothing (its subsample was drawn
     under the model it reverted), so the next lap adopts nothing: it redoes those batch steps
     without a birth and collects a new subsample under the restored model. A rejected birth
@@ -79,11 +84,14 @@ class BirthMove(Move):
         self.pending_targets = 0  # targets whose fresh components are pending (then adopted)
         self.snapshot = None  # memo, posterior and exact ELBO before an adoption
         self.targets = []
+        self.absorb = None  # (old, fresh) pairs an adoption lap's batches carry merged entropies of
         self.lap_seed = 0
         self._kept = None  # per target: the (rows, keys) kept so far this lap, or None
 
     # --------------------------------------------------------------- adoption
     def start_lap(self, state, driver):
+        self.clear_terms(state)
+        self.absorb = None
         post = state.posterior
         # a pending birth joins a complete memo; a fit that starts with an empty one (a memory-bounded
         # epoch's model building) keeps it for the next lap
@@ -100,6 +108,7 @@ class BirthMove(Move):
                              torch.cat([zeros.entropy, torch.zeros_like(fresh.entropy)]), fresh.num_items)
             state.cache.replace(PSEUDO_BATCH, pseudo)
             state.posterior = post.optimal_for(state.cache.total)
+            self.absorb = absorb_candidates(post.family, state.cache.total, K)
             self.log(state, proposed=1)
         if ready:
             self.pending = None
@@ -137,6 +146,14 @@ class BirthMove(Move):
             found.append(self._smallest(rows, keys) if rows.shape[0] else None)
         return found if any(f is not None for f in found) else None
 
+    def batch_terms(self, batch, local):
+        """In an adoption lap: the merged entropy of each :attr:`absorb` pair in this batch."""
+        return None if self.absorb is None else self.batch_pair_entropy(batch, local, self.absorb)
+
+    def batch_pair_entropy(self, batch, local, pairs):
+        """``(P,)`` merged-assignment entropy of each pair in ``batch`` with responsibilities ``local``."""
+        return pair_entropies(local, pairs)
+
     def take_visit(self, state, key, payload, summary):
         """Bottom-k sampling, driver side: for each target, the ``subsample_size`` smallest keys seen so
         far are kept, a uniform sample of all its eligible items of the lap."""
@@ -171,6 +188,8 @@ class BirthMove(Move):
             cache.total = cache.recomputed_total()
             value, state.posterior = optimal_elbo(state.posterior, cache.total)
             batches, total, posterior, before = self.snapshot
+            if value <= before:
+                value = self.absorb_remnants(state, value)
             if value > before:
                 self.log(state, accepted=1)
                 self.record_gain(state, before, value)
@@ -199,6 +218,29 @@ class BirthMove(Move):
             self.failures += len(self._kept or ()) - len(births)
         self._kept = None
 
+    def absorb_remnants(self, state, value):
+        """Merge old components into fresh ones after an adoption lap (eq. 8, exact: the batches
+        carried each :attr:`absorb` pair's merged entropy): each old component's best pair, where it
+        raises the exact ELBO above ``value``, and at most one merge per component. Returns the ELBO."""
+        terms, pairs = self.collected_terms(state), self.absorb
+        cache = state.cache
+        if terms is None or pairs is None or cache.total.K != int(pairs[:, 1].max()) + 1:
+            return value
+        entropy = sum(terms.values())
+        best = {}  # old component -> (ELBO, pair)
+        for p, (a, b) in enumerate(pairs.tolist()):
+            merged, _ = optimal_elbo(state.posterior, cache.total.merge(a, b, entropy[p]))
+            if merged > best.get(a, (value,))[0]:
+                best[a] = (merged, p)
+        # the highest fresh index first: a merge removes its fresh component, renumbering only those above it
+        for _, p in sorted(best.values(), key=lambda v: -int(pairs[v[1], 1])):
+            a, b = pairs[p].tolist()
+            merged, _ = optimal_elbo(state.posterior, cache.total.merge(a, b, entropy[p]))
+            if merged > value:
+                rewrite_memo(state, lambda key, s, a=a, b=b, p=p: s.merge(a, b, terms[key][p]))
+                value = merged
+        return value
+
     def create(self, posterior, sub):
         """The subsample's summary under a fresh mixture (:func:`fresh_mixture`, seeded from the move's
         generator)."""
@@ -226,6 +268,17 @@ class BirthMove(Move):
         self.failures = int(d.get("failures", 0))
         self.pending_targets = int(d.get("pending_targets", self.pending is not None))
         self.reverted = bool(d.get("reverted", False))
+
+
+def absorb_candidates(family, total, K):
+    """``(F, 2)`` pairs ``(old, fresh)``: each fresh component (index ``K`` and up in the expanded
+    ``total``) with the old component that merges best with it by eq. 12, its target as a rule."""
+    device = total.counts.device
+    fresh = torch.arange(K, total.K, device=device)
+    pairs = torch.cartesian_prod(torch.arange(K, device=device), fresh)
+    _, scores = merge_scores(family, total, pairs)
+    old = scores.reshape(K, len(fresh)).argmax(0)
+    return torch.stack([old, fresh], 1)
 
 
 def side_by_side(summaries):

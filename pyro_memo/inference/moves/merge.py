@@ -6,11 +6,11 @@ from ...engine.moves import PairMergeMove, candidate_pairs
 from .base import optimal_elbo, rewrite_memo
 
 
-def merge_scores(family, summary):
-    """Paper 000 eq. 12 for every pair ``a < b``:
+def merge_scores(family, summary, pairs=None):
+    """Paper 000 eq. 12 for every pair ``a < b`` (or the rows of ``pairs``):
     :math:`\\log M(S_a + S_b) - \\log M(S_a) - \\log M(S_b)`; returns ``(pairs (P, 2), scores (P,))``."""
-    K = summary.K
-    pairs = torch.combinations(torch.arange(K, device=summary.counts.device), 2)
+    if pairs is None:
+        pairs = torch.combinations(torch.arange(summary.K, device=summary.counts.device), 2)
     if len(pairs) == 0:
         return pairs, summary.counts.new_zeros(0)
     single = family.log_marginal(summary.counts, summary.stats)

@@ -43,6 +43,9 @@ class TiedBirthMove(BirthMove):
             return None
         return super().batch_visit(posterior, key, batch.points, local[1])
 
+    def batch_pair_entropy(self, batch, local, pairs):
+        return tied_pair_entropies(batch, local, pairs)
+
 
 class TiedMergeMove(MergeMove):
     """:class:`~pyro_memo.inference.moves.MergeMove` on the memory: clump-weighted pair entropies
