@@ -67,7 +67,7 @@ def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, cal
     ones = torch.ones(len(doc)).numpy()
     matrix = sp.coo_matrix((ones, (doc.cpu().numpy(), word.cpu().numpy())), shape=(spec.num_docs, spec.V))
     driver = MemoizedHDP(K=spec.K, alpha=spec.alpha, gamma=spec.gamma, lam0=spec.lam0, laps=laps, tol=tol, seed=seed,
-                         alpha_prior=spec.alpha_prior, gamma_prior=spec.gamma_prior)
+                         alpha_prior=spec.alpha_prior, gamma_prior=spec.gamma_prior, device=doc.device)
     fit = driver.fit(from_counts(matrix), num_batches, callback=callback)
     guide.set_posterior(fit.posterior)
     guide.record_data(*args, **kwargs)

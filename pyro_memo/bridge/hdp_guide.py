@@ -112,7 +112,8 @@ class HDPGuide(GlobalSiteReadouts):
         self._fingerprint.record(self.prefix, self.spec.raw_data(args, kwargs))
 
     def initial_posterior(self, *args, **kwargs):
-        """Sticks at their prior; topic ``k`` is ``lam0`` plus the word counts of a random document."""
+        """Sticks at their prior; topic ``k`` is ``lam0`` plus the word counts of a random document. Drawn on
+        the CPU (one seed, one start on every device), then on the tokens' device."""
         spec = self.spec
         doc, word = spec.tokens(args, kwargs)
         size = spec.plate_size(args, kwargs)
@@ -120,9 +121,10 @@ class HDPGuide(GlobalSiteReadouts):
             (doc.cpu(), word.cpu()), torch.ones(len(doc), dtype=torch.float64), accumulate=True)
         g = torch.Generator().manual_seed(self.seed)
         pick = torch.randint(size, (spec.K,), generator=g)
-        lam = spec.lam0 + counts[pick] + 0.01 * torch.rand(spec.K, spec.V, generator=g, dtype=torch.float64)
-        rho = torch.full((spec.K,), 1.0 / (1.0 + spec.gamma), dtype=torch.float64)
-        omega = torch.full((spec.K,), 1.0 + spec.gamma, dtype=torch.float64)
+        noise = 0.01 * torch.rand(spec.K, spec.V, generator=g, dtype=torch.float64)
+        lam = (spec.lam0 + counts[pick] + noise).to(word.device)
+        rho = torch.full((spec.K,), 1.0 / (1.0 + spec.gamma), dtype=torch.float64, device=word.device)
+        omega = torch.full((spec.K,), 1.0 + spec.gamma, dtype=torch.float64, device=word.device)
         return HDPPosterior(lam, rho, omega, learnable(spec.alpha, spec.alpha_prior),
                             learnable(spec.gamma, spec.gamma_prior), spec.lam0)
 

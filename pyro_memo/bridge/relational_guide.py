@@ -46,6 +46,11 @@ def observed_graph(src, dst, y, N):
     return Graph(links, N, missing=missing)
 
 
+def _pair_tensor(pairs, device):
+    """A graph's ``pairs`` (its edges or missing pairs) as a ``(P, 2)`` long tensor on ``device``."""
+    return torch.as_tensor(np.array(pairs), dtype=torch.long, device=device).reshape(-1, 2)
+
+
 class RelationalGuide(GlobalSiteReadouts):
     """``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(pi_i) = Dir(theta_i)``,
     ``q(w_k) = Beta(a_k, b_k)`` and per pair a joint ``q(s, r)`` over the explicit communities for a
@@ -119,14 +124,19 @@ class RelationalGuide(GlobalSiteReadouts):
             self._raw = (pairs, torch.stack([src.double(), dst.double(), y], 1))
         return self._raw[1]
 
+    def _device(self, args, kwargs):
+        """The device of the call's pairs, where the guide keeps its globals and computes."""
+        return self.spec.pairs(args, kwargs)[0].device
+
     def graph(self, args, kwargs):
-        """``(Graph, GraphPairs)`` of the call's pairs (:func:`observed_graph`), rebuilt only when they change."""
+        """``(Graph, GraphPairs)`` of the call's pairs (:func:`observed_graph`; the ``GraphPairs`` on their
+        device), rebuilt only when they change."""
         pairs = self.spec.pairs(args, kwargs)
         seen = self._graph[0] if self._graph is not None else None
         if seen is not pairs and (seen is None or not all(torch.equal(a, b) for a, b in zip(seen, pairs, strict=True))):
             graph = observed_graph(*pairs, self.spec.N)
-            edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long).reshape(-1, 2)
-            missing = torch.as_tensor(np.array(graph.missing), dtype=torch.long).reshape(-1, 2)
+            device = self._device(args, kwargs)
+            edges, missing = _pair_tensor(graph.edges, device), _pair_tensor(graph.missing, device)
             self._graph = (pairs, graph, graph_pairs(edges, missing, graph.num_nodes))
         return self._graph[1], self._graph[2]
 
@@ -143,12 +153,14 @@ class RelationalGuide(GlobalSiteReadouts):
         self._fingerprint.check(self.prefix, raw)
 
     def initial_posterior(self, *args, **kwargs):
-        """The globals :class:`~pyro_memo.relational.MemoizedRelational` starts from on the call's graph."""
+        """The globals :class:`~pyro_memo.relational.MemoizedRelational` starts from on the call's graph, on
+        its pairs' device."""
         s = self.spec
         graph, _ = self.graph(args, kwargs)
+        device = self._device(args, kwargs)
         driver = MemoizedRelational(K=s.K, alpha=s.alpha, gamma=s.gamma, tau=s.tau, eps=s.eps, seed=self.seed,
-                                    init=self.init)
-        return driver.initial_posterior(NodeBatches(graph, [np.arange(graph.num_nodes)]))
+                                    init=self.init, device=device)
+        return driver.initial_posterior(NodeBatches(graph, [np.arange(graph.num_nodes)], device))
 
     def _names(self):
         return {k: f"{self.prefix}.{k}" for k in _CONSTRAINTS}
@@ -202,9 +214,11 @@ class RelationalGuide(GlobalSiteReadouts):
         self.setup(*args, **kwargs)
         spec = self.spec
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
+        src = torch.as_tensor(spec._get(spec.src_arg, args, kwargs)).long()
+        dst = torch.as_tensor(spec._get(spec.dst_arg, args, kwargs)).long()
         y = spec._get(spec.y_arg, args, kwargs, None)
         if y is None:  # no links to score: the graph does not matter, every pair's roles follow the memberships
-            post = self._posterior(graph_pairs(torch.zeros(0, 2, dtype=torch.long), None, spec.N))
+            post = self._posterior(graph_pairs(torch.zeros(0, 2, dtype=torch.long, device=src.device), None, spec.N))
         else:
             post = self.posterior_for(*args, **kwargs)
         links = dist.Beta(post.w_a.to(**like), post.w_b.to(**like))
@@ -219,11 +233,9 @@ class RelationalGuide(GlobalSiteReadouts):
         if not shared:
             with pyro.plate(spec.link_plate, spec.K):
                 pyro.sample(spec.link_site, links)
-        src = torch.as_tensor(spec._get(spec.src_arg, args, kwargs)).long()
-        dst = torch.as_tensor(spec._get(spec.dst_arg, args, kwargs)).long()
-        y = torch.zeros(len(src), dtype=torch.float64) if y is None else torch.as_tensor(y).double()
+        y = torch.zeros(len(src), dtype=torch.float64, device=src.device) if y is None else torch.as_tensor(y).double()
         rows = spec.batch_indices(args, kwargs)
-        idx = torch.arange(len(src)) if rows is None else rows
+        idx = torch.arange(len(src), device=src.device) if rows is None else rows
         table = HDPRelationalGuide(post).pair_table(src[idx], dst[idx], y[idx], pi.double())
         with pyro.plate(spec.pair_plate, len(src), subsample=rows):
             sample_pair_roles(table.to(**like), spec.source_site, spec.receiver_site)
@@ -235,8 +247,9 @@ class RelationalGuide(GlobalSiteReadouts):
         self.setup(*args, **kwargs)
         post = self.posterior_for(*args, **kwargs)
         graph, _ = self.graph(args, kwargs)
-        edges = torch.as_tensor(np.array(graph.edges), dtype=torch.long).reshape(-1, 2)
-        _, summary = post.local_step(edges, torch.ones(self.spec.N, dtype=torch.bool))
+        device = self._device(args, kwargs)
+        edges = _pair_tensor(graph.edges, device)
+        _, summary = post.local_step(edges, torch.ones(self.spec.N, dtype=torch.bool, device=device))
         return float(post.elbo(summary))
 
     def normaliser_gap(self, *args, **kwargs):

@@ -323,7 +323,8 @@ def verify_relational_wiring(model, args, kwargs, spec):
     w = (0.1 + 0.8 * torch.rand(K, generator=g, dtype=torch.float64)).to(**like)
     s = torch.randint(K + 1, (n,), generator=g)
     r = torch.where(torch.rand(n, generator=g) < 0.5, s, torch.randint(K + 1, (n,), generator=g))
-    data = _roles_data(spec, s.to(like["device"]), r.to(like["device"]), w, u)
+    s, r = s.to(like["device"]), r.to(like["device"])
+    data = _roles_data(spec, s, r, w, u)
     trace = _trace(model, args, kwargs, data)
     conc = _concentration(trace.nodes[spec.membership_site]).reshape(-1, K + 1)
     expected = spec.alpha * stick_breaking_weights(u.double())
@@ -332,8 +333,8 @@ def verify_relational_wiring(model, args, kwargs, spec):
                                   f"(alpha = {spec.alpha:.6g}). Supported relational form: {RELATIONAL_FORM}")
     p = _link_probs(model, args, kwargs, spec, data)
     same = (s == r) & (s < K)
-    want = torch.where(same, w.double().cpu()[s.clamp(max=K - 1)], torch.full_like(p, spec.eps))
-    if not bool(torch.allclose(p.cpu(), want, rtol=1e-6, atol=0)):
+    want = torch.where(same, w.double()[s.clamp(max=K - 1)], torch.full_like(p, spec.eps))
+    if not bool(torch.allclose(p, want, rtol=1e-6, atol=0)):
         raise ModelStructureError(f"observed site '{spec.obs_site}': its link probability is not w[s] (site "
                                   f"'{spec.link_site}') where the roles '{spec.source_site}' and "
                                   f"'{spec.receiver_site}' agree on an explicit community, else eps = {spec.eps:.6g}. "

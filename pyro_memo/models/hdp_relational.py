@@ -60,9 +60,9 @@ class HDPRelationalModel:
         pair for the full model, a pair left out is unobserved), ``y`` ``(E,)`` their observed links
         as floats 0/1 (``None`` to generate). ``batch``: the positions of a batch's pairs, the pair
         plate's subsample (:func:`~pyro_memo.bridge.relational_recognition.batch_pairs` gives a batch
-        of nodes' pairs; default every pair). Returns the batch's links."""
+        of nodes' pairs; default every pair). Returns the batch's links. The model runs on ``src``'s device."""
         src, dst = _pairs(src, dst, self.N)
-        one = torch.ones((), dtype=torch.float64)
+        one = torch.ones((), dtype=torch.float64, device=src.device)
         with pyro.plate("sticks", self.K):
             u = pyro.sample("u", dist.Beta(one, self.gamma * one))
         beta = stick_breaking_weights(u)  # (..., K + 1)
@@ -125,7 +125,7 @@ class HDPRelationalGuide:
         e_log_pi = post.e_log_pi[:, : post.K]
         e_log_w, _ = post.e_log_w()
         K = post.K
-        g = torch.full((K, K), math.log(post.eps), dtype=e_log_pi.dtype)
+        g = torch.full((K, K), math.log(post.eps), dtype=e_log_pi.dtype, device=e_log_pi.device)
         g = g + torch.diag(e_log_w - math.log(post.eps))  # eq. R1: E log w_k on the diagonal, log eps off it
         logits = e_log_pi[src][:, :, None] + e_log_pi[dst][:, None, :] + g
         linked = torch.softmax(logits.reshape(len(src), K * K), -1).reshape(len(src), K, K)

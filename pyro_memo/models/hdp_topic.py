@@ -63,10 +63,10 @@ class HDPTopicModel:
 
     def __call__(self, doc, word=None, num_docs=None):
         """Run the model on tokens: ``doc`` ``(N,)`` document index of each token, ``word``
-        ``(N,)`` observed word ids (``None`` to generate)."""
-        one = torch.ones((), dtype=torch.float64)
+        ``(N,)`` observed word ids (``None`` to generate); the model runs on ``doc``'s device."""
         num_docs = None if num_docs is None else as_positive_int(num_docs, "num_docs")
         doc = as_index_tensor(doc, num_docs, "doc")
+        one = torch.ones((), dtype=torch.float64, device=doc.device)
         num_docs = int(doc.max()) + 1 if num_docs is None else num_docs
         if word is not None:
             word = as_index_tensor(word, self.V, "word")
@@ -75,8 +75,9 @@ class HDPTopicModel:
         with pyro.plate("sticks", self.K):
             u = pyro.sample("u", dist.Beta(one, gamma))
         beta = stick_breaking_weights(u)  # (..., K + 1)
+        lam0 = torch.full((self.V,), self.lam0, dtype=torch.float64, device=one.device)
         with pyro.plate("topics", self.K + 1):
-            phi = pyro.sample("phi", dist.Dirichlet(torch.full((self.V,), self.lam0, dtype=torch.float64)))
+            phi = pyro.sample("phi", dist.Dirichlet(lam0))
         with pyro.plate("documents", num_docs):
             pi = pyro.sample("pi", dist.Dirichlet(alpha.unsqueeze(-1) * beta.unsqueeze(-2)))
         with pyro.plate("tokens", len(doc)):
