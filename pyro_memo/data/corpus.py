@@ -103,10 +103,16 @@ def from_counts(matrix, vocab=None):
     modified: the corpus holds its own copy (a CSR matrix of float64 would otherwise be summed and
     pruned in place, through the arrays it shares with the caller).
 
-    :raises ValueError: on negative or non-finite counts, or counts whose total overflows float64.
+    :raises ValueError: on complex, negative or non-finite counts, or counts whose total overflows float64.
     """
     import scipy.sparse as sp
 
+    kind = getattr(matrix, "dtype", None)
+    if kind is None and not sp.issparse(matrix) and isinstance(matrix, (list, tuple)):
+        kind = np.asarray(matrix).dtype
+    if kind is not None and np.issubdtype(kind, np.complexfloating):
+        raise ValueError(f"a count matrix must hold real counts; got complex dtype {kind} (its imaginary part would "
+                         f"be dropped)")
     try:
         m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as err:

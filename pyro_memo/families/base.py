@@ -227,21 +227,16 @@ class ConjugateFamily(ABC):
     def check_data(self, x, values_checked=False):
         """Validate ``x`` and return it as an ``(N, D)`` tensor of this family's dtype.
 
+        Data that are part of an autograd graph (``requires_grad``) are detached: they are observations,
+        not parameters, and no fit differentiates through them. Booleans are read as 0 / 1.
+
         :param bool values_checked: ``x``'s values passed this check before (a fixed batch read again
             on a later lap): its shape is checked, its values are not scanned again.
-        :raises ValueError: naming the problem (not numbers, rank, width, NaN/inf, support).
+
+        :raises ValueError: naming the problem (not real numbers, rank, width, NaN/inf, magnitude for the
+            dtype, support).
         """
-        try:
-            x = torch.as_tensor(x)
-        except (TypeError, ValueError, RuntimeError):
-            kind = getattr(x, "dtype", type(x).__name__)
-            raise ValueError(f"{self.name} data must be a numeric (N, D) array or tensor; got {kind}") from None
-        if x.dim() != 2:
-            raise ValueError(
-                f"{self.name} data must be a 2-D (N, D) array; got shape {tuple(x.shape)}"
-            )
-        if x.shape[0] == 0:
-            raise ValueError(f"{self.name} data is empty (N = 0)")
+        x = as_data_tensor(x, self.name)
         if x.shape[1] != self.dim:
             raise ValueError(
                 f"{self.name} data has {x.shape[1]} columns but the prior has dimension {self.dim}"
@@ -250,7 +245,7 @@ class ConjugateFamily(ABC):
         if values_checked:
             return x
         check_finite(x, self.name)
-        check_magnitude(x, self.name, self.stat_degree)
+        check_magnitude(x, self.name, self.stat_degree, small=False)  # the data's scale: initial_summary
         self._check_support(x)
         return x
 
@@ -472,8 +467,33 @@ def item_summaries(family, x, rows=512):
     return torch.ones(x.shape[0], dtype=x.dtype, device=x.device), stats
 
 
-def _as_float(x, dtype, device):
-    x = torch.as_tensor(x)
+def as_data_tensor(x, name):
+    """``x`` as a non-empty 2-D ``(N, D)`` tensor of real numbers (any real dtype; booleans kept, read as
+    0 / 1 when converted), detached from any autograd graph: data are observations, not parameters
+    (a tensor with ``requires_grad`` broke the fits' in-place products with a raw autograd error).
+
+    :raises ValueError: naming ``name`` for strings, objects or other non-numbers, complex numbers (their
+        imaginary part would be dropped), another rank, no rows or no columns.
+    """
+    try:
+        x = torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError):
+        kind = getattr(x, "dtype", type(x).__name__)
+        raise ValueError(f"{name} data must be a numeric (N, D) array or tensor; got {kind}") from None
+    if x.is_complex():
+        raise ValueError(f"{name} data must be real numbers; got complex dtype {str(x.dtype).removeprefix('torch.')} "
+                         f"(take x.real, x.imag or abs(x) as the data meant)")
+    if x.dim() != 2:
+        raise ValueError(f"{name} data must be a 2-D (N, D) array; got shape {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} data is empty (N = 0)")
+    if x.shape[1] == 0:
+        raise ValueError(f"{name} data has no columns (D = 0); got shape {tuple(x.shape)}")
+    return x.detach()
+
+
+def _as_float(x, dtype, device, name):
+    x = as_data_tensor(x, name)
     if not x.is_floating_point():
         x = x.to(dtype)
     return x.to(dtype=dtype, device=device)
@@ -481,9 +501,7 @@ def _as_float(x, dtype, device):
 
 def data_for_defaults(x, dtype, device, family):
     """``x`` as a float tensor for computing the data-scaled default priors of the class ``family``."""
-    x = _as_float(x, dtype, device)
-    if x.dim() != 2 or x.shape[0] == 0:
-        raise ValueError(f"{family.name} data must be a non-empty 2-D (N, D) array; got shape {tuple(x.shape)}")
+    x = _as_float(x, dtype, device, family.name)
     check_finite(x, family.name)
     check_magnitude(x, family.name, family.stat_degree)
     return x
@@ -522,18 +540,39 @@ def check_finite(x, name):
         raise NonFiniteDataError(name, len(bad), x.shape[0], int(bad[0]))
 
 
-def check_magnitude(x, name, degree):
-    """Raise :class:`ValueError` if sums over the rows of the ``(N, D)`` data ``x``'s entries to the power
-    ``degree`` (the sufficient statistics' highest, :attr:`ConjugateFamily.stat_degree`) can overflow
-    ``x``'s dtype: :math:`N D \\max |x|^{degree}` above its largest finite number (compared in logs)."""
-    largest = float(x.abs().amax())
-    limit = torch.finfo(x.dtype).max
-    if largest > 0 and degree * math.log(largest) + math.log(x.numel()) > math.log(limit):
-        sums = "squares" if degree == 2 else "values"
-        wider = "" if x.dtype == torch.float64 else " or fit in float64"
+def check_magnitude(x, name, degree, dtype=None, small=True, fix=None):
+    """Raise :class:`ValueError` if the ``(N, D)`` data ``x``'s entries to the power ``degree`` (the
+    sufficient statistics' highest, :attr:`ConjugateFamily.stat_degree`) leave the range of ``dtype``
+    (``x``'s own by default), compared in logs with the largest magnitude :math:`m` of the data:
+
+    - overflow: sums over the rows, :math:`N D m^{degree}`, above its largest finite number;
+    - underflow (``small``): :math:`m^{degree}` below its smallest normal number over its machine epsilon,
+      where the finest detail a sum of such terms resolves (:math:`\\epsilon m^{degree}`) is no longer a
+      normal number: squares of data at 1e-20 in float32 fall to subnormal numbers, at 1e-30 to zero, so the
+      default prior came out singular ("B is not positive definite") or every cluster merged as if the data
+      were zeros. This is a property of the whole data's scale, checked on data that stand for all of it
+      (the data a default prior is scaled to, the items a fit initialises from), not on each batch: a
+      batch of near-zero items among larger ones only adds terms too small to count.
+
+    All-zero data have no scale and pass. ``fix``: what the message suggests besides rescaling (default:
+    fitting in float64, for a narrower dtype)."""
+    dtype = x.dtype if dtype is None else dtype
+    largest = float(x.detach().abs().amax()) if x.numel() else 0.0
+    info = torch.finfo(dtype)
+    dtype_name = str(dtype).removeprefix("torch.")
+    wider = ("" if dtype == torch.float64 else " or fit in float64") if fix is None else f" or {fix}"
+    sums = "squares" if degree == 2 else "values" if degree == 1 else f"powers {degree}"
+    if largest == 0:
+        return
+    if degree * math.log(largest) + math.log(x.numel()) > math.log(info.max):
         raise ValueError(f"{name} data has values up to {largest:.3g} in magnitude: sums of their {sums} over "
-                         f"its {x.shape[0]} rows can overflow {str(x.dtype).removeprefix('torch.')} (largest "
-                         f"{limit:.3g}); rescale the data (e.g. standardise its columns){wider}")
+                         f"its {x.shape[0]} rows can overflow {dtype_name} (largest "
+                         f"{info.max:.3g}); rescale the data (e.g. standardise its columns){wider}")
+    if small and degree * math.log(largest) < math.log(info.tiny / info.eps):
+        raise ValueError(f"{name} data has values only up to {largest:.3g} in magnitude: their {sums} fall below "
+                         f"{dtype_name}'s range (smallest normal number {info.tiny:.3g}, resolved to its "
+                         f"precision {info.eps:.3g} from {info.tiny / info.eps:.3g} up) and underflow; rescale "
+                         f"the data (e.g. standardise its columns){wider}")
 
 
 class NonFiniteDataError(ValueError):

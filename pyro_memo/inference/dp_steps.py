@@ -137,7 +137,7 @@ class DPMixtureSteps:
         lap, and the scan cost 4% of a toy lap (1,000 items, D = 25)."""
         # per batch source (held weakly), the batches scanned in this fit (absent in copies: __getstate__)
         scanned = self.__dict__.setdefault("_scanned", weakref.WeakKeyDictionary()).setdefault(source, set())
-        x = check_batch(self.family, source, b, values_checked=b in scanned)
+        x = check_batch(self.family, source, b, values_checked=b in scanned, local_dtype=self.local_dtype)
         scanned.add(b)
         return x
 
@@ -150,7 +150,8 @@ class DPMixtureSteps:
         """``(summary, items)``: initial responsibilities' summary on the items
         :func:`~pyro_memo.inference.initialization.initial_items` picks (at most ``init_items``
         of them, chosen by ``seed`` whatever the batching)."""
-        return initial_summary(self.family, source, self.K, self.init, self.init_items, self.seed)
+        return initial_summary(self.family, source, self.K, self.init, self.init_items, self.seed,
+                               self.local_dtype)
 
     def initial_posterior(self, data, order=None):
         """Globals fitted to the initial responsibilities of ``data`` (a batch source or an

@@ -4,6 +4,7 @@ import numpy as np
 import torch
 
 from ..families import NonFiniteDataError
+from ..families.base import check_magnitude
 
 INITS = ("kmeans++", "random")
 
@@ -88,22 +89,34 @@ def initial_items(source, init_items, seed=0):
     return parts
 
 
-def check_batch(family, source, b, values_checked=False):
+def check_batch(family, source, b, values_checked=False, local_dtype=None):
     """Batch ``b`` of ``source`` validated by ``family`` (:meth:`~pyro_memo.families.ConjugateFamily.check_data`);
-    its error names the batch and, for contiguous batches, its rows (``source.describe(b)``)."""
+    its error names the batch and, for contiguous batches, its rows (``source.describe(b)``). With a
+    ``local_dtype`` (mixed precision) its values, on their first scan, must also not overflow that dtype
+    (:func:`~pyro_memo.families.base.check_magnitude` to the first power: the local step forms products
+    with the data in it, its statistics stay in the family's dtype)."""
     x = source.batch(b)
     try:
-        return family.check_data(x if torch.is_tensor(x) else np.asarray(x), values_checked=values_checked)
+        x = family.check_data(x if torch.is_tensor(x) else np.asarray(x), values_checked=values_checked)
+        if local_dtype is not None and local_dtype != x.dtype and not values_checked:
+            check_magnitude(x, family.name, 1, local_dtype, small=False, fix=LOCAL_FIX)
+        return x
     except NonFiniteDataError as err:
         raise err.within(source.describe(b), source.first_row(b)) from None
     except ValueError as err:
         raise ValueError(f"{source.describe(b)}: {err}") from None
 
 
-def initial_summary(family, source, K, init="kmeans++", init_items=10_000, seed=0):
+#: what a magnitude error of a mixed-precision fit suggests
+LOCAL_FIX = "leave local_dtype unset (the local step in the fit's dtype)"
+
+
+def initial_summary(family, source, K, init="kmeans++", init_items=10_000, seed=0, local_dtype=None):
     """``(summary, items)``: the summary of initial responsibilities
     (:func:`initial_responsibilities`) of the items :func:`initial_items` picks, and how many
-    items it covers."""
+    items it covers. Those items, drawn from all the data, stand for its scale: they must not be so
+    small that the family's statistics underflow its dtype, nor, with a ``local_dtype``, the data
+    themselves that one (:func:`~pyro_memo.families.base.check_magnitude`)."""
     from ..summaries import Summary
 
     try:
@@ -114,5 +127,8 @@ def initial_summary(family, source, K, init="kmeans++", init_items=10_000, seed=
             check_batch(family, source, b)
         raise
     x = torch.cat(parts)
+    check_magnitude(x, family.name, family.stat_degree)
+    if local_dtype is not None and local_dtype != x.dtype:
+        check_magnitude(x, family.name, 1, local_dtype, fix=LOCAL_FIX)
     resp = initial_responsibilities(x, K, init, seed)
     return Summary.from_responsibilities(family, x, resp), x.shape[0]
