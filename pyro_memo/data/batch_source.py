@@ -53,8 +53,15 @@ class BatchSource:
 
 
 def _bounds(n, num_batches):
+    """The ``num_batches + 1`` row bounds of ``num_batches`` near-equal contiguous batches of ``n`` items;
+    :class:`ValueError` unless ``num_batches`` is a whole number in ``[1, n]`` (``2.9`` is not cut to 2,
+    nor ``"3"`` read as 3)."""
     if n == 0:
         raise ValueError("the data are empty (N = 0): there is nothing to split into batches")
+    if isinstance(num_batches, bool) or not isinstance(num_batches, numbers.Real) \
+            or not float(num_batches).is_integer():
+        raise ValueError(f"the number of batches must be a whole number between 1 and N = {n}; got {num_batches!r}")
+    num_batches = int(num_batches)
     if not 1 <= num_batches <= n:
         raise ValueError(f"the number of batches must be between 1 and N = {n}; got {num_batches}")
     return np.linspace(0, n, num_batches + 1).round().astype(np.int64)

@@ -14,7 +14,7 @@ import torch
 
 from .batch_source import BatchSource, _bounds
 from .chunked import DaskArrayBatches, ZarrBatches, is_dask_array, is_zarr_array
-from .datasets import load_dataset
+from .datasets import check_numeric_dtype, load_dataset
 
 
 class ArrayBatches(BatchSource):
@@ -31,8 +31,8 @@ class ArrayBatches(BatchSource):
     def __init__(self, data, num_batches, shuffle_seed=None):
         self.data = data
         self.num_items = int(data.shape[0])
+        self._bounds = _bounds(self.num_items, num_batches)  # a whole number in [1, N]
         self.num_batches = int(num_batches)
-        self._bounds = _bounds(self.num_items, self.num_batches)
         self._perm = None
         self._views = {}
         if shuffle_seed is not None:
@@ -63,15 +63,42 @@ class ArrayBatches(BatchSource):
 
 class IndexBatches(BatchSource):
     """Batches given as index sets into ``data`` (e.g. the subsample indices a Pyro model's
-    data plate is called with)."""
+    data plate is called with).
+
+    The sets must partition the items ``range(N)``: each item in exactly one batch. A memoized fit's
+    objective is the sum of its batches' terms, so an item left out would be silently dropped from the
+    fit and one given twice counted twice, and the fit's ELBO would not be the data's.
+
+    :raises ValueError: for no sets, ids that are not whole numbers or lie outside ``[0, N)``, or sets that
+        leave items out or repeat them (saying how many).
+    """
 
     held = True
 
     def __init__(self, data, index_sets):
+        from ..checks import as_index_tensor
+
         self.data = data
-        self.index_sets = [torch.as_tensor(i, dtype=torch.long) for i in index_sets]
+        n = int(data.shape[0])
+        sets = list(index_sets)
+        if not sets:
+            raise ValueError("batches: no index sets given; pass a list of index arrays partitioning range(N)")
+        self.index_sets = [as_index_tensor(torch.as_tensor(i).reshape(-1) if np.ndim(i) == 0 else i, n,
+                                           f"batches[{k}] (indices into the {n} data items)")
+                           for k, i in enumerate(sets)]
+        for k, i in enumerate(self.index_sets):
+            if i.dim() != 1:
+                raise ValueError(f"batches[{k}] must be a 1-D array of item indices; got shape {tuple(i.shape)}")
+        uses = torch.bincount(torch.cat(self.index_sets), minlength=n) if n else torch.zeros(0, dtype=torch.long)
+        missing, repeated = int((uses == 0).sum()), int((uses > 1).sum())
+        if missing or repeated:
+            problems = ([f"{missing} of the {n} items are in no batch (first {int((uses == 0).nonzero()[0])})"]
+                        if missing else []) + \
+                       ([f"{repeated} are in more than one (first {int((uses > 1).nonzero()[0])})"] if repeated else [])
+            raise ValueError(f"batches must partition the data's items range({n}), each item in exactly one batch: "
+                             f"{'; '.join(problems)}; a memoized fit would drop or double-count them")
         self.num_batches = len(self.index_sets)
-        self.num_items = int(sum(len(i) for i in self.index_sets))
+        self.num_items = n
 
     def batch(self, b):
         return self.data[self.index_sets[b]]
@@ -97,8 +124,8 @@ class ListBatches(BatchSource):
 
 
 class FileBatches(BatchSource):
-    """Contiguous row batches of a C-ordered ``(N, D)`` array stored in a file, read from disk
-    batch by batch with positioned reads.
+    """Contiguous row batches of an ``(N, D)`` array stored in a file, read from disk
+    batch by batch with positioned reads (a Fortran-ordered array's rows through a read-only map).
 
     Nothing stays mapped, so a lap over a file larger than memory holds one batch at a time
     (resident memory ``O(batch size)``, not ``O(N)``). :meth:`from_npy` opens a ``.npy``
@@ -110,11 +137,12 @@ class FileBatches(BatchSource):
     :param dtype: numpy dtype of the entries.
     :param tuple shape: ``(N, D)``.
     :param int num_batches: ``B``.
+    :param bool fortran: the array is stored column by column (``np.save`` of a Fortran-ordered array).
     """
 
     portable = True
 
-    def __init__(self, path, offset, dtype, shape, num_batches):
+    def __init__(self, path, offset, dtype, shape, num_batches, fortran=False):
         if len(shape) != 2:
             raise ValueError(f"{path}: expected a 2-D (N, D) array; got shape {tuple(shape)}")
         self.path = os.fspath(path)
@@ -122,6 +150,8 @@ class FileBatches(BatchSource):
         self.dtype = np.dtype(dtype)
         if self.dtype.hasobject:
             raise ValueError(f"{path}: object arrays are not supported")
+        check_numeric_dtype(self.dtype, path)
+        self.fortran = bool(fortran)
         self.shape = tuple(int(n) for n in shape)
         self.num_items = self.shape[0]
         needed = self._offset + self.num_items * (self.shape[1] * self.dtype.itemsize)
@@ -129,12 +159,12 @@ class FileBatches(BatchSource):
         if size < needed:
             raise ValueError(f"{path}: truncated: an array of shape {self.shape} and dtype {self.dtype} needs "
                              f"{needed} bytes, the file holds {size}")
+        self._bounds = _bounds(self.num_items, num_batches)  # a whole number in [1, N]
         self.num_batches = int(num_batches)
-        self._bounds = _bounds(self.num_items, self.num_batches)
 
     @classmethod
     def from_npy(cls, path, num_batches):
-        """Batches of the C-ordered 2-D array in the ``.npy`` file ``path``."""
+        """Batches of the 2-D array in the ``.npy`` file ``path`` (C- or Fortran-ordered)."""
         try:
             with open(path, "rb") as fh:
                 version = np.lib.format.read_magic(fh)
@@ -144,9 +174,7 @@ class FileBatches(BatchSource):
                 offset = fh.tell()
         except ValueError as err:
             raise ValueError(f"{path}: not a .npy array file ({err})") from None
-        if fortran:
-            raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save a C-ordered array")
-        return cls(path, offset, dtype, shape, num_batches)
+        return cls(path, offset, dtype, shape, num_batches, fortran=fortran)
 
     @classmethod
     def from_memmap(cls, array, num_batches):
@@ -157,17 +185,27 @@ class FileBatches(BatchSource):
 
     def take(self, rows):
         """The rows ``rows`` (sorted indices into the whole array), read without reading the rest."""
-        view = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self._offset, shape=self.shape)
+        view = self._map()
         try:
-            return np.array(view[np.asarray(rows, dtype=np.int64)])
+            return np.array(view[np.asarray(rows, dtype=np.int64)], order="C")
         finally:
             del view
+
+    def _map(self):
+        return np.memmap(self.path, dtype=self.dtype, mode="r", offset=self._offset, shape=self.shape,
+                         order="F" if self.fortran else "C")
 
     def _rows_text(self, b):
         return f"{super()._rows_text(b)} of {self.path}"
 
     def batch(self, b):
         lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
+        if self.fortran:  # each row is strided across the columns: copy its rows out of a map
+            view = self._map()
+            try:
+                return np.array(view[lo:hi], order="C")
+            finally:
+                del view
         width = self.shape[1]
         offset = self._offset + lo * width * self.dtype.itemsize
         rows = np.fromfile(self.path, dtype=self.dtype, count=(hi - lo) * width, offset=offset)

@@ -60,7 +60,7 @@ class ZarrBatches(BatchSource):
             self._bounds = _chunk_bounds([min(data.chunks[0], self.num_items - lo)
                                           for lo in range(0, self.num_items, data.chunks[0])])
         else:
-            self._bounds = _bounds(self.num_items, int(num_batches))
+            self._bounds = _bounds(self.num_items, num_batches)
         self.num_batches = len(self._bounds) - 1
 
     def batch(self, b):

@@ -75,9 +75,10 @@ def load_dataset(source):
         ``.npy`` file (an ``(N, D)`` array) or ``.npz`` file (key ``x`` or ``data``, else
         its only array; an optional ``labels`` / ``y`` array is used for scoring).
     :returns: ``(x, labels, description)`` with ``x`` an ``(N, D)`` numeric numpy array (a file's in its
-        stored dtype, the bundled sets' float64) and ``labels`` an ``(N,)`` int64 array or ``None``.
+        stored dtype, booleans too, the bundled sets' float64) and ``labels`` an ``(N,)`` int64 array or ``None``.
     :raises ValueError: for an unknown name, a missing or unreadable file, data that are not an ``(N, D)``
-        array of numbers, or labels that are not ``N`` whole numbers.
+        array of real numbers (:func:`check_numeric_dtype`), a saved scipy sparse matrix, or labels that are
+        not ``N`` whole numbers.
     """
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"a dataset is a bundled name ({', '.join(BUNDLED)}) or a file path; got "
@@ -101,6 +102,11 @@ def load_dataset(source):
         elif ext == ".npz":
             with np.load(source, allow_pickle=False) as archive:
                 keys = list(archive.keys())
+                if {"format", "shape", "data"} <= set(keys) and ({"indptr", "indices"} <= set(keys) or
+                                                                 {"row", "col"} <= set(keys) or "offsets" in keys):
+                    raise ValueError(f"{source}: holds a scipy sparse matrix (scipy.sparse.save_npz), not an (N, D) "
+                                     f"array; save the dense x.toarray() (the HDP topic model, --model hdp, reads "
+                                     f"sparse counts)")
                 data_keys = [k for k in ("x", "data") if k in keys] or [k for k in keys if k not in ("labels", "y")]
                 if len(data_keys) != 1:
                     raise ValueError(
@@ -118,11 +124,22 @@ def load_dataset(source):
     except (OSError, *DAMAGED_FILE_ERRORS) as err:
         raise ValueError(f"{source}: cannot read array file, damaged or truncated? ({type(err).__name__}: "
                          f"{str(err)[:160]})") from err
-    if not np.issubdtype(x.dtype, np.number):
-        raise ValueError(f"{source}: data must be numeric; got dtype {x.dtype}")
+    check_numeric_dtype(x.dtype, source)
     if x.ndim != 2:
         raise ValueError(f"{source}: data must be an (N, D) array; got shape {x.shape}")
     return x, _checked_labels(labels, len(x), source), f"{os.path.basename(source)}: array of shape {x.shape}"
+
+
+def check_numeric_dtype(dtype, source):
+    """Raise :class:`ValueError` naming ``source`` unless arrays of ``dtype`` are real numbers: integers,
+    floats or booleans (read as 0 / 1); not strings, dates, objects or records, nor complex numbers, whose
+    imaginary part a conversion to the fits' real dtype would drop."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        raise ValueError(f"{source}: data must be real numbers; got complex dtype {dtype} (save x.real, x.imag "
+                         f"or abs(x), whichever the data mean)")
+    if not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+        raise ValueError(f"{source}: data must be numeric; got dtype {dtype}")
 
 
 def _checked_labels(labels, n, source):
