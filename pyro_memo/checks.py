@@ -64,3 +64,29 @@ def check_device(device, option="device"):
         raise ValueError(f"{option} {device}: CUDA is not available on this machine")
     if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
         raise ValueError(f"{option} {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+
+
+#: the largest seed every generator a fit seeds takes (torch's ``manual_seed``; the CLI's ``--seed`` bound)
+MAX_SEED = 2**63 - 1
+
+
+def as_seed(seed, name="seed"):
+    """``seed`` as an ``int`` in ``[0, 2**63 - 1]``, the seed every fit hands its generators (numpy's
+    ``default_rng``, torch's ``manual_seed``): a whole number (Python's or numpy's) is returned as it is,
+    so an integer seed gives the same fit as before; a numpy ``Generator`` or ``RandomState`` gives a seed
+    drawn from it (scikit-learn's ``check_random_state`` idea: the fit is reproducible from the
+    generator's state, and advances it).
+
+    :raises ValueError: naming ``name`` for a negative or too large number, a fraction, a bool, ``None``
+        or anything else.
+    """
+    import numpy as np
+
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(0, 2**31 - 1))
+    if isinstance(seed, np.random.RandomState):
+        return int(seed.randint(0, 2**31 - 1))
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) <= MAX_SEED:
+        raise ValueError(f"{name} must be a whole number in [0, 2**63 - 1] or a numpy Generator / RandomState; "
+                         f"got {seed!r}")
+    return int(seed)

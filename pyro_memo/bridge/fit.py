@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..checks import as_seed
 from ..engine.driver import ConvergenceWarning
 from .guide import DPMixtureGuide
 from .recognition import recognize_model
@@ -117,6 +118,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
         ``result.posterior.expected_alpha()``.
     :warns ConvergenceWarning: when the fit stops at ``max_iter`` before the ELBO converged.
     """
+    seed = as_seed(seed)
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
     if spec is not None and spec.kind == "hdp":
         _hdp_options(spec, K, None, init=init)
@@ -168,6 +170,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     """
     from .hdp_guide import HDPGuide
 
+    seed = as_seed(seed)
     spec = guide.spec if guide is not None and guide.spec is not None else recognize_model(model, *args, **kwargs)
     if spec.kind == "hdp" or isinstance(guide, HDPGuide):
         _hdp_options(spec, K, batches, shuffle)

@@ -6,6 +6,7 @@ import torch
 from torch.distributions import constraints, transform_to
 
 from ..allocation import DPSticks
+from ..checks import as_seed
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .param_store import DataFingerprint, check_shapes, default_prefix
 from .readouts import GlobalSiteReadouts
@@ -53,7 +54,7 @@ class DPMixtureGuide(GlobalSiteReadouts):
         self.model = model
         self.K = K
         self.init = init
-        self.seed = seed
+        self.seed = as_seed(seed)
         self.dtype = dtype
         self.prefix = default_prefix(model) if prefix is None else str(prefix)
         self.spec = None

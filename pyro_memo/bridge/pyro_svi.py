@@ -6,6 +6,7 @@ import pyro
 import torch
 from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO, config_enumerate
 
+from ..checks import as_seed
 from ..data_sources import make_batches
 from ..inference.full_batch_vb import FitResult
 from ..inference.stochastic_vb import full_data_elbo
@@ -53,7 +54,7 @@ class PyroSVI:
         self.laps = int(laps)
         self.num_particles = int(num_particles)
         self.init = init
-        self.seed = seed
+        self.seed = as_seed(seed)
         self.score = score
 
     def _svi(self, model, guide):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..checks import as_seed
 from ..data.batch_source import batch_digest
 from ..families import PRODUCT_CACHE
 from ..memo import MemoState
@@ -109,7 +110,8 @@ class Driver:
     (how data become batches, how a batch is read, the initial globals, the local step).
 
     :param int laps: maximum number of passes through the data.
-    :param int seed: seeds the initialisation and the batch order.
+    :param int seed: seeds the initialisation and the batch order: a whole number in ``[0, 2**63 - 1]``, or a
+        numpy ``Generator`` / ``RandomState`` to draw one from (:func:`~pyro_memo.checks.as_seed`).
     :param bool shuffle: visit batches in a new random order every lap (else in order).
     :param int threads: the most intra-op threads the local steps may use; each fit times one
         thread against this many and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`),
@@ -120,7 +122,7 @@ class Driver:
         if int(laps) < 1:
             raise ValueError(f"laps must be a positive integer; got {laps}")
         self.laps = int(laps)
-        self.seed = seed
+        self.seed = as_seed(seed)
         self.shuffle = shuffle
         self.thread_policy = ThreadPolicy(threads)
 

@@ -1,6 +1,7 @@
 """Memoized online variational inference for DP mixtures (Hughes & Sudderth 2013 §3, Alg. 1):
 the engine's :class:`~pyro_memo.engine.MemoizedDriver` with the DP mixture's steps filled in."""
 
+from ..checks import as_seed
 from ..engine import FitResult, MemoizedDriver  # noqa: F401  (FitResult re-exported)
 from ..memo import MemoState  # noqa: F401  (re-exported: the one state of every model)
 from .dp_steps import DPMixtureSteps
@@ -82,6 +83,7 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
                  incremental_first_lap=False, alpha_prior=None, local_dtype=None, threads=None,
                  sparse_L=None, schedule=None, round_size=None, overrelax=None, sparse_candidates=None,
                  move_options=None):
+        seed = as_seed(seed)  # one seed for the moves and the driver, drawn once from a Generator
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
         self.set_sparse_L(sparse_L, sparse_candidates)
         if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):

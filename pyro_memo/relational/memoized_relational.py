@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
-from ..checks import as_positive_int
+from ..checks import as_positive_int, as_seed
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
@@ -113,6 +113,7 @@ class MemoizedRelational(MemoizedDriver):
                  local_dtype=None, threads=None, schedule=None, round_size=None, overrelax=None):
         K = as_positive_int(K, "K")
         check_hyperparameters(alpha, gamma, tau, eps)
+        seed = as_seed(seed)  # one seed for the moves and the driver, drawn once from a Generator
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
                          moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads,
                          schedule=schedule, round_size=round_size, overrelax=overrelax)
