@@ -53,7 +53,7 @@ class Graph:
     """
 
     def __init__(self, edges, num_nodes, labels=None, name=None, missing=None):
-        num_nodes = int(num_nodes)
+        num_nodes = as_positive_int(num_nodes, "num_nodes")
         if not 1 <= num_nodes <= MAX_NODES:
             raise ValueError(f"num_nodes must lie in [1, {MAX_NODES:,}] (a pair's key i * N + j is one int64); "
                              f"got {num_nodes:,}")
@@ -67,9 +67,10 @@ class Graph:
         if not np.issubdtype(raw.dtype, np.integer):
             if not (np.all(np.isfinite(raw)) and np.all(np.mod(raw, 1) == 0)):
                 raise ValueError("edges must hold integer node ids (found NaN, inf or fractions)")
-        raw = raw.astype(np.int64)
-        if raw.size and (raw.min() < 0 or raw.max() >= num_nodes):
-            raise ValueError(f"node ids must lie in [0, {num_nodes}); found [{raw.min()}, {raw.max()}]")
+        if raw.size and (raw.min() < 0 or raw.max() >= num_nodes):  # in the ids' own dtype: uint64 or floats
+            low, high = (v.item() if np.issubdtype(raw.dtype, np.integer) else f"{v:g}" for v in (raw.min(), raw.max()))
+            raise ValueError(f"node ids must lie in [0, {num_nodes}); found [{low}, {high}]")  # at or above 2**63
+        raw = raw.astype(np.int64)  # wrapped around before int64 did
         self._num_nodes = num_nodes
         #: the rows of ``edges`` that linked a node to itself, dropped: the models have no self links
         self.self_loops = int((raw[:, 0] == raw[:, 1]).sum())
@@ -244,6 +245,8 @@ def from_adjacency(matrix, labels=None, name=None):
     """
     import scipy.sparse as sp
 
+    if not sp.issparse(matrix) and np.ndim(matrix) != 2:
+        raise ValueError(f"an adjacency matrix must be a square 2-D (N, N) array; got shape {np.shape(matrix)}")
     m = sp.coo_matrix(matrix)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
         raise ValueError(f"an adjacency matrix must be square; got shape {m.shape}")
