@@ -1,0 +1,169 @@
+"""Bad data and arguments to the Python API get one clear ValueError naming the problem, never a raw
+library error, a silent drop or a wrong result: float32 magnitudes, complex and bool data, (N, 0)
+arrays, autograd tensors, seeds, whole-number counts, index batches and graphs."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_memo as pm
+from pyro_memo import DPMixture
+from pyro_memo.checks import as_seed
+from pyro_memo.data import Graph, from_adjacency
+from pyro_memo.data.batches import IndexBatches, make_batches
+from pyro_memo.relational import MemoizedRelational
+from pyro_memo.topics import from_counts
+
+
+def two_clusters(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.normal(size=(n, 2))
+    y[n // 2:] += 8
+    return y
+
+
+# ---------------------------------------------------------------- 1. magnitude for the dtype
+@pytest.mark.parametrize("scale", [1e-20, 1e-30, 1e-40])
+def test_float32_fit_refuses_data_whose_squares_underflow(scale):
+    with pytest.raises(ValueError, match=r"only up to .* float32.*underflow.*float64"):
+        DPMixture(n_components=2, random_state=0, max_iter=5, dtype="float32").fit(two_clusters() * scale)
+
+
+@pytest.mark.parametrize("scale", [1e-40, 1e40])
+def test_mixed_precision_fit_refuses_data_outside_float32(scale):
+    with pytest.raises(ValueError, match=r"float32.*local_dtype"):
+        DPMixture(n_components=2, random_state=0, max_iter=5, local_dtype="float32").fit(two_clusters() * scale)
+
+
+def test_small_data_fit_in_float64_and_at_moderate_scales_in_float32():
+    for kw, scale in [({}, 1e-30), ({}, 1e-100), ({"dtype": "float32"}, 1e-10), ({"local_dtype": "float32"}, 1e-30)]:
+        est = DPMixture(n_components=2, random_state=0, max_iter=20, **kw).fit(two_clusters() * scale)
+        assert sorted(np.bincount(est.labels_, minlength=2)) == [15, 15], (kw, scale)
+
+
+def test_float32_family_with_a_given_prior_refuses_tiny_data_at_initialisation():
+    fam = pm.Gaussian.from_data(torch.tensor(two_clusters()), dtype=torch.float32)
+    with pytest.raises(ValueError, match="underflow"):
+        pm.MemoizedVB(fam, 2, laps=2, seed=0).fit(torch.tensor(two_clusters() * 1e-25, dtype=torch.float32),
+                                                  num_batches=2)
+
+
+def test_a_batch_of_near_zero_items_among_larger_ones_is_fine():
+    x = two_clusters(40)
+    x[:10] *= 1e-20  # one batch of tiny values: its squares only add terms too small to count
+    fam = pm.Gaussian.from_data(torch.tensor(x, dtype=torch.float32), dtype=torch.float32)
+    pm.MemoizedVB(fam, 2, laps=2, seed=0, shuffle=False).fit(torch.tensor(x, dtype=torch.float32), num_batches=4)
+
+
+# ---------------------------------------------------------------- 2, 4, 5, 7. dtypes, shapes, autograd
+def test_complex_data_are_refused_by_name():
+    x = two_clusters()
+    fam = pm.Gaussian.from_data(torch.tensor(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not torch's "discards the imaginary part" warning
+        with pytest.raises(ValueError, match="complex"):
+            pm.MemoizedVB(fam, 2, laps=2, seed=0).fit(x + 1j * x, num_batches=2)
+        with pytest.raises(ValueError, match="complex"):
+            pm.Gaussian.from_data(x + 1j)
+        with pytest.raises(ValueError, match="complex"):
+            from_counts(np.ones((3, 4)) + 5j)
+
+
+def test_data_without_columns_get_a_shape_error():
+    with pytest.raises(ValueError, match=r"no columns \(D = 0\).*\(5, 0\)"):
+        pm.Gaussian.from_data(torch.zeros(5, 0))
+    with pytest.raises(ValueError, match=r"no columns"):
+        pm.Gaussian.from_data(torch.zeros(5, 1)).check_data(torch.zeros(5, 0))
+
+
+def test_data_that_require_grad_are_detached():
+    x = torch.tensor(two_clusters())
+    fam = pm.Gaussian.from_data(x)
+    want = pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(x, num_batches=2).elbo_trace
+    given = x.clone().requires_grad_()
+    assert pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(given, num_batches=2).elbo_trace == want
+    assert pm.FullBatchVB(fam, 2, seed=0).fit(given).elbo_trace == pm.FullBatchVB(fam, 2, seed=0).fit(x).elbo_trace
+    assert not fam.check_data(given).requires_grad
+
+
+def test_bool_data_are_read_as_zeros_and_ones():
+    rng = np.random.default_rng(0)
+    x = rng.random((40, 5)) < 0.3
+    fam = pm.Bernoulli.from_data(x)
+    a = pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(x, num_batches=2).elbo_trace
+    b = pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(x.astype(np.float64), num_batches=2).elbo_trace
+    assert a == b
+
+
+# ---------------------------------------------------------------- 6. seeds
+def test_as_seed_keeps_whole_numbers_and_draws_from_generators():
+    assert as_seed(7) == 7 and as_seed(np.int64(7)) == 7 and as_seed(2**63 - 1) == 2**63 - 1
+    assert as_seed(np.random.default_rng(0)) == as_seed(np.random.default_rng(0))
+    assert as_seed(np.random.RandomState(0)) == as_seed(np.random.RandomState(0))
+    for bad in (-1, 2**63, 2**70, 1.5, "3", None, True):
+        with pytest.raises(ValueError, match="seed must be a whole number"):
+            as_seed(bad)
+
+
+@pytest.mark.parametrize("seed", [np.random.default_rng(0), np.random.RandomState(0), -1, 2**70])
+def test_every_fitter_checks_its_seed(seed):
+    x = torch.tensor(two_clusters())
+    fam = pm.Gaussian.from_data(x)
+    fits = [lambda: pm.MemoizedVB(fam, 2, laps=2, seed=seed).fit(x, num_batches=2),
+            lambda: pm.FullBatchVB(fam, 2, max_iter=2, seed=seed).fit(x),
+            lambda: MemoizedRelational(K=2, laps=2, seed=seed).fit(Graph([[0, 1], [1, 2], [2, 3]], 4))]
+    for fit in fits:
+        if isinstance(seed, int):
+            with pytest.raises(ValueError, match="seed must be a whole number"):
+                fit()
+        else:
+            fit()
+
+
+def test_an_int_seed_gives_the_fit_it_gave_before():
+    x = torch.tensor(two_clusters())
+    fam = pm.Gaussian.from_data(x)
+    a = pm.MemoizedVB(fam, 3, laps=3, seed=5).fit(x, num_batches=3).elbo_trace
+    b = pm.MemoizedVB(fam, 3, laps=3, seed=np.int64(5)).fit(x, num_batches=3).elbo_trace
+    assert a == b
+
+
+# ---------------------------------------------------------------- 8. whole numbers
+@pytest.mark.parametrize("value", [2.9, "3", True])
+def test_a_number_of_batches_must_be_a_whole_number(value):
+    x = torch.tensor(two_clusters())
+    with pytest.raises(ValueError, match="whole number"):
+        make_batches(x, value)
+    with pytest.raises(ValueError, match="whole number"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=2).fit(x, num_batches=value)
+
+
+def test_num_nodes_must_be_a_whole_number():
+    for value in (2.5, "3"):
+        with pytest.raises(ValueError, match="num_nodes must be a positive integer"):
+            Graph([[0, 1]], value)
+    assert Graph([[0, 1]], 2.0).num_nodes == 2
+
+
+# ---------------------------------------------------------------- 9. index batches
+def test_index_batches_must_partition_the_items():
+    x = torch.zeros(6, 2)
+    IndexBatches(x, [[0, 2, 4], [5, 3, 1]])
+    with pytest.raises(ValueError, match=r"2 of the 6 items are in no batch"):
+        IndexBatches(x, [[0, 1], [2, 3]])
+    with pytest.raises(ValueError, match=r"2 are in more than one"):
+        IndexBatches(x, [[0, 1, 2, 3], [2, 3, 4, 5]])
+    with pytest.raises(ValueError, match=r"lie in \[0, 6\)"):
+        IndexBatches(x, [[0, 1, 2], [3, 4, 5, 6]])
+    with pytest.raises(ValueError, match="whole-number ids"):
+        IndexBatches(x, [[0, 1, 2.5], [3, 4, 5]])
+
+
+# ---------------------------------------------------------------- 10. graphs
+def test_adjacency_of_another_rank_and_huge_ids_are_named():
+    with pytest.raises(ValueError, match=r"square 2-D.*\(2, 2, 2\)"):
+        from_adjacency(np.ones((2, 2, 2)))
+    with pytest.raises(ValueError, match=r"found \[0, 9223372036854775808\]"):
+        Graph(np.array([[0, 2**63]], dtype=np.uint64), 5)
