@@ -10,7 +10,6 @@ import torch
 
 import pyro_memo as pm
 from pyro_memo import DPMixture
-from pyro_memo.checks import as_seed
 from pyro_memo.data import Graph, from_adjacency
 from pyro_memo.data.batches import IndexBatches, make_batches
 from pyro_memo.relational import MemoizedRelational
@@ -99,6 +98,8 @@ def test_bool_data_are_read_as_zeros_and_ones():
 
 # ---------------------------------------------------------------- 6. seeds
 def test_as_seed_keeps_whole_numbers_and_draws_from_generators():
+    from pyro_memo.checks import as_seed
+
     assert as_seed(7) == 7 and as_seed(np.int64(7)) == 7 and as_seed(2**63 - 1) == 2**63 - 1
     assert as_seed(np.random.default_rng(0)) == as_seed(np.random.default_rng(0))
     assert as_seed(np.random.RandomState(0)) == as_seed(np.random.RandomState(0))

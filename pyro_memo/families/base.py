@@ -489,7 +489,7 @@ def as_data_tensor(x, name):
         raise ValueError(f"{name} data is empty (N = 0)")
     if x.shape[1] == 0:
         raise ValueError(f"{name} data has no columns (D = 0); got shape {tuple(x.shape)}")
-    return x.detach()
+    return x.detach() if x.requires_grad else x  # the same object otherwise: PRODUCT_CACHE finds it by it
 
 
 def _as_float(x, dtype, device, name):
