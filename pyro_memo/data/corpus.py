@@ -108,8 +108,11 @@ def from_counts(matrix, vocab=None):
     import scipy.sparse as sp
 
     kind = getattr(matrix, "dtype", None)
-    if kind is None and not sp.issparse(matrix) and isinstance(matrix, (list, tuple)):
-        kind = np.asarray(matrix).dtype
+    if kind is None and isinstance(matrix, (list, tuple)):
+        try:
+            kind = np.asarray(matrix).dtype
+        except ValueError:  # ragged: refused below
+            kind = None
     if kind is not None and np.issubdtype(kind, np.complexfloating):
         raise ValueError(f"a count matrix must hold real counts; got complex dtype {kind} (its imaginary part would "
                          f"be dropped)")
