@@ -37,12 +37,22 @@ def _top_eigenpairs(graph, k, rng):
     policy does not size them): by LAPACK's dense solver up to :data:`DENSE_NODES` nodes, by ARPACK
     (started from ``rng``) above. ARPACK is not reproducible where the cut-off falls inside a repeated
     eigenvalue (isolated nodes, more components than ``k``): its vectors then differed from call to call
-    within one process, and so did a seeded fit; above :data:`DENSE_NODES` that remains possible."""
+    within one process, and so did a seeded fit; above :data:`DENSE_NODES` that remains possible.
+
+    LAPACK's index-subset solver (``?syevr``) can return fewer than the ``k`` pairs asked for where the
+    cut-off falls inside a large cluster of equal eigenvalues (two disjoint 8-cliques at ``k = 3`` gave
+    one); the whole spectrum is then solved (same dense solver, still deterministic) and its top ``k``
+    pairs kept, so exactly ``k`` always come back."""
     adjacency = _normalised_adjacency(graph)
     with threadpool_limits(limits=1, user_api="blas"):
         if graph.num_nodes <= DENSE_NODES:
             n = graph.num_nodes
-            return scipy.linalg.eigh(adjacency.toarray(), subset_by_index=[n - k, n - 1])
+            dense = adjacency.toarray()
+            values, vectors = scipy.linalg.eigh(dense, subset_by_index=[n - k, n - 1])
+            if values.shape[0] != k:
+                values, vectors = scipy.linalg.eigh(dense)
+                values, vectors = values[n - k:], vectors[:, n - k:]
+            return values, vectors
         return sla.eigsh(adjacency, k=k, which="LA", v0=rng.standard_normal(graph.num_nodes))
 
 
