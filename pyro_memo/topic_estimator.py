@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
-from .data.corpus import from_counts
+from .data.corpus import check_has_tokens, from_counts
 from .engine.threads import check_threads
 from .estimator import _check_int, _check_real, validate_data, warn_unconverged
 from .model_file import SavedTopics
@@ -143,10 +143,8 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         moves = self._check_params()
         corpus = self._corpus(X, reset=True)
-        lengths = np.diff(corpus.doc_ptr)
-        nonempty = int(np.count_nonzero(lengths))
-        if nonempty == 0:
-            raise ValueError(f"{type(self).__name__}.fit: every document is empty (X has no positive entries)")
+        check_has_tokens(corpus, f"{type(self).__name__}.fit")
+        nonempty = int(np.count_nonzero(np.diff(corpus.doc_ptr)))
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         n_docs = corpus.num_docs
         batches = min(10, n_docs) if self.n_batches is None else min(self.n_batches, n_docs)

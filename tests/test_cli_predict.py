@@ -65,6 +65,44 @@ def test_hdp_fit_save_then_predict(tmp_path, capsys):
     assert torch.equal(torch.as_tensor(topics), model.posterior.topic_means())
 
 
+@pytest.fixture(scope="module")
+def hdp_model(tmp_path_factory):
+    """A small HDP model over a 12-word vocabulary, fitted and saved by the command line."""
+    import scipy.sparse as sp
+
+    folder = tmp_path_factory.mktemp("hdp12")
+    rng = np.random.default_rng(0)
+    sp.save_npz(folder / "c.npz", sp.csr_matrix(rng.poisson(2.0, size=(30, 12)).astype(float)))
+    assert main(["fit", str(folder / "c.npz"), "--model", "hdp", "--K", "3", "--batches", "1", "--laps", "2",
+                 "--save", str(folder / "m"), "--quiet"]) == 0
+    return folder
+
+
+def test_hdp_predict_on_a_corpus_without_tokens_says_so(hdp_model, tmp_path, capsys):
+    # it printed "log-likelihood 0.0000 per token"
+    import scipy.sparse as sp
+
+    sp.save_npz(tmp_path / "x.npz", sp.csr_matrix(np.zeros((5, 12))))
+    capsys.readouterr()
+    assert main(["predict", str(hdp_model / "m"), str(tmp_path / "x.npz"), "--out", str(tmp_path / "p.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "no tokens" in out and "per token under" not in out and "0.0000" not in out
+    model = pm.load_model(hdp_model / "m" / "model.pt")
+    prior = model.posterior.expected_beta().numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "p.npz")["topic_proportions"], np.tile(prior, (5, 1)))
+
+
+def test_hdp_fit_refuses_a_corpus_without_tokens(tmp_path, capsys):
+    # ZeroDivisionError in the summary (bound / num_tokens) with --init documents
+    import scipy.sparse as sp
+
+    sp.save_npz(tmp_path / "x.npz", sp.csr_matrix(np.zeros((5, 12))))
+    assert main(["fit", str(tmp_path / "x.npz"), "--model", "hdp", "--K", "3", "--batches", "1", "--init",
+                 "documents", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "every document is empty (the corpus has no tokens" in err and err.count("error") == 1
+
+
 def test_a_second_fit_replaces_the_model_file(data, capsys):
     save = data / "fit"
     assert main(["fit", str(data / "train.npz"), "--K", "4", "--laps", "3", "--save", str(save), "--quiet"]) == 0

@@ -131,9 +131,13 @@ def _topics(args, model):
     labels = proportions[:, :-1].argmax(-1).cpu().numpy()
     _write_npz(args.out, {"topic_proportions": proportions.cpu().numpy(), "log_likelihood": log_lik,
                           "labels": labels})
-    tokens = max(corpus.num_tokens, 1.0)
-    return (f"{corpus.num_docs} documents of {args.data}: log-likelihood {log_lik.sum() / tokens:.4f} per token "
-            f"under {model.K} topics; topic_proportions, log_likelihood, labels written to {args.out}")
+    if corpus.num_tokens > 0:
+        score = f"log-likelihood {log_lik.sum() / corpus.num_tokens:.4f} per token under {model.K} topics"
+    else:  # a per-token score of no tokens is undefined, not 0
+        score = (f"every document is empty, no tokens to score (no log-likelihood per token; each document gets "
+                 f"the prior's proportions of the {model.K} topics)")
+    return (f"{corpus.num_docs} documents of {args.data}: {score}; topic_proportions, log_likelihood, labels "
+            f"written to {args.out}")
 
 
 def run_predict(args):

@@ -96,6 +96,15 @@ class Corpus:
         return out
 
 
+def check_has_tokens(corpus, where):
+    """Raise ``ValueError`` unless ``corpus`` (a :class:`Corpus`, or anything with ``num_tokens``) has a
+    token: a corpus whose documents are all empty leaves a topic model nothing to fit or score. ``where``
+    names the caller in the message."""
+    if not corpus.num_tokens > 0:
+        raise ValueError(f"{where}: every document is empty (the corpus has no tokens: no word has a positive "
+                         "count)")
+
+
 def from_counts(matrix, vocab=None):
     """A corpus from a ``(D, V)`` count matrix: dense array or any scipy sparse matrix.
 

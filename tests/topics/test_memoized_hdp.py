@@ -116,6 +116,29 @@ def test_bad_settings_and_inputs_raise():
         MemoizedHDP(K=2).fit(np.zeros((3, 4)))
 
 
+@pytest.mark.parametrize("init", ["documents", "kmeans"])
+def test_a_corpus_without_tokens_is_refused_as_hdptopics_refuses_it(init, tmp_path):
+    # init="documents" fitted it without complaint (a bound of 0 nats over 0 tokens; the CLI divided by 0)
+    import scipy.sparse as sp
+
+    from pyro_memo import HDPTopics
+    from pyro_memo.data import write_corpus_shards
+    from pyro_memo.topics import StochasticHDP
+
+    empty = from_counts(sp.csr_matrix(np.zeros((5, 12))))
+    message = "every document is empty (the corpus has no tokens"
+    with pytest.raises(ValueError, match=r"^MemoizedHDP\.fit: every document is empty") as memo:
+        MemoizedHDP(K=3, laps=3, init=init).fit(empty, 1)
+    with pytest.raises(ValueError) as sk:
+        HDPTopics(n_components=3).fit(np.zeros((5, 12)))
+    assert message in str(memo.value) and str(sk.value) == str(memo.value).replace("MemoizedHDP", "HDPTopics")
+    with pytest.raises(ValueError, match=r"^StochasticHDP\.fit: every document is empty"):
+        StochasticHDP(K=3, laps=1, init=init).fit(empty, 1)
+    shards = write_corpus_shards(empty, tmp_path / "s", num_shards=1)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        MemoizedHDP(K=3, laps=3, init=init).fit(shards)
+
+
 def test_type_split_scores_are_lower_than_token_split_scores():
     """Held-out words never seen in the observed part are harder to predict."""
     corpus, _, _ = bars_corpus(300, 200, alpha=0.2, side=8, seed=4)
