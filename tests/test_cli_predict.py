@@ -78,6 +78,19 @@ def hdp_model(tmp_path_factory):
     return folder
 
 
+@pytest.mark.parametrize("columns", [5, 20])
+def test_hdp_predict_refuses_a_count_matrix_of_another_width(hdp_model, tmp_path, capsys, columns):
+    # 5 columns were scored silently (as a corpus over the model's first 5 words)
+    import scipy.sparse as sp
+
+    sp.save_npz(tmp_path / "x.npz", sp.csr_matrix(np.ones((4, columns))))
+    capsys.readouterr()
+    assert main(["predict", str(hdp_model / "m"), str(tmp_path / "x.npz"), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert f"X has {columns} features, but the model" in err and "is expecting 12 features as input" in err
+    assert err.count("error") == 1 and "Traceback" not in err and not (tmp_path / "p.npz").exists()
+
+
 def test_hdp_predict_on_a_corpus_without_tokens_says_so(hdp_model, tmp_path, capsys):
     # it printed "log-likelihood 0.0000 per token"
     import scipy.sparse as sp

@@ -122,6 +122,10 @@ def _topics(args, model):
     from .models.hdp import load_corpus
 
     corpus, _ = load_corpus(args.data)
+    if args.data.endswith(".npz") and corpus.vocab_size != model.V:  # a count matrix: one column per word
+        raise ValueError(f"{args.data}: X has {corpus.vocab_size} features, but the model {args.model_file} is "
+                         f"expecting {model.V} features as input (a count matrix has one column per word of the "
+                         "model's vocabulary)")
     try:
         model.check_corpus(corpus)
     except ValueError as err:
