@@ -16,13 +16,31 @@ def effective_k(weights):
     return int((np.asarray(weights) > ACTIVE_WEIGHT).sum())
 
 
+def finite_json(value):
+    """``value`` (dicts, lists and tuples of JSON values, NumPy scalars and arrays) with every NaN or
+    infinite float replaced by ``None``: standard JSON has no NaN or Infinity (``json.dump`` writes them
+    as bare words other readers refuse), so they are written as ``null``."""
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    if isinstance(value, np.ndarray):
+        return finite_json(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def write_json(path, payload):
-    def clean(value):
-        return None if isinstance(value, float) and not math.isfinite(value) else value
+    """Write ``payload`` to ``path`` as standard JSON, atomically; NaN and infinite numbers become ``null``
+    (:func:`finite_json`)."""
+    payload = finite_json(payload)
 
     def dump(tmp):
         with open(tmp, "w") as fh:
-            json.dump(payload, fh, indent=1, default=clean)
+            json.dump(payload, fh, indent=1, allow_nan=False)
 
     write_atomically(path, dump)
 

@@ -375,3 +375,20 @@ def test_overrelax_off_runs_the_exact_steps_of_memoized_vb(blobs, capsys):
     assert traces["on"][0] == traces["off"][0]  # the same held first lap
     assert traces["on"] != traces["off"]
     assert np.all(np.diff(traces["on"]) >= -1e-9 * abs(traces["on"][-1]))
+
+
+def test_json_files_are_standard_json_with_null_for_nan_and_infinity(tmp_path):
+    # json.dump wrote bare Infinity and NaN (its default= hook never sees floats); `pyro-memo denoise --sigma 1e-300
+    # --json` wrote "psnr_noisy": Infinity
+    from pyro_memo.reporting import write_json
+
+    payload = {"a": float("inf"), "b": [1.5, float("nan"), -float("inf")], "c": (np.float64(np.inf), np.float32(2.0)),
+               "d": np.array([np.nan, 3.0]), "e": {"f": np.int64(4), "g": "x", "h": None, "i": True}}
+    write_json(tmp_path / "r.json", payload)
+
+    def refuse(word):
+        raise AssertionError(f"non-standard JSON constant {word}")
+
+    back = json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse)
+    assert back == {"a": None, "b": [1.5, None, None], "c": [None, 2.0], "d": [None, 3.0],
+                    "e": {"f": 4, "g": "x", "h": None, "i": True}}

@@ -35,7 +35,8 @@ ARGVS = [["fit", "--help"], ["compare", "--help"], ["fit", "--model", "hdp", "--
          ["predict", "tests", "data.npz"], ["fit", "--model", "relational", "--help"],
          ["fit", "--model", "relational", "--eps", "0"], ["fit", "--model", "relational", "--moves", "split"],
          ["fit", "--model", "relational", "--heldout", "1.5"], ["denoise", "--help"], ["patches", "--help"],
-         ["denoise", "camera", "--sigma", "0"], ["denoise", "no-such-image.png"],
+         ["denoise", "camera", "--sigma", "0"], ["denoise", "camera", "--sigma", "1e160"],
+         ["denoise", "no-such-image.png"],
          ["patches", "p.npy", "--exclude", "nothing"], ["fit", "--model", "hdp"], ["fit", "--model", "relational"],
          ["compare", "--model", "hdp"]]
 
@@ -105,6 +106,13 @@ def test_the_parse_time_photograph_names_agree_with_the_denoising_package():
     from pyro_memo.denoising import PHOTOGRAPHS
 
     assert PHOTOGRAPH_NAMES == PHOTOGRAPHS
+
+
+def test_the_parse_time_noise_range_agrees_with_the_denoisers():
+    from pyro_memo.cli import names
+    from pyro_memo.denoising import images
+
+    assert (names.SIGMA_RANGE, names.SIGMA_RANGE_WHY) == (images.SIGMA_RANGE, images.SIGMA_RANGE_WHY)
 
 
 def test_the_parse_time_z_steps_agree_with_epll():

@@ -17,7 +17,7 @@ import os
 import time
 
 from .common import check_output_file, check_output_folder, check_positive, report, stop_requested
-from .names import EPLL_Z_STEPS, PHOTOGRAPH_NAMES
+from .names import EPLL_Z_STEPS, PHOTOGRAPH_NAMES, SIGMA_RANGE, SIGMA_RANGE_WHY
 
 #: the noise level of Hughes & Sudderth 2013, §4.4 and Zoran & Weiss 2011, §4
 DEFAULT_SIGMA = 25.0
@@ -66,7 +66,8 @@ def add_denoise_command(sub):
     parser.add_argument("--model", metavar="MODEL", help="a model file (model.pt) or a folder holding one, "
                                                          "fitted with --family zm-gauss to zero-mean patches.")
     parser.add_argument("--sigma", type=float, default=DEFAULT_SIGMA,
-                        help=f"noise standard deviation (pixel values 0-255). Default: {DEFAULT_SIGMA:g}.")
+                        help=f"noise standard deviation (pixel values 0-255), from {SIGMA_RANGE[0]:g} to "
+                             f"{SIGMA_RANGE[1]:g}. Default: {DEFAULT_SIGMA:g}.")
     parser.add_argument("--method", choices=METHODS, default="mmse",
                         help="denoiser. Default: mmse. epll takes about three times as long and pays off on smooth "
                              "images and at high noise.")
@@ -134,6 +135,9 @@ def check_denoise(args):
     _check_common(args)
     if not (math.isfinite(args.sigma) and args.sigma > 0):
         raise ValueError(f"--sigma must be a positive number; got {args.sigma}")
+    if not SIGMA_RANGE[0] <= args.sigma <= SIGMA_RANGE[1]:
+        raise ValueError(f"--sigma must lie in [{SIGMA_RANGE[0]:g}, {SIGMA_RANGE[1]:g}] ({SIGMA_RANGE_WHY}); "
+                         f"got {args.sigma:g}")
     _check_image_name(args.image)
     if args.z_step is not None and args.method != "epll":
         raise ValueError(f"--z-step {args.z_step}: EPLL's z-step, used only with --method epll")

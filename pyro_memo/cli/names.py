@@ -27,6 +27,10 @@ TOPIC_METHOD_NAMES = ("memo", "memo-moves", "svi-k0.5-d10", "svi-k0.9-d10", "gen
 RELATIONAL_METHOD_NAMES = ("memo", "memo-moves", "memo-eb", "svi-hdp", "svi-ammsb", "louvain", "sbm")
 #: EPLL's z-steps ``denoise --z-step`` offers (:data:`pyro_memo.denoising.epll.Z_STEPS`)
 EPLL_Z_STEPS = ("map", "mmse")
+#: the noise levels ``denoise --sigma`` takes (:data:`pyro_memo.denoising.images.SIGMA_RANGE`) and why
+SIGMA_RANGE = (1e-6, 1e6)
+SIGMA_RANGE_WHY = ("a standard deviation on the image's scale, 0-255 grey levels: smaller noise is lost in float64's "
+                   "rounding of the pixels, larger overflows sigma**2 and the PSNR's squared error")
 #: scikit-image's bundled photographs ``denoise`` and ``patches`` read (:data:`pyro_memo.denoising.PHOTOGRAPHS`)
 PHOTOGRAPH_NAMES = ("astronaut", "brick", "camera", "cell", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
                     "hubble_deep_field", "immunohistochemistry", "moon", "page", "retina", "rocket", "text")

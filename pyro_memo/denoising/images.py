@@ -17,6 +17,15 @@ from ..checks import as_positive_int
 PHOTOGRAPHS = ("astronaut", "brick", "camera", "cell", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
                "hubble_deep_field", "immunohistochemistry", "moon", "page", "retina", "rocket", "text")
 
+#: the noise levels (standard deviations on the image's scale, grey levels 0-255 for these images) the
+#: denoisers take: from a millionth of a grey level to a million grey levels. Far below, the noise is lost
+#: in float64's rounding of the pixel values (noise of 1e-20 left the noisy image equal to the clean one:
+#: PSNR inf) and sigma**2 underflows in EPLL's weights (1e-300: a division by zero); far above, sigma**2
+#: overflows (1e160: OverflowError) and so does the PSNR's squared error (1e154: PSNR -inf).
+SIGMA_RANGE = (1e-6, 1e6)
+SIGMA_RANGE_WHY = ("a standard deviation on the image's scale, 0-255 grey levels: smaller noise is lost in float64's "
+                   "rounding of the pixels, larger overflows sigma**2 and the PSNR's squared error")
+
 
 def _skimage():
     try:
@@ -88,6 +97,9 @@ def add_noise(image, sigma, seed=0):
 
 
 def check_sigma(sigma):
-    """Raise :class:`ValueError` unless the noise level ``sigma`` is a positive finite number."""
+    """Raise :class:`ValueError` unless the noise level ``sigma`` is a positive number in :data:`SIGMA_RANGE`."""
     if isinstance(sigma, bool) or not isinstance(sigma, numbers.Real) or not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"the noise level sigma must be a positive number; got {sigma!r}")
+    low, high = SIGMA_RANGE
+    if not low <= sigma <= high:
+        raise ValueError(f"the noise level sigma must lie in [{low:g}, {high:g}] ({SIGMA_RANGE_WHY}); got {sigma!r}")

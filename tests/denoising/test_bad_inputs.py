@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 from sklearn.mixture import GaussianMixture
 
-from pyro_memo.denoising import GaussianMixturePrior, center_crop, epll_denoise, mmse_denoise, psnr, sample_patches
+from pyro_memo.denoising import (
+    GaussianMixturePrior,
+    add_noise,
+    center_crop,
+    epll_denoise,
+    mmse_denoise,
+    psnr,
+    sample_patches,
+)
+from pyro_memo.denoising.images import SIGMA_RANGE
 
 PRIOR = GaussianMixturePrior([1.0], 100 * np.eye(64)[None])
 IMAGE = np.random.default_rng(0).normal(100, 10, (32, 32))
@@ -33,6 +42,25 @@ WITH_INF[0, 7] = np.inf
 def test_the_denoisers_refuse_what_they_cannot_restore(denoise, call, match):
     with pytest.raises(ValueError, match=match):
         call(denoise)
+
+
+@pytest.mark.parametrize("sigma", [1e160, 1e154, 1e-300, 1e-20])
+@pytest.mark.parametrize("call", [lambda s: mmse_denoise(IMAGE, PRIOR, s), lambda s: epll_denoise(IMAGE, PRIOR, s),
+                                  lambda s: add_noise(IMAGE, s)])
+def test_a_noise_level_out_of_range_is_refused(call, sigma):
+    # 1e160: OverflowError at sigma ** 2; 1e154: PSNR -inf; 1e-300: ZeroDivisionError in EPLL; 1e-20: a noisy image
+    # equal to the clean one (PSNR inf)
+    with pytest.raises(ValueError, match=r"sigma must lie in \[1e-06, 1e\+06\] \(a standard deviation"):
+        call(sigma)
+
+
+def test_the_ends_of_the_noise_range_are_restored():
+    low, high = SIGMA_RANGE
+    for sigma in (low, high):
+        noisy = add_noise(IMAGE, sigma, seed=0)
+        for denoise in (mmse_denoise, epll_denoise):
+            assert np.isfinite(psnr(IMAGE, denoise(noisy, PRIOR, sigma)))
+        assert np.isfinite(psnr(IMAGE, noisy))
 
 
 @pytest.mark.parametrize("kwargs,match", [

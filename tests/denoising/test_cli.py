@@ -121,6 +121,8 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--model", model, "--sigma", "0"], "--sigma"),
         (["denoise", "camera", "--model", model, "--sigma", "-5"], "--sigma"),
         (["denoise", "camera", "--model", model, "--sigma", "nan"], "--sigma"),
+        (["denoise", "camera", "--model", model, "--sigma", "1e160"], "--sigma must lie in [1e-06, 1e+06]"),
+        (["denoise", "camera", "--model", model, "--sigma", "1e-300"], "--sigma must lie in [1e-06, 1e+06]"),
         (["denoise", "camera", "--model", tmp_path / "nowhere"], "nowhere"),
         (["denoise", "camera", "--model", tmp_path / "g"], "zm-gauss"),
         (["denoise", "camera", "--model", model, "--laps", "3"], "--laps"),
@@ -154,3 +156,16 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         assert status == 2 and len(lines) == 1, (argv, err)
         assert lines[0].startswith("pyro-memo: error:") and keyword.lower() in lines[0].lower(), (argv, lines[0])
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("sigma", ["1e160", "1e-300"])
+def test_denoise_refuses_a_noise_level_out_of_range_before_any_work(tmp_path, capsys, sigma):
+    # 1e160 raised a raw OverflowError (sigma ** 2); 1e-300 printed "PSNR inf dB" and wrote Infinity into --json
+    image = tmp_path / "i.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (16, 16), dtype=np.uint8)).save(image)
+    prior = tmp_path / "nowhere"  # the range is checked with the options, before the model is read
+    status, out, err = _run(["denoise", image, "--model", prior, "--sigma", sigma, "--json", tmp_path / "d.json"],
+                            capsys)
+    assert status == 2 and out == "" and "Traceback" not in err
+    assert err.strip().splitlines() == [err.strip()] and "--sigma must lie in [1e-06, 1e+06]" in err
+    assert not (tmp_path / "d.json").exists()
