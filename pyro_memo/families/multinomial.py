@@ -2,6 +2,7 @@
 
 import torch
 
+from ._special import in_row_blocks, log_negative_binomial, sum_over_nonzero
 from .base import ConjugateFamily, data_for_defaults
 
 
@@ -86,6 +87,32 @@ class Multinomial(ConjugateFamily):
             + (torch.lgamma(lam) - torch.lgamma(lam0)).sum(-1)
             + stats["logc"]
         )
+
+    def log_predictive(self, x, counts, stats):
+        """Posterior predictive :math:`\\log p(x_n \\mid S_k)` ``(n, K)``: the Dirichlet-multinomial of
+        :math:`\\lambda_k`, multinomial coefficient included, in closed form. With :math:`N = \\sum_v x_v`,
+        :math:`A = \\sum_v \\lambda_{kv}` and any :math:`p = 1 - q`, it is
+        :math:`\\sum_v \\log NB(x_v; \\lambda_{kv}, p) - \\log NB(N; A, p)` (the :math:`p^{\\lambda} q^{x}`
+        factors cancel), each negative binomial by
+        :func:`~pyro_memo.families._special.log_negative_binomial`; :math:`p = A / (A + N)` puts
+        :math:`N` at the second's mean. The generic ratio of marginal likelihoods cancels the whole
+        summary's ``lgamma`` terms and loses the result at large counts."""
+        lam = self.posterior(counts, stats)["lam"].T  # (V, K)
+        size = lam.sum(0)  # (K,)
+
+        def predictive(x):
+            total = x.sum(-1, keepdim=True)  # (n, 1)
+            p, q = size / (size + total), total / (size + total)  # (n, K)
+            log_p = -torch.log1p(total / size)
+
+            def nonzero(rows, columns, values):
+                return log_negative_binomial(values.unsqueeze(-1), lam[columns], p[rows], q[rows], log_p[rows])
+
+            zeros = ((x == 0).to(lam.dtype) @ lam) * log_p  # the words x leaves out: lam_kv log p each
+            words = sum_over_nonzero(x, torch.zeros_like(lam), nonzero) + zeros
+            return words - log_negative_binomial(total.expand_as(p), size.expand_as(p), p, q, log_p)
+
+        return in_row_blocks(predictive, x, lam.numel())
 
     def log_density(self, x, params):
         return (x * torch.log(params["phi"])).sum(-1) + log_multinomial_coefficient(x)

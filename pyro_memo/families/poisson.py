@@ -2,7 +2,7 @@
 
 import torch
 
-from ._special import kl_gamma
+from ._special import in_row_blocks, kl_gamma, log_negative_binomial, sum_over_nonzero
 from .base import ConjugateFamily, data_for_defaults, weighted_sums
 from .multinomial import check_counts
 
@@ -79,6 +79,21 @@ class Poisson(ConjugateFamily):
             - post["a"] * torch.log(post["b"])
         )
         return per_dim.sum(-1) - stats["logfact"]
+
+    def log_predictive(self, x, counts, stats):
+        """Posterior predictive :math:`\\log p(x_n \\mid S_k)` ``(n, K)``: per dimension the Gamma-Poisson
+        negative binomial of shape :math:`a_{kd}` and :math:`p = b_{kd} / (b_{kd} + 1)`, in closed form
+        (:func:`~pyro_memo.families._special.log_negative_binomial`). The generic ratio of marginal
+        likelihoods cancels the whole summary's ``lgamma`` terms: counts of 1e16 all scored -3.7 where the
+        predictive is about -200."""
+        post = self.posterior(counts, stats)
+        a, b = post["a"].T, post["b"].T  # (D, K)
+        p, q, log_p = b / (b + 1), 1 / (b + 1), -torch.log1p(1 / b)
+
+        def nonzero(rows, columns, values):
+            return log_negative_binomial(values.unsqueeze(-1), a[columns], p[columns], q[columns], log_p[columns])
+
+        return in_row_blocks(lambda x: sum_over_nonzero(x, a * log_p, nonzero), x, a.numel())
 
     def log_density(self, x, params):
         lam = params["lambda"]
