@@ -678,6 +678,15 @@ def _refuse_latent_alpha(global_sites, stick_site, alpha):
         )
 
 
+@contextmanager
+def _caller_rng_untouched():
+    """Tracing the model samples its latent sites from torch's global generator: fork it (and any CUDA
+    generator already in use), so that recognising a model leaves the caller's random stream where it was."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        yield
+
+
 def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     """Trace ``model(*args, **kwargs)`` and return its spec: a :class:`ModelSpec` (``kind == "dp"``)
     for a DP mixture, an :class:`~pyro_memo.bridge.hdp_recognition.HDPSpec` (``kind == "hdp"``)
@@ -691,24 +700,25 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     :param torch.dtype dtype: dtype of pyro-memo's variational math (float64 default).
     :raises ModelStructureError: naming the offending site and what was expected.
     """
-    try:
-        with torch.no_grad(), poutine.block(), _quiet_wishart():  # invisible to any handler the caller runs under
-            trace = poutine.trace(model).get_trace(*args, **kwargs)
-    except (ModelStructureError, NonFiniteDataError):  # the model checked its data: its own clear error
-        raise
-    except Exception as err:
-        raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "
-                                  f"{err}") from err
-    try:
-        with _quiet_wishart():
-            return _recognize(model, args, kwargs, trace, dtype)
-    except (ModelStructureError, NonFiniteDataError):
-        raise
-    except (RuntimeError, TypeError, IndexError, ValueError, AttributeError, KeyError, NotImplementedError) as err:
-        raise ModelStructureError(
-            f"pyro-memo could not read this model ({type(err).__name__}: {err}); see the conventions in "
-            "pyro_memo.bridge.recognition (docs/guide/conventions.md)"
-        ) from err
+    with _caller_rng_untouched():  # tracing draws the latent sites: the caller's RNG stream must not move
+        try:
+            with torch.no_grad(), poutine.block(), _quiet_wishart():  # invisible to any handler the caller runs under
+                trace = poutine.trace(model).get_trace(*args, **kwargs)
+        except (ModelStructureError, NonFiniteDataError):  # the model checked its data: its own clear error
+            raise
+        except Exception as err:
+            raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "
+                                      f"{err}") from err
+        try:
+            with _quiet_wishart():
+                return _recognize(model, args, kwargs, trace, dtype)
+        except (ModelStructureError, NonFiniteDataError):
+            raise
+        except (RuntimeError, TypeError, IndexError, ValueError, AttributeError, KeyError, NotImplementedError) as err:
+            raise ModelStructureError(
+                f"pyro-memo could not read this model ({type(err).__name__}: {err}); see the conventions in "
+                "pyro_memo.bridge.recognition (docs/guide/conventions.md)"
+            ) from err
 
 
 def _recognize(model, args, kwargs, trace, dtype):

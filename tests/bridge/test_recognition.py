@@ -315,3 +315,25 @@ def test_pyros_minibatch_idiom_is_refused_with_the_batch_form():
                                                          r"`with pyro.plate\('data', len\(data\), subsample=batch\) "
                                                          r"as idx:`"):
             pm.recognize_model(minibatch_model, batch, 30)
+
+
+@pytest.mark.parametrize("fit", ["recognize", "fit_vb", "fit_memoized", "latent_alpha"])
+def test_recognising_and_fitting_a_model_leaves_the_callers_torch_random_stream_alone(fit):
+    """Tracing a model draws its latent sites: the fit forks torch's generator around it, so that
+    a user's seeded stream reads the same after a fit (and the fit's result does not depend on it)."""
+    from tests.bridge.test_latent_alpha_model import gauss_1d
+
+    pyro.clear_param_store()
+    x = two_blobs(60)
+    torch.manual_seed(123)
+    before = torch.get_rng_state().clone()
+    if fit == "recognize":
+        pm.recognize_model(diag_model, x)
+    elif fit == "fit_vb":
+        pm.fit_vb(diag_model, x, max_iter=3, seed=0)
+    elif fit == "fit_memoized":
+        pm.fit_memoized(diag_model, x, num_batches=2, laps=2, seed=0)
+    else:
+        pm.recognize_model(gauss_1d, x[:, 0])  # conditions the model on another alpha: a second trace
+    assert torch.equal(torch.get_rng_state(), before)
+    pyro.clear_param_store()
