@@ -1,8 +1,10 @@
 """Pyro's own stochastic-gradient SVI on the DP-mixture model: the baseline memoized VB replaces."""
 
 import time
+from contextlib import contextmanager
 
 import pyro
+import pyro.util
 import torch
 from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO, config_enumerate
 
@@ -12,8 +14,32 @@ from ..inference.full_batch_vb import FitResult
 from ..inference.stochastic_vb import full_data_elbo
 from ..models import DPMixtureModel
 from .guide import DPMixtureGuide
+from .recognition import tracing_draws_from_the_caller_rng
 
 LOSSES = ("TraceEnum_ELBO", "Trace_ELBO")
+#: the param-store prefix of PyroSVI's guide: a fit replaces the parameters under it, and only those
+PREFIX = "pyro_memo.PyroSVI"
+
+
+@contextmanager
+def seeded_rngs(seed):
+    """Run under ``pyro.set_rng_seed(seed)``, then put the caller's torch (CPU and any CUDA generator in
+    use), ``random`` and numpy generators back as they were."""
+    state = pyro.util.get_rng_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            pyro.set_rng_seed(seed)
+            yield
+        finally:
+            pyro.util.set_rng_state(state)
+
+
+def clear_prefix(prefix):
+    """Remove the param store's parameters named ``prefix.*`` (the others stay)."""
+    store = pyro.get_param_store()
+    for name in [n for n in store.keys() if n.startswith(prefix + ".")]:
+        del store[name]
 
 
 class PyroSVI:
@@ -36,8 +62,12 @@ class PyroSVI:
     :param int laps: epochs (passes through the data).
     :param int num_particles: particles per ELBO estimate (vectorised).
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
-    :param int seed: seeds Pyro and the initialisation.
+    :param int seed: seeds Pyro and the initialisation (the fit runs under ``pyro.set_rng_seed(seed)`` and
+        then restores the caller's torch, numpy and ``random`` generators).
     :param bool score: compute the exact ELBO after every epoch.
+
+    The guide's parameters live in Pyro's param store under ``"pyro_memo.PyroSVI.*"``; a fit replaces
+    those and leaves every other parameter alone.
     """
 
     def __init__(self, family, K, alpha=1.0, loss="TraceEnum_ELBO", lr=0.01, laps=20, num_particles=1,
@@ -68,7 +98,8 @@ class PyroSVI:
         return SVI(model, guide, pyro.optim.Adam({"lr": self.lr}), loss)
 
     def fit(self, data, num_batches=1, callback=None):
-        """Run SVI. The param store is cleared first.
+        """Run SVI from a fresh start: the param store's ``"pyro_memo.PyroSVI.*"`` parameters (an earlier
+        fit's) are removed first; other parameters and the caller's random generators are left alone.
 
         :param torch.Tensor data: ``(N, D)`` data (in memory: Pyro subsamples it by index).
         :param int num_batches: minibatches per epoch (subsample size ``N // num_batches``).
@@ -81,10 +112,15 @@ class PyroSVI:
         if not 1 <= int(num_batches) <= n:
             raise ValueError(f"the number of batches must be between 1 and N = {n}; got {num_batches}")
         size = n // int(num_batches)
-        pyro.clear_param_store()
-        pyro.set_rng_seed(self.seed)
+        clear_prefix(PREFIX)
+        # the model's recognition draws from the seeded stream, as it did when these seeded results were made
+        with seeded_rngs(self.seed), tracing_draws_from_the_caller_rng():
+            return self._run(x, n, int(num_batches), size, callback)
+
+    def _run(self, x, n, num_batches, size, callback):
         model = DPMixtureModel(self.family, T=self.K + 1, alpha=self.alpha)
-        guide = DPMixtureGuide(model, K=self.K, init=self.init, seed=self.seed, dtype=self.family.dtype)
+        guide = DPMixtureGuide(model, K=self.K, init=self.init, seed=self.seed, dtype=self.family.dtype,
+                               prefix=PREFIX)
         guide.setup(x, subsample_size=size)
         svi = self._svi(model, guide)
         source = make_batches(x, 10) if n >= 10 else make_batches(x, 1)
@@ -92,7 +128,7 @@ class PyroSVI:
         start, scoring = time.perf_counter(), 0.0
         for epoch in range(self.laps):
             lap_start = time.perf_counter()
-            for _ in range(int(num_batches)):
+            for _ in range(num_batches):
                 loss = svi.step(x, subsample_size=size)
                 if loss != loss:
                     raise FloatingPointError(f"Pyro SVI's loss became NaN in epoch {epoch}; lower lr (now {self.lr})")

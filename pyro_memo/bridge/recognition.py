@@ -41,6 +41,7 @@ family's prior log-density. Anything else raises :class:`ModelStructureError`.
 
 import warnings
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import pyro.distributions as dist
@@ -678,13 +679,31 @@ def _refuse_latent_alpha(global_sites, stick_site, alpha):
         )
 
 
+_TRACE_FROM_CALLER_RNG = ContextVar("trace_from_caller_rng", default=False)
+
+
 @contextmanager
 def _caller_rng_untouched():
     """Tracing the model samples its latent sites from torch's global generator: fork it (and any CUDA
-    generator already in use), so that recognising a model leaves the caller's random stream where it was."""
+    generator already in use), so that recognising a model leaves the caller's random stream where it was
+    (unless under :func:`tracing_draws_from_the_caller_rng`)."""
+    if _TRACE_FROM_CALLER_RNG.get():
+        yield
+        return
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
         yield
+
+
+@contextmanager
+def tracing_draws_from_the_caller_rng():
+    """Recognition's traces draw from torch's global generator, as before it was forked: for a caller that
+    runs under its own seed and whose seeded results were made so (:class:`~pyro_memo.bridge.PyroSVI`)."""
+    token = _TRACE_FROM_CALLER_RNG.set(True)
+    try:
+        yield
+    finally:
+        _TRACE_FROM_CALLER_RNG.reset(token)
 
 
 def recognize_model(model, *args, dtype=torch.float64, **kwargs):

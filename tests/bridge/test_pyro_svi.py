@@ -43,3 +43,36 @@ def test_bad_options():
         PyroSVI(family, 3, loss="JitTrace")
     with pytest.raises(ValueError, match="batches"):
         PyroSVI(family, 3).fit(torch.randn(10, 2, dtype=torch.float64), num_batches=11)
+
+
+def test_a_fit_leaves_the_users_params_and_random_generators_alone():
+    """The fit runs under its own seed and owns only the param store's ``pyro_memo.PyroSVI.*``: a user's
+    parameters stay, and their torch, numpy and ``random`` streams read on as if no fit had run."""
+    import random
+
+    import numpy as np
+    import pyro
+    import pyro.util
+
+    x, _ = four_blobs(200)
+    family = pm.Gaussian.from_data(x)
+    pyro.clear_param_store()
+    mine = pyro.param("my_weights", torch.arange(3.0))
+    torch.manual_seed(11)
+    np.random.seed(11)
+    random.seed(11)
+    before = pyro.util.get_rng_state()
+    first = PyroSVI(family, 3, laps=2, seed=0).fit(x, num_batches=2)
+    after = pyro.util.get_rng_state()
+    assert torch.equal(after["torch"], before["torch"])
+    assert after["random"] == before["random"]
+    assert all(np.array_equal(a, b) for a, b in zip(after["numpy"], before["numpy"]))
+    store = pyro.get_param_store()
+    assert torch.equal(store["my_weights"], mine)
+    assert {n for n in store.keys() if n != "my_weights"} and all(
+        n.startswith("pyro_memo.PyroSVI.") for n in store.keys() if n != "my_weights")
+    # a second fit starts afresh from its own seed (the first fit's parameters replaced), whatever the user's streams
+    torch.manual_seed(12)
+    again = PyroSVI(family, 3, laps=2, seed=0).fit(x, num_batches=2)
+    assert again.elbo_trace == first.elbo_trace and "my_weights" in store
+    pyro.clear_param_store()
