@@ -63,16 +63,23 @@ def per_lap(trace, laps):
     return [None] * (laps - len(trace)) + list(trace)[len(trace) - laps:] if laps else []
 
 
+def agg_figure(**kwargs):
+    """A matplotlib :class:`~matplotlib.figure.Figure` drawn by the Agg canvas, made without pyplot: the
+    host process's matplotlib backend and pyplot's figures are left as they were."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def write_trace_plot(path, elbo_trace, k_trace, title=""):
     """A two-panel PNG: exact ELBO and K against laps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     laps = np.arange(1, len(elbo_trace) + 1)
     k_trace = np.asarray(per_lap(k_trace, len(elbo_trace)), dtype=float)  # unknown laps: NaN
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    fig = agg_figure(figsize=(9, 3.5))
+    axes = fig.subplots(1, 2)
     axes[0].plot(laps, elbo_trace, marker="o", ms=3)
     axes[0].set_xlabel("lap")
     axes[0].set_ylabel("exact ELBO (nats)")
@@ -82,7 +89,6 @@ def write_trace_plot(path, elbo_trace, k_trace, title=""):
     fig.suptitle(title)
     fig.tight_layout()
     write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
-    plt.close(fig)
 
 
 def _k_hint(out):

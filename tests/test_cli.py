@@ -392,3 +392,34 @@ def test_json_files_are_standard_json_with_null_for_nan_and_infinity(tmp_path):
     back = json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse)
     assert back == {"a": None, "b": [1.5, None, None], "c": [None, 2.0], "d": [None, 3.0],
                     "e": {"f": 4, "g": "x", "h": None, "i": True}}
+
+
+HOST_BACKEND = """
+import os, sys
+import matplotlib
+matplotlib.use("svg")
+import numpy as np
+from pyro_memo.cli import main
+folder = sys.argv[1]
+np.save(os.path.join(folder, "x.npy"), np.random.default_rng(0).normal(size=(120, 2)))
+assert main(["fit", os.path.join(folder, "x.npy"), "--laps", "2", "--quiet", "--save", os.path.join(folder, "fit")]) == 0
+assert main(["compare", os.path.join(folder, "x.npy"), "--methods", "memo", "--seeds", "0", "--passes", "2", "--K", "3",
+             "--batches", "2", "--out", os.path.join(folder, "cmp"), "--quiet"]) == 0
+print("HOST", matplotlib.get_backend(), "matplotlib.pyplot" in sys.modules)
+"""
+
+
+def test_plots_leave_the_host_processs_matplotlib_backend_alone(tmp_path):
+    """``main`` called from a program that chose its matplotlib backend draws its PNGs on an Agg canvas of
+    its own: the program's backend stays (it was switched to Agg), and pyplot is not even imported."""
+    import os
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", HOST_BACKEND, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split() == ["HOST", "svg", "False"]
+    assert (tmp_path / "fit" / "trace.png").read_bytes()[:4] == b"\x89PNG"
+    pngs = sorted(p.name for p in (tmp_path / "cmp").glob("*.png"))
+    assert len(pngs) == 4 and all((tmp_path / "cmp" / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)

@@ -6,26 +6,24 @@ import os
 
 import numpy as np
 
-from ..reporting import write_atomically
+from ..reporting import agg_figure, write_atomically
 
 
-def _figure():
+def _colors(methods):
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _colors(methods, plt):
-    cmap = plt.get_cmap("tab10" if len(methods) <= 10 else "tab20")
+    cmap = matplotlib.colormaps["tab10" if len(methods) <= 10 else "tab20"]
     return {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
 
 
-def _save(fig, path, plt):
+def _subplots(figsize):
+    """A figure and its axes, without pyplot (the host's matplotlib backend stays as it is)."""
+    fig = agg_figure(figsize=figsize)
+    return fig, fig.subplots()
+
+
+def _save(fig, path):
     write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png"))
-    plt.close(fig)
 
 
 def _series(traces, column_index):
@@ -52,10 +50,9 @@ def write_plots(out_dir, table, rows, traces):
     :param rows: the per-run rows.
     :param traces: ``[method, seed, *trace point]`` lines, as written to ``traces.csv``.
     """
-    plt = _figure()
     column = {c: i + 2 for i, c in enumerate(table.trace_columns)}
     methods = list(dict.fromkeys(line[0] for line in traces))
-    colors = _colors(methods, plt)
+    colors = _colors(methods)
     stem = table.objective.split("_per_")[0]
     labels = {table.progress: f"{table.progress} through the data", "seconds": "wall time (s)"}
     for name, xkey, ykey, ylabel in (
@@ -63,7 +60,7 @@ def write_plots(out_dir, table, rows, traces):
         (f"{stem}_vs_seconds.png", "seconds", table.objective, table.objective_label),
         (f"k_vs_{table.progress}.png", table.progress, "K", table.k_label),
     ):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = _subplots((7, 4.5))
         labelled = set()
         xs, ys = _series(traces, column[xkey]), _series(traces, column[ykey])
         for (method, seed), y in ys.items():
@@ -77,8 +74,8 @@ def write_plots(out_dir, table, rows, traces):
         if ykey == table.objective:
             _objective_limits(ax, [r[table.objective] for r in rows])
         ax.legend(fontsize=7, ncol=2)
-        _save(fig, os.path.join(out_dir, name), plt)
-    fig, ax = plt.subplots(figsize=(7, 4))
+        _save(fig, os.path.join(out_dir, name))
+    fig, ax = _subplots((7, 4))
     rng = np.random.default_rng(0)
     for i, method in enumerate(methods):
         values = [r[table.final] for r in rows if r["method"] == method]
@@ -86,4 +83,4 @@ def write_plots(out_dir, table, rows, traces):
     ax.set_xticks(range(len(methods)))
     ax.set_xticklabels(methods, rotation=40, ha="right", fontsize=8)
     ax.set_ylabel(table.final_label)
-    _save(fig, os.path.join(out_dir, f"final_{table.final.split('_per_')[0]}.png"), plt)
+    _save(fig, os.path.join(out_dir, f"final_{table.final.split('_per_')[0]}.png"))
