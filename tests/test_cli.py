@@ -402,8 +402,9 @@ import numpy as np
 from pyro_memo.cli import main
 folder = sys.argv[1]
 np.save(os.path.join(folder, "x.npy"), np.random.default_rng(0).normal(size=(120, 2)))
-assert main(["fit", os.path.join(folder, "x.npy"), "--laps", "2", "--quiet", "--save", os.path.join(folder, "fit")]) == 0
-assert main(["compare", os.path.join(folder, "x.npy"), "--methods", "memo", "--seeds", "0", "--passes", "2", "--K", "3",
+data = os.path.join(folder, "x.npy")
+assert main(["fit", data, "--laps", "2", "--quiet", "--save", os.path.join(folder, "fit")]) == 0
+assert main(["compare", data, "--methods", "memo", "--seeds", "0", "--passes", "2", "--K", "3",
              "--batches", "2", "--out", os.path.join(folder, "cmp"), "--quiet"]) == 0
 print("HOST", matplotlib.get_backend(), "matplotlib.pyplot" in sys.modules)
 """

@@ -66,7 +66,7 @@ def test_a_fit_leaves_the_users_params_and_random_generators_alone():
     after = pyro.util.get_rng_state()
     assert torch.equal(after["torch"], before["torch"])
     assert after["random"] == before["random"]
-    assert all(np.array_equal(a, b) for a, b in zip(after["numpy"], before["numpy"]))
+    assert all(np.array_equal(a, b) for a, b in zip(after["numpy"], before["numpy"], strict=True))
     store = pyro.get_param_store()
     assert torch.equal(store["my_weights"], mine)
     assert {n for n in store.keys() if n != "my_weights"} and all(
