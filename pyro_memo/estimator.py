@@ -1,6 +1,7 @@
 """A scikit-learn estimator for Dirichlet-process mixtures, fitted by memoized VB
 (Hughes & Sudderth 2013) or full-batch coordinate ascent (Blei & Jordan 2006)."""
 
+import copy
 import numbers
 import warnings
 
@@ -18,6 +19,7 @@ except ImportError:  # scikit-learn < 1.6: the same checks were an estimator met
     def validate_data(estimator, X, **kwargs):
         return estimator._validate_data(X, **kwargs)
 
+
 from .engine.driver import ConvergenceWarning
 from .engine.threads import check_threads
 from .families import FAMILIES, ConjugateFamily, check_sparse_candidates, get_family
@@ -26,6 +28,33 @@ from .inference import FullBatchVB, MemoizedVB, vb_log_predictive
 ALGORITHMS = ("memo", "vb")
 INITS = ("kmeans++", "random")
 DTYPES = ("float32", "float64")
+
+
+#: what ``validate_data(..., reset=True)`` records about the training input
+INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")
+#: fitted attributes that do not end in an underscore
+PRIVATE_FITTED = ("_label_of_component", "_n_features_out")
+
+
+def _is_fitted_attribute(name):
+    """Whether ``name`` is state a fit sets (scikit-learn's rule: it ends in ``_`` and does not start with
+    ``__``) rather than a parameter or other state."""
+    return (name.endswith("_") and not name.startswith("__")) or name in PRIVATE_FITTED
+
+
+def input_attributes(trial):
+    """The input attributes ``validate_data`` set on ``trial`` (a copy of the estimator being fitted)."""
+    return {name: getattr(trial, name) for name in INPUT_ATTRIBUTES if hasattr(trial, name)}
+
+
+def commit_fit(estimator, fitted):
+    """Replace ``estimator``'s fitted attributes by ``fitted`` in one step (one assignment of its
+    ``__dict__``): a fit that fails or is interrupted (:class:`KeyboardInterrupt`) before this point
+    leaves the previous fit whole, or the estimator unfitted; none of an earlier fit's attributes
+    outlives this one."""
+    state = {k: v for k, v in vars(estimator).items() if not _is_fitted_attribute(k)}
+    state.update(fitted)
+    estimator.__dict__ = state
 
 
 class EstimatorConvergenceWarning(ConvergenceWarning, SklearnConvergenceWarning):
@@ -208,33 +237,36 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         :returns: ``self``.
         """
         self._check_params()
-        X = validate_data(self, X, dtype=self._np_dtype())
+        trial = copy.copy(self)  # validate_data sets n_features_in_ there: self changes only on success
+        X = validate_data(trial, X, dtype=self._np_dtype())
         x = torch.tensor(X)
         family = self._make_family(x)
         driver, batches = self._make_algorithm(family, X.shape[0])
         result = driver.fit(x) if batches is None else driver.fit(x, batches)
-        self.posterior_ = result.posterior
-        self.summary_ = result.summary
-        self.elbo_ = self.lower_bound_ = float(result.elbo)
-        self.n_iter_ = len(result.elbo_trace)
-        self.converged_ = bool(result.converged)
-        self._set_labels(x)
+        fitted = input_attributes(trial)
+        fitted.update(posterior_=result.posterior, summary_=result.summary, elbo_=float(result.elbo),
+                      lower_bound_=float(result.elbo), n_iter_=len(result.elbo_trace),
+                      converged_=bool(result.converged))
+        fitted.update(self._labels(result.posterior, x))
+        commit_fit(self, fitted)
         warn_unconverged(self)
         return self
 
-    def _set_labels(self, x):
-        """Order the components by the training items they own; set ``labels_``, ``weights_`` and the
-        family's point estimates (``means_``, ``covariances_``, ...) in that order."""
-        posterior = self.posterior_
+    @staticmethod
+    def _labels(posterior, x):
+        """Order the components by the training items they own: ``labels_``, ``weights_`` and the
+        family's point estimates (``means_``, ``covariances_``, ...) in that order, as a dict."""
         winners = posterior.responsibilities(x).argmax(-1).numpy()
         owned = np.bincount(winners, minlength=posterior.K)
-        self.n_components_ = int(posterior.K)
-        self.component_of_label_ = np.argsort(-owned, kind="stable")
-        self._label_of_component = np.argsort(self.component_of_label_)
-        self.weights_ = posterior.expected_weights().numpy()[self.component_of_label_]
+        order = np.argsort(-owned, kind="stable")
+        label_of_component = np.argsort(order)
+        out = {"n_components_": int(posterior.K), "component_of_label_": order,
+               "_label_of_component": label_of_component,
+               "weights_": posterior.expected_weights().numpy()[order]}
         for name, value in posterior.family.point_estimates(posterior.component).items():
-            setattr(self, f"{name}_", value.numpy()[self.component_of_label_])
-        self.labels_ = self._label_of_component[winners]
+            out[f"{name}_"] = value.numpy()[order]
+        out["labels_"] = label_of_component[winners]
+        return out
 
     # ------------------------------------------------------------- read-outs
     def _validated(self, X):

@@ -2,6 +2,8 @@
 memoized VB (Hughes, Kim & Sudderth, AISTATS 2015), used the way scikit-learn's
 ``LatentDirichletAllocation`` is."""
 
+import copy
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
@@ -9,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative
 
 from .data.corpus import check_has_tokens, from_counts
 from .engine.threads import check_threads
-from .estimator import _check_int, _check_real, validate_data, warn_unconverged
+from .estimator import _check_int, _check_real, commit_fit, input_attributes, validate_data, warn_unconverged
 from .model_file import SavedTopics
 from .topics.memoized_hdp import TOPIC_MOVES, MemoizedHDP
 
@@ -129,9 +131,11 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise ValueError(f"moves must name moves among {list(TOPIC_MOVES)}; got {self.moves!r}")
         return names
 
-    def _corpus(self, X, reset):
-        """``X`` validated (scikit-learn's errors) and non-negative, as a :class:`~pyro_memo.topics.Corpus`."""
-        X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64, reset=reset)
+    def _corpus(self, X, reset, on=None):
+        """``X`` validated (scikit-learn's errors; with ``reset``, its width recorded on ``on``, by default
+        this estimator) and non-negative, as a :class:`~pyro_memo.topics.Corpus`."""
+        X = validate_data(self if on is None else on, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
+                          reset=reset)
         check_non_negative(X, f"{type(self).__name__}.{'fit' if reset else 'transform'}")
         return from_counts(X)
 
@@ -142,7 +146,8 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         :returns: ``self``.
         """
         moves = self._check_params()
-        corpus = self._corpus(X, reset=True)
+        trial = copy.copy(self)  # validate_data sets n_features_in_ there: self changes only on success
+        corpus = self._corpus(X, reset=True, on=trial)
         check_has_tokens(corpus, f"{type(self).__name__}.fit")
         nonempty = int(np.count_nonzero(np.diff(corpus.doc_ptr)))
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
@@ -154,13 +159,13 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                              moves=moves, init=init, local_dtype=self.local_dtype, threads=self.threads,
                              sparse_L=self.sparse_L)
         result = driver.fit(corpus, batches)
-        self.posterior_ = result.posterior
-        self.n_components_ = self._n_features_out = int(self.posterior_.K)
-        self.components_ = self.posterior_.topic_means().numpy()
-        self.topic_weights_ = self.posterior_.expected_beta()[:-1].numpy()
-        self.bound_ = float(result.elbo_trace[-1])
-        self.n_iter_ = len(result.elbo_trace)
-        self.converged_ = bool(result.converged)
+        posterior = result.posterior
+        fitted = input_attributes(trial)
+        fitted.update(posterior_=posterior, n_components_=int(posterior.K), _n_features_out=int(posterior.K),
+                      components_=posterior.topic_means().numpy(),
+                      topic_weights_=posterior.expected_beta()[:-1].numpy(), bound_=float(result.elbo_trace[-1]),
+                      n_iter_=len(result.elbo_trace), converged_=bool(result.converged))
+        commit_fit(self, fitted)  # all at once: an interrupted fit leaves the previous one whole
         warn_unconverged(self)
         return self
 

@@ -254,3 +254,62 @@ def test_an_estimator_pickled_before_fits_kept_their_dtype_still_reads_out():
         older = pickle.loads(pickle.dumps(est))
         assert np.array_equal(older.predict_proba(x), est.predict_proba(x))
         assert older.predict_proba(x).dtype == np.dtype(dtype)
+
+
+def interrupt_fits(monkeypatch, where="driver", exception=KeyboardInterrupt):
+    """Make the next fit raise ``exception`` (KeyboardInterrupt: Ctrl-C) in the driver, or after it while
+    labelling the training items."""
+    from pyro_memo import estimator
+
+    def stop(*args, **kwargs):
+        raise exception("stopped")
+
+    if where == "driver":
+        monkeypatch.setattr(estimator.MemoizedVB, "fit", stop)
+        monkeypatch.setattr(estimator.FullBatchVB, "fit", stop)
+    else:
+        monkeypatch.setattr(estimator.DPMixture, "_labels", staticmethod(stop))
+
+
+@pytest.mark.parametrize("where", ["driver", "labels"])
+def test_a_first_fit_interrupted_leaves_the_estimator_unfitted(monkeypatch, where):
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    x, _ = blobs(60)
+    est = DPMixture(n_components=3, max_iter=5, random_state=0)
+    interrupt_fits(monkeypatch, where)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(x)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    with pytest.raises(NotFittedError):
+        est.predict(x)
+    assert not [name for name in vars(est) if name.endswith("_")]
+
+
+@pytest.mark.parametrize("where,exception", [("driver", KeyboardInterrupt), ("labels", KeyboardInterrupt),
+                                             ("driver", ValueError)])
+def test_a_refit_that_fails_keeps_the_previous_fit_whole(monkeypatch, where, exception):
+    """Refit on data of another width, interrupted (or failing) mid-fit: the earlier fit still reads out,
+    with its own width (not the new data's n_features_in_ over the old posterior)."""
+    x, _ = blobs(90)
+    est = DPMixture(n_components=3, max_iter=5, random_state=0).fit(x)
+    before = dict(vars(est))
+    labels = est.predict(x)
+    interrupt_fits(monkeypatch, where, exception)
+    wider = np.hstack([x, x[:, :1]])
+    with pytest.raises(exception):
+        est.fit(wider)
+    assert vars(est).keys() == before.keys() and all(vars(est)[k] is v for k, v in before.items())
+    assert est.n_features_in_ == 2 and np.array_equal(est.predict(x), labels)
+    with pytest.raises(ValueError, match="3 features"):
+        est.predict(wider)
+
+
+def test_a_refit_drops_the_attributes_of_an_earlier_family():
+    x, _ = blobs(90)
+    est = DPMixture(n_components=3, max_iter=5, random_state=0).fit(x)
+    assert hasattr(est, "means_")
+    est.set_params(family="poisson").fit(np.abs(np.round(x)))
+    assert hasattr(est, "rates_") and not hasattr(est, "means_") and not hasattr(est, "covariances_")

@@ -212,3 +212,39 @@ def test_the_callers_sparse_matrix_is_left_as_it_was():
     est.score(x)
     assert all(np.array_equal(a, b) for a, b in zip((values, columns, pointers), before, strict=True))
     assert x.nnz == 4
+
+
+@pytest.mark.parametrize("exception", [KeyboardInterrupt, ValueError])
+def test_an_interrupted_fit_leaves_the_estimator_unfitted_or_its_previous_fit_whole(monkeypatch, exception):
+    """Ctrl-C (or an error) mid-fit: a first fit leaves the estimator unfitted (not n_features_in_ with no
+    posterior_); a refit on a wider vocabulary leaves the earlier fit reading out at its own width."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    from pyro_memo import topic_estimator
+
+    X, _ = three_topic_docs(30)
+    real_fit = topic_estimator.MemoizedHDP.fit
+
+    def stop(*args, **kwargs):
+        raise exception("stopped")
+
+    monkeypatch.setattr(topic_estimator.MemoizedHDP, "fit", stop)
+    est = HDPTopics(n_components=3, max_iter=3, random_state=0)
+    with pytest.raises(exception):
+        est.fit(X)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    with pytest.raises(NotFittedError):
+        est.transform(X)
+    monkeypatch.setattr(topic_estimator.MemoizedHDP, "fit", real_fit)
+    est.fit(X)
+    before, proportions = dict(vars(est)), est.transform(X)
+    monkeypatch.setattr(topic_estimator.MemoizedHDP, "fit", stop)
+    wider = np.hstack([X, X[:, :5]])
+    with pytest.raises(exception):
+        est.fit(wider)
+    assert vars(est).keys() == before.keys() and all(vars(est)[k] is v for k, v in before.items())
+    assert est.n_features_in_ == V and np.array_equal(est.transform(X), proportions)
+    with pytest.raises(ValueError, match=f"{V + 5} features"):
+        est.transform(wider)
