@@ -1,8 +1,13 @@
 """Writing files safely: a crash while writing never leaves a half-written file under the final name."""
 
+import contextlib
+import functools
 import os
+import re
+import signal
+import socket
 import stat
-import tempfile
+import threading
 import tokenize
 import zipfile
 import zlib
@@ -28,13 +33,139 @@ def _umask():
     return mask
 
 
+#: the temporary files being written by this process (their paths): never stale, whatever their pid says
+_ACTIVE = set()
+#: the tail of a temporary file's name after ``.NAME.``: the writer's pid, its machine (see
+#: :func:`_writer_machine`) and a random token
+_TEMPORARY_TAIL = re.compile(r"(\d+)-([0-9a-f]{8})\.[0-9a-f]{16}\.tmp")
+
+
+@functools.lru_cache(maxsize=1)
+def _writer_machine():
+    """8 hex digits naming this machine and PID namespace (host name, machine id, PID namespace): a pid in a
+    temporary file's name tells whether its writer lives only where these match."""
+    def machine_id(path):
+        with open(path, encoding="ascii") as fh:
+            return fh.read().strip()
+
+    parts = [socket.gethostname()]
+    for path, read in (("/etc/machine-id", machine_id), ("/proc/self/ns/pid", os.readlink)):
+        try:
+            parts.append(read(path))
+        except (OSError, ValueError):
+            parts.append("")
+    return f"{zlib.crc32('|'.join(parts).encode()):08x}"
+
+
+def _temporary_name(folder, base):
+    """``.NAME.PID-MACHINE.TOKEN.tmp`` in ``folder``: NAME is ``base`` (its first 200 characters), TOKEN 16
+    random hex digits, so that writers of one path (threads of one process included) never share one."""
+    return os.path.join(folder, f".{base[:200]}.{os.getpid()}-{_writer_machine()}.{os.urandom(8).hex()}.tmp")
+
+
+def _create_empty(path):
+    """Create ``path`` as an empty file only its owner may read, failing if it exists (as ``mkstemp`` does),
+    without opening it where the system allows: a descriptor held in a Python variable could leak when
+    :class:`KeyboardInterrupt` lands between the ``open`` and the ``close``."""
+    try:
+        os.mknod(path, stat.S_IFREG | 0o600)
+        return
+    except FileExistsError:
+        raise
+    except (AttributeError, PermissionError, OSError):  # no mknod, or not for regular files here
+        pass
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def _writer_alive(pid):
+    """Whether process ``pid`` exists (on this machine and PID namespace); a process we may not signal counts."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(path):
+    """Remove the temporary files :func:`write_atomically` left next to ``path`` when its writer died
+    (kill -9, a crash): those named for ``path`` whose writer ran on this machine and PID namespace and
+    no longer exists, or is this process but is not writing them. Any other file (another machine's, a
+    live process's, a name of another form) stays. Nothing is done outside POSIX systems; errors are
+    ignored. :func:`write_atomically` calls it after each successful write."""
+    if os.name != "posix":
+        return
+    target = os.path.realpath(path)
+    folder, prefix = os.path.dirname(target), f".{os.path.basename(target)[:200]}."
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    me, machine = os.getpid(), _writer_machine()
+    for name in names:
+        match = _TEMPORARY_TAIL.fullmatch(name, len(prefix))
+        if match is None or match.group(2) != machine:
+            continue
+        tmp, pid = os.path.join(folder, name), int(match.group(1))
+        if tmp in _ACTIVE or (pid != me and _writer_alive(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """In the main thread: hold back SIGINT and SIGTERM (their Python handlers) until the block ends,
+    then deliver them, in order, to the handlers that were in place. A Ctrl-C that lands while a file is
+    written thus stops the program just after the write (with :class:`KeyboardInterrupt` under Python's
+    default handler) rather than inside a library's writer, whose clean-up may fail over it (``np.savez``'s
+    zip file: "Can't close the ZIP file while there is an open writing handle") or leak the temporary file.
+    Signals whose handler was not set from Python, or is ``SIG_IGN``, are left alone."""
+    previous, caught = {}, []
+    try:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                handler = signal.getsignal(signum)
+                if handler is None or handler == signal.SIG_IGN:
+                    continue
+                previous[signum] = handler
+                try:
+                    signal.signal(signum, lambda number, frame: caught.append(number))
+                except ValueError:  # not the main interpreter
+                    del previous[signum]
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in caught:
+            signal.raise_signal(signum)
+
+
+def _interrupt_behind(err):
+    """The :class:`KeyboardInterrupt` ``err`` is, or was raised while handling (its ``__context__`` chain),
+    else ``None``."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return err
+        seen.add(id(err))
+        err = err.__context__
+    return None
+
+
 def write_atomically(path, write):
     """Call ``write(tmp_path)``, then rename over ``path``: a crash leaves the old file intact.
 
     ``path`` may be a symbolic link: the file it points to is replaced, the link stays. An existing
     file keeps its permission bits; a new one gets the usual ones (``0o666`` less the umask). The
-    temporary file is a fresh name in the same folder (``.NAME.XXXXXXXX.tmp``), so that writers
-    of the same path never share one, and it is removed if ``write`` fails.
+    temporary file is a fresh name in the same folder (``.NAME.PID-MACHINE.TOKEN.tmp``, created
+    readable by its owner only), so that writers of the same path never share one, and it is removed
+    if ``write`` fails. SIGINT and SIGTERM that arrive during the write (in the main thread) are
+    delivered when it is over (:func:`_signals_deferred`), and an error that ``write`` raised while
+    handling a :class:`KeyboardInterrupt` is reported as that interrupt. After a successful write,
+    the temporary files of ``path`` that a dead writer left (kill -9) are removed
+    (:func:`remove_stale_temporaries`).
 
     :raises IsADirectoryError: naming ``path`` if it is a directory (before ``write`` is called).
     :raises NotADirectoryError: naming ``path`` if a folder on its way is a file.
@@ -52,12 +183,28 @@ def write_atomically(path, write):
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)[:200]}.", suffix=".tmp")
-    try:
-        os.close(fd)
-        write(tmp)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with _signals_deferred():
+        tmp = None
+        try:
+            while tmp is None:
+                tmp = _temporary_name(folder, os.path.basename(target))
+                _ACTIVE.add(tmp)
+                try:
+                    _create_empty(tmp)
+                except FileExistsError:  # a 64-bit token drawn twice: draw another
+                    _ACTIVE.discard(tmp)
+                    tmp = None
+            write(tmp)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException as err:
+            interrupt = _interrupt_behind(err)
+            if interrupt is not None and interrupt is not err:  # an error in the writer's clean-up after Ctrl-C
+                raise interrupt from None
+            raise
+        finally:
+            if tmp is not None:
+                _ACTIVE.discard(tmp)
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+        remove_stale_temporaries(target)

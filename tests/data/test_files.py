@@ -2,11 +2,16 @@
 path never share a temporary file, and a directory in the way is refused before anything is written."""
 
 import os
+import re
+import signal
 import stat
+import subprocess
+import sys
 import threading
 
 import pytest
 
+from pyro_memo.data import files
 from pyro_memo.data.files import write_atomically
 
 
@@ -58,7 +63,8 @@ def test_writers_of_one_path_never_share_a_temporary_file(tmp_path):
     for t in threads:
         t.join()
     assert errors == [] and len(names) == 18
-    assert all(n.startswith(".state.pt.") and n.endswith(".tmp") and str(os.getpid()) not in n for n in names)
+    # distinct names: the writer's pid and machine, then a random token (a pid alone is shared by threads)
+    assert all(re.fullmatch(rf"\.state\.pt\.{os.getpid()}-[0-9a-f]{{8}}\.[0-9a-f]{{16}}\.tmp", n) for n in names)
     assert path.read_text() in {c * 20000 for c in "abc"}
     assert os.listdir(tmp_path) == ["state.pt"]
 
@@ -126,3 +132,126 @@ def test_damaged_npz_files_are_one_error_naming_the_file(tmp_path):
     for args in (["fit", str(method_dense), "--K", "2", "--laps", "1"], ["fit", str(method_sparse), "--model", "hdp"],
                  ["fit", str(method_sparse), "--model", "relational"]):
         assert main(args) == 2
+
+
+def _open_descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _interrupted_at(k, call):
+    """Run ``call()`` with SIGINT sent to this process at its ``k``-th line (under Python's default handler,
+    as a Ctrl-C lands wherever the program is); whether it raised KeyboardInterrupt."""
+    count = [0]
+
+    def tracer(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+            if count[0] == k:
+                signal.raise_signal(signal.SIGINT)
+        return tracer
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.settrace(tracer)
+    try:
+        call()
+        return False
+    except KeyboardInterrupt:
+        return True
+    finally:
+        sys.settrace(None)
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_a_ctrl_c_at_any_line_of_a_write_leaves_no_temporary_file_and_no_descriptor(tmp_path):
+    """SIGINT at each line of the write in turn (mkstemp's open included): the path holds the old or the new
+    bytes, nothing else is left in the folder and no descriptor stays open. SIGINT during the write itself
+    is held back until the new file is in place."""
+    path = tmp_path / "state.pt"
+    write_atomically(path, _text("old"))
+    fds, k, after_the_write = _open_descriptors(), 0, 0
+    while True:
+        k += 1
+        (tmp_path / "state.pt").write_text("old")
+        interrupted = _interrupted_at(k, lambda: write_atomically(path, _text("new")))
+        assert os.listdir(tmp_path) == ["state.pt"], (k, os.listdir(tmp_path))
+        assert path.read_text() in ("old", "new") and _open_descriptors() == fds, k
+        after_the_write += interrupted and path.read_text() == "new"
+        if not interrupted:
+            break
+    assert k > 50 and after_the_write > k // 2  # most lines are inside the write: their SIGINT waits for it
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_a_ctrl_c_while_posterior_npz_is_written_is_an_interrupt_not_a_zip_error(tmp_path, monkeypatch):
+    """np.savez cleaning up after a KeyboardInterrupt inside its zip member raised "Can't close the ZIP file
+    while there is an open writing handle" over it, which the command line took for bad data."""
+    import numpy as np
+    import torch
+
+    from pyro_memo.reporting import write_posterior_npz
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    path = tmp_path / "posterior.npz"
+
+    def write(value):
+        write_posterior_npz(path, np.full(3, value), np.zeros(4), {"means": torch.full((3, 2), value)})
+
+    write(0.0)
+    fds, k = _open_descriptors(), 0
+    while True:
+        k += 3
+        interrupted = _interrupted_at(k, lambda: write(1.0))
+        assert os.listdir(tmp_path) == ["posterior.npz"] and _open_descriptors() == fds, k
+        with np.load(path) as saved:
+            assert saved["weights"][0] in (0.0, 1.0) and (saved["means"] == saved["weights"][0]).all()
+        if not interrupted:
+            break
+    assert k > 100 and unraisable == []
+
+
+def _stale_name(target, pid, machine=None, token="0123456789abcdef"):
+    return f".{target}.{pid}-{machine or files._writer_machine()}.{token}.tmp"
+
+
+def _dead_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_the_next_write_removes_the_temporary_files_a_killed_writer_left(tmp_path):
+    """kill -9 during a save leaves ``.NAME.PID-MACHINE.TOKEN.tmp``: the next successful write of NAME
+    removes those whose writer no longer exists (or is this process, not writing them), and only those."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead = _dead_pid()
+        stale = [_stale_name("state.pt", dead), _stale_name("state.pt", os.getpid(), token="fedcba9876543210")]
+        kept = [_stale_name("state.pt", sleeper.pid),  # a live writer
+                _stale_name("state.pt", dead, machine="00000000" if files._writer_machine() != "00000000"
+                            else "11111111"),  # another machine's or PID namespace's: its pid means nothing here
+                ".state.pt.a1b2c3d4.tmp",  # an older release's name: its writer cannot be told
+                _stale_name("state.pt.bak", dead),  # another file's
+                _stale_name("other.pt", dead)]
+        for name in stale + kept:
+            (tmp_path / name).write_bytes(b"half a checkpoint")
+        write_atomically(tmp_path / "state.pt", _text("new"))
+        assert sorted(os.listdir(tmp_path)) == sorted(["state.pt", *kept])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_temporary_file_this_process_is_writing_is_not_stale(tmp_path):
+    """Two threads saving one path: one's successful write leaves the other's temporary file alone."""
+    seen = []
+
+    def slow(tmp):
+        _text("first")(tmp)
+        write_atomically(tmp_path / "state.pt", _text("second"))  # another writer finishes meanwhile
+        seen.append(os.path.exists(tmp))
+
+    write_atomically(tmp_path / "state.pt", slow)
+    assert seen == [True] and (tmp_path / "state.pt").read_text() == "first"
+    assert os.listdir(tmp_path) == ["state.pt"]
