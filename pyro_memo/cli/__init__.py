@@ -7,12 +7,13 @@ registers itself.
 """
 
 import argparse
+import os
 import sys
 
 from . import common  # noqa: F401  (registers the shared options)
 from .common import add_threads_option, check_numbers, check_outputs, remove_created, thread_limit
 from .denoise import add_denoise_command, add_patches_command, run_denoise, run_patches
-from .interrupt import StopOnSignal
+from .interrupt import StopOnSignal, interrupt_behind
 from .predict import add_predict_command, run_predict
 from .registry import (
     COMMANDS,
@@ -56,9 +57,24 @@ DIRECT = {"predict": run_predict, "patches": run_patches, "denoise": run_denoise
 
 
 def main(argv=None):
-    """Run ``pyro-memo``; returns the exit status (2 and one error line for bad options or data)."""
+    """Run ``pyro-memo``; returns the exit status (2 and one error line for bad options or data; 130 or
+    143 after SIGINT or SIGTERM, see :mod:`pyro_memo.cli.interrupt`).
+
+    Without ``argv`` (the ``pyro-memo`` program itself, which ends when this returns), the command leaves
+    SIGINT and SIGTERM ignored, so that signals sent while Python shuts down change nothing (no
+    traceback, the status stays); called with ``argv`` (from another program), it puts the caller's
+    handlers back.
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command's handlers were in place (imports, option parsing)
+        print("pyro-memo: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv):
     args = build_parser().parse_args(argv)
-    with StopOnSignal() as stop:
+    with StopOnSignal(ignore_on_exit=argv is None) as stop:
         args.stop = stop
         try:
             with thread_limit(args.threads):
@@ -69,26 +85,39 @@ def main(argv=None):
                     check_numbers(args)
                     check_outputs(args)
                     status = getattr(model, args.command)(args)
+        except KeyboardInterrupt:
+            stop.close()
+            return _interrupted(args, stop)
         except (ValueError, FloatingPointError, OSError) as err:
+            stop.close()
+            if interrupt_behind(err) is not None:  # a writer's clean-up failed over the interrupt
+                return _interrupted(args, stop)
             remove_created(getattr(args, "created_folders", None))
             print(f"pyro-memo: error: {err}", file=sys.stderr)
             return 2
         except (MemoryError, RuntimeError) as err:
+            stop.close()
             if not isinstance(err, MemoryError) and not _out_of_memory(err):
                 raise
             remove_created(getattr(args, "created_folders", None))
             print(f"pyro-memo: error: out of memory (lower --K or use less data): "
                   f"{_first_line(err)}", file=sys.stderr)
             return 2
-        except KeyboardInterrupt:
-            print(f"pyro-memo: interrupted{_resume_hint(args)}", file=sys.stderr)
-            return 130
-    if stop.requested:
-        unit = "run" if args.command == "compare" else "epoch" if _algo(args) == "memory-bounded" else "lap"
-        print(f"pyro-memo: stopped by {stop.name()} after a complete {unit}; the results above cover the {unit}s "
-              f"done{_resume_hint(args)}", file=sys.stderr)
-        return stop.exit_status
+        stop.close()
+        if stop.requested:
+            unit = "run" if args.command == "compare" else "epoch" if _algo(args) == "memory-bounded" else "lap"
+            print(f"pyro-memo: stopped by {stop.name()} after a complete {unit}; the results above cover the "
+                  f"{unit}s done{_resume_hint(args)}", file=sys.stderr)
+            return stop.exit_status
     return status
+
+
+def _interrupted(args, stop):
+    """Stopped at once (a second signal): one line, and the exit status of the signal (130 when the
+    interrupt came otherwise). An output folder the command created and left empty is removed."""
+    remove_created(getattr(args, "created_folders", None))
+    print(f"pyro-memo: interrupted{_resume_hint(args)}", file=sys.stderr)
+    return stop.exit_status or 130
 
 
 def _out_of_memory(err):
@@ -107,15 +136,20 @@ def _algo(args):
 
 
 def _resume_hint(args):
-    """How to go on after an interrupted fit: only memoized VB writes a checkpoint (``--save DIR``)."""
-    save = getattr(args, "save", None) or getattr(args, "resume", None)
+    """How to go on after an interrupted fit: only memoized VB writes a checkpoint (``--save DIR``), and
+    only from the end of its first lap."""
     if args.command != "fit":
         return ""
     if _algo(args) != "memo":
         return f" (--algo {args.algo} writes no checkpoint: nothing to resume from)"
-    if not save:
+    save, resume = getattr(args, "save", None), getattr(args, "resume", None)
+    if not (save or resume):
         return " (no --save: nothing to resume from)"
-    return f"; the last complete checkpoint is {save}/state.pt: run the same command with --resume {save} to go on"
+    for folder in (save, resume):
+        if folder and os.path.isfile(os.path.join(folder, "state.pt")):
+            return (f"; the last complete checkpoint is {folder}/state.pt: run the same command with --resume "
+                    f"{folder} to go on")
+    return f" before the first checkpoint: {save or resume} holds none yet, nothing to resume from"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ While a command runs, the first signal only sets a flag: the fit's per-lap callb
 stops the fit after the lap (and after that lap's checkpoint with ``--save``), the command writes
 its summary and JSON for the laps done, and ``pyro-memo`` exits with 130 (SIGINT) or 143
 (SIGTERM) after one line saying how to resume. A second signal stops at once
-(:class:`KeyboardInterrupt`); checkpoints are written atomically, so the last complete one is kept.
+(:class:`KeyboardInterrupt`); checkpoints are written atomically, so the last complete one is kept
+(a signal that lands while a file is written takes effect once it is written). Once the command is
+stopping at once, or reporting how it ended, further signals are only recorded: it ends with one
+message and the exit status of the signal that stopped it (130 or 143).
 """
 
 import signal
@@ -17,31 +20,52 @@ EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 class StopOnSignal:
     """Context manager turning SIGINT / SIGTERM into a stop request (:attr:`requested`).
 
+    The first signal asks the command to stop at the end of its lap; the second raises
+    :class:`KeyboardInterrupt` (stop at once); any later one, or any after :meth:`close`, is only
+    recorded. On leaving, the previous handlers are put back, unless ``ignore_on_exit`` is set (the
+    program ends there): then SIGINT and SIGTERM are ignored from there on, so that signals sent while
+    it shuts down (interpreter exit, atexit hooks) change nothing.
+
     Outside the main thread (where Python cannot install handlers) it does nothing.
     """
 
-    def __init__(self):
+    def __init__(self, ignore_on_exit=False):
         self.signum = None
+        self.interrupted_by = None
+        self.closed = False
+        self.ignored = 0
+        self.ignore_on_exit = ignore_on_exit
         self._previous = {}
 
     def __enter__(self):
         try:
-            self._previous = {s: signal.signal(s, self._handle) for s in EXIT_STATUS}
+            for signum in EXIT_STATUS:
+                self._previous[signum] = signal.signal(signum, self._handle)
         except ValueError:  # not the main thread
-            self._previous = {}
+            pass
         return self
 
     def __exit__(self, *exc):
+        self.close()
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            # ignored, not a Python handler: Python resets those to the default as it shuts down
+            signal.signal(signum, signal.SIG_IGN if self.ignore_on_exit else handler)
         return False
 
+    def close(self):
+        """From now on signals are only recorded: the command is reporting how it ended."""
+        self.closed = True
+
     def _handle(self, signum, frame):
-        if self.signum is not None:
+        if self.closed or self.interrupted_by is not None:
+            self.ignored += 1
+        elif self.signum is None:
+            self.signum = signum
+            print(f"pyro-memo: {signal.Signals(signum).name} received: stopping at the end of this lap "
+                  f"(send it again to stop at once)", file=sys.stderr, flush=True)
+        else:
+            self.interrupted_by = signum
             raise KeyboardInterrupt
-        self.signum = signum
-        print(f"pyro-memo: {signal.Signals(signum).name} received: stopping at the end of this lap "
-              f"(send it again to stop at once)", file=sys.stderr, flush=True)
 
     @property
     def requested(self):
@@ -50,8 +74,22 @@ class StopOnSignal:
 
     @property
     def exit_status(self):
-        """130 after SIGINT, 143 after SIGTERM, 0 when none came."""
-        return EXIT_STATUS.get(self.signum, 0)
+        """130 or 143 after SIGINT or SIGTERM (the one that stopped the command at once, if one did), 0
+        when none came."""
+        return EXIT_STATUS.get(self.interrupted_by or self.signum, 0)
 
     def name(self):
         return signal.Signals(self.signum).name if self.signum is not None else ""
+
+
+def interrupt_behind(err):
+    """The :class:`KeyboardInterrupt` ``err`` is, or was raised while handling (its ``__context__`` chain),
+    else ``None`` (as :func:`pyro_memo.data.files.interrupt_behind`, which this module does not import:
+    it would pull torch into ``--help``)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return err
+        seen.add(id(err))
+        err = err.__context__
+    return None

@@ -136,13 +136,21 @@ def _signals_deferred():
                     del previous[signum]
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        _put_back(list(previous.items()))
         for signum in caught:
             signal.raise_signal(signum)
 
 
-def _interrupt_behind(err):
+def _put_back(handlers):
+    """Install each ``(signum, handler)``; the rest still are when a handler just put back raises."""
+    if handlers:
+        try:
+            signal.signal(*handlers[0])
+        finally:
+            _put_back(handlers[1:])
+
+
+def interrupt_behind(err):
     """The :class:`KeyboardInterrupt` ``err`` is, or was raised while handling (its ``__context__`` chain),
     else ``None``."""
     seen = set()
@@ -198,7 +206,7 @@ def write_atomically(path, write):
             os.chmod(tmp, mode)
             os.replace(tmp, target)
         except BaseException as err:
-            interrupt = _interrupt_behind(err)
+            interrupt = interrupt_behind(err)
             if interrupt is not None and interrupt is not err:  # an error in the writer's clean-up after Ctrl-C
                 raise interrupt from None
             raise
