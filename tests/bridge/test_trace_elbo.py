@@ -27,7 +27,11 @@ def test_exact_elbo_matches_pyro_trace_elbo(name, truncation):
     K = T if truncation == "direct" else 3
     result = pm.fit_vb(model, x, K=K, max_iter=50)
     assert result.guide.sticks.truncation == truncation
-    mean, se = pyro_elbo(model, result.guide, x)
+    # the estimate's own draws, whatever the fit drew (its tracing no longer draws from the caller's stream), and
+    # 60 batches of 2000 particles: Bernoulli's estimates are heavy-tailed (with 20 batches seed 0 put the direct
+    # truncation's at z = -3.4, seeds 1-7 within |z| <= 1.3)
+    pyro.set_rng_seed(0)
+    mean, se = pyro_elbo(model, result.guide, x, batches=60)
     assert se < 0.05
     assert abs(result.elbo - mean) < 3 * se, (result.elbo, mean, se)
 
