@@ -28,6 +28,8 @@ class DPMixtureSteps:
     #: search each item's sparse responsibilities among its candidates only, with this many random
     #: components per group (``None``: among all components)
     sparse_candidates = None
+    #: the local step's precision (:class:`~pyro_memo.engine.MemoizedDriver` sets it; ``None``: the fit's own)
+    local_dtype = None
 
     def set_sparse_L(self, sparse_L, sparse_candidates=None):
         """Validate and keep ``sparse_L`` and ``sparse_candidates`` (see
