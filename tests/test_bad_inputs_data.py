@@ -68,6 +68,18 @@ def test_complex_data_are_refused_by_name():
             pm.Gaussian.from_data(x + 1j)
         with pytest.raises(ValueError, match="complex"):
             from_counts(np.ones((3, 4)) + 5j)
+        with pytest.raises(ValueError, match="complex"):
+            from_counts(torch.ones(3, 4) + 5j)
+        with pytest.raises(ValueError, match="complex"):
+            from_counts([[1 + 1j, 2], [3, 4]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_count_matrices_as_torch_tensors_are_read(dtype):
+    """A (D, V) torch tensor of counts is a matrix of numbers (the complex check read its dtype as numpy's
+    and raised numpy's TypeError)."""
+    corpus = from_counts(torch.tensor([[1, 0, 2], [0, 1, 0]], dtype=dtype))
+    assert corpus.num_docs == 2 and float(corpus.num_tokens) == 4.0
 
 
 def test_data_without_columns_get_a_shape_error():

@@ -105,6 +105,20 @@ def check_has_tokens(corpus, where):
                          "count)")
 
 
+def _holds_complex(matrix):
+    """Whether ``matrix`` (an array, a scipy or torch matrix) holds complex numbers; nested lists are read as
+    an array (a ragged one is not, and is refused as no matrix)."""
+    if callable(getattr(matrix, "is_complex", None)):  # a torch tensor
+        return bool(matrix.is_complex())
+    if isinstance(matrix, (list, tuple)):
+        try:
+            matrix = np.asarray(matrix)
+        except ValueError:
+            return False
+    kind = getattr(matrix, "dtype", None)
+    return kind is not None and np.issubdtype(kind, np.complexfloating)
+
+
 def from_counts(matrix, vocab=None):
     """A corpus from a ``(D, V)`` count matrix: dense array or any scipy sparse matrix.
 
@@ -116,15 +130,9 @@ def from_counts(matrix, vocab=None):
     """
     import scipy.sparse as sp
 
-    kind = getattr(matrix, "dtype", None)
-    if kind is None and isinstance(matrix, (list, tuple)):
-        try:
-            kind = np.asarray(matrix).dtype
-        except ValueError:  # ragged: refused below
-            kind = None
-    if kind is not None and np.issubdtype(kind, np.complexfloating):
-        raise ValueError(f"a count matrix must hold real counts; got complex dtype {kind} (its imaginary part would "
-                         f"be dropped)")
+    if _holds_complex(matrix):
+        raise ValueError("a count matrix must hold real counts; got complex numbers (their imaginary part would be "
+                         "dropped)")
     try:
         m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as err:
