@@ -86,7 +86,8 @@ def as_seed(seed, name="seed"):
         return int(seed.integers(0, 2**31 - 1))
     if isinstance(seed, np.random.RandomState):
         return int(seed.randint(0, 2**31 - 1))
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) <= MAX_SEED:
+    whole = isinstance(seed, numbers.Integral) or (isinstance(seed, numbers.Real) and float(seed).is_integer())
+    if isinstance(seed, bool) or not whole or not 0 <= int(seed) <= MAX_SEED:
         raise ValueError(f"{name} must be a whole number in [0, 2**63 - 1] or a numpy Generator / RandomState; "
                          f"got {seed!r}")
     return int(seed)

@@ -113,6 +113,7 @@ def test_as_seed_keeps_whole_numbers_and_draws_from_generators():
     from pyro_memo.checks import as_seed
 
     assert as_seed(7) == 7 and as_seed(np.int64(7)) == 7 and as_seed(2**63 - 1) == 2**63 - 1
+    assert as_seed(3.0) == 3 and as_seed(np.float64(3.0)) == 3  # whole numbers, as as_positive_int reads them
     assert as_seed(np.random.default_rng(0)) == as_seed(np.random.default_rng(0))
     assert as_seed(np.random.RandomState(0)) == as_seed(np.random.RandomState(0))
     for bad in (-1, 2**63, 2**70, 1.5, "3", None, True):
@@ -126,7 +127,10 @@ def test_every_fitter_checks_its_seed(seed):
     fam = pm.Gaussian.from_data(x)
     fits = [lambda: pm.MemoizedVB(fam, 2, laps=2, seed=seed).fit(x, num_batches=2),
             lambda: pm.FullBatchVB(fam, 2, max_iter=2, seed=seed).fit(x),
-            lambda: MemoizedRelational(K=2, laps=2, seed=seed).fit(Graph([[0, 1], [1, 2], [2, 3]], 4))]
+            lambda: MemoizedRelational(K=2, laps=2, seed=seed).fit(Graph([[0, 1], [1, 2], [2, 3]], 4)),
+            lambda: pm.MemoryBoundedVB(fam, 2, memory_bound=500, epoch=60, laps=2, seed=seed).fit(x),
+            lambda: pm.HDPGuide(pm.models.HDPTopicModel(5, 2), seed=seed),
+            lambda: pm.RelationalGuide(pm.models.HDPRelationalModel(4, 2), seed=seed)]
     for fit in fits:
         if isinstance(seed, int):
             with pytest.raises(ValueError, match="seed must be a whole number"):

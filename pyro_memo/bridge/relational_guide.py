@@ -8,6 +8,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints, transform_to
 
+from ..checks import as_seed
 from ..data import Graph
 from ..inference import SummaryCache
 from ..models.hdp_relational import HDPRelationalGuide, sample_pair_roles
@@ -79,7 +80,7 @@ class RelationalGuide(GlobalSiteReadouts):
     """
 
     def __init__(self, model, prefix=None, seed=0, init="spectral"):
-        self.model, self.seed, self.init = model, seed, init
+        self.model, self.seed, self.init = model, as_seed(seed), init
         self.prefix = default_prefix(model) if prefix is None else str(prefix)
         self.spec = None
         self._specs = {}
