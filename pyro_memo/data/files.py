@@ -138,7 +138,16 @@ def _signals_deferred():
     finally:
         _put_back(list(previous.items()))
         for signum in caught:
-            signal.raise_signal(signum)
+            _deliver(signum, previous[signum])
+
+
+def _deliver(signum, handler):
+    """Deliver a held-back signal to ``handler``: a Python handler is called (a wake-up file descriptor,
+    asyncio's, was written when the signal came and is not written twice), the default one raised again."""
+    if callable(handler):
+        handler(signum, None)
+    else:
+        signal.raise_signal(signum)
 
 
 def _put_back(handlers):

@@ -255,3 +255,28 @@ def test_a_temporary_file_this_process_is_writing_is_not_stale(tmp_path):
     write_atomically(tmp_path / "state.pt", slow)
     assert seen == [True] and (tmp_path / "state.pt").read_text() == "first"
     assert os.listdir(tmp_path) == ["state.pt"]
+
+
+def test_a_signal_held_back_during_a_write_reaches_an_asyncio_handler_once(tmp_path):
+    """asyncio learns of a signal through its wake-up file descriptor, written when the signal comes: the
+    held-back signal goes to the Python handler afterwards, not raised a second time."""
+    import asyncio
+
+    calls = []
+
+    def write(tmp):
+        with open(tmp, "w") as fh:
+            fh.write("x")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: calls.append("SIGTERM"))
+        try:
+            write_atomically(tmp_path / "f.bin", write)
+            await asyncio.sleep(0.2)
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    asyncio.run(main())
+    assert calls == ["SIGTERM"] and (tmp_path / "f.bin").read_text() == "x"
