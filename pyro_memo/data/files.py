@@ -121,8 +121,19 @@ def _signals_deferred():
     written thus stops the program just after the write (with :class:`KeyboardInterrupt` under Python's
     default handler) rather than inside a library's writer, whose clean-up may fail over it (``np.savez``'s
     zip file: "Can't close the ZIP file while there is an open writing handle") or leak the temporary file.
-    Signals whose handler was not set from Python, or is ``SIG_IGN``, are left alone."""
+    Signals whose handler was not set from Python, or is ``SIG_IGN``, are left alone. A second signal
+    during the write means the sender insists (a stalled disk, "send it again to stop at once"): both are
+    delivered at once."""
     previous, caught = {}, []
+
+    def hold(number, frame):
+        caught.append(number)
+        if len(caught) > 1:
+            held = caught[:]
+            caught.clear()
+            for signum in held:
+                _deliver(signum, previous[signum])
+
     try:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -131,7 +142,7 @@ def _signals_deferred():
                     continue
                 previous[signum] = handler
                 try:
-                    signal.signal(signum, lambda number, frame: caught.append(number))
+                    signal.signal(signum, hold)
                 except ValueError:  # not the main interpreter
                     del previous[signum]
         yield

@@ -280,3 +280,23 @@ def test_a_signal_held_back_during_a_write_reaches_an_asyncio_handler_once(tmp_p
 
     asyncio.run(main())
     assert calls == ["SIGTERM"] and (tmp_path / "f.bin").read_text() == "x"
+
+
+def test_a_second_ctrl_c_during_a_slow_write_stops_it_at_once(tmp_path):
+    """One Ctrl-C waits for the write to end; a second one during the write stops it there, and the
+    old file and no temporary file are left."""
+    (tmp_path / "f.bin").write_text("old")
+    reached = []
+
+    def write(tmp):
+        with open(tmp, "w") as fh:
+            fh.write("new")
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("after one")
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("after two")
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(tmp_path / "f.bin", write)
+    assert reached == ["after one"]
+    assert (tmp_path / "f.bin").read_text() == "old" and os.listdir(tmp_path) == ["f.bin"]
