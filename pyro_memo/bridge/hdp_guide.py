@@ -21,6 +21,15 @@ _CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive,
                 "q_alpha": constraints.positive, "q_gamma": constraints.positive}
 
 
+def picked_counts(doc, word, pick, V):
+    """``(len(pick), V)`` word counts of documents ``pick`` (repeats allowed), from the tokens of those
+    documents alone: no ``(documents, V)`` table of the whole corpus."""
+    keep = torch.isin(doc, pick)
+    rows, tokens = torch.nonzero(pick[:, None] == doc[keep][None, :], as_tuple=True)
+    return torch.zeros(len(pick), V, dtype=torch.float64).index_put_(
+        (rows, word[keep][tokens]), torch.ones(len(rows), dtype=torch.float64), accumulate=True)
+
+
 class HDPGuide(GlobalSiteReadouts):
     """``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(phi_k) = Dir(lam_k)`` (the
     tail topic at its prior), ``q(pi_d) = Dir(theta_d)`` and ``q(z_n) = Cat(r_n)`` (no mass on
@@ -118,12 +127,10 @@ class HDPGuide(GlobalSiteReadouts):
         spec = self.spec
         doc, word = spec.tokens(args, kwargs)
         size = spec.plate_size(args, kwargs)
-        counts = torch.zeros(size, spec.V, dtype=torch.float64).index_put_(
-            (doc.cpu(), word.cpu()), torch.ones(len(doc), dtype=torch.float64), accumulate=True)
         g = torch.Generator().manual_seed(self.seed)
         pick = torch.randint(size, (spec.K,), generator=g)
         noise = 0.01 * torch.rand(spec.K, spec.V, generator=g, dtype=torch.float64)
-        lam = (spec.lam0 + counts[pick] + noise).to(word.device)
+        lam = (spec.lam0 + picked_counts(doc.cpu(), word.cpu(), pick, spec.V) + noise).to(word.device)
         rho = torch.full((spec.K,), 1.0 / (1.0 + spec.gamma), dtype=torch.float64, device=word.device)
         omega = torch.full((spec.K,), 1.0 + spec.gamma, dtype=torch.float64, device=word.device)
         return HDPPosterior(lam, rho, omega, learnable(spec.alpha, spec.alpha_prior),

@@ -286,3 +286,17 @@ def test_a_call_without_the_words_that_needs_them_names_the_argument():
     guide(doc_of, words)
     with pytest.raises(ValueError, match="passes no word ids.*positional argument 1.*site 'x'"):
         guide.elbo(doc_of)  # the bound scores words
+
+
+def test_the_initial_topics_count_the_picked_documents_words_alone():
+    """``picked_counts`` equals rows ``pick`` of the corpus' (documents, V) count table, which the guide no
+    longer forms (repeated and empty documents included), over random corpora."""
+    from pyro_memo.bridge.hdp_guide import picked_counts
+
+    g = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        D, V, N = (int(torch.randint(1, hi, (1,), generator=g)) for hi in (30, 20, 300))
+        doc, word = torch.randint(D, (N,), generator=g), torch.randint(V, (N,), generator=g)
+        pick = torch.randint(D, (int(torch.randint(1, 8, (1,), generator=g)),), generator=g)
+        table = torch.zeros(D, V, dtype=F64).index_put_((doc, word), torch.ones(N, dtype=F64), accumulate=True)
+        assert torch.equal(picked_counts(doc, word, pick, V), table[pick])
