@@ -7,7 +7,6 @@ import re
 import signal
 import socket
 import stat
-import threading
 import tokenize
 import zipfile
 import zlib
@@ -116,14 +115,14 @@ def remove_stale_temporaries(path):
 
 @contextlib.contextmanager
 def _signals_deferred():
-    """In the main thread: hold back SIGINT and SIGTERM (their Python handlers) until the block ends,
-    then deliver them, in order, to the handlers that were in place. A Ctrl-C that lands while a file is
-    written thus stops the program just after the write (with :class:`KeyboardInterrupt` under Python's
-    default handler) rather than inside a library's writer, whose clean-up may fail over it (``np.savez``'s
-    zip file: "Can't close the ZIP file while there is an open writing handle") or leak the temporary file.
-    Signals whose handler was not set from Python, or is ``SIG_IGN``, are left alone. A second signal
-    during the write means the sender insists (a stalled disk, "send it again to stop at once"): both are
-    delivered at once."""
+    """In the main thread (where Python runs signal handlers): hold back SIGINT and SIGTERM (their Python
+    handlers) until the block ends, then deliver them, in order, to the handlers that were in place. A Ctrl-C
+    that lands while a file is written thus stops the program just after the write (with
+    :class:`KeyboardInterrupt` under Python's default handler) rather than inside a library's writer, whose
+    clean-up may fail over it (``np.savez``'s zip file: "Can't close the ZIP file while there is an open writing
+    handle") or leak the temporary file. Signals whose handler was not set from Python, or is ``SIG_IGN``, are
+    left alone. A second signal during the write means the sender insists (a stalled disk, "send it again to
+    stop at once"): both are delivered at once."""
     previous, caught = {}, []
 
     def hold(number, frame):
@@ -135,16 +134,16 @@ def _signals_deferred():
                 _deliver(signum, previous[signum])
 
     try:
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                handler = signal.getsignal(signum)
-                if handler is None or handler == signal.SIG_IGN:
-                    continue
-                previous[signum] = handler
-                try:
-                    signal.signal(signum, hold)
-                except ValueError:  # not the main interpreter
-                    del previous[signum]
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(signum)
+            if handler is None or handler == signal.SIG_IGN:
+                continue
+            previous[signum] = handler
+            try:
+                signal.signal(signum, hold)
+            except ValueError:  # not the main thread of the main interpreter: handlers cannot be set here
+                del previous[signum]
+                break
         yield
     finally:
         _put_back(list(previous.items()))
