@@ -91,3 +91,17 @@ def as_seed(seed, name="seed"):
         raise ValueError(f"{name} must be a whole number in [0, 2**63 - 1] or a numpy Generator / RandomState; "
                          f"got {seed!r}")
     return int(seed)
+
+
+def interrupt_behind(err):
+    """The :class:`KeyboardInterrupt` ``err`` is, or was raised while handling (its ``__context__`` chain),
+    else ``None``: a writer's clean-up error over a Ctrl-C (``np.savez``'s "Can't close the ZIP file") is
+    that Ctrl-C. Here, below every layer and without torch, so that the command line's ``--help`` and the
+    file writers share it."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return err
+        seen.add(id(err))
+        err = err.__context__
+    return None

@@ -10,10 +10,11 @@ import argparse
 import os
 import sys
 
+from ..checks import interrupt_behind
 from . import common  # noqa: F401  (registers the shared options)
 from .common import add_threads_option, check_numbers, check_outputs, remove_created, thread_limit
 from .denoise import add_denoise_command, add_patches_command, run_denoise, run_patches
-from .interrupt import StopOnSignal, interrupt_behind
+from .interrupt import StopOnSignal
 from .predict import add_predict_command, run_predict
 from .registry import (
     COMMANDS,

@@ -80,16 +80,3 @@ class StopOnSignal:
 
     def name(self):
         return signal.Signals(self.signum).name if self.signum is not None else ""
-
-
-def interrupt_behind(err):
-    """The :class:`KeyboardInterrupt` ``err`` is, or was raised while handling (its ``__context__`` chain),
-    else ``None`` (as :func:`pyro_memo.data.files.interrupt_behind`, which this module does not import:
-    it would pull torch into ``--help``)."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, KeyboardInterrupt):
-            return err
-        seen.add(id(err))
-        err = err.__context__
-    return None

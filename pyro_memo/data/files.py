@@ -11,6 +11,8 @@ import tokenize
 import zipfile
 import zlib
 
+from ..checks import interrupt_behind
+
 #: what reading a damaged ``.npy`` / ``.npz`` / zip file raises besides :class:`OSError` and :class:`ValueError`: a
 #: truncated or garbled archive (``BadZipFile``, ``EOFError``, ``zlib.error``, an unknown compression method's
 #: ``NotImplementedError``) or a garbled ``.npy`` header, which numpy parses as Python
@@ -167,18 +169,6 @@ def _put_back(handlers):
             signal.signal(*handlers[0])
         finally:
             _put_back(handlers[1:])
-
-
-def interrupt_behind(err):
-    """The :class:`KeyboardInterrupt` ``err`` is, or was raised while handling (its ``__context__`` chain),
-    else ``None``."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, KeyboardInterrupt):
-            return err
-        seen.add(id(err))
-        err = err.__context__
-    return None
 
 
 def write_atomically(path, write):
