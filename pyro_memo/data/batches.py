@@ -200,12 +200,8 @@ class FileBatches(BatchSource):
 
     def batch(self, b):
         lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
-        if self.fortran:  # each row is strided across the columns: copy its rows out of a map
-            view = self._map()
-            try:
-                return np.array(view[lo:hi], order="C")
-            finally:
-                del view
+        if self.fortran:  # each row is strided across the columns: copied out of a map, as take does
+            return self.take(np.arange(lo, hi))
         width = self.shape[1]
         offset = self._offset + lo * width * self.dtype.itemsize
         rows = np.fromfile(self.path, dtype=self.dtype, count=(hi - lo) * width, offset=offset)
