@@ -89,3 +89,17 @@ def test_help_keeps_an_ellipsis_and_adds_no_stray_period():
         text = commands[command].format_help()
         assert "...." not in text and not re.search(r", \.\s+[a-z]+:", text)  # was 'nmi (labelled data), . hdp:'
     assert "tokens, V, ... relational: keys:" in " ".join(commands["fit"].format_help().split())
+
+
+def test_the_model_choices_keep_their_order_whichever_model_module_was_imported_first():
+    # run alone after test_layering (which imports cli.models.relational first), --model read
+    # {relational,dp,dp-mixture,hdp} and the help listed relational before hdp
+    import subprocess
+    import sys
+
+    script = ("import pyro_memo.cli.models.relational, pyro_memo.cli.models.hdp\n"
+              "from pyro_memo.cli import build_parser\n"
+              "fit = build_parser()._subparsers._group_actions[0].choices['fit']\n"
+              "print([a for a in fit._actions if a.dest == 'model'][0].choices)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['dp', 'dp-mixture', 'hdp', 'relational']"

@@ -123,11 +123,18 @@ def register_model(model):
 
 
 def load_models():
-    """Import every module of :mod:`pyro_memo.cli.models` (each registers its model)."""
+    """Import every module of :mod:`pyro_memo.cli.models` (each registers its model) and put the
+    built-in models in their modules' order, ahead of plugins, so the help and the ``--model``
+    choices read the same whichever module happened to be imported first."""
     from . import models
 
-    for info in pkgutil.iter_modules(models.__path__):
-        importlib.import_module(f"{models.__name__}.{info.name}")
+    modules = [f"{models.__name__}.{info.name}" for info in pkgutil.iter_modules(models.__path__)]
+    for module in modules:
+        importlib.import_module(module)
+    rank = {module: i for i, module in enumerate(modules)}
+    ordered = sorted(MODELS.values(), key=lambda m: rank.get(type(m).__module__, len(modules)))
+    MODELS.clear()
+    MODELS.update((m.name, m) for m in ordered)
 
 
 def get_model(name):
