@@ -17,31 +17,90 @@ def multidigamma(a, d: int):
     return torch.digamma(a.unsqueeze(-1) - 0.5 * i).sum(-1)
 
 
+#: where the asymptotic forms below take over from ``lgamma`` / ``digamma`` differences
+_ASYMPTOTIC_FROM = 10.0
+# B_2k / 2k, k = 1..7: psi(x) = log x - 1/(2x) - sum_k (B_2k / 2k) x^(-2k) (Abramowitz & Stegun 6.3.18)
+_DIGAMMA_SERIES = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12)
+
+
+def _digamma_tail(x):
+    """:math:`\\log x - \\tfrac{1}{2x} - \\psi(x)` by its asymptotic series (seven terms: below 1e-16 relative
+    for ``x >= 10``); meaningful only there, so ``x`` is clamped to it."""
+    w = 1.0 / torch.clamp(x, min=_ASYMPTOTIC_FROM) ** 2
+    tail = torch.zeros_like(w)
+    for c in reversed(_DIGAMMA_SERIES):
+        tail = w * (c + tail)
+    return tail
+
+
+def digamma_increment(x, h):
+    """:math:`\\psi(x + h) - \\psi(x)` for ``x > 0``, ``h >= 0``, elementwise, with the increment ``h`` given
+    exactly (``x + h`` rounds away a small ``h`` at ~1e15). Where ``x`` passes 10 it is
+    :math:`\\mathrm{log1p}(h/x) + \\frac{h}{2x(x + h)} - S(x + h) + S(x)` (:func:`_digamma_tail` ``S``), whose
+    terms are of the increment's size; the difference of two digammas of ~1e15 keeps only ~1e-14 absolute,
+    lost once multiplied by the counts it weighs."""
+    big = x >= _ASYMPTOTIC_FROM
+    xs = torch.where(big, x, 2 * _ASYMPTOTIC_FROM * torch.ones_like(x))
+    ys = xs + h
+    asymptotic = torch.log1p(h / xs) + h / (2 * xs * ys) - _digamma_tail(ys) + _digamma_tail(xs)
+    return torch.where(big, asymptotic, torch.digamma(x + h) - torch.digamma(x))
+
+
 def lbeta(a, b):
-    """Log of the Beta function, elementwise."""
-    return torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
+    """Log of the Beta function, elementwise. Once :math:`a + b` passes 10 by Stirling's form
+    :math:`\\log B(a, b) = \\omega(a) + \\omega(b) - \\omega(a + b) + \\tfrac12\\log 2\\pi - \\tfrac12\\log b
+    - (a - \\tfrac12)\\,\\mathrm{log1p}(b/a) - b\\,\\mathrm{log1p}(a/b)` with :math:`\\omega` = :func:`stirlerr`
+    (from :math:`\\log\\Gamma(x) = (x - \\tfrac12)\\log x - x + \\tfrac12\\log 2\\pi + \\omega(x)`), whose terms
+    are of the result's size: ``lgamma(1e15)`` alone is 3e16, and the three ``lgamma`` values lose whole
+    nats to rounding there."""
+    big = a + b >= _ASYMPTOTIC_FROM
+    direct = torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
+    one = torch.ones_like(a + b)
+    sa, sb = torch.where(big, a, one), torch.where(big, b, one)
+    stirling = (stirlerr(sa) + stirlerr(sb) - stirlerr(sa + sb) + _HALF_LOG_2PI - 0.5 * torch.log(sb)
+                - (sa - 0.5) * torch.log1p(sb / sa) - sb * torch.log1p(sa / sb))
+    return torch.where(big, stirling, direct)
+
+
+def _beta_self_term(a, b):
+    """:math:`-\\log B(a, b) + a(\\psi(a) - \\psi(c)) + b(\\psi(b) - \\psi(c))`, :math:`c = a + b` (the part of
+    KL(Beta(a, b) || .) that depends on ``(a, b)`` alone), elementwise. Where both pass 10, Stirling's series
+    (:func:`stirlerr` ``omega``, :func:`_digamma_tail` ``S``) turn it into
+    :math:`\\tfrac12\\log\\frac{ab}{c} - \\tfrac12 - \\tfrac12\\log 2\\pi - \\omega(a) - \\omega(b) + \\omega(c)
+    - a S(a) - b S(b) + c S(c)`, whose terms are of the result's size; the three terms it replaces are each
+    ~1e15 at ``a = b = 1e15`` and cancel to a few nats."""
+    big = (a >= _ASYMPTOTIC_FROM) & (b >= _ASYMPTOTIC_FROM)
+    c = a + b
+    direct = -lbeta(a, b) - a * digamma_increment(a, b) - b * digamma_increment(b, a)
+    sa = torch.where(big, a, 2 * _ASYMPTOTIC_FROM * torch.ones_like(c))
+    sb = torch.where(big, b, 2 * _ASYMPTOTIC_FROM * torch.ones_like(c))
+    sc = sa + sb
+    stirling = (0.5 * (torch.log(sa) + torch.log(sb) - torch.log(sc)) - 0.5 - _HALF_LOG_2PI
+                - stirlerr(sa) - stirlerr(sb) + stirlerr(sc)
+                - sa * _digamma_tail(sa) - sb * _digamma_tail(sb) + sc * _digamma_tail(sc))
+    return torch.where(big, stirling, direct)
 
 
 def kl_beta(a, b, a0, b0):
-    """KL(Beta(a, b) || Beta(a0, b0)), elementwise."""
-    return (
-        lbeta(a0, b0)
-        - lbeta(a, b)
-        + (a - a0) * torch.digamma(a)
-        + (b - b0) * torch.digamma(b)
-        + (a0 - a + b0 - b) * torch.digamma(a + b)
-    )
+    """KL(Beta(a, b) || Beta(a0, b0)), elementwise: :math:`\\log B(a_0, b_0) - \\log B(a, b) + (a - a_0)
+    (\\psi(a) - \\psi(a + b)) + (b - b_0)(\\psi(b) - \\psi(a + b))`, with the terms in ``(a, b)`` alone taken
+    together (:func:`_beta_self_term`) and the digamma differences by :func:`digamma_increment`, so that
+    nothing cancels at large ``a`` and ``b``."""
+    return lbeta(a0, b0) + _beta_self_term(a, b) + a0 * digamma_increment(a, b) + b0 * digamma_increment(b, a)
 
 
 def kl_gamma(a, b, a0, b0):
-    """KL(Gamma(a, rate=b) || Gamma(a0, rate=b0)), elementwise."""
-    return (
-        (a - a0) * torch.digamma(a)
-        - torch.lgamma(a)
-        + torch.lgamma(a0)
-        + a0 * (torch.log(b) - torch.log(b0))
-        + a * (b0 - b) / b
-    )
+    """KL(Gamma(a, rate=b) || Gamma(a0, rate=b0)), elementwise:
+    :math:`(a - a_0)\\psi(a) - \\log\\Gamma(a) + \\log\\Gamma(a_0) + a_0 \\log(b / b_0) + a (b_0 - b) / b`.
+    Where ``a`` passes 10 the first two terms and :math:`-a` are taken together through Stirling's series,
+    :math:`(\\tfrac12 - a_0)\\log a - \\frac{a - a_0}{2a} - (a - a_0) S(a) - \\tfrac12\\log 2\\pi - \\omega(a) + a`
+    (:func:`_digamma_tail` ``S``, :func:`stirlerr` ``omega``), so no term grows like :math:`a \\log a`."""
+    big = a >= _ASYMPTOTIC_FROM
+    direct = (a - a0) * torch.digamma(a) - torch.lgamma(a) - a + a * b0 / b
+    sa = torch.where(big, a, 2 * _ASYMPTOTIC_FROM * torch.ones_like(a))
+    stirling = ((0.5 - a0) * torch.log(sa) - (sa - a0) / (2 * sa) - (sa - a0) * _digamma_tail(sa)
+                - _HALF_LOG_2PI - stirlerr(sa) + sa * b0 / b)
+    return torch.where(big, stirling, direct) + torch.lgamma(a0) + a0 * (torch.log(b) - torch.log(b0))
 
 
 def safe_cholesky(matrix, what: str):
