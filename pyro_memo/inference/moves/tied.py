@@ -43,6 +43,11 @@ class TiedBirthMove(BirthMove):
             return None
         return super().batch_visit(posterior, key, batch.points, local[1])
 
+    def remnant_summary(self, posterior, key, x, resp):
+        """``None``: a memory's summary weighs its clumps by their sizes, which the singlets alone do not
+        give, so an adoption here is judged without the remnants' delete (expanded, or with their merges)."""
+        return None
+
     def batch_pair_entropy(self, batch, local, pairs):
         return tied_pair_entropies(batch, local, pairs)
 
