@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import pyro_memo as pm
+from pyro_memo.estimator import DPMixture
 from pyro_memo.inference.moves import BirthMove
 from pyro_memo.summaries import Summary
 from tests.inference.test_moves import assert_memo_is_exact
@@ -44,3 +45,14 @@ def test_a_birth_replaces_its_target_when_the_remnant_is_deleted(seed):
     assert gains and all(g["after"] > g["before"] for g in gains)
     assert_memo_is_exact(x, result, 5)
     assert float(result.posterior.elbo(result.state.cache.total)) == pytest.approx(result.elbo, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_births_from_one_component_find_four_close_clusters_with_the_default_options(seed):
+    """The estimator's defaults from K = 1: every cluster is found (a default subsample of 1,000 items,
+    60% of a pair of clusters, merged the pair's split away on the subsample, and the fit stopped at two
+    or three components), with an ELBO above the bound at the true labels."""
+    x, labels = close_clusters(4, 3000, seed)
+    est = DPMixture(n_components=1, moves="birth,merge,delete", random_state=seed).fit(x.numpy())
+    assert est.n_components_ == 4
+    assert est.elbo_ > bound_at_labels(est.posterior_, x, labels)
