@@ -150,8 +150,9 @@ class BirthMove(Move):
         :data:`CREATION_BUDGET`, and never fewer than ``5 D^2``, the items a full covariance per fresh
         component needs. The creation's cleanup judges the fresh components on the subsample alone: a
         split whose gain grows with its items but whose cost (its components' prior terms) does not is
-        merged away on a subsample that holds too few of the target's items (four clusters in D = 10, 3
-        standard deviations apart, stayed at two components from K = 1 with ``N' = 1000``)."""
+        merged away on a subsample that holds too few of the target's items (four unit-covariance clusters
+        in D = 10, each mean 3 standard deviations along its own axis, stayed at two or three components
+        from K = 1 with ``N' = 1000``, 60% of a pair of clusters)."""
         if self.subsample_size:
             return self.subsample_size
         return max(5 * dim ** 2, min(PAPER_SUBSAMPLE, CREATION_BUDGET // dim ** 2))
