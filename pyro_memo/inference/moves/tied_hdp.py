@@ -95,7 +95,7 @@ class TiedHDPBirthMove(TiedHDPMove):
     """Births for the memory-bounded HDP (module docstring).
 
     :param int fresh_K: components of the fresh mixture fitted to the target's singlets.
-    :param int subsample_size: most singlets it is fitted to (default ``max(1000, 5 D^2)``, as the DP's births).
+    :param int subsample_size: most singlets it is fitted to (default ``max(1000, 5 D^2)``).
     :param float min_resp: a singlet joins the target's subsample when its responsibility exceeds this.
     :param int max_K: no birth beyond this many components.
     :param int fresh_iters: coordinate-ascent laps of the fresh mixture.
