@@ -64,7 +64,7 @@ class EstimatorConvergenceWarning(ConvergenceWarning, SklearnConvergenceWarning)
 
 
 def warn_unconverged(estimator):
-    """Warn (:class:`EstimatorConvergenceWarning`) when ``estimator.converged_`` is false, as
+    """Warn (:class:`~pyro_memo.estimator.EstimatorConvergenceWarning`) when ``estimator.converged_`` is false, as
     scikit-learn's mixtures do."""
     if not estimator.converged_:
         warnings.warn(f"{type(estimator).__name__} stopped at max_iter={estimator.max_iter} laps before its "
@@ -94,10 +94,10 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     :param int n_components: truncation level ``K`` (an upper bound on the number of clusters).
     :param family: a family name (one of :data:`~pyro_memo.families.FAMILIES`, whose default
         prior is scaled to the training data by ``from_data``) or a
-        :class:`~pyro_memo.families.ConjugateFamily` with its own prior.
+        :class:`~pyro_memo.ConjugateFamily` with its own prior.
     :param float alpha: DP concentration.
-    :param str algorithm: ``"memo"`` (:class:`~pyro_memo.inference.MemoizedVB`) or ``"vb"``
-        (:class:`~pyro_memo.inference.FullBatchVB`).
+    :param str algorithm: ``"memo"`` (:class:`~pyro_memo.MemoizedVB`) or ``"vb"``
+        (:class:`~pyro_memo.FullBatchVB`).
     :param int n_batches: batches of memoized VB; default ``min(10, n_samples)``, and never more
         than ``n_samples``. Ignored by ``"vb"``.
     :param str moves: memoized VB only: comma-separated moves, e.g. ``"birth,merge,delete"``
@@ -111,7 +111,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         batch summaries) in float32 while the globals, the memo and the ELBO stay in ``dtype``
         (see :class:`~pyro_memo.engine.MemoizedDriver`); ``None`` (default): ``dtype`` throughout.
     :param dict prior: prior hyperparameters replacing the family's defaults, e.g.
-        ``{"kappa": 0.1, "nu": 30.0}`` (see :meth:`~pyro_memo.families.ConjugateFamily.with_prior`:
+        ``{"kappa": 0.1, "nu": 30.0}`` (see :meth:`~pyro_memo.ConjugateFamily.with_prior`:
         a number fills a vector; ``None`` keeps the defaults).
     :param float prior_scale: multiplies the family's prior covariance scale (its ``spread_key``;
         bnpy's ``sF``; 1 keeps it). See the user guide's "Choosing K, alpha and the priors".
@@ -123,30 +123,31 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         default) or ``sparse_L >= n_components`` keeps them all. :meth:`predict_proba` stays dense.
     :param int sparse_candidates: with ``sparse_L``, search each item's components among its carried
         candidates plus this many random ones per group instead of all ``n_components`` (see
-        :class:`~pyro_memo.inference.MemoizedVB`); ``None`` (the default): among all.
+        :class:`~pyro_memo.MemoizedVB`); ``None`` (the default): among all.
 
     A fitted estimator pickles (``pickle`` / ``joblib``) and the copy predicts exactly as the
     original; :func:`~pyro_memo.save_model` ``(path, (est.posterior_, est.summary_))`` writes the
     versioned model file ``pyro-memo predict`` reads.
 
-    :ivar posterior_: the fitted :class:`~pyro_memo.inference.DPMixturePosterior`.
-    :ivar summary_: the whole-data :class:`~pyro_memo.summaries.Summary` (for the predictive).
+    :ivar posterior_: the fitted :class:`~pyro_memo.DPMixturePosterior`.
+    :ivar summary_: the whole-data :class:`~pyro_memo.Summary` (for the predictive).
     :ivar int n_components_: number of fitted components, the columns of :meth:`predict_proba`
         (``n_components`` unless moves changed it).
     :ivar weights_: expected mixture weights :math:`E_q[w_k]`, in label order.
-    :ivar means_, covariances_: for the Gaussian families, ``(n_components_, n_features)`` posterior
-        means of the component means and ``(n_components_, n_features, n_features)`` covariances
-        :math:`E_q[\\Lambda_k]^{-1}` (the known covariance for the known-covariance families), in
-        label order; the other families give their own point estimates instead (``rates_`` for
-        Poisson, ``probabilities_`` for Bernoulli and multinomial): the family's
-        :meth:`~pyro_memo.families.ConjugateFamily.point_estimates`, each as ``<name>_``.
+    :ivar means_: for the Gaussian families, ``(n_components_, n_features)`` posterior means of the
+        component means, in label order; the other families give their own point estimates instead
+        of ``means_`` and ``covariances_`` (``rates_`` for Poisson, ``probabilities_`` for Bernoulli and
+        multinomial): the family's :meth:`~pyro_memo.ConjugateFamily.point_estimates`, each as ``<name>_``.
+    :ivar covariances_: for the Gaussian families, ``(n_components_, n_features, n_features)``
+        covariances :math:`E_q[\\Lambda_k]^{-1}` (the known covariance for the known-covariance
+        families), in label order.
     :ivar labels_: training labels.
     :ivar component_of_label_: posterior component index of each label.
     :ivar float elbo_: exact ELBO of the fit (total nats); ``lower_bound_`` is the same number,
         under scikit-learn's mixtures' name.
     :ivar int n_iter_: laps run.
     :ivar bool converged_: whether the ELBO's relative change fell below ``tol``; when it did not,
-        :meth:`fit` warns with :class:`EstimatorConvergenceWarning` (both
+        :meth:`fit` warns with :class:`~pyro_memo.estimator.EstimatorConvergenceWarning` (both
         :class:`~pyro_memo.ConvergenceWarning` and scikit-learn's ``ConvergenceWarning``).
     :ivar int n_features_in_: number of features seen in :meth:`fit`.
 
@@ -289,7 +290,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     def score_samples(self, X):
         """Log posterior predictive density of each row of ``X`` (Blei & Jordan 2006, §4; see
-        :func:`~pyro_memo.inference.vb_log_predictive`)."""
+        :func:`~pyro_memo.vb_log_predictive`)."""
         x = self._validated(X)
         return vb_log_predictive(self.posterior_, self.summary_, x).numpy()
 

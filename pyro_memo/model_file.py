@@ -30,8 +30,8 @@ class SavedMixture:
     """A fitted DP mixture loaded by :func:`load_model` (or wrapping a fit): assignments and
     predictive densities of new items.
 
-    :ivar posterior: the :class:`~pyro_memo.inference.DPMixturePosterior`.
-    :ivar summary: the whole-data :class:`~pyro_memo.summaries.Summary` its components came from.
+    :ivar posterior: the :class:`~pyro_memo.DPMixturePosterior`.
+    :ivar summary: the whole-data :class:`~pyro_memo.Summary` its components came from.
     """
 
     kind = DP_MIXTURE
@@ -62,7 +62,7 @@ class SavedMixture:
 
     def score_samples(self, x):
         """``(N,)`` log predictive density of each item
-        (:func:`~pyro_memo.inference.predictive.vb_log_predictive`)."""
+        (:func:`~pyro_memo.vb_log_predictive`)."""
         from .inference.predictive import vb_log_predictive
 
         return vb_log_predictive(self.posterior, self.summary, self.check_data(x))
@@ -93,7 +93,7 @@ class SavedTopics:
 
     def check_corpus(self, corpus):
         """Refuse what is not a corpus, one whose word ids lie beyond the model's vocabulary
-        (:func:`~pyro_memo.topics.heldout.check_corpus`), and one without documents."""
+        (``check_corpus()``), and one without documents."""
         from .topics.heldout import check_corpus
 
         check_corpus(self.posterior, corpus)
@@ -141,7 +141,7 @@ def _parts(fit, summary):
 def save_model(path, fit, summary=None):
     """Write a fitted model to ``path`` (atomically; an existing file is replaced only by a complete one).
 
-    :param fit: a :class:`~pyro_memo.engine.FitResult` of :class:`~pyro_memo.FullBatchVB`,
+    :param fit: a :class:`~pyro_memo.FitResult` of :class:`~pyro_memo.FullBatchVB`,
         :class:`~pyro_memo.MemoizedVB` (a DP mixture over any family) or
         :class:`~pyro_memo.topics.MemoizedHDP` (the HDP topic model); a ``(posterior, summary)``
         pair; a posterior (then pass ``summary``); or a model :func:`load_model` returned.
@@ -170,7 +170,8 @@ def save_model(path, fit, summary=None):
 
 
 def load_model(path, device=None):
-    """Read a model :func:`save_model` wrote: a :class:`SavedMixture` or a :class:`SavedTopics`.
+    """Read a model :func:`save_model` wrote: a :class:`~pyro_memo.model_file.SavedMixture` or a
+    :class:`~pyro_memo.model_file.SavedTopics`.
 
     :raises ValueError: naming ``path`` if it is missing, empty, damaged, not a pyro-memo model
         file (a resumable ``state.pt`` included) or of a newer format than this version reads; naming

@@ -68,7 +68,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         :meth:`transform` stays dense.
 
     The initial topics are a k-means of the documents (bnpy's Bregman k-means,
-    :func:`~pyro_memo.topics.topic_init.kmeans_topics`); with fewer non-empty documents than
+    ``kmeans_topics()``); with fewer non-empty documents than
     ``n_components`` they are random documents instead.
 
     :ivar posterior_: the fitted :class:`~pyro_memo.topics.HDPPosterior`.
@@ -83,7 +83,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         :class:`~pyro_memo.ConvergenceWarning` and scikit-learn's ``ConvergenceWarning``).
     :ivar int n_features_in_: vocabulary size seen in :meth:`fit`.
 
-    :meth:`get_feature_names_out` names the output columns ``hdptopics0`` ... as
+    ``get_feature_names_out()`` names the output columns ``hdptopics0`` ... as
     ``LatentDirichletAllocation`` does, so ``set_output`` and ``ColumnTransformer`` work.
     """
 

@@ -128,7 +128,7 @@ class DPSticks:
         the optimum of the ELBO over both factors, at least as high as any coordinate step reaches.
 
         Newton's method in :math:`\\log a` finds it from ``q_alpha``'s mean (default: the prior's). A step
-        that leaves the bracket the signs of :math:`F` give, or is longer than :data:`MAX_LOG_STEP` (far
+        that leaves the bracket the signs of :math:`F` give, or is longer than ``MAX_LOG_STEP`` (far
         from the root :math:`F` is far from linear), is replaced by the fixed-point step, which stays
         between :math:`a` and the root. It stops when :math:`\\log a` moves by less than ``tol``; the
         returned :math:`q(\\alpha)` is exactly optimal for the returned sticks."""

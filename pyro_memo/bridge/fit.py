@@ -31,14 +31,14 @@ class TopicFitResult:
     """Outcome of fitting a recognised Pyro HDP topic model.
 
     :ivar posterior: the fitted :class:`~pyro_memo.topics.HDPPosterior` (as stored in the param store).
-    :ivar float elbo: the exact HDP bound of :attr:`guide`: the final globals with every
+    :ivar float elbo: the exact HDP bound of ``guide``: the final globals with every
         document's local parameters re-optimised under them (at least as high as the memo's
         bound, ``elbo_trace[-1]``, up to the document-level local optima).
     :ivar list elbo_trace: the memoized driver's bound after every lap.
-    :ivar guide: the fitted :class:`~pyro_memo.bridge.HDPGuide`.
-    :ivar float normaliser_gap: the model's ELBO minus :attr:`elbo`, in closed form
-        (:func:`~pyro_memo.bridge.hdp_gap.normaliser_gap`): ``elbo + normaliser_gap`` is what
-        Pyro's ``Trace_ELBO`` of :attr:`guide` estimates.
+    :ivar guide: the fitted :class:`~pyro_memo.HDPGuide`.
+    :ivar float normaliser_gap: the model's ELBO minus ``elbo``, in closed form
+        (:func:`~pyro_memo.bridge.normaliser_gap`): ``elbo + normaliser_gap`` is what
+        Pyro's ``Trace_ELBO`` of ``guide`` estimates.
     """
 
     posterior: object
@@ -98,7 +98,7 @@ def _hdp_options(spec, K, batches, shuffle=True, init=None):
 def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmeans++", seed=0, **kwargs):
     """Recognise ``model``, run full-batch VB on its data and store the result in ``guide``.
 
-    :param model: a DP-mixture Pyro model (see :mod:`pyro_memo.bridge.recognition`).
+    :param model: a DP-mixture Pyro model (see ``pyro_memo.bridge.recognition``).
     :param args: the model's positional arguments (the data among them).
     :param int K: truncation level (default ``T - 1``).
     :param DPMixtureGuide guide: an existing guide to continue from, else a new one.
@@ -110,11 +110,11 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :param int seed: seed of a new guide's initialisation (unused with ``guide``); for an HDP topic model, of
         its initial topics and batch order.
     :param kwargs: the model's keyword arguments.
-    :returns: a :class:`~pyro_memo.inference.FitResult` whose ``guide`` attribute holds
+    :returns: a :class:`~pyro_memo.FitResult` whose ``guide`` attribute holds
         the fitted guide (its parameters are in Pyro's param store) and whose ``elbo`` is the exact
         ELBO of that guide (responsibilities re-optimised under the final globals); for an HDP topic
-        model a :class:`TopicFitResult` (one batch of all documents, ``max_iter`` laps). A model with a
-        latent concentration ``alpha ~ Gamma(s1, s2)`` learns :math:`q(\\alpha)`: read
+        model a :class:`~pyro_memo.bridge.TopicFitResult` (one batch of all documents, ``max_iter``
+        laps). A model with a latent concentration ``alpha ~ Gamma(s1, s2)`` learns :math:`q(\\alpha)`: read
         ``result.posterior.expected_alpha()``.
     :warns ConvergenceWarning: when the fit stops at ``max_iter`` before the ELBO converged.
     """
@@ -142,7 +142,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
                  seed=0, shuffle=True, callback=None, overrelax=None, **kwargs):
     """Recognise ``model`` and run memoized online VB on its data (Hughes & Sudderth 2013, §3).
 
-    :param model: a DP-mixture Pyro model (see :mod:`pyro_memo.bridge.recognition`).
+    :param model: a DP-mixture Pyro model (see ``pyro_memo.bridge.recognition``).
     :param args: the model's positional arguments (the data among them).
     :param batches: optional list of index tensors, the fixed batches; by default the data
         are permuted once (``seed``) and cut into ``num_batches`` slices.
@@ -157,16 +157,16 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     :param overrelax: the DP mixture's over-relaxed batch steps (default on; ``False``: the exact steps
         :class:`MemoizedELBO` takes under ``SVI``); see :mod:`~pyro_memo.engine.overrelax`.
     :param kwargs: the model's keyword arguments.
-    :returns: a :class:`~pyro_memo.inference.FitResult`; ``result.guide`` holds the fitted
+    :returns: a :class:`~pyro_memo.FitResult`; ``result.guide`` holds the fitted
         guide, whose memo holds the per-batch summaries; ``result.elbo`` is the exact full-data
         ELBO of the returned posterior (``result.elbo_trace[-1]`` is the memo's bound).
     :warns ConvergenceWarning: when the fit stops at ``laps`` before the ELBO converged (not when a
         callback stops it).
 
-    An HDP topic model (see :mod:`~pyro_memo.bridge.hdp_recognition`) is fitted by
+    An HDP topic model (see ``pyro_memo.bridge.hdp_recognition``) is fitted by
     :class:`~pyro_memo.topics.MemoizedHDP` over ``num_batches`` groups of documents; ``K`` is
     the model's own truncation, ``batches`` and ``shuffle=False`` are refused, and the result is
-    a :class:`TopicFitResult` whose guide is an :class:`~pyro_memo.bridge.HDPGuide`.
+    a :class:`~pyro_memo.bridge.TopicFitResult` whose guide is an :class:`~pyro_memo.HDPGuide`.
     """
     from .hdp_guide import HDPGuide
 

@@ -28,17 +28,17 @@ class DPMixtureGuide(GlobalSiteReadouts):
     responsibilities :math:`q(z_n)` are the exact local optimum (Hughes & Sudderth 2013, eq. 9)
     computed from them whenever the guide runs, so they are never stale.
 
-    :param model: the Pyro model (recognised on first call, see :mod:`.recognition`).
+    :param model: the Pyro model (recognised on first call, see ``pyro_memo.bridge.recognition``).
     :param int K: truncation level; defaults to ``T - 1`` (nested). ``K = T`` gives the
         direct truncation of Blei & Jordan 2006.
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
     :param int seed: seed of the initialisation.
     :param torch.dtype dtype: dtype of the variational math.
     :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
-        :mod:`pyro_memo.bridge.param_store`: two models keep their own parameters).
+        ``pyro_memo.bridge.param_store``: two models keep their own parameters).
 
     A model with a latent DP concentration (``alpha = pyro.sample("alpha", dist.Gamma(s1, s2))``, see
-    :mod:`.recognition`) gets its factor :math:`q(\\alpha) = Gamma(w_1, w_2)` (Blei & Jordan 2006, §5):
+    ``pyro_memo.bridge.recognition``) gets its factor :math:`q(\\alpha) = Gamma(w_1, w_2)` (Blei & Jordan 2006, §5):
     the guide samples the alpha site from it, with ``(w1, w2)`` in the param store under
     ``"{prefix}.q_alpha"``, and sticks beyond ``K`` from their conditional prior ``Beta(1, alpha)``.
 
@@ -46,8 +46,9 @@ class DPMixtureGuide(GlobalSiteReadouts):
     the whole data (``guide(data)``, ``guide(data, None)``, ``guide(data, torch.arange(N))``) or new
     data of another size; the plate's size and subsample are read from each call. So
     ``pyro.infer.Predictive``, ``Trace_ELBO`` / ``TraceEnum_ELBO`` on the full data and
-    ``infer_discrete`` work after batch training. :meth:`median`, :meth:`quantiles` and
-    :meth:`sample_posterior` read out the global sites as Pyro's ``AutoGuide`` does.
+    ``infer_discrete`` work after batch training. :meth:`~pyro_memo.bridge.readouts.GlobalSiteReadouts.median`,
+    :meth:`~pyro_memo.bridge.readouts.GlobalSiteReadouts.quantiles` and :meth:`sample_posterior` read out the global
+    sites as Pyro's ``AutoGuide`` does.
     """
 
     def __init__(self, model, K=None, init="kmeans++", seed=0, dtype=torch.float64, prefix=None):
@@ -60,14 +61,14 @@ class DPMixtureGuide(GlobalSiteReadouts):
         self.spec = None
         self._specs = {}
         self._fingerprint = DataFingerprint()
-        #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
+        #: per-batch summaries used by :class:`~pyro_memo.MemoizedELBO`
         self.memo = SummaryCache()
 
     # ----------------------------------------------------------------- setup
 
     def setup(self, *args, **kwargs):
         """Recognise the model (once per call signature) and initialise the variational parameters
-        if the param store has none under :attr:`prefix`; stored ones are checked against the
+        if the param store has none under ``prefix``; stored ones are checked against the
         shapes the model needs (``ValueError`` on a mismatch) and reused (a warm start)."""
         key = call_signature(args, kwargs)
         if self.spec is not None and self.spec.raw_data_or_none(args, kwargs) is None:
@@ -117,7 +118,7 @@ class DPMixtureGuide(GlobalSiteReadouts):
         return DPSticks(self.spec.alpha, "direct" if self.K == self.spec.T else "nested", self.spec.alpha_prior)
 
     def vb(self, **options):
-        """A :class:`~pyro_memo.inference.FullBatchVB` matching this guide's family and truncation."""
+        """A :class:`~pyro_memo.FullBatchVB` matching this guide's family and truncation."""
         options.setdefault("init", self.init)
         options.setdefault("seed", self.seed)
         return FullBatchVB(self.spec.family, self.K, self.spec.alpha, self.sticks.truncation,
@@ -136,7 +137,7 @@ class DPMixtureGuide(GlobalSiteReadouts):
     # -------------------------------------------------------- param store I/O
     @property
     def posterior(self):
-        """The current :class:`~pyro_memo.inference.DPMixturePosterior`: a detached copy of the param store's
+        """The current :class:`~pyro_memo.DPMixturePosterior`: a detached copy of the param store's
         values, which later steps do not change."""
         return self._posterior(detach=True)
 

@@ -33,16 +33,16 @@ def picked_counts(doc, word, pick, V):
 class HDPGuide(GlobalSiteReadouts):
     """``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(phi_k) = Dir(lam_k)`` (the
     tail topic at its prior), ``q(pi_d) = Dir(theta_d)`` and ``q(z_n) = Cat(r_n)`` (no mass on
-    the tail) for a recognised HDP topic model (see :mod:`.hdp_recognition`).
+    the tail) for a recognised HDP topic model (see ``pyro_memo.bridge.hdp_recognition``).
 
     The globals are in Pyro's param store under ``"{prefix}.rho"``, ``"{prefix}.omega"`` and
     ``"{prefix}.lam"``; a latent concentration (``alpha ~ Gamma(s1, s2)`` / ``gamma ~ Gamma(s1, s2)``
-    outside every plate, see :mod:`.hdp_recognition`) adds its factor ``q = Gamma(w1, w2)`` as
+    outside every plate, see ``pyro_memo.bridge.hdp_recognition``) adds its factor ``q = Gamma(w1, w2)`` as
     ``"{prefix}.q_alpha"`` / ``"{prefix}.q_gamma"`` (``(w1, w2)``, written by the closed-form step like
     the other globals), and the guide samples it at the model's site. The document-level
     parameters are the local step's:
-    :attr:`doc_topic_counts` holds every document's expected topic counts (``(D, K)``, written by
-    :class:`~pyro_memo.bridge.MemoizedELBO` and :func:`~pyro_memo.bridge.fit_memoized`), and
+    ``doc_topic_counts`` holds every document's expected topic counts (``(D, K)``, written by
+    :class:`~pyro_memo.MemoizedELBO` and :func:`~pyro_memo.fit_memoized`), and
     whenever the guide runs, ``r`` and ``theta`` are one exact local sweep from them under the
     current globals (:meth:`local_params`), so the guide is a deterministic function of the
     param store and those counts. Documents without counts get a full local step from scratch.
@@ -50,18 +50,19 @@ class HDPGuide(GlobalSiteReadouts):
     Like any Pyro guide it runs on any call of the model: a batch of documents (the document
     plate's ``subsample``, uneven last batches included), the whole corpus, or new documents (a
     corpus of another number of documents over the same vocabulary); the document plate's size
-    and subsample are read from each call (:meth:`~.hdp_recognition.HDPSpec.plate_size`). The
+    and subsample are read from each call (:meth:`~pyro_memo.bridge.HDPSpec.plate_size`). The
     stored counts belong to one corpus (checked by a checksum of its tokens); on any other
     corpus every document gets a full local step from scratch. So ``pyro.infer.Predictive`` on
     new documents and ``Trace_ELBO`` on the full corpus work after batch training; the latter
     estimates :meth:`elbo` plus :meth:`normaliser_gap` (the HDP bound is not the ELBO of the
-    guide's own distribution, see :mod:`.hdp_gap`). :meth:`median`, :meth:`quantiles` and
-    :meth:`sample_posterior` read out the global sites (sticks and topics) as Pyro's
-    ``AutoGuide`` does.
+    guide's own distribution, see ``pyro_memo.bridge.hdp_gap``).
+    :meth:`~pyro_memo.bridge.readouts.GlobalSiteReadouts.median`,
+    :meth:`~pyro_memo.bridge.readouts.GlobalSiteReadouts.quantiles` and :meth:`sample_posterior` read out the global
+    sites (sticks and topics) as Pyro's ``AutoGuide`` does.
 
     :param model: the Pyro HDP topic model.
     :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
-        :mod:`pyro_memo.bridge.param_store`); stored globals of other shapes raise ``ValueError``.
+        ``pyro_memo.bridge.param_store``); stored globals of other shapes raise ``ValueError``.
     :param int seed: seeds the initial topics (``K`` random documents).
     :param int local_iters: cap on document-level iterations of a batch step.
     :param float local_tol: document-level convergence threshold.
@@ -74,10 +75,10 @@ class HDPGuide(GlobalSiteReadouts):
         self.spec = None
         self._specs = {}
         self.doc_topic_counts = None
-        #: the corpus key (:meth:`~.hdp_recognition.HDPSpec.corpus_key`) of :attr:`doc_topic_counts`
+        #: the corpus key (:meth:`~pyro_memo.bridge.HDPSpec.corpus_key`) of ``doc_topic_counts``
         self.counts_corpus = None
         self._fingerprint = DataFingerprint()
-        #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
+        #: per-batch summaries used by :class:`~pyro_memo.MemoizedELBO`
         self.memo = SummaryCache()
 
     # ----------------------------------------------------------------- setup
@@ -180,7 +181,7 @@ class HDPGuide(GlobalSiteReadouts):
 
     def set_update_direction(self, target):
         """Write ``current - target`` (unconstrained) into each global's ``.grad``, so that a unit
-        gradient step (:class:`~pyro_memo.bridge.ClosedFormOptimizer`) lands on ``target``."""
+        gradient step (:class:`~pyro_memo.ClosedFormOptimizer`) lands on ``target``."""
         values = self._values(target)
         for key, name in self._names().items():
             unconstrained = pyro.param(name).unconstrained()
@@ -283,8 +284,8 @@ class HDPGuide(GlobalSiteReadouts):
 
     def normaliser_gap(self, *args, **kwargs):
         """The true ELBO of the guide's distribution minus :meth:`elbo` for a corpus of this call's
-        number of documents (closed form, :func:`~pyro_memo.bridge.hdp_gap.normaliser_gap`; with a latent
-        alpha its expectation under ``q(alpha)``, :func:`~pyro_memo.bridge.hdp_gap.expected_normaliser_gap`)."""
+        number of documents (closed form, :func:`~pyro_memo.bridge.normaliser_gap`; with a latent
+        alpha its expectation under ``q(alpha)``, ``expected_normaliser_gap()``)."""
         self.setup(*args, **kwargs)
         post = self.posterior
         docs = self.spec.batch_indices(args, kwargs)

@@ -135,11 +135,11 @@ class HDPSpec(ArgumentReader):
     docs_from_tokens: bool = False
     #: the latent document-level concentration's site (``alpha ~ Gamma(s1, s2)`` outside every plate), if any
     alpha_site: str = None
-    #: ``(s1, s2)``: shape and rate of its Gamma prior (:attr:`alpha` is then the prior mean ``s1 / s2``)
+    #: ``(s1, s2)``: shape and rate of its Gamma prior (``alpha`` is then the prior mean ``s1 / s2``)
     alpha_prior: tuple = None
     #: the latent top-level concentration's site, if any
     gamma_site: str = None
-    #: ``(s1, s2)`` of its Gamma prior (:attr:`gamma` is then the prior mean)
+    #: ``(s1, s2)`` of its Gamma prior (``gamma`` is then the prior mean)
     gamma_prior: tuple = None
     extra: dict = field(default_factory=dict)
 
@@ -176,8 +176,8 @@ class HDPSpec(ArgumentReader):
 
     def plate_size(self, args, kwargs):
         """The number of documents of this call (the document plate's size), read from the call:
-        the argument that gives it (:attr:`num_docs_arg`), else ``max(doc) + 1`` when the model
-        counts its documents from the tokens (:attr:`docs_from_tokens`), else the recognised size."""
+        the argument that gives it (``num_docs_arg``), else ``max(doc) + 1`` when the model
+        counts its documents from the tokens (``docs_from_tokens``), else the recognised size."""
         if self.num_docs_arg is not None:
             value = self._get(self.num_docs_arg, args, kwargs, None)
             if value is not None:
@@ -213,7 +213,7 @@ class HDPSpec(ArgumentReader):
 
     def tokens(self, args, kwargs, words=True):
         """The model's ``(doc, word)`` token arrays (all documents), validated; ``words=False``: zeros for
-        the words of a call that leaves them out (:meth:`_raw_tokens`)."""
+        the words of a call that leaves them out (``_raw_tokens()``)."""
         doc, word = self._raw_tokens(args, kwargs, words)
         size = self.plate_size(args, kwargs)
         if len(doc) and (int(doc.min()) < 0 or int(doc.max()) >= size):
@@ -223,7 +223,7 @@ class HDPSpec(ArgumentReader):
         return doc, word
 
     def batch(self, args, kwargs, docs=None, words=True):
-        """The :class:`TokenBatch` of documents ``docs`` (default: the model's batch, else all);
+        """The ``TokenBatch`` of documents ``docs`` (default: the model's batch, else all);
         ``words=False`` as :meth:`tokens`."""
         doc, word = self.tokens(args, kwargs, words)
         if docs is None:

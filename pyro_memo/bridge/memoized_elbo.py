@@ -34,15 +34,15 @@ class MemoizedELBO(ELBO):
     engine's drivers do by default, the globals are held during that first lap (zero
     gradients) and updated once the memo covers every item, so the first lap is full-batch
     VB's first iteration; ``incremental_first_lap=True`` updates them after every batch.
-    Each step is the exact closed-form update: :func:`~pyro_memo.bridge.fit_memoized` with
+    Each step is the exact closed-form update: :func:`~pyro_memo.fit_memoized` with
     ``overrelax=False`` takes the same steps, while its default also tries over-relaxed steps
     (:mod:`~pyro_memo.engine.overrelax`), which need the driver's view of the whole round.
 
     With a :class:`~pyro_memo.bridge.relational_guide.RelationalGuide` the batch is the pair plate's
-    subsample (e.g. a batch of nodes' pairs, :func:`~pyro_memo.bridge.relational_recognition.batch_pairs`),
+    subsample (e.g. a batch of nodes' pairs, :func:`~pyro_memo.batch_pairs`),
     its summary holds the batch's links at their optimum under the globals, the non-linked pairs
     enter every evaluation in closed form, and the loss is minus the relational bound of the tied
-    family (:mod:`pyro_memo.posterior.relational_tied`); the globals are held until the memo covers
+    family (``pyro_memo.posterior.relational_tied``); the globals are held until the memo covers
     every pair the call lists.
 
     With an :class:`HDPGuide` the batch is the document plate's subsample (groups of

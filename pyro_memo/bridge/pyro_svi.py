@@ -43,17 +43,17 @@ def clear_prefix(prefix):
 
 
 class PyroSVI:
-    """``pyro.infer.SVI`` with Adam on :class:`~pyro_memo.models.DPMixtureModel` and
+    """``pyro.infer.SVI`` with Adam on :class:`~pyro_memo.DPMixtureModel` and
     :class:`DPMixtureGuide`, minibatches through the data plate's subsampling.
 
     The variational family is pyro-memo's (so every method is scored on the same exact
     ELBO): Beta sticks and conjugate component posteriors whose parameters Adam moves,
     with :math:`q(z_n)` the exact local optimum given them. ``TraceEnum_ELBO`` sums the
     assignments out; ``Trace_ELBO`` samples them (score-function gradients). After each
-    epoch the globals are scored by :func:`~pyro_memo.inference.stochastic_vb.full_data_elbo`
+    epoch the globals are scored by :func:`~pyro_memo.full_data_elbo`
     (outside ``lap_seconds``).
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
     :param int K: truncation level (the model is ``DPMixtureModel(T=K + 1)``: ``K`` sticks and ``K + 1``
         components).
     :param float alpha: DP concentration.

@@ -707,7 +707,7 @@ def tracing_draws_from_the_caller_rng():
 
 
 def recognize_model(model, *args, dtype=torch.float64, **kwargs):
-    """Trace ``model(*args, **kwargs)`` and return its spec: a :class:`ModelSpec` (``kind == "dp"``)
+    """Trace ``model(*args, **kwargs)`` and return its spec: a :class:`~pyro_memo.bridge.ModelSpec` (``kind == "dp"``)
     for a DP mixture, an :class:`~pyro_memo.bridge.hdp_recognition.HDPSpec` (``kind == "hdp"``)
     for an HDP topic model (dispatched on the model's structure: global sites in three plates, one
     of them a Dirichlet over the assignment's categories), a
@@ -715,7 +715,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     HDP relational model (two latent Categorical roles and an observed Bernoulli link per pair).
 
     :param model: a Pyro model following the conventions in this module's docstring, or those
-        of :mod:`~pyro_memo.bridge.hdp_recognition`.
+        of ``pyro_memo.bridge.hdp_recognition``.
     :param torch.dtype dtype: dtype of pyro-memo's variational math (float64 default).
     :raises ModelStructureError: naming the offending site and what was expected.
     """

@@ -55,8 +55,8 @@ def _pair_tensor(pairs, device):
 class RelationalGuide(GlobalSiteReadouts):
     """``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(pi_i) = Dir(theta_i)``,
     ``q(w_k) = Beta(a_k, b_k)`` and per pair a joint ``q(s, r)`` over the explicit communities for a
-    recognised HDP relational model (see :mod:`.relational_recognition`): the tied family of
-    :mod:`pyro_memo.posterior.relational_tied` (a linked pair's roles at their optimum under the
+    recognised HDP relational model (see ``pyro_memo.bridge.relational_recognition``): the tied family of
+    ``pyro_memo.posterior.relational_tied`` (a linked pair's roles at their optimum under the
     globals, eq. R1; a non-linked pair's roles following the sampled memberships, eq. T1), the
     family :class:`~pyro_memo.relational.MemoizedRelational` fits by default.
 
@@ -69,11 +69,11 @@ class RelationalGuide(GlobalSiteReadouts):
     ``Trace_ELBO`` of the guide on every pair estimates :meth:`elbo` plus :meth:`normaliser_gap`.
 
     The pairs a call lists are the observed ones: the non-linked pairs enter the bound through the
-    graph they make (:func:`observed_graph`), which the guide rebuilds when the call's pairs change.
+    graph they make (``observed_graph()``), which the guide rebuilds when the call's pairs change.
 
     :param model: the Pyro relational model (recognised on first call).
     :param str prefix: param-store name prefix; default ``"memo.<model's qualname>"`` (see
-        :mod:`pyro_memo.bridge.param_store`).
+        ``pyro_memo.bridge.param_store``).
     :param int seed: seeds the initial memberships.
     :param str init: initial memberships, ``"spectral"`` (default) or ``"random"``, as
         :class:`~pyro_memo.relational.MemoizedRelational`.
@@ -88,7 +88,7 @@ class RelationalGuide(GlobalSiteReadouts):
         self._raw = None  # (the call's pairs, raw_data)
         self._trained_on = None  # the raw_data check_data last saw
         self._fingerprint = DataFingerprint()
-        #: per-batch summaries used by :class:`~pyro_memo.bridge.MemoizedELBO`
+        #: per-batch summaries used by :class:`~pyro_memo.MemoizedELBO`
         self.memo = SummaryCache()
         #: the number of pairs of each memoized batch
         self.memo_pairs = {}
@@ -130,7 +130,7 @@ class RelationalGuide(GlobalSiteReadouts):
         return self.spec.pairs(args, kwargs)[0].device
 
     def graph(self, args, kwargs):
-        """``(Graph, GraphPairs)`` of the call's pairs (:func:`observed_graph`; the ``GraphPairs`` on their
+        """``(Graph, GraphPairs)`` of the call's pairs (``observed_graph()``; the ``GraphPairs`` on their
         device), rebuilt only when they change."""
         pairs = self.spec.pairs(args, kwargs)
         seen = self._graph[0] if self._graph is not None else None
@@ -189,7 +189,7 @@ class RelationalGuide(GlobalSiteReadouts):
 
     def set_update_direction(self, target):
         """Write ``current - target`` (unconstrained) into each global's ``.grad``, so that a unit
-        gradient step (:class:`~pyro_memo.bridge.ClosedFormOptimizer`) lands on ``target``."""
+        gradient step (:class:`~pyro_memo.ClosedFormOptimizer`) lands on ``target``."""
         for key, name in self._names().items():
             unconstrained = pyro.param(name).unconstrained()
             goal = transform_to(_CONSTRAINTS[key]).inv(getattr(target, key).to(unconstrained))
@@ -255,7 +255,7 @@ class RelationalGuide(GlobalSiteReadouts):
 
     def normaliser_gap(self, *args, **kwargs):
         """The true ELBO of the guide's distribution minus :meth:`elbo` (closed form,
-        :func:`~pyro_memo.bridge.relational_gap.relational_normaliser_gap`)."""
+        :func:`~pyro_memo.bridge.relational_normaliser_gap`)."""
         self.setup(*args, **kwargs)
         return relational_normaliser_gap(self.posterior_for(*args, **kwargs))
 

@@ -66,8 +66,8 @@ class Table:
 class Task:
     """Data, a scorer and columns: what one comparison runs and how it scores a run.
 
-    A subclass sets :attr:`table` (a :class:`Table`), :attr:`methods` (the registry of
-    runners by name) and :attr:`noun` (how errors call the methods), and implements
+    A subclass sets ``table`` (a :class:`Table`), ``methods`` (the registry of
+    runners by name) and ``noun`` (how errors call the methods), and implements
     :meth:`run`, :meth:`score` and :meth:`describe`. ``trace_scale`` maps a run attribute to
     the factor its trace values are written with (e.g. ``1 / N`` for per-item ELBOs).
     """

@@ -29,7 +29,7 @@ class MixtureTask(Task):
 
     :param x: ``(N, D)`` training data (tensor or array).
     :param family: scoring family: a name (default priors from ``x``) or a
-        :class:`~pyro_memo.families.ConjugateFamily`.
+        :class:`~pyro_memo.ConjugateFamily`.
     :param labels: optional ``(N,)`` true labels for NMI and accuracy.
     :param heldout: optional ``(M, D)`` held-out items for the log predictive density.
     :param Budget budget: passes / seconds per run.
@@ -69,13 +69,13 @@ class MixtureTask(Task):
 def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=None, budget=None, settings=None,
             out_dir=None, progress=None):
     """Run every DP-mixture method with every seed on ``x`` and score them alike
-    (:class:`MixtureTask` through :func:`~pyro_memo.comparison.harness.run_comparison`).
+    (:class:`MixtureTask` through :func:`~pyro_memo.comparison.run_comparison`).
 
     :param x: ``(N, D)`` training data (tensor or array).
     :param methods: names from :data:`~pyro_memo.comparison.METHODS`.
     :param seeds: seeds; each method runs once per seed.
     :param family: scoring family: a name (default priors from ``x``) or a
-        :class:`~pyro_memo.families.ConjugateFamily`.
+        :class:`~pyro_memo.ConjugateFamily`.
     :param labels: optional ``(N,)`` true labels for NMI and accuracy.
     :param heldout: optional ``(M, D)`` held-out items for the log predictive density.
     :param Budget budget: passes / seconds per run (default 20 passes).
@@ -111,11 +111,11 @@ def load_array_split(x, labels=None, heldout_fraction=0.0, seed=0):
 
 def read_outputs(out_dir, table=None):
     """``(rows, runs)`` read back from a comparison folder (``table`` defaults to the mixture task's;
-    see :func:`~pyro_memo.comparison.harness.read_task_outputs`)."""
+    see ``read_task_outputs()``)."""
     return read_task_outputs(out_dir, table or MIXTURE_TABLE)
 
 
 def merge_outputs(out_dir, in_dirs, table=None):
     """Combine comparison folders of one task (``table`` defaults to the mixture task's; see
-    :func:`~pyro_memo.comparison.harness.merge_task_outputs`)."""
+    ``merge_task_outputs()``)."""
     return merge_task_outputs(out_dir, in_dirs, table or MIXTURE_TABLE)

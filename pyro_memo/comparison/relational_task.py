@@ -63,7 +63,7 @@ class RelationalTask(Task):
 def compare_relational(graph, methods, seeds=(0,), budget=None, settings=None, out_dir=None, progress=None,
                        heldout=0.1):
     """Run every relational method with every seed on ``graph`` less its held-out pairs and score each
-    alike (:class:`RelationalTask` through :func:`~pyro_memo.comparison.harness.run_comparison`).
+    alike (:class:`RelationalTask` through :func:`~pyro_memo.comparison.run_comparison`).
 
     :param Graph graph: the whole graph.
     :param methods: names from :data:`~pyro_memo.comparison.RELATIONAL_METHODS`.

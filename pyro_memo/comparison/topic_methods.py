@@ -8,7 +8,7 @@ A runner takes the training :class:`~pyro_memo.topics.Corpus`, a
 :class:`~pyro_memo.comparison.Budget` (laps or seconds), the shared :class:`TopicSettings`
 and a seed, and returns a :class:`TopicRun`: its trace and an
 :class:`~pyro_memo.topics.HDPPosterior` that the harness scores by document completion.
-External libraries' topics enter as an :class:`HDPPosterior` through
+External libraries' topics enter as an :class:`~pyro_memo.topics.HDPPosterior` through
 :func:`posterior_from_topics`, so every method's held-out score comes from the same local
 step and the same point estimates.
 """
@@ -60,7 +60,7 @@ POINT = 1e12
 
 
 def posterior_from_topics(topic_word, weights, settings, tokens, *, alpha=None, tail=0.01, point=False):
-    """An :class:`HDPPosterior` from external topics ``topic_word`` ``(K, V)`` (rows are
+    """An :class:`~pyro_memo.topics.HDPPosterior` from external topics ``topic_word`` ``(K, V)`` (rows are
     normalised) with top-level weights ``weights`` ``(K,)`` (normalised; clamped at 1e-10).
     Topics are reordered by decreasing weight. The sticks are sharply concentrated
     (``omega = 1e4``) at expected weights :math:`E[\\beta_k] = (1 - \\text{tail})\\,w_k` and
@@ -78,7 +78,7 @@ def posterior_from_topics(topic_word, weights, settings, tokens, *, alpha=None, 
         topics beyond ``K``, which predict uniformly over words), in (0, 1).
     :param bool point: ``False``: the Dirichlets above (their :math:`E[\\log\\phi]` lies below
         :math:`\\log\\phi` for rare words). ``True``: point-estimate topics,
-        :math:`\\lambda_k = \\phi_k \\cdot` :data:`POINT` and nothing else (no ``lam0``), so
+        :math:`\\lambda_k = \\phi_k \\cdot` ``POINT`` and nothing else (no ``lam0``), so
         :math:`E[\\log\\phi_k] \\approx \\log\\phi_k` and the documents' local step folds in
         the given topics themselves.
     """
@@ -101,8 +101,8 @@ def posterior_from_topics(topic_word, weights, settings, tokens, *, alpha=None, 
 
 
 def point_estimate(posterior):
-    """The point-estimate form of a fitted :class:`HDPPosterior`: its topic means
-    :math:`E[\\phi_k]` times :data:`POINT` as the topics' Dirichlets (so
+    """The point-estimate form of a fitted :class:`~pyro_memo.topics.HDPPosterior`: its topic means
+    :math:`E[\\phi_k]` times ``POINT`` as the topics' Dirichlets (so
     :math:`E[\\log\\phi_k] \\approx \\log E[\\phi_k]`), the same sticks, ``alpha``, ``gamma``
     and ``lam0``: the fold-in of :func:`posterior_from_topics` with ``point=True``."""
     return HDPPosterior(posterior.topic_means() * POINT, posterior.rho, posterior.omega, posterior.alpha,
@@ -269,7 +269,7 @@ def tomotopy_lda_model(corpus, settings, seed):
 
 
 def tomotopy_lda_posterior(model, corpus, settings):
-    """A tomotopy ``LDAModel`` as the point-estimate :class:`HDPPosterior` it is: topics
+    """A tomotopy ``LDAModel`` as the point-estimate :class:`~pyro_memo.topics.HDPPosterior` it is: topics
     ``get_topic_word_dist`` in ``corpus``'s word ids, documents' prior its learnt
     ``model.alpha`` (``alpha = sum``, weights ``alpha / sum``, tail 1e-9)."""
     phi = tomotopy_topics(model, corpus, range(model.k))

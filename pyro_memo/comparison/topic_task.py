@@ -59,7 +59,7 @@ class TopicTask(Task):
 def compare_topics(train, test, methods, seeds=(0,), budget=None, settings=None, out_dir=None, progress=None,
                    heldout_split="tokens"):
     """Run every topic-model method with every seed on ``train``; score each on ``test``
-    (:class:`TopicTask` through :func:`~pyro_memo.comparison.harness.run_comparison`).
+    (:class:`TopicTask` through :func:`~pyro_memo.comparison.run_comparison`).
 
     :param Corpus train: training documents.
     :param Corpus test: held-out documents (see :class:`TopicTask`).

@@ -21,7 +21,7 @@ class BatchSource:
     #: memory): a Dask executor then reads each batch on a worker (:mod:`pyro_memo.engine.executors`)
     portable = False
     #: whether the batches are held in memory, so that hashing them reads no file and no cluster: a memoized
-    #: fit records each batch's :func:`batch_digest`, and a resumed one compares them
+    #: fit records each batch's ``batch_digest()``, and a resumed one compares them
     held = False
 
     def batch(self, b):
@@ -78,7 +78,7 @@ def batch_digest(batch):
 
 
 def _feed(digest, value):
-    """Add ``value`` to ``digest``; ``False`` if it holds something :func:`batch_digest` cannot read."""
+    """Add ``value`` to ``digest``; ``False`` if it holds something ``batch_digest()`` cannot read."""
     if torch.is_tensor(value):
         value = value.detach().cpu().contiguous().numpy()
     if isinstance(value, np.ndarray):

@@ -129,7 +129,7 @@ class FileBatches(BatchSource):
 
     Nothing stays mapped, so a lap over a file larger than memory holds one batch at a time
     (resident memory ``O(batch size)``, not ``O(N)``). :meth:`from_npy` opens a ``.npy``
-    file; :func:`make_batches` also routes memory-mapped arrays (``np.load(path,
+    file; :func:`~pyro_memo.make_batches` also routes memory-mapped arrays (``np.load(path,
     mmap_mode="r")``, ``np.memmap``) here.
 
     :param str path: the file.
@@ -220,13 +220,14 @@ def random_parts(num_items, num_batches, seed=0):
 
 
 def make_batches(data, num_batches=None, shuffle_seed=None):
-    """Wrap ``data`` as a :class:`BatchSource`.
+    """Wrap ``data`` as a :class:`~pyro_memo.data.BatchSource`.
 
     :param data: a torch tensor or numpy array, a memory-mapped array or a path to a ``.npy``
-        file (both read batch by batch from disk, see :class:`FileBatches`), a ``.npz`` file (key ``x``/``data`` or
-        its only array), a zarr array or the path of one (``.zarr``; :class:`~pyro_memo.data.ZarrBatches`),
-        a dask array (:class:`~pyro_memo.data.DaskArrayBatches`), a list of rows (an array), an iterable of
-        fixed batches, or a :class:`BatchSource`; not a scipy sparse matrix (:class:`TypeError`).
+        file (both read batch by batch from disk, see :class:`~pyro_memo.data.FileBatches`), a ``.npz`` file (key
+        ``x``/``data`` or its only array), a zarr array or the path of one (``.zarr``;
+        :class:`~pyro_memo.data.ZarrBatches`), a dask array (:class:`~pyro_memo.data.DaskArrayBatches`), a list of rows
+        (an array), an iterable of fixed batches, or a :class:`~pyro_memo.data.BatchSource`; not a scipy sparse matrix
+        (:class:`TypeError`).
     :param int num_batches: ``B`` (ignored for an iterable of batches, a dask array or a source);
         ``None``: one batch, or one per chunk of a zarr array.
     :param int shuffle_seed: permute in-memory items once before slicing.

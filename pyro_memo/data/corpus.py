@@ -211,7 +211,7 @@ def read_ldac(path, vocab_path=None, vocab_size=None):
     :param path: the ``.ldac`` file.
     :param vocab_path: optional vocabulary file, one word per line (its length sets ``V``).
     :param int vocab_size: ``V`` when there is no vocabulary (default: largest id + 1).
-    :raises ValueError: naming the line of a malformed document (:func:`ldac_documents`), or for a file
+    :raises ValueError: naming the line of a malformed document (``ldac_documents()``), or for a file
         without documents.
     """
     vocab = None if vocab_path is None else read_vocab(vocab_path)

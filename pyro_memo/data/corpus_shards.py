@@ -5,7 +5,7 @@ Layout of a shard directory (written by :func:`write_corpus_shards`)::
 
     corpus.json        {"format": "pyro-memo corpus shards", "version": 1, "vocab_size": V,
                         "shards": ["shard-00000.npz", ...], "docs": [D_0, ...], "tokens": [T_0, ...]}
-    shard-00000.npz    doc_ptr, word_ids, counts of shard 0's documents (a :class:`~pyro_memo.data.Corpus`)
+    shard-00000.npz    doc_ptr, word_ids, counts of shard 0's documents (a :class:`~pyro_memo.topics.Corpus`)
     ...
     vocab.txt          optional: one word per line
 """
@@ -127,7 +127,7 @@ class CorpusShards(BatchSource):
         return cls(directory)
 
     def append(self, corpus):
-        """Add ``corpus`` (a :class:`~pyro_memo.data.Corpus` over the same vocabulary) as the next shard."""
+        """Add ``corpus`` (a :class:`~pyro_memo.topics.Corpus` over the same vocabulary) as the next shard."""
         if corpus.vocab_size != self.vocab_size:
             raise ValueError(f"the shard's vocabulary has {corpus.vocab_size} words; the shard set's has "
                              f"{self.vocab_size}")
@@ -167,7 +167,7 @@ class CorpusShards(BatchSource):
                 f"V = {self.vocab_size}, {self.num_tokens:.0f} tokens)")
 
     def batch(self, b):
-        """Shard ``b`` as a :class:`~pyro_memo.data.Corpus` (validated: a damaged shard is one clear error)."""
+        """Shard ``b`` as a :class:`~pyro_memo.topics.Corpus` (validated: a damaged shard is one clear error)."""
         path = os.path.join(self.directory, self.meta["shards"][b])
         try:
             with np.load(path) as f:
@@ -181,7 +181,7 @@ class CorpusShards(BatchSource):
 
     def sample(self, max_docs, seed=0):
         """Up to ``max_docs`` documents drawn uniformly at random without replacement across all shards,
-        read one shard at a time (memory ``O(max_docs)``), as one :class:`~pyro_memo.data.Corpus`."""
+        read one shard at a time (memory ``O(max_docs)``), as one :class:`~pyro_memo.topics.Corpus`."""
         rng = np.random.default_rng(seed)
         chosen = np.sort(rng.permutation(self.num_docs)[:int(max_docs)])
         starts = np.concatenate([[0], np.cumsum(self.meta["docs"])])

@@ -77,7 +77,7 @@ def load_dataset(source):
     :returns: ``(x, labels, description)`` with ``x`` an ``(N, D)`` numeric numpy array (a file's in its
         stored dtype, booleans too, the bundled sets' float64) and ``labels`` an ``(N,)`` int64 array or ``None``.
     :raises ValueError: for an unknown name, a missing or unreadable file, data that are not an ``(N, D)``
-        array of real numbers (:func:`check_numeric_dtype`), a saved scipy sparse matrix, or labels that are
+        array of real numbers (``check_numeric_dtype()``), a saved scipy sparse matrix, or labels that are
         not ``N`` whole numbers.
     """
     if not isinstance(source, (str, os.PathLike)):

@@ -179,10 +179,10 @@ def write_atomically(path, write):
     temporary file is a fresh name in the same folder (``.NAME.PID-MACHINE.TOKEN.tmp``, created
     readable by its owner only), so that writers of the same path never share one, and it is removed
     if ``write`` fails. SIGINT and SIGTERM that arrive during the write (in the main thread) are
-    delivered when it is over (:func:`_signals_deferred`), and an error that ``write`` raised while
+    delivered when it is over (``_signals_deferred()``), and an error that ``write`` raised while
     handling a :class:`KeyboardInterrupt` is reported as that interrupt. After a successful write,
     the temporary files of ``path`` that a dead writer left (kill -9) are removed
-    (:func:`remove_stale_temporaries`).
+    (``remove_stale_temporaries()``).
 
     :raises IsADirectoryError: naming ``path`` if it is a directory (before ``write`` is called).
     :raises NotADirectoryError: naming ``path`` if a folder on its way is a file.

@@ -70,7 +70,7 @@ def fetch_wikipedia(data_home=None, download_if_missing=True):
 
     :param data_home: the data folder (see :func:`~pyro_memo.data.get_data_home`).
     :param bool download_if_missing: if false, fail instead of downloading when the files are not cached.
-    :returns: the :class:`~pyro_memo.data.Corpus` (with its vocabulary).
+    :returns: the :class:`~pyro_memo.topics.Corpus` (with its vocabulary).
     :raises DataUnavailableError: naming the folder and the command to run, when the files are not cached
         and downloading is not allowed or fails (offline).
     """

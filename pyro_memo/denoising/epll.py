@@ -45,7 +45,7 @@ Z_STEPS = ("map", "mmse")
 def map_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS, policy=None):
     """The :math:`z`-step: each zero-mean patch of ``y`` ``(n, D)`` Wiener-filtered toward its most
     probable component under noise of variance ``noise_var`` (module docstring), by
-    :func:`~pyro_memo.denoising.prior.restore_patches` in chunks, each a step of the entered thread
+    ``restore_patches()`` in chunks, each a step of the entered thread
     ``policy`` when given."""
     return restore_patches(y, prior, noise_var, _most_probable, max_elements, policy)
 
@@ -82,7 +82,7 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     :param int size: the patch side in pixels (default :data:`~pyro_memo.denoising.PATCH`, 8).
     :param int max_elements: the most numbers of the patches' packed products and log joints held at once
         (a memory bound): the patches are restored in chunks of rows that fit (default
-        :data:`~pyro_memo.denoising.prior.MAX_ELEMENTS`, 2**20).
+        ``MAX_ELEMENTS``, 2**20).
     :param threads: the most intra-op threads, under one thread policy for all the z-steps' chunks of
         patches (as :func:`~pyro_memo.denoising.mmse_denoise`).
     :returns: the restored image, unclipped.

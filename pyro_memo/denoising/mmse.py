@@ -25,7 +25,7 @@ from .prior import MAX_ELEMENTS, restore_patches
 def mmse_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS, policy=None):
     """:math:`E[x_i \\mid y_i]` of zero-mean noisy patches ``y`` ``(n, D)`` under ``prior`` with white
     noise of variance ``noise_var`` (the module's equation; :math:`p(k \\mid y)` by log-sum-exp), by
-    :func:`~pyro_memo.denoising.prior.restore_patches` in chunks of at most ``max_elements`` numbers,
+    ``restore_patches()`` in chunks of at most ``max_elements`` numbers,
     each a step of the entered thread ``policy`` when given."""
     return restore_patches(y, prior, noise_var, _posterior_probabilities, max_elements, policy)
 
@@ -33,7 +33,7 @@ def mmse_patches(y, prior, noise_var, max_elements=MAX_ELEMENTS, policy=None):
 def _posterior_probabilities(log_joint):
     """:math:`p(k \\mid y_i)` ``(n, K)``: the softmax of each row of log joints, probabilities below
     :math:`\\sqrt{\\text{tiny}}` set to zero (:func:`~pyro_memo.families._sparse.drop_underflow`), so
-    that :func:`~pyro_memo.denoising.prior.restore_patches` skips their solves: each would move an
+    that ``restore_patches()`` skips their solves: each would move an
     estimate by less than :math:`10^{-150}` of a solve."""
     return drop_underflow(torch.softmax(log_joint, dim=-1))
 
@@ -47,7 +47,7 @@ def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS, thr
     :param int size: the patch side in pixels (default :data:`~pyro_memo.denoising.PATCH`, 8).
     :param int max_elements: the most numbers of the patches' packed products and log joints held at once
         (a memory bound): the patches are restored in chunks of rows that fit (default
-        :data:`~pyro_memo.denoising.prior.MAX_ELEMENTS`, 2**20).
+        ``MAX_ELEMENTS``, 2**20).
     :param threads: the most intra-op threads; each chunk of patches runs under the fits' thread
         policy (:class:`~pyro_memo.engine.threads.ThreadPolicy`: one thread timed against this many,
         the faster kept, so a busy machine does not slow it down); ``None``: torch's setting; ``1``: one

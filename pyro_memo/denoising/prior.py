@@ -73,7 +73,7 @@ class GaussianMixturePrior:
         and covariances :math:`E_q[\\Lambda_k]^{-1} = B_k / \\nu_k` (the family's point estimates),
         components whose normalised weight is below ``min_weight`` dropped.
 
-        :param posterior: a :class:`~pyro_memo.inference.DPMixturePosterior`, or a model
+        :param posterior: a :class:`~pyro_memo.DPMixturePosterior`, or a model
             :func:`~pyro_memo.load_model` returned (anything with a ``posterior`` attribute).
         """
         posterior = getattr(posterior, "posterior", posterior)
@@ -117,7 +117,7 @@ def component_scores(y, precisions, log_norms):
     """``(log_joint, solves)`` of zero-mean patches ``y`` ``(n, D)``: :math:`\\log w_k N(y_i; 0, \\Sigma_k + sI)`
     ``(n, K)`` and :math:`(\\Sigma_k + sI)^{-1} y_i` ``(n, K, D)``, from :meth:`GaussianMixturePrior.noisy_terms`:
     every component's solve, a reference (the denoisers need one solve per patch,
-    :func:`restore_patches`)."""
+    ``restore_patches()``)."""
     solves = torch.einsum("nd,kde->nke", y, precisions)
     return log_norms - 0.5 * (solves * y[:, None, :]).sum(-1), solves
 

@@ -2,8 +2,8 @@
 
 A model plugs in through its :class:`~pyro_memo.posterior.VariationalPosterior` and summaries,
 and a model's subclass (or a mixin shared with the stochastic driver) fills in the steps every
-:class:`Driver` has, as scikit-learn's ``BaseMixture`` has its models fill in the E- and M-steps:
-how data become batches (:meth:`Driver.make_source`), how a batch is read
+:class:`~pyro_memo.engine.driver.Driver` has, as scikit-learn's ``BaseMixture`` has its models fill in the
+E- and M-steps: how data become batches (:meth:`Driver.make_source`), how a batch is read
 (:meth:`Driver.read_batch`), the initial globals (:meth:`Driver.initial_posterior`) and,
 optionally, a local step that uses the batch's cached local parameters
 (:meth:`Driver.local_step`, :meth:`MemoizedDriver.memoize`).
@@ -80,8 +80,9 @@ class FitResult:
     :ivar float seconds: wall time.
     :ivar list lap_seconds: wall time of each iteration / lap.
     :ivar list batch_elbos: exact objective after every memoized batch step (when recorded).
-    :ivar state: the resumable :class:`~pyro_memo.memo.MemoState` of a memoized fit.
-    :ivar list emptied: components each lap emptied (see :meth:`MemoizedDriver.count_emptied`).
+    :ivar state: the resumable :class:`~pyro_memo.MemoState` of a memoized fit.
+    :ivar list emptied: components each lap emptied (see
+        :meth:`MemoizedDriver.count_emptied <pyro_memo.engine.MemoizedDriver.count_emptied>`).
     """
 
     posterior: object
@@ -94,8 +95,8 @@ class FitResult:
     batch_elbos: list = field(default_factory=list)
     state: object = None
     emptied: list = field(default_factory=list)
-    #: the exact objective of :attr:`posterior` with its local parameters re-optimised, when a caller
-    #: has computed it (:func:`~pyro_memo.bridge.fit_vb` does); :attr:`elbo` then reports it
+    #: the exact objective of ``posterior`` with its local parameters re-optimised, when a caller
+    #: has computed it (:func:`~pyro_memo.fit_vb` does); ``elbo`` then reports it
     final_elbo: float = None
 
     @property
@@ -111,7 +112,7 @@ class Driver:
 
     :param int laps: maximum number of passes through the data.
     :param int seed: seeds the initialisation and the batch order: a whole number in ``[0, 2**63 - 1]``, or a
-        numpy ``Generator`` / ``RandomState`` to draw one from (:func:`~pyro_memo.checks.as_seed`).
+        numpy ``Generator`` / ``RandomState`` to draw one from (``as_seed()``).
     :param bool shuffle: visit batches in a new random order every lap (else in order).
     :param int threads: the most intra-op threads the local steps may use; each fit times one
         thread against this many and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`),
@@ -149,8 +150,9 @@ class Driver:
         raise TypeError(f"{type(self).__name__} has no initialisation: pass posterior= to fit")
 
     def local_globals(self, state):
-        """The globals the local step reads (:attr:`state.posterior`; the memoized driver's mixed
-        precision reads a copy, :meth:`MemoizedDriver.local_globals`)."""
+        """The globals the local step reads (``state.posterior``; the memoized driver's mixed
+        precision reads a copy,
+        :meth:`MemoizedDriver.local_globals <pyro_memo.engine.MemoizedDriver.local_globals>`)."""
         return state.posterior
 
     def local_step(self, state, key, batch):
@@ -158,7 +160,7 @@ class Driver:
         return self.local_globals(state).local_step(batch)
 
     def new_state(self):
-        """An empty :class:`~pyro_memo.memo.MemoState` seeded by ``seed``."""
+        """An empty :class:`~pyro_memo.MemoState` seeded by ``seed``."""
         return MemoState(rng=np.random.default_rng(self.seed))
 
     def order(self, rng, num_batches):
@@ -184,7 +186,7 @@ class MemoizedDriver(Driver):
     :param bool shuffle: visit batches in a new random order every lap (else in order).
     :param bool record_batch_elbos: compute the exact objective after every batch step once the
         memo is complete (for checks; one evaluation per batch).
-    :param moves: a list of :class:`~pyro_memo.engine.Move` objects (subclasses also take names).
+    :param moves: a list of :class:`~pyro_memo.Move` objects (subclasses also take names).
     :param bool hold_first_lap: during the first lap, run every batch's local step against the
         initial globals and update them once, when the memo is complete (the default, for every
         model: lap 1 is then full-batch VB's first iteration). ``False`` updates the globals after
@@ -197,7 +199,7 @@ class MemoizedDriver(Driver):
         while the globals, the memo and the exact objective stay in the fit's dtype (float64):
         each batch summary is converted before it enters the memo, so the memo's add and subtract
         (eq. 11) never accumulate float32 round-off. ``None`` (default): the fit's dtype throughout.
-    :param int threads: see :class:`Driver`.
+    :param int threads: see :class:`~pyro_memo.engine.driver.Driver`.
     :param str schedule: ``"sequential"``: the globals are updated after every batch (Hughes &
         Sudderth 2013, Alg. 1); ``"parallel"``: each round of ``round_size`` batches runs its local
         steps against the same globals, then the globals are updated once from the memo. Both are
@@ -212,14 +214,15 @@ class MemoizedDriver(Driver):
         Salakhutdinov & Roweis 2003): each round's local steps run under globals extrapolated along the
         last round's change of the memo and are kept only when the exact objective rises, else redone
         under the exact globals, so no round lowers the objective. ``True``: an
-        :class:`~pyro_memo.engine.Overrelaxation` with its defaults; ``False``: exact steps only (Hughes &
-        Sudderth 2013, Alg. 1); or an :class:`~pyro_memo.engine.Overrelaxation`; ``None`` (default): the
+        :class:`~pyro_memo.engine.overrelax.Overrelaxation` with its defaults; ``False``: exact steps only (Hughes &
+        Sudderth 2013, Alg. 1); or an :class:`~pyro_memo.engine.overrelax.Overrelaxation`; ``None`` (default): the
         model's :attr:`overrelax_default` (``False`` here; of the memoized models only the DP mixture,
         :class:`~pyro_memo.MemoizedVB`, over-relaxes by default). Rounds whose moves visit batches (births,
         deletes) take exact steps.
     """
 
-    local_step_reads_memo = False  #: whether :meth:`local_step` reads the batch's cached summary
+    #: whether :meth:`~pyro_memo.engine.driver.Driver.local_step` reads the batch's cached summary
+    local_step_reads_memo = False
     #: whether a model's fits over-relax by default (``overrelax=None``; measured per model in
     #: ``benchmarks/bench_overrelax.py``)
     overrelax_default = False
@@ -296,8 +299,8 @@ class MemoizedDriver(Driver):
     def batch_step(self, state, key, batch):
         """Everything that runs where batch ``key`` lives: its local step under the globals,
         timed by the thread policy, the summary in the memo's precision, and each move's
-        :meth:`~pyro_memo.engine.Move.batch_terms` in ``summary.extras``, and each move's
-        :meth:`~pyro_memo.engine.Move.batch_visit`. Returns ``(local, summary, visits)``, ``visits``
+        :meth:`~pyro_memo.Move.batch_terms` in ``summary.extras``, and each move's
+        :meth:`~pyro_memo.Move.batch_visit`. Returns ``(local, summary, visits)``, ``visits``
         the non-``None`` visits by move name."""
         with self.thread_policy.step():
             local, summary = self.local_step(state, key, batch)
@@ -315,7 +318,8 @@ class MemoizedDriver(Driver):
         return local, summary, visits
 
     def visiting_moves(self):
-        """The moves that visit batches on the driver (they override :meth:`Move.visit_batch`)."""
+        """The moves that visit batches on the driver (they override
+        :meth:`Move.visit_batch <pyro_memo.Move.visit_batch>`)."""
         return [m for m in self.moves if type(m).visit_batch is not Move.visit_batch]
 
     def returns_batch(self):
@@ -332,8 +336,8 @@ class MemoizedDriver(Driver):
 
     def for_workers(self, state):
         """``(driver, globals)`` for a round of batch steps elsewhere (:mod:`~pyro_memo.engine.executors`):
-        a copy of the driver with the light copies (:meth:`Move.for_workers`) of the moves that have a
-        batch side, the local-precision copy of the globals made once, and whether moves need the
+        a copy of the driver with the light copies (:meth:`Move.for_workers <pyro_memo.Move.for_workers>`) of
+        the moves that have a batch side, the local-precision copy of the globals made once, and whether moves need the
         batch and its local factors back."""
         other = self.reader()
         other.moves = [m.for_workers() for m in self.moves
@@ -375,7 +379,7 @@ class MemoizedDriver(Driver):
 
     @staticmethod
     def data_digests(source):
-        """Batch key -> :func:`~pyro_memo.data.batch_source.batch_digest` of each batch of a ``source`` that
+        """Batch key -> ``batch_digest()`` of each batch of a ``source`` that
         holds its batches in memory (:attr:`~pyro_memo.data.BatchSource.held`), else ``{}`` (data read
         from files or a cluster are not read an extra time): a fit records them in its state, and
         :meth:`check_resume` compares them."""
@@ -393,10 +397,10 @@ class MemoizedDriver(Driver):
     def fit(self, data, num_batches=None, posterior=None, state=None, callback=None, executor=None):
         """Run memoized inference.
 
-        :param data: what :meth:`make_source` accepts.
+        :param data: what :meth:`~pyro_memo.engine.driver.Driver.make_source` accepts.
         :param int num_batches: ``B`` for data that are not yet batched.
         :param posterior: optional starting posterior (copied: the fit never changes the object given).
-        :param MemoState state: resume from a saved state (see :func:`~pyro_memo.memo.load_state`).
+        :param MemoState state: resume from a saved state (see :func:`~pyro_memo.load_state`).
         :param callback: optional ``callback(lap, elbo, posterior)`` after every lap; returning
             ``True`` stops the fit (a budget).
         :param executor: where the local steps run: ``None`` (this process), a
@@ -460,7 +464,7 @@ class MemoizedDriver(Driver):
 
     def converged(self, state):
         """The objective changed by at most ``tol`` (relative) over the last lap, and no move was
-        accepted in it or has anything left to try (:meth:`~pyro_memo.engine.Move.converged`: a move
+        accepted in it or has anything left to try (:meth:`~pyro_memo.Move.converged`: a move
         that undid the lap's batch steps, as a reverted birth does, is not converged, since the lap
         left the objective where it was and the next lap redoes them)."""
         trace = state.elbo_trace
@@ -471,7 +475,7 @@ class MemoizedDriver(Driver):
     @staticmethod
     def count_emptied(before, after):
         """Components a lap's batch steps emptied (collapse): those whose whole-data size fell
-        from at least :data:`EMPTY` items at the lap's start (``before``; ``None`` in the first
+        from at least ``EMPTY`` items at the lap's start (``before``; ``None`` in the first
         lap, when every initial component counts as occupied) below it at the end (``after``),
         before the lap's moves. Deletes and merges are moves, not collapse, and are not counted."""
         occupied = torch.ones_like(after, dtype=torch.bool) if before is None else before >= EMPTY
@@ -494,7 +498,7 @@ class MemoizedDriver(Driver):
         Moves join through their hooks: ``start_lap`` before the first batch, ``batch_terms``
         (kept in the batch's summary), ``batch_visit`` / ``take_visit`` and ``visit_batch`` after each
         local step, ``end_lap`` after
-        the last batch (see :mod:`pyro_memo.engine.moves`).
+        the last batch (see ``pyro_memo.engine.moves``).
         """
         order = self.order(state.rng, source.num_batches)
         state.num_items = source.num_items
@@ -592,10 +596,10 @@ class MemoizedDriver(Driver):
 
     def overrelaxed_round(self, source, state, keys, num_steps=None, batch_elbos=None):
         """The batch steps of ``keys`` under globals extrapolated along the last step's change
-        (:meth:`~pyro_memo.engine.Overrelaxation.proposal`), kept with the globals optimal for the new
+        (:meth:`~pyro_memo.engine.overrelax.Overrelaxation.proposal`), kept with the globals optimal for the new
         memo when the exact objective does not fall (Salakhutdinov & Roweis 2003). Returns whether
         they were kept; if not (also when there is nothing to extrapolate), the caller takes the exact
-        steps. Updates the factor :attr:`MemoState.relax` (capped by ``num_steps``, the lap's steps;
+        steps. Updates the factor ``MemoState.relax`` (capped by ``num_steps``, the lap's steps;
         default: its batches)."""
         relax, cache, exact = self.overrelax, state.cache, state.posterior
         omega, step = state.relax, state.relax_step

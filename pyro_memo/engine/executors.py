@@ -14,8 +14,8 @@ array or a dask array chunk when the source can be read there (:attr:`BatchSourc
 worker's memory across laps. Per round only the globals go out (once, to every worker) and the
 batch summaries come back, with each batch's warm start (the HDP's document-topic counts, the
 relational model's factors) when the model keeps one, and the moves' batch-side visits
-(:meth:`~pyro_memo.engine.Move.batch_visit`: a birth's subsample, a delete's alternative summaries).
-Only a move that visits batches on the driver (:meth:`~pyro_memo.engine.Move.visit_batch`) gets the
+(:meth:`~pyro_memo.Move.batch_visit`: a birth's subsample, a delete's alternative summaries).
+Only a move that visits batches on the driver (:meth:`~pyro_memo.Move.visit_batch`) gets the
 batch and its local factors back.
 """
 
@@ -79,7 +79,7 @@ class SerialExecutor(Executor):
     """Today's behaviour: every batch read and its local step run in the driver's process, one
     after the other, lazily (the next batch's step starts only when the driver asks for it, so a
     sequential lap sees the globals of the previous batch's update). After each batch of at least
-    :data:`TRIM_BYTES` the process's free heap pages go back to the system (:func:`release_free_memory`)."""
+    ``TRIM_BYTES`` the process's free heap pages go back to the system (``release_free_memory()``)."""
 
     def steps(self, driver, state, source, keys):
         back = driver.returns_batch()
@@ -93,7 +93,7 @@ class SerialExecutor(Executor):
                 release_free_memory()
 
 
-#: batches at least this large (bytes) are followed by :func:`release_free_memory` in a serial lap
+#: batches at least this large (bytes) are followed by ``release_free_memory()`` in a serial lap
 TRIM_BYTES = 8 * 2**20
 
 
@@ -227,7 +227,7 @@ class DaskExecutor(Executor):
     :param int threads: intra-op threads of torch on each worker during a step (default 1: the
         cluster's parallelism is its workers; ``None`` leaves the workers' setting).
     :param int window: at most this many batch steps in flight at once. Default: as many as keep
-        :data:`RESULT_BYTES` of results (sized by the memo's summary) waiting for the driver, at least
+        ``RESULT_BYTES`` of results (sized by the memo's summary) waiting for the driver, at least
         twice the number of workers; just twice the number of workers in laps where a move gets each
         batch and its local factors back. A window of twice the workers left workers idle while the
         driver waited for a slower step (1.51x against 1.80x with the whole lap in flight, 2 workers,

@@ -60,11 +60,11 @@ class Move:
     def batch_visit(self, posterior, key, batch, local):
         """Batch side: what this move takes from batch ``key`` (its local factors ``local`` under the
         globals ``posterior``), small and picklable, or ``None``; the driver passes it to
-        :meth:`take_visit`. A pure function of its arguments and the move's plan for the lap."""
+        :meth:`~pyro_memo.Move.take_visit`. A pure function of its arguments and the move's plan for the lap."""
         return None
 
     def take_visit(self, state, key, payload, summary):
-        """Driver side: receive batch ``key``'s :meth:`batch_visit` ``payload`` (in key order within a
+        """Driver side: receive batch ``key``'s :meth:`~pyro_memo.Move.batch_visit` ``payload`` (in key order within a
         round); returns the summary to memoize."""
         return summary
 
@@ -82,7 +82,7 @@ class Move:
         """Driver side, after the lap's last batch: accept proposals on an exact increase."""
 
     def collected_terms(self, state):
-        """Every cached batch's :meth:`batch_terms` from this lap (key -> tensor), or ``None``
+        """Every cached batch's :meth:`~pyro_memo.Move.batch_terms` from this lap (key -> tensor), or ``None``
         when a batch has none (it was not visited with this lap's plan)."""
         batches = state.cache.batches
         if not batches or any(self.name not in s.extras for s in batches.values()):

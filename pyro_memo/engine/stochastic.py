@@ -67,9 +67,9 @@ class StochasticDriver(Driver):
     def fit(self, data, num_batches=None, state=None, callback=None):
         """Run stochastic VI.
 
-        :param data: what :meth:`make_source` accepts.
+        :param data: what :meth:`~pyro_memo.engine.driver.Driver.make_source` accepts.
         :param int num_batches: ``B`` for data that are not yet batched.
-        :param state: resume from a previous fit's :class:`~pyro_memo.memo.MemoState`.
+        :param state: resume from a previous fit's :class:`~pyro_memo.MemoState`.
         :param callback: optional ``callback(lap, objective, posterior)`` after every lap
             (``objective`` is ``None`` when not scoring); returning ``True`` stops the fit.
         :rtype: FitResult (``elbo_trace``: the exact objective after each lap when ``score``)

@@ -8,9 +8,9 @@ free, so the policy measures: it times the local step with one thread and with m
 and measures again from time to time, as the load of the machine changes.
 
 Timing more threads beside a busy process is itself costly: one such step can take twenty times one
-thread's. So where Linux tells how busy the cores are (``/proc/stat``), a :class:`LoadMeter` first counts
-the cores that other work kept busy since it last looked, and more threads are timed only on the cores
-left free: none when one other process holds one of two cores, so the fit stays on one thread and pays
+thread's. So where Linux tells how busy the cores are (``/proc/stat``), a :class:`~pyro_memo.engine.threads.LoadMeter`
+first counts the cores that other work kept busy since it last looked, and more threads are timed only on the cores left
+free: none when one other process holds one of two cores, so the fit stays on one thread and pays
 for no probe.
 
 :class:`ThreadPolicy` is entered for the whole of a fit (the thread count is restored afterwards)
@@ -27,12 +27,13 @@ from contextlib import contextmanager
 
 import torch
 
-#: local steps between the re-measurements of a choice that held (doubling to :data:`MAX_INTERVAL`)
+#: local steps between the re-measurements of a choice that held (doubling to ``MAX_INTERVAL``)
 FIRST_INTERVAL = 16
 MAX_INTERVAL = 256
 #: re-measuring the losing count may cost at most this share of the time between re-measurements
 PROBE_SHARE = 0.02
-#: seconds of wall time a :class:`LoadMeter` reading spans at least (/proc/stat counts 1/100 s ticks)
+#: seconds of wall time a :class:`~pyro_memo.engine.threads.LoadMeter` reading spans at least (/proc/stat
+#: counts 1/100 s ticks)
 LOAD_WINDOW = 0.2
 
 
@@ -73,7 +74,7 @@ class LoadMeter:
         return self._start is not None
 
     def wait(self):
-        """Seconds until a reading spans :data:`LOAD_WINDOW` (0 when it does)."""
+        """Seconds until a reading spans ``LOAD_WINDOW`` (0 when it does)."""
         return max(0.0, LOAD_WINDOW - (time.perf_counter() - self._start[-1]))
 
     def free_cores(self):
@@ -115,14 +116,14 @@ class ThreadPolicy:
 
     * Until the first choice the fit runs on one thread; the first local step is a warm-up.
     * A measurement times ``probes`` steps of each candidate and keeps the one with the lower mean time.
-      The candidates are one thread and a wider count: ``threads`` where the load cannot be read, else the
-      cores other work left free since the meter last looked (:class:`LoadMeter`, a reading of at least
-      :data:`LOAD_WINDOW` seconds), at most ``threads``. When that is one core, nothing is timed and the
-      meter looks again after :data:`FIRST_INTERVAL` steps: a busy machine costs no probe.
+      The candidates are one thread and a wider count: ``threads`` where the load cannot be read, else the cores other
+      work left free since the meter last looked (:class:`~pyro_memo.engine.threads.LoadMeter`, a reading of at least
+      ``LOAD_WINDOW`` seconds), at most ``threads``. When that is one core, nothing is timed and the meter looks again
+      after ``FIRST_INTERVAL`` steps: a busy machine costs no probe.
     * The kept count's own times are tracked as it runs; the other is timed again after an interval that
-      doubles each time the choice holds (from :data:`FIRST_INTERVAL` to :data:`MAX_INTERVAL` steps) and
+      doubles each time the choice holds (from ``FIRST_INTERVAL`` to ``MAX_INTERVAL`` steps) and
       restarts when it changes. A re-measurement of more threads stops after one step slower than all of
-      the choice's recent steps, and comes no sooner than when that one step costs :data:`PROBE_SHARE` of
+      the choice's recent steps, and comes no sooner than when that one step costs ``PROBE_SHARE`` of
       the interval's time.
     * When the choice's own last ``probes`` steps all took twice as long as when it was chosen (the load
       changed), it measures again at once.
@@ -132,7 +133,7 @@ class ThreadPolicy:
         ``1`` runs single-threaded and measures nothing.
     :param int probes: timed steps per candidate in each measurement.
 
-    After a fit, :attr:`choice` is the last choice, :attr:`history` every choice made and :attr:`held` how
+    After a fit, ``choice`` is the last choice, ``history`` every choice made and ``held`` how
     many times more threads were not timed because other work held the cores.
     """
 
@@ -192,8 +193,8 @@ class ThreadPolicy:
 
     def _cores_free(self):
         """Before timing more threads than the choice: set the wider candidate to the cores other work left
-        free (:class:`LoadMeter`); ``False`` (time nothing yet) when that is one core, or when the meter's
-        reading is still too short, to look again after enough steps."""
+        free (:class:`~pyro_memo.engine.threads.LoadMeter`); ``False`` (time nothing yet) when that is one
+        core, or when the meter's reading is still too short, to look again after enough steps."""
         if not self._meter.readable:
             return True
         wait = self._meter.wait()

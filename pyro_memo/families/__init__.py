@@ -40,8 +40,8 @@ def get_family(name):
 
 
 def family_from_state(d, device=None):
-    """The family :meth:`ConjugateFamily.state_dict` describes (keys ``family``, ``prior``, ``dtype`` and
-    the family's :meth:`~ConjugateFamily.state_extras`)."""
+    """The family :meth:`ConjugateFamily.state_dict <pyro_memo.ConjugateFamily.state_dict>` describes (keys
+    ``family``, ``prior``, ``dtype`` and the family's :meth:`~pyro_memo.ConjugateFamily.state_extras`)."""
     cls = get_family(d["family"])
     return cls(d["prior"], dtype=getattr(torch, d["dtype"]), device=device, **cls.extras_from_state(d))
 

@@ -1,13 +1,14 @@
 """Items' products kept across the local steps of a fit that read the same batch.
 
-A family's per-item products (:meth:`~pyro_memo.families.ConjugateFamily.item_products`: for the
+A family's per-item products (:meth:`~pyro_memo.ConjugateFamily.item_products`: for the
 zero-mean Gaussian the packed :math:`x_n x_n^T`, :math:`D(D+1)/2` numbers per item) depend on the items
 alone, yet a memoized fit used to form them again at every visit of a batch, and again in a delete
 move's visit of the same batch and at every iteration of a birth's fresh mixture on its subsample: a
 fifth of a birth/merge/delete fit on the toy data (``benchmarks/bench_moves_bnpy.py``).
 
-:data:`PRODUCT_CACHE` keeps them while a fit runs (:meth:`ProductCache.scope`, which the drivers enter),
-keyed by the items' tensor itself: an entry is read back only for the same tensor object at the same
+:data:`~pyro_memo.families.PRODUCT_CACHE` keeps them while a fit runs
+(:meth:`ProductCache.scope <pyro_memo.families.ProductCache.scope>`, which the drivers enter), keyed
+by the items' tensor itself: an entry is read back only for the same tensor object at the same
 version (an in-place change of the tensor, or of the tensor it views, bumps the version and the
 products are formed again), and it is dropped when that tensor is freed. So batches that are formed
 anew at every visit (read from disk, gathered by index) only share their products within one batch
@@ -15,14 +16,14 @@ step, and in-memory batches, which :class:`~pyro_memo.data.ArrayBatches` hands o
 every lap, keep theirs across laps when the local step takes them in one chunk
 (:meth:`~pyro_memo.DPMixturePosterior.chunk_rows`: 5,592 items at K = D = 25; a batch of more is
 split into chunks formed anew at every visit). Entries are kept first come, first kept, up to
-:attr:`ProductCache.max_bytes`, and all are dropped when the outermost fit ends.
+``ProductCache.max_bytes``, and all are dropped when the outermost fit ends.
 """
 
 import contextlib
 import threading
 import weakref
 
-#: default budget of :data:`PRODUCT_CACHE`: 512 MiB (the toy data's 100,000 25-dimensional items
+#: default budget of :data:`~pyro_memo.families.PRODUCT_CACHE`: 512 MiB (the toy data's 100,000 25-dimensional items
 #: take 248 MiB, 13 times the data; 1,000,000 64-dimensional patches would take 16 GiB)
 MAX_BYTES = 512 * 2**20
 
@@ -64,7 +65,7 @@ class ProductCache:
         this fit, else formed and, with ``keep``, kept if the budget allows (a local step keeps a whole
         batch's products; readers such as the statistics of a move's visit only look them up, so a
         chunk view that lives only as long as its loop is never kept). Entries are per ``make`` (a
-        module-level function such as :func:`~pyro_memo.families.base.packed_outer`), so two kinds of
+        module-level function such as ``packed_outer()``), so two kinds of
         products of the same items never stand in for each other."""
         key = (id(items), make)
         with self._lock:

@@ -48,10 +48,10 @@ class ConjugateFamily(ABC):
     #: keys of the sufficient statistics dict
     stat_names = ()
     #: the prior key that sets how spread out a component is expected to be (a covariance scale),
-    #: multiplied by :meth:`with_prior`'s ``scale``; ``None`` for families without one
+    #: multiplied by :meth:`~pyro_memo.ConjugateFamily.with_prior`'s ``scale``; ``None`` for families without one
     spread_key = None
     #: the highest power of the data in the sufficient statistics (2 for a Gaussian's scatter),
-    #: which bounds the data's magnitude (:func:`check_magnitude`)
+    #: which bounds the data's magnitude (``check_magnitude()``)
     stat_degree = 1
 
     # ------------------------------------------------------------- Pyro form
@@ -96,7 +96,7 @@ class ConjugateFamily(ABC):
         :param read: ``read.constant(t, event_dim, role, what)`` returns the common value of ``t``
             over the components (raising a named error if they differ); ``read.first(t, event_dim)``
             the first component's.
-        :returns: the prior dict (keys :attr:`prior_names`).
+        :returns: the prior dict (keys :attr:`~pyro_memo.ConjugateFamily.prior_names`).
         """
         raise NotImplementedError
 
@@ -140,12 +140,13 @@ class ConjugateFamily(ABC):
     def state_extras(self):
         """Constructor arguments beyond the prior, dtype and device that define how this family's
         statistics read (tensors by name; none by default): :meth:`to`, :meth:`with_prior` and
-        :meth:`state_dict` keep them, so summaries made by this family stay valid for the copies."""
+        :meth:`~pyro_memo.ConjugateFamily.state_dict` keep them, so summaries made by this family stay valid
+        for the copies."""
         return {}
 
     @classmethod
     def extras_from_state(cls, d):
-        """The :meth:`state_extras` of the family a :meth:`state_dict` ``d`` describes (for
+        """The :meth:`state_extras` of the family a :meth:`~pyro_memo.ConjugateFamily.state_dict` ``d`` describes (for
         :func:`~pyro_memo.families.family_from_state`; none by default)."""
         return {}
 
@@ -175,8 +176,8 @@ class ConjugateFamily(ABC):
             above 1 the prior expects broader components, below 1 narrower ones (how many
             components the data then support is measured in the user guide's "Choosing K, alpha
             and the priors").
-        :param values: ``key=value`` for keys of :attr:`prior_names`: a number fills the key's
-            shape (a scalar, or every entry of a vector); a tensor must have the key's shape.
+        :param values: ``key=value`` for keys of :attr:`~pyro_memo.ConjugateFamily.prior_names`: a number
+            fills the key's shape (a scalar, or every entry of a vector); a tensor must have the key's shape.
         :raises ValueError: naming the key for an unknown key, a number for a matrix, a wrong
             shape, a scale that is not positive and finite or given to a family without
             :attr:`spread_key`, or a value outside the prior's domain.
@@ -345,7 +346,7 @@ class ConjugateFamily(ABC):
         """``(x, columns, products=None) ->`` the expected log-likelihoods of items ``x`` under the
         components ``columns`` only: ``(N, len(columns))``, column ``j`` that of component
         ``columns[j]`` (the restricted candidates of a sparse local step,
-        :func:`~pyro_memo.families.candidate_groups`). ``products``: the items' :meth:`item_products`.
+        ``candidate_groups()``). ``products``: the items' :meth:`item_products`.
         The default computes all ``K`` columns and keeps those asked for (no saving); families whose
         cost is per component override it."""
         log_lik = self.log_lik_function(post, dtype)
@@ -424,13 +425,13 @@ class ConjugateFamily(ABC):
 class CentredFamily(ConjugateFamily):
     """A family with an unknown mean (prior key ``m``) whose statistics are moments of
     :math:`x_n - c` about a fixed centre :math:`c` (``centre``, ``(D,)``): by default the prior mean
-    :math:`m_0`, which :meth:`from_data` sets to the data mean. The centre is fixed when the family is
-    made, so the statistics stay additive over batches, and it keeps them free of the data's offset:
+    :math:`m_0`, which :meth:`~pyro_memo.ConjugateFamily.from_data` sets to the data mean. The centre is fixed when the
+    family is made, so the statistics stay additive over batches, and it keeps them free of the data's offset:
     raw moments :math:`\\sum_n r_{nk} x_n^2` of data shifted by :math:`10^8` carry rounding errors of
     order :math:`10^{16}\\epsilon N` (several units per item) once the mean is taken off, more than the
     spread of a unit-variance component.
 
-    ``centre=0`` gives raw moments: a :meth:`state_dict` without a centre (written before the
+    ``centre=0`` gives raw moments: a :meth:`~pyro_memo.ConjugateFamily.state_dict` without a centre (written before the
     statistics were centred) is read with it, so the summaries saved with it keep their meaning.
     """
 

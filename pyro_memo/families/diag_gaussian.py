@@ -50,7 +50,7 @@ class DiagGaussian(CentredFamily):
         """Defaults: ``m`` = data mean, ``kappa`` = 1, ``a`` = 1 and ``b`` = the data
         variance per dimension plus ``1e-4`` of the mean variance, so that
         :math:`E[\\lambda_d^{-1}]`-scale matches the data; the statistics are centred at the data mean.
-        A mean variance that is round-off (identical points; :func:`~pyro_memo.families.base.spread_scale`)
+        A mean variance that is round-off (identical points; ``spread_scale()``)
         is replaced by the data's mean square (1 for all-zero data) in the ``1e-4`` term."""
         x = data_for_defaults(x, dtype, device, cls)
         mean = x.mean(0)

@@ -100,7 +100,7 @@ class Gaussian(CentredFamily):
         """``x ->`` :math:`E_q[\\log N(x_n \\mid \\mu_k, \\Lambda_k^{-1})] = \\frac12 E[\\log|\\Lambda_k|] -
         \\frac D2 \\log 2\\pi - \\frac{D}{2\\kappa_k} - \\frac{\\nu_k}2 (x_n - m_k)^T B_k^{-1} (x_n - m_k)`, the
         Cholesky factors of the :math:`B_k` computed once (in ``post``'s precision; ``dtype``: that of the
-        products with the data, see :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`). The data
+        products with the data, see :meth:`~pyro_memo.ConjugateFamily.log_lik_function`). The data
         and means are whitened about the centre, so the differences keep their digits for data far from
         the origin."""
         d = self.dim
@@ -156,7 +156,7 @@ class Gaussian(CentredFamily):
 
     def log_predictive(self, x, counts, stats):
         """The Normal-Wishart predictive in closed form (Blei & Jordan 2006, §4): a multivariate
-        Student-t, :func:`~pyro_memo.families._wishart.student_t_log_predictive` with
+        Student-t, ``student_t_log_predictive()`` with
         :math:`c_k = \\kappa_k/(\\kappa_k+1)` centred at :math:`m_k` (equal to the default's
         marginal-likelihood ratio, without its rank-one-updated Cholesky): ``(n, K)``."""
         post = self.posterior(counts, stats)

@@ -94,7 +94,7 @@ class Multinomial(ConjugateFamily):
         :math:`A = \\sum_v \\lambda_{kv}` and any :math:`p = 1 - q`, it is
         :math:`\\sum_v \\log NB(x_v; \\lambda_{kv}, p) - \\log NB(N; A, p)` (the :math:`p^{\\lambda} q^{x}`
         factors cancel), each negative binomial by
-        :func:`~pyro_memo.families._special.log_negative_binomial`; :math:`p = A / (A + N)` puts
+        ``log_negative_binomial()``; :math:`p = A / (A + N)` puts
         :math:`N` at the second's mean. The generic ratio of marginal likelihoods cancels the whole
         summary's ``lgamma`` terms and loses the result at large counts."""
         lam = self.posterior(counts, stats)["lam"].T  # (V, K)

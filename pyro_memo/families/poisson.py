@@ -83,7 +83,7 @@ class Poisson(ConjugateFamily):
     def log_predictive(self, x, counts, stats):
         """Posterior predictive :math:`\\log p(x_n \\mid S_k)` ``(n, K)``: per dimension the Gamma-Poisson
         negative binomial of shape :math:`a_{kd}` and :math:`p = b_{kd} / (b_{kd} + 1)`, in closed form
-        (:func:`~pyro_memo.families._special.log_negative_binomial`). The generic ratio of marginal
+        (``log_negative_binomial()``). The generic ratio of marginal
         likelihoods cancels the whole summary's ``lgamma`` terms: counts of 1e16 all scored -3.7 where the
         predictive is about -200."""
         post = self.posterior(counts, stats)

@@ -83,7 +83,7 @@ class ZeroMeanGaussian(ConjugateFamily):
         return self.dim * (self.dim + 1) // 2 + 2 * K
 
     def item_products(self, x, keep=False):
-        """:func:`~pyro_memo.families.base.packed_outer` ``(x)``, which the statistics and the float64
+        """``packed_outer()`` ``(x)``, which the statistics and the float64
         expected log-likelihood of a chunk share, read from (and with ``keep`` kept in)
         :data:`~pyro_memo.families.PRODUCT_CACHE`, where the statistics of a move's visit find them."""
         return PRODUCT_CACHE.get(x, packed_outer, keep)
@@ -100,15 +100,15 @@ class ZeroMeanGaussian(ConjugateFamily):
         \\frac D2\\log 2\\pi - \\frac12 x_n^T E[\\Lambda_k] x_n` with :math:`E[\\Lambda_k] = \\nu_k B_k^{-1}`.
 
         In float64 the quadratic forms of all ``K`` components are one matrix product with the packed
-        outer products of ``x`` (:func:`~pyro_memo.families.base.packed_quadratic_weights`, half the
+        outer products of ``x`` (``packed_quadratic_weights()``, half the
         multiply-adds); its rounding is relative to :math:`\\sum_{ij}|x_i E[\\Lambda]_{ij} x_j|`, which
         float32 cannot afford for ill-conditioned components, so other dtypes whiten by the
-        Cholesky factors instead (:func:`~pyro_memo.families._wishart.whitened_sq_norms`). The float64
+        Cholesky factors instead (``whitened_sq_norms()``). The float64
         product is formed component-major, ``(K, N)`` = weights ``(K, D(D+1)/2)`` times the products'
         transpose, and returned as its ``(N, K)`` transpose: on one CPU thread that order takes half the
         time of the item-major product at ``N = 1,000, K = 25, D = 25`` (0.45 ms against 0.90 ms). The factors are
         computed in ``post``'s precision; ``dtype`` is that of the products with the data (see
-        :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`)."""
+        :meth:`~pyro_memo.ConjugateFamily.log_lik_function`)."""
         d = self.dim
         chol, _, B_inv, e_logdet = wishart_terms(post["nu"], post["B"])
         const = 0.5 * e_logdet - 0.5 * d * math.log(2 * math.pi)
@@ -168,7 +168,7 @@ class ZeroMeanGaussian(ConjugateFamily):
 
     def log_predictive(self, x, counts, stats):
         """The Wishart predictive in closed form (Blei & Jordan 2006, §4): a zero-mean multivariate
-        Student-t, :func:`~pyro_memo.families._wishart.student_t_log_predictive` with :math:`c_k = 1`
+        Student-t, ``student_t_log_predictive()`` with :math:`c_k = 1`
         (equal to the default's marginal-likelihood ratio, without its rank-one-updated Cholesky):
         ``(n, K)``."""
         post = self.posterior(counts, stats)

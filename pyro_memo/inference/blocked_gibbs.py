@@ -18,7 +18,7 @@ class BlockedGibbs(GibbsSampler):
     :math:`v_T = 1`, and all assignments at once,
     :math:`p(z_n = k) \\propto w_k F(x_n \\mid \\phi_k)`.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
     :param int T: truncation level of the model.
     :param float alpha: DP concentration.
     :param int sweeps: Gibbs sweeps.

@@ -17,8 +17,8 @@ class DPMixturePosterior(VariationalPosterior):
     tensors) and the stick parameters ``eta1``, ``eta0``. Local factors
     :math:`q(z_n)` are never stored: :meth:`local_step` computes them on demand.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
-    :param sticks: a :class:`~pyro_memo.allocation.DPSticks`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
+    :param sticks: a :class:`~pyro_memo.DPSticks`.
     :param dict component: posterior parameters of :math:`q(\\phi_k)`.
     :param torch.Tensor eta1: ``(K,)`` first Beta parameter of :math:`q(v_k)`.
     :param torch.Tensor eta0: ``(K,)`` second Beta parameter of :math:`q(v_k)`.
@@ -76,7 +76,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     def valid_components(self):
         """``(K,)``: components whose stick and family factors are valid distributions
-        (:meth:`~pyro_memo.families.ConjugateFamily.valid`)."""
+        (:meth:`~pyro_memo.ConjugateFamily.valid`)."""
         return self.family.valid(self.component) & (self.eta1 > 0) & (self.eta0 > 0)
 
     def expected_alpha(self):
@@ -93,7 +93,7 @@ class DPMixturePosterior(VariationalPosterior):
     def log_joint_function(self, dtype=None):
         """``x ->`` unnormalised :math:`\\log \\tilde r_{nk} = E[\\log w_k] + E[\\log p(x_n \\mid \\phi_k)]`
         (eq. 9), with the terms of the globals alone (:math:`E[\\log w_k]`, the family's
-        :meth:`~pyro_memo.families.ConjugateFamily.log_lik_function`) computed once for all the
+        :meth:`~pyro_memo.ConjugateFamily.log_lik_function`) computed once for all the
         chunks of a local step, and once for all the batches that read the same globals: the function
         is kept until the factors change (an over-relaxed step runs several batches under one
         proposal; the Cholesky factors and inverses cost 13% of a 1,000-item local step at K = D = 25).
@@ -162,8 +162,8 @@ class DPMixturePosterior(VariationalPosterior):
 
     def chunk_rows(self, x):
         """Rows per chunk of the local step: bounds its temporaries, the family's
-        :meth:`~pyro_memo.families.ConjugateFamily.local_step_numbers` per row, to
-        :func:`~pyro_memo.families.base.chunk_elements` numbers (~16 MB in float64 on the CPU, where a
+        :meth:`~pyro_memo.ConjugateFamily.local_step_numbers` per row, to
+        ``chunk_elements()`` numbers (~16 MB in float64 on the CPU, where a
         batch of 1,000 25-dimensional items at K = 25 is one chunk and a long lap does not fragment
         the heap; 256 MB on a GPU, where each chunk costs kernel launches)."""
         return max(256, chunk_elements(self.family.device) // self.family.local_step_numbers(self.K))
@@ -213,7 +213,7 @@ class DPMixturePosterior(VariationalPosterior):
     def column_log_joint_function(self, dtype=None):
         """``(x, columns, products=None) ->`` :meth:`log_joint_function`'s log-weights of items ``x``
         for the components ``columns`` only (the family's
-        :meth:`~pyro_memo.families.ConjugateFamily.column_log_lik_function`), kept like it until the
+        :meth:`~pyro_memo.ConjugateFamily.column_log_lik_function`), kept like it until the
         factors change."""
         family = self.family
         dtype = family.dtype if dtype is None else dtype
@@ -234,7 +234,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     def candidate_local_step(self, x, support, L, local_dtype=None, extra=0, generator=None):
         """:meth:`local_step` with sparse responsibilities searched among each item's candidates
-        only (:func:`~pyro_memo.families.candidate_groups` of its last ``support`` ``(N, L')``, plus
+        only (``candidate_groups()`` of its last ``support`` ``(N, L')``, plus
         ``extra`` random components per group): the best ``L`` candidates of each item, softmax-normalised.
         Each item's last support is among its candidates, so its :math:`q(z_n)` is at least as good as
         the one that support gave under these globals; the log-likelihoods cost the candidates'
@@ -317,7 +317,7 @@ class DPMixturePosterior(VariationalPosterior):
         the log marginal likelihood of the component's statistics (``family.log_marginal``; a conjugate
         family's identity, checked against :meth:`elbo` in the tests), so one log-determinant per
         component replaces the expected log-likelihood and the KL; the sticks' terms collapse the same
-        way (:meth:`~pyro_memo.allocation.DPSticks.optimal_elbo`). A learnt concentration has no
+        way (:meth:`~pyro_memo.DPSticks.optimal_elbo`). A learnt concentration has no
         closed form: :meth:`elbo` of :meth:`optimal_for`."""
         if self.sticks.alpha_prior is not None:
             return super().optimal_bound(summary)

@@ -9,11 +9,11 @@ class FullBatchVB(MemoizedVB):
 
     Each iteration runs three exact coordinate steps, none of which can lower the
     ELBO: local assignments (Hughes & Sudderth 2013, eq. 9), component posteriors and stick
-    posteriors (eq. 10). It is :class:`~pyro_memo.inference.MemoizedVB` with a single batch
+    posteriors (eq. 10). It is :class:`~pyro_memo.MemoizedVB` with a single batch
     (the one driver, :class:`~pyro_memo.engine.MemoizedDriver`), started where memoized and
     stochastic VB with the same seed start.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily` (its prior included).
+    :param family: a :class:`~pyro_memo.ConjugateFamily` (its prior included).
     :param int K: truncation level.
     :param float alpha: DP concentration.
     :param str truncation: ``"nested"`` or ``"direct"``.
@@ -21,21 +21,21 @@ class FullBatchVB(MemoizedVB):
     :param float tol: stop when the ELBO's relative change is below this.
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
     :param int init_items: initialise from at most this many items, chosen by ``seed``
-        (:func:`~pyro_memo.inference.initialization.initial_items`; the start
-        :class:`~pyro_memo.inference.MemoizedVB` and :class:`~pyro_memo.inference.StochasticVB`
+        (``initial_items()``; the start
+        :class:`~pyro_memo.MemoizedVB` and :class:`~pyro_memo.StochasticVB`
         take with the same seed).
     :param int seed: seed of the initialisation.
     :param bool record_steps: keep the ELBO after every coordinate step.
     :param alpha_prior: ``(s1, s2)``: learn the concentration, :math:`\\alpha \\sim Gamma(s_1, s_2)`
-        (see :class:`~pyro_memo.inference.MemoizedVB`).
+        (see :class:`~pyro_memo.MemoizedVB`).
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     :param local_dtype: ``"float32"``: the local step in float32, the globals and ELBO in the
-        family's dtype (see :class:`~pyro_memo.inference.MemoizedVB`).
+        family's dtype (see :class:`~pyro_memo.MemoizedVB`).
     :param int sparse_L: keep each item's ``sparse_L`` largest responsibilities (Hughes & Sudderth
-        2016; see :class:`~pyro_memo.inference.MemoizedVB`); ``None``: all.
+        2016; see :class:`~pyro_memo.MemoizedVB`); ``None``: all.
     :param int sparse_candidates: search them among each item's candidates (see
-        :class:`~pyro_memo.inference.MemoizedVB`); ``None``: among all components.
+        :class:`~pyro_memo.MemoizedVB`); ``None``: among all components.
     """
 
     #: plain coordinate ascent, the baseline memoized VB is measured against (no over-relaxed steps)
@@ -70,7 +70,7 @@ class FullBatchVB(MemoizedVB):
 
         :param x: ``(N, D)`` data (validated by the family).
         :param posterior: optional starting :class:`DPMixturePosterior`.
-        :param state: optional :class:`~pyro_memo.memo.MemoState` to run in (or resume from);
+        :param state: optional :class:`~pyro_memo.MemoState` to run in (or resume from);
             its traces (``elbo_trace``, ``emptied``) grow as the fit goes.
         :param callback: optional ``callback(iteration, elbo, posterior)``; returning ``True`` stops the fit.
         :rtype: FitResult

@@ -28,7 +28,7 @@ def log_crp(counts, alpha):
 class GibbsSampler:
     """Settings every Gibbs sampler shares, validated once.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
     :param float alpha: DP concentration.
     :param int sweeps: passes over all items.
     :param int burn_in: sweeps discarded before samples are kept (default ``sweeps // 2``).

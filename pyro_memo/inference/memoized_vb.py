@@ -16,9 +16,9 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     (eq. 11) and the closed-form global update from the whole-data summary (eq. 10).
     From the end of the first lap the total is the summary of the whole data, the ELBO
     (eq. 8) is exact and no batch step can lower it. With one batch this is
-    :class:`~pyro_memo.inference.FullBatchVB`.
+    :class:`~pyro_memo.FullBatchVB`.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
     :param int K: truncation level.
     :param float alpha: DP concentration.
     :param str truncation: ``"nested"`` or ``"direct"``.
@@ -26,19 +26,19 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
     :param float tol: stop when the exact ELBO's relative change over a lap is below this.
     :param str init: ``"kmeans++"`` or ``"random"`` responsibilities for the initial globals.
     :param int init_items: initialise from at most this many items, chosen by ``seed`` whatever
-        the batching (:func:`~pyro_memo.inference.initialization.initial_items`), so
-        :class:`~pyro_memo.inference.FullBatchVB` with the same seed starts from the same globals.
+        the batching (``initial_items()``), so
+        :class:`~pyro_memo.FullBatchVB` with the same seed starts from the same globals.
     :param int seed: seeds the initialisation and the batch order.
     :param bool shuffle: visit batches in a new random order every lap (else in order).
     :param bool record_batch_elbos: compute the exact ELBO after every batch step once the
         memo is complete (for checks; costs one ELBO evaluation per batch).
     :param moves: birth / merge / delete moves: names (``"birth,merge,delete"``, see
-        :data:`~pyro_memo.inference.moves.MOVES`) or :class:`~pyro_memo.inference.moves.Move`
+        :data:`~pyro_memo.inference.moves.MOVES`) or :class:`~pyro_memo.Move`
         objects. With moves, components are also reordered by size when that raises the ELBO,
         and a fit converges only after a lap with no accepted move.
     :param dict move_options: keyword arguments per move name, for moves given by name (e.g.
         ``{"birth": {"targets": 4}}``: four birth targets a lap; see
-        :class:`~pyro_memo.inference.moves.BirthMove`).
+        :class:`~pyro_memo.BirthMove`).
     :param bool incremental_first_lap: update the globals after every batch of the first lap
         from the partial memo (bnpy's schedule). Default ``False``: the first lap runs every
         batch's local step against the initial globals and updates them once, when the memo is
@@ -47,7 +47,7 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         ``benchmarks/bench_memo_schedule.py``).
     :param alpha_prior: ``(s1, s2)``: learn the concentration with the prior
         :math:`\\alpha \\sim Gamma(s_1, s_2)` (shape, rate) and its closed-form factor :math:`q(\\alpha)`
-        (Blei & Jordan 2006, §5; see :class:`~pyro_memo.allocation.DPSticks`); ``alpha`` is then unused.
+        (Blei & Jordan 2006, §5; see :class:`~pyro_memo.DPSticks`); ``alpha`` is then unused.
         Read the result with ``posterior.expected_alpha()``.
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.

@@ -93,7 +93,7 @@ class TiedVB(MemoizedDriver):
 
 @dataclass
 class MemoryBoundedResult:
-    """What :meth:`MemoryBoundedVB.fit` returns.
+    """What :meth:`MemoryBoundedVB.fit <pyro_memo.MemoryBoundedVB.fit>` returns.
 
     :ivar posterior: the globals after the last epoch's model building.
     :ivar summary: the tied summary of everything in memory then (the posterior is optimal for it).
@@ -120,7 +120,7 @@ class MemoryBoundedResult:
 class MemoryBoundedVB:
     """Memory-bounded VB for a DP mixture of ``family`` components (module docstring).
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
     :param int K: number of components (the start when there are moves).
     :param int memory_bound: ``M``, the most numbers the clumps and singlets kept between epochs may take.
     :param int epoch: ``E``, items per epoch.
@@ -236,7 +236,7 @@ class MemoryBoundedVB:
 
     def readout(self, local):
         """What compression reads of tied local factors: each unit's most responsible component
-        (:func:`owners`). With ``reuse_local`` model building's last local factors serve (with the last
+        (``owners()``). With ``reuse_local`` model building's last local factors serve (with the last
         update's globals they are the state whose bound the epoch reports), and compression runs no local step
         of its own."""
         return owners(local)
@@ -263,7 +263,7 @@ class MemoryBoundedVB:
 
     def clump(self, memory, owner, seen, posterior):
         """The :class:`~pyro_memo.memo.compression.Compressor`'s clumps of ``memory`` within the bound, its units
-        hard-partitioned first by ``owner``, each unit's most responsible component (:func:`owners`), splits
+        hard-partitioned first by ``owner``, each unit's most responsible component (``owners()``), splits
         ranked with the partition prior of :meth:`partition_prior` under ``posterior``."""
         magnify = 1.0 if self.lifetime is None else self.lifetime / seen
         concentration, prior_mass = self.partition_prior(posterior)
@@ -276,7 +276,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     Gomes, Welling & Perona 2008, §3): epochs of ``epoch`` groups, seen once; clumps of items across groups
     and document groups of groups sharing one :math:`q(\\pi_s)`.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily` of the items (e.g. pixel features).
+    :param family: a :class:`~pyro_memo.ConjugateFamily` of the items (e.g. pixel features).
     :param int K: number of components (top-level truncation).
     :param int memory_bound: ``M``, the most numbers clumps and singlets may take between epochs (eq. 26, each
         clump paying one number per document group).
@@ -286,8 +286,12 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         own :math:`q(\\pi)`.
     :param int lifetime: ``T_pts``, the items expected over the stream's lifetime (compression's data
         magnification); ``None``: none.
-    :param laps, tol, refine, seed, reuse_local, threads: as :class:`MemoryBoundedVB` (``tol`` 1e-6 by default, as
-        :class:`~pyro_memo.topics.MemoizedHDP`'s).
+    :param laps: as :class:`MemoryBoundedVB`.
+    :param tol: as :class:`MemoryBoundedVB` (1e-6 by default, as :class:`~pyro_memo.topics.MemoizedHDP`'s).
+    :param refine: as :class:`MemoryBoundedVB`.
+    :param seed: as :class:`MemoryBoundedVB`.
+    :param reuse_local: as :class:`MemoryBoundedVB`.
+    :param threads: as :class:`MemoryBoundedVB`.
     :param moves: model-building moves, names out of ``"birth"``, ``"merge"`` (a comma-separated string or a list;
         :data:`~pyro_memo.inference.moves.tied_hdp.TIED_HDP_MOVES`) or move objects; each candidate gets its own
         tied local steps and is kept only when the exact tied bound rises (:mod:`pyro_memo.inference.moves.tied_hdp`).
@@ -346,7 +350,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         return self.alpha, posterior.alpha * posterior.expected_beta()[:-1]
 
     def readout(self, local):
-        """Each unit's most responsible component (:func:`owners`) and the document groups' counts
+        """Each unit's most responsible component (``owners()``) and the document groups' counts
         :math:`N_{sk}` (:class:`~pyro_memo.memo.group_clumps.TiedGroupLocal`)."""
         return owners(local), local.counts
 

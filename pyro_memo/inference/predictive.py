@@ -34,7 +34,7 @@ def log_predictive_components(family, summary, x):
 def log_predictive(family, summary, weights, x):
     """Log predictive density of each row of ``x`` under a mixture.
 
-    :param family: the :class:`~pyro_memo.families.ConjugateFamily` (with its prior).
+    :param family: the :class:`~pyro_memo.ConjugateFamily` (with its prior).
     :param Summary summary: the components' summaries (``K`` of them).
     :param torch.Tensor weights: ``(K,)`` mixture weights summing to at most 1; the rest,
         ``1 - sum(weights)``, goes to a new component at the prior.
@@ -60,7 +60,7 @@ def vb_log_predictive(posterior, summary, x):
     """Paper 003's VB predictive: :math:`\\sum_k E_q[w_k]\\,E_{q(\\phi_k)}[p(x^* \\mid \\phi_k)]`,
     the remaining stick mass :math:`E_q[\\prod_{k \\le K}(1 - v_k)]` on a prior component.
 
-    :param posterior: a fitted :class:`~pyro_memo.inference.DPMixturePosterior`.
+    :param posterior: a fitted :class:`~pyro_memo.DPMixturePosterior`.
     :param Summary summary: the whole-data summary its component posteriors came from
         (``FitResult.summary``).
     :param torch.Tensor x: ``(n, D)`` held-out items.

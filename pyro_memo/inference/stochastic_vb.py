@@ -24,7 +24,7 @@ class StochasticVB(DPMixtureSteps, StochasticDriver):
     The ELBO trace is exact: after each lap :func:`full_data_elbo` scores the current
     globals with a full pass (its time is kept out of ``lap_seconds``).
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
     :param int K: truncation level.
     :param float alpha: DP concentration.
     :param str truncation: ``"nested"`` or ``"direct"``.
@@ -33,8 +33,8 @@ class StochasticVB(DPMixtureSteps, StochasticDriver):
     :param float delay: delay :math:`d \\ge 0`.
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
     :param int init_items: initialise from at most this many items, chosen by ``seed`` whatever
-        the batching (:func:`~pyro_memo.inference.initialization.initial_items`), so
-        :class:`~pyro_memo.inference.MemoizedVB` with the same seed starts from the same globals.
+        the batching (``initial_items()``), so
+        :class:`~pyro_memo.MemoizedVB` with the same seed starts from the same globals.
     :param int seed: seeds the initialisation and the batch order.
     :param bool score: compute the exact ELBO after every lap (one extra pass each).
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many

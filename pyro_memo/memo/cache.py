@@ -52,7 +52,7 @@ class SummaryCache:
 
     def swap(self, summaries, total):
         """Give the batches in ``summaries`` (key -> summary) those summaries and the cache the
-        ``total`` that :meth:`total_with_all` computed for them."""
+        ``total`` that :meth:`~pyro_memo.inference.SummaryCache.total_with_all` computed for them."""
         self.batches.update(summaries)
         self.total = total
 

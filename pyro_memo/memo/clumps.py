@@ -33,7 +33,7 @@ from ..summaries import Summary, entropy_per_component
 def log_lik_coefficients(family, component, stats):
     """The coefficients of :math:`f_k(N, \\Phi) = N a_k + \\langle \\Phi, B_k\\rangle`, the family's expected
     log-likelihood of statistics (module docstring), read off by differentiating
-    :meth:`~pyro_memo.families.ConjugateFamily.expected_log_lik_from_stats` once at zero statistics: ``(a, B)``
+    :meth:`~pyro_memo.ConjugateFamily.expected_log_lik_from_stats` once at zero statistics: ``(a, B)``
     with ``a`` ``(K,)`` (``None`` for a family whose term does not depend on the count, the multinomial) and
     ``B`` ``(K, F)``, the statistics' coefficients flattened in the order of ``stats``' keys (:func:`flat_stats`).
 
@@ -178,7 +178,7 @@ def tied_responsibilities(posterior, clumps):
 
 def tied_summary(family, clumps, clump_resp, point_resp):
     """The summary of ``clumps`` under tied responsibilities (module docstring): an ordinary
-    :class:`~pyro_memo.summaries.Summary`, so the tied bound is the model's ELBO of it."""
+    :class:`~pyro_memo.Summary`, so the tied bound is the model's ELBO of it."""
     summary = Summary.from_responsibilities(family, clumps.points, point_resp)
     if not clumps.num_clumps:
         return summary

@@ -10,7 +10,7 @@ k-means++ started on the units' mean statistics), and splits are ranked by the c
 :math:`T` the number of items expected over the system's lifetime, so that groups of points that more data
 would separate are split now, before their points are purged. For hard assignments that change is exact
 in closed form: the two children's log marginal likelihoods under the conjugate prior against the
-parent's (:meth:`~pyro_memo.families.ConjugateFamily.log_marginal`), plus the change of the partition's prior:
+parent's (:meth:`~pyro_memo.ConjugateFamily.log_marginal`), plus the change of the partition's prior:
 for a DP mixture the Chinese-restaurant term of one more cluster, for an HDP eq. 30's document terms
 (:mod:`pyro_memo.memo.document_terms`), by which a split whose children are used by different groups costs less
 than one whose children share them. Every split relaxes a tying constraint, so splitting goes on while memory
@@ -79,7 +79,7 @@ def unique_rows(rows):
 
 class Units:
     """The units of a compression step: the current clumps (units ``0 .. C-1``) and singlets (units
-    ``C .. C+P-1``), each with its count and its statistics flattened to one row of :attr:`flat` (a singlet's
+    ``C .. C+P-1``), each with its count and its statistics flattened to one row of ``flat`` (a singlet's
     are its item's own, :func:`~pyro_memo.memo.clumps.item_stats`)."""
 
     def __init__(self, family, clumps):
@@ -98,7 +98,7 @@ class Units:
 
     def distinct(self, owner):
         """These units with the singlets of equal statistics and equal ``owner`` (their first leaf) merged into
-        one unit standing for all of them (:attr:`multiplicity` singlets; :attr:`members`: each original unit's
+        one unit standing for all of them (``multiplicity`` singlets; ``members``: each original unit's
         unit here). Hard splitting treats the merged unit exactly as its singlets, which always take the same
         side (scores are linear in a unit's count and statistics); pixels of quantised images repeat often."""
         C = self.first_singlet

@@ -26,8 +26,10 @@ import torch
 class DocumentTerms:
     """Eq. 30's document terms of hard clusters of compression units (module docstring).
 
-    :param unit, group, count: ``(R,)`` triples: unit ``unit[r]`` holds ``count[r]`` items of document group
-        ``group[r]``.
+    :param unit: ``(R,)``, with ``group`` and ``count`` triples: unit ``unit[r]`` holds ``count[r]`` items of
+        document group ``group[r]``.
+    :param group: ``(R,)`` the triples' document groups.
+    :param count: ``(R,)`` the triples' item counts.
     :param sizes: ``(S,)`` groups tied in each document group, :math:`D_s`.
     :param mass: ``(U,)`` each unit's prior mass (module docstring).
     :param float magnify: :math:`T_{docs} / \\sum_s D_s`.

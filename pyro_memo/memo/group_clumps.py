@@ -104,7 +104,8 @@ class GroupedClumps(Clumps):
                 torch.cat([self.clump_groups[clump, group], self.points.new_ones(self.num_singlets)]))
 
     def from_leaves(self, units, leaves):
-        """The memory of a compression's final partition (:meth:`Clumps.from_leaves`), each new clump's group
+        """The memory of a compression's final partition
+        (:meth:`Clumps.from_leaves <pyro_memo.memo.clumps.Clumps.from_leaves>`), each new clump's group
         counts the sums of its units' and each kept singlet in its document group."""
         base = Clumps.from_leaves(self, units, leaves)
         stored, kept = self._partition(units, leaves)

@@ -13,7 +13,7 @@ class MemoState:
     :class:`~pyro_memo.engine.MemoizedDriver` (or the stochastic driver), whatever the model.
 
     :ivar posterior: the current variational posterior (``None`` before initialisation).
-    :ivar cache: the :class:`~pyro_memo.memo.SummaryCache`, one summary per batch.
+    :ivar cache: the :class:`~pyro_memo.inference.SummaryCache`, one summary per batch.
     :ivar rng: numpy generator of the batch order.
     :ivar int laps_done: completed laps.
     :ivar list elbo_trace: exact objective after each lap.
@@ -72,7 +72,7 @@ class MemoState:
 
     @property
     def doc_topic_counts(self):
-        """The HDP's name for :attr:`warm_starts` (batch -> ``(D_b, K)`` topic counts)."""
+        """The HDP's name for ``warm_starts`` (batch -> ``(D_b, K)`` topic counts)."""
         return self.warm_starts
 
     @doc_topic_counts.setter
@@ -81,7 +81,7 @@ class MemoState:
 
     @property
     def tried_topics(self):
-        """The HDP's name for :attr:`tried`."""
+        """The HDP's name for ``tried``."""
         return self.tried
 
     def tried_components(self, name, K, reset=False):

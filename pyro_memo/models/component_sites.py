@@ -93,7 +93,7 @@ SITES = {cls.family: cls for cls in (GaussianSites, ZeroMeanGaussianSites, DiagG
 
 
 def sites_for(family, names=None):
-    """The :class:`ComponentSites` of ``family`` (an instance or a registered class) with site ``names``."""
+    """The ``ComponentSites`` of ``family`` (an instance or a registered class) with site ``names``."""
     cls = family if isinstance(family, type) else type(family)
     if cls not in SITES:
         if cls.name not in FAMILIES or not cls.pyro_components:

@@ -21,7 +21,7 @@ class DPMixtureModel:
     :class:`pyro.infer.SVI` (Trace_ELBO, or TraceEnum_ELBO with ``z`` enumerated),
     under :class:`pyro.infer.Predictive`, and under pyro-memo's inference.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily` (its prior is used).
+    :param family: a :class:`~pyro_memo.ConjugateFamily` (its prior is used).
     :param int T: number of components of the truncated model (``T >= 2``: ``T - 1`` sticks).
     :param float alpha: DP concentration.
     """

@@ -83,10 +83,10 @@ class HDPRelationalGuide:
     :class:`HDPRelationalModel` (same signature):
     ``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``, ``q(pi_i) = Dir(theta_i)``,
     ``q(w_k) = Beta(a_k, b_k)``, and per pair ``(i, j)`` a joint ``q(s, r)`` with no mass on the tail
-    role: a linked pair's structured factor (eq. R1 of :mod:`pyro_memo.posterior.relational_pairs`)
+    role: a linked pair's structured factor (eq. R1 of ``pyro_memo.posterior.relational_pairs``)
     at its optimum under the posterior's globals; a non-linked pair's roles drawn from the sampled
     memberships renormalised over the explicit communities, :math:`\\tilde\\pi_i \\otimes \\tilde\\pi_j`
-    (eq. T1 of :mod:`pyro_memo.posterior.relational_tied`, the default family), or, for a fit with
+    (eq. T1 of ``pyro_memo.posterior.relational_tied``, the default family), or, for a fit with
     ``nonlinks="free"``, the product ``m_i (x) m_bar_j`` of the batch ``b`` whose sources hold ``i``
     (eq. R2). ``s`` is drawn from its marginal, then ``r`` from ``q(r | s)``.
 

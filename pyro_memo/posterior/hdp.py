@@ -1,12 +1,12 @@
 """The HDP over groups of items, for any observation family (Hughes, Kim & Sudderth 2015;
 Sudderth's HDP talk): top-level sticks ``q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)``
-(:mod:`pyro_memo.allocation.hdp_sticks`), group-level Dirichlets ``q(pi_d) = Dir(theta_d)``,
+(``pyro_memo.allocation.hdp_sticks``), group-level Dirichlets ``q(pi_d) = Dir(theta_d)``,
 item responsibilities, and one conjugate factor per component.
 
 :class:`GroupedHDPPosterior` holds what every HDP shares (the group-level local step, the
 sticks, the group terms of the bound); a subclass supplies the components: the topic model's
 Dirichlet topics over word tokens (:class:`~pyro_memo.topics.HDPPosterior`) or any
-:class:`~pyro_memo.families.ConjugateFamily` (:class:`HDPMixturePosterior`, e.g. images as
+:class:`~pyro_memo.ConjugateFamily` (:class:`HDPMixturePosterior`, e.g. images as
 groups of Gaussian pixel features, the setting of Gomes, Welling & Perona 2008).
 """
 
@@ -52,7 +52,7 @@ class GroupedHDPPosterior(VariationalPosterior):
     :param rho: ``(K,)`` stick means.
     :param omega: ``(K,)`` stick concentrations.
     :param alpha: group-level concentration: a float, or a
-        :class:`~pyro_memo.allocation.concentration.GammaConcentration` to learn it.
+        ``GammaConcentration`` to learn it.
     :param gamma: top-level concentration, likewise.
     """
 
@@ -110,10 +110,10 @@ class GroupedHDPPosterior(VariationalPosterior):
     # ------------------------------------------------------------ global step
     def updated(self, summary, stick_iters=100, rounds=3):
         """The globals optimal for ``summary``: components in closed form, sticks by
-        :func:`~pyro_memo.allocation.hdp_sticks.optimize_sticks` started from the current ones
+        ``optimize_sticks()`` started from the current ones
         (never lowering the bound); learnt concentrations and sticks then alternate for up to
         ``rounds`` rounds, each concentration's factor its closed-form optimum given the sticks
-        (:func:`~pyro_memo.allocation.hdp_sticks.concentration_terms`), so no step lowers the bound."""
+        (``concentration_terms()``), so no step lowers the bound."""
         components = self.updated_components(summary)
         rho, omega = self.rho, self.omega
         if rho.shape[0] != summary.K:
@@ -245,7 +245,7 @@ class GroupedHDPPosterior(VariationalPosterior):
 
     def elbo(self, summary):
         """The bound :math:`\\mathcal{L}` of the groups ``summary`` summarises (exact, with the
-        surrogate of :mod:`pyro_memo.allocation.hdp_sticks` for the groups' normalisers)."""
+        surrogate of ``pyro_memo.allocation.hdp_sticks`` for the groups' normalisers)."""
         return sum(self.elbo_terms(summary).values())
 
 
@@ -253,7 +253,7 @@ class HDPMixturePosterior(GroupedHDPPosterior):
     """An HDP mixture over groups of items with any conjugate family: one factor
     :math:`q(\\phi_k)` of the prior's form per component.
 
-    :param family: a :class:`~pyro_memo.families.ConjugateFamily`.
+    :param family: a :class:`~pyro_memo.ConjugateFamily`.
     :param dict component: the factors' parameters, each ``(K, ...)``.
     """
 
@@ -272,9 +272,9 @@ class HDPMixturePosterior(GroupedHDPPosterior):
         return torch.exp(log_lik - log_lik.max(1, keepdim=True).values)
 
     def summarize(self, doc, x, count, resp, theta, e_log_pi, counts):
-        """The :class:`GroupSummary` of ``resp`` (dense, or
+        """The :class:`~pyro_memo.summaries.GroupSummary` of ``resp`` (dense, or
         :class:`~pyro_memo.families.SparseResponsibilities`: the statistics of each component's kept
-        items, :meth:`~pyro_memo.families.ConjugateFamily.sparse_stats`) and ``theta``."""
+        items, :meth:`~pyro_memo.ConjugateFamily.sparse_stats`) and ``theta``."""
         if isinstance(resp, SparseResponsibilities):
             weighted = resp.scaled(count)
             counts_k, stats, entropy = weighted.counts(), self.family.sparse_stats(x, weighted), resp.entropy(count)

@@ -25,7 +25,7 @@ Optionally (``learn_eps``) the background probability is an empirical-Bayes poin
 bound depends on it only through :math:`A\\log\\epsilon + B\\log(1 - \\epsilon)`, with
 :math:`A = \\sum_{y_{ij}=1} q(s_{ij} \\ne r_{ij})` and :math:`B = \\sum_{y_{ij}=0} q(s_{ij} \\ne r_{ij})`
 the linked and non-linked pairs' expected mass off the diagonal, so each global step ends with
-:math:`\\epsilon^* = A / (A + B)` (eq. E1, :func:`optimal_eps`), which never lowers the bound. Kim et
+:math:`\\epsilon^* = A / (A + B)` (eq. E1, ``optimal_eps()``), which never lowers the bound. Kim et
 al. (2013) fix :math:`\\epsilon` to a small constant; on graphs dense between communities a fixed
 :math:`10^{-4}` charges every link between communities about 9 nats and the bound then prefers
 merging communities (measured in ``benchmarks/bench_relational_networks.py``).
@@ -82,11 +82,11 @@ class RelationalPosterior(VariationalPosterior):
     :param rho: ``(K,)`` stick means; ``omega``: ``(K,)`` stick concentrations.
     :param w_a: ``(K,)``; ``w_b``: ``(K,)`` the link probabilities' Beta factors.
     :param alpha: membership concentration (a float or a
-        :class:`~pyro_memo.allocation.concentration.GammaConcentration`); ``gamma``: top-level one.
+        ``GammaConcentration``); ``gamma``: top-level one.
     :param tau: ``(tau_a, tau_b)`` the link probabilities' Beta prior.
     :param float eps: background link probability between different communities.
     :param bool learn_eps: learn ``eps`` by maximising the bound in every global step
-        (:func:`optimal_eps`); ``eps`` is then its current value.
+        (``optimal_eps()``); ``eps`` is then its current value.
     """
 
     def __init__(self, theta, rho, omega, w_a, w_b, alpha, gamma, tau=(1.0, 1.0), eps=1e-4, learn_eps=False):

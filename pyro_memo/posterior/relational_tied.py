@@ -189,10 +189,10 @@ def optimize_memberships(theta, objective, direction, iters=5):
 
 class TiedRelationalPosterior(RelationalPosterior):
     """Globals of the assortative HDP relational model whose non-linked pairs' roles follow the
-    memberships (eqs. T1-T3 of this module); the graph's :data:`GraphPairs` ride along, since the
+    memberships (eqs. T1-T3 of this module); the graph's ``GraphPairs`` ride along, since the
     non-linked terms are a function of the globals and the graph.
 
-    :param pairs: the graph's :data:`GraphPairs` (:func:`graph_pairs`).
+    :param pairs: the graph's ``GraphPairs`` (``graph_pairs()``).
     :param int membership_iters: fixed-point steps of the memberships per global round (eq. T4).
 
     Other parameters as :class:`~pyro_memo.posterior.relational.RelationalPosterior`.

@@ -68,7 +68,7 @@ class RelaxedSweeps:
     restricted objective this module does not evaluate).
 
     Each sweep: :meth:`weights` of the point to evaluate, the blocks' counts and log-normalisers there,
-    then :meth:`update`. :attr:`counts` are the groups' counts after their last accepted plain step."""
+    then :meth:`update`. ``counts`` are the groups' counts after their last accepted plain step."""
 
     def __init__(self, start, tokens, prior, relax=True):
         self.point, self.best, self.counts = start, start, start

@@ -9,7 +9,7 @@ __all__ = ["link_prediction"]
 def link_prediction(posterior, pairs, labels):
     """Score held-out ``pairs`` ``(M, 2)`` with ``labels`` ``(M,)`` (1: link, 0: non-link) under
     ``posterior`` (a :class:`~pyro_memo.posterior.relational.RelationalPosterior` fitted without
-    them), by :meth:`~pyro_memo.posterior.relational.RelationalPosterior.link_probability`.
+    them), by :meth:`~pyro_memo.relational.RelationalPosterior.link_probability`.
 
     :returns: ``{"auc": ..., "log_lik": ...}``: the area under the ROC curve
         (:func:`~pyro_memo.metrics.link_auc`) and the mean Bernoulli log-likelihood per held-out

@@ -10,7 +10,7 @@ unordered pair belongs to exactly one batch. Two variational families of the rol
 * ``nonlinks="free"`` (Kim, Gopalan, Blei & Sudderth 2013): every pair's roles free of the
   memberships (eqs. R1, R5 of :mod:`pyro_memo.posterior.relational_pairs`), the batches'
   non-linked factors kept as warm starts, the global step of eq. G1
-  (:mod:`pyro_memo.posterior.relational`).
+  (``pyro_memo.posterior.relational``).
 
 The driver, memo, moves and checkpoints are the engine's.
 """
@@ -75,7 +75,7 @@ class MemoizedRelational(MemoizedDriver):
     :param tau: ``(tau_a, tau_b)``, Beta prior of the communities' link probabilities.
     :param float eps: background link probability (fixed, as Kim et al. 2013; or the start of ``learn_eps``).
     :param bool learn_eps: learn ``eps`` by maximising the exact bound after every global step
-        (empirical Bayes, eq. E1 of :mod:`pyro_memo.posterior.relational`).
+        (empirical Bayes, eq. E1 of ``pyro_memo.posterior.relational``).
     :param str nonlinks: the non-linked pairs' roles: ``"tied"`` to the memberships (default) or
         ``"free"`` (Kim et al. 2013); see the module docstring.
     :param int nonlink_iters: block rounds of the non-linked factors per visit (eq. R5; ``"free"`` only).
@@ -87,7 +87,7 @@ class MemoizedRelational(MemoizedDriver):
         is complete (for checks; one evaluation per batch).
     :param str init: initial memberships: ``"spectral"`` (default) or ``"random"``.
     :param moves: ``"birth"``, ``"delete"``, ``"merge"`` (comma-separated) or move objects
-        (:mod:`pyro_memo.relational.moves`): community changes accepted only when the exact bound
+        (``pyro_memo.relational.moves``): community changes accepted only when the exact bound
         of the whole graph rises; with ``K=1`` and births the data choose the number of communities.
     :param local_dtype: ``"float32"``: mixed precision, the batches' pairs (local step) in float32
         against globals, memo and bound in ``dtype`` (see :class:`~pyro_memo.engine.MemoizedDriver`);
@@ -103,7 +103,7 @@ class MemoizedRelational(MemoizedDriver):
     :param int round_size: batches per parallel round; see :class:`~pyro_memo.engine.MemoizedDriver`
         (``fit(..., executor=client)`` runs the local steps on a Dask cluster).
     :param overrelax: over-relaxed batch steps after the warm-up laps: ``True``, ``False`` or an
-        :class:`~pyro_memo.engine.Overrelaxation`; ``None`` (default): off for the relational model (its
+        :class:`~pyro_memo.engine.overrelax.Overrelaxation`; ``None`` (default): off for the relational model (its
         ``overrelax_default``); see :class:`~pyro_memo.engine.MemoizedDriver`.
     """
 
@@ -153,7 +153,7 @@ class MemoizedRelational(MemoizedDriver):
 
     def initial_posterior(self, source, order=None):
         """Memberships from the graph's spectral embedding (``init="spectral"``,
-        :func:`~pyro_memo.relational.initialization.spectral_memberships`) or a flat Dirichlet draw per
+        ``spectral_memberships()``) or a flat Dirichlet draw per
         node (``"random"``), worth one pair each (``nonlinks="free"``) or the node's links plus one
         (``"tied"``, where only links inform a membership); sticks and links at their prior."""
         m = initial_memberships(source.graph, self.K, self.init, self.seed, self.dtype, self.device)

@@ -5,9 +5,9 @@ relational algorithm of Kim, Gopalan, Blei & Sudderth (2013) and fixed-K stochas
 Each step draws a uniform random set ``S`` of ``n`` nodes (``n = ceil(N / batches)``) and takes every
 pair that touches ``S`` (``i`` or ``j`` in ``S``; Kim et al.'s node sampling). The nodes are relabelled
 so that ``S`` comes first; the touched pairs are then exactly the pairs ``i < j`` whose smaller node is
-a source, so :meth:`~pyro_memo.posterior.relational.RelationalPosterior.local_step` gives their local
+a source, so :meth:`~pyro_memo.relational.RelationalPosterior.local_step` gives their local
 factors: linked pairs the structured diagonal-coupled factor (eq. R1 of
-:mod:`pyro_memo.posterior.relational_pairs`), non-linked pairs the node factors of eq. R5 from the
+``pyro_memo.posterior.relational_pairs``), non-linked pairs the node factors of eq. R5 from the
 mean-field start :math:`A / S` (``nonlink_iters`` block rounds; 0 keeps the mean-field factor). Kim et
 al. subsample a node's non-links (stratified sampling, reweighted); here their per-community sums
 (eq. R3) give the exact total in O(N K), so node sampling is the only noise.
@@ -26,10 +26,10 @@ A uniform set of ``n`` nodes touches a given pair with probability
 
 with :math:`D^1, D^0` the diagonal masses and :math:`N_i` node ``i``'s role counts over all its pairs
 (exact: every pair of a sampled node is touched). Each target is the closed-form coordinate update of
-eq. G1 of :mod:`pyro_memo.posterior.relational` for the estimated statistics, so with
+eq. G1 of ``pyro_memo.posterior.relational`` for the estimated statistics, so with
 :math:`\\rho_t = 1` and ``S`` all nodes a step *is* that update. The top-level sticks (non-conjugate)
 take the convex step toward those optimal for the new memberships
-(:func:`~pyro_memo.allocation.hdp_sticks.optimize_sticks`, as
+(``optimize_sticks()``, as
 :class:`~pyro_memo.topics.stochastic_hdp.StochasticHDP` does); the memberships of every node are
 global, so :math:`\\sum_i E\\log\\pi_i` is exact.
 
@@ -40,7 +40,7 @@ Dirichlet's aggregation property keeps each :math:`q(\\pi_i)` exact) and its sti
 
 a-MMSB (Gopalan et al. 2012): memberships :math:`\\pi_i \\sim \\mathrm{Dir}(\\alpha 1_K)` with ``K``
 fixed, no top level and no pruning; the same loop with target :math:`\\alpha + N_i`
-(:class:`StochasticAMMSB`, :class:`AMMSBPosterior`).
+(:class:`StochasticAMMSB`, :class:`~pyro_memo.relational.stochastic.AMMSBPosterior`).
 """
 
 import math
@@ -79,7 +79,8 @@ def _relabel(pairs, rank):
 class AMMSBPosterior(RelationalPosterior):
     """The a-MMSB's globals (Gopalan et al. 2012): ``q(pi_i) = Dir(theta_i)`` over ``K`` communities
     (no tail, no sticks) under a symmetric ``Dir(alpha)`` prior, and ``q(w_k) = Beta(a_k, b_k)``; the
-    local step, :meth:`memberships` and :meth:`link_probability` are the HDP relational posterior's."""
+    local step, :meth:`~pyro_memo.relational.RelationalPosterior.memberships` and
+    :meth:`~pyro_memo.relational.RelationalPosterior.link_probability` are the HDP relational posterior's."""
 
     def __init__(self, theta, w_a, w_b, alpha, tau=(1.0, 1.0), eps=1e-4):
         super().__init__(theta, None, None, w_a, w_b, alpha, 1.0, tau, eps)
@@ -253,7 +254,7 @@ def prune(post, threshold):
 class StochasticAMMSB(StochasticRelational):
     """Fixed-K stochastic a-MMSB (Gopalan et al. 2012): :class:`StochasticRelational`'s loop with
     memberships under a symmetric ``Dir(alpha)`` prior (default ``alpha = 1 / K``), no top level and no
-    pruning; returns an :class:`AMMSBPosterior`."""
+    pruning; returns an :class:`~pyro_memo.relational.stochastic.AMMSBPosterior`."""
 
     top_level = False
 

@@ -37,7 +37,7 @@ class AdditiveSummary:
     - ``count_field``: the name of the integer number of items (or groups) summarised;
     - ``extras``: a dict field of **per-move terms** a batch's visit computed for a move (bnpy
       carries its merge terms in its statistics bag the same way): name -> tensor, additive.
-      They are the batch side of a move (see :class:`~pyro_memo.engine.Move`), computed where the
+      They are the batch side of a move (see :class:`~pyro_memo.Move`), computed where the
       local step runs and carried with the batch's summary; a sum keeps the names both operands
       carry, and any change of components (select, expand, merge) drops them.
     """

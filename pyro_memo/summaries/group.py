@@ -17,7 +17,7 @@ class GroupSummary(AdditiveSummary):
     :ivar dict stats: the family's responsibility-weighted statistics, each ``(K, ...)``.
     :ivar sum_log_pi: ``(K + 1,)`` :math:`\\sum_d E_q[\\log\\pi_{dk}]`.
     :ivar doc_term: scalar, the group terms that do not depend on the globals (see
-        :class:`~pyro_memo.summaries.TopicSummary`).
+        :class:`~pyro_memo.topics.TopicSummary`).
     :ivar entropy: ``(K,)`` :math:`-\\sum_{d,n} r_{dnk}\\log r_{dnk}`.
     :ivar int num_docs: groups summarised.
     :ivar dict extras: per-move terms computed from the batch (see :class:`~pyro_memo.summaries.AdditiveSummary`).

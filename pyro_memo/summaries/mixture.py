@@ -64,7 +64,7 @@ class Summary(AdditiveSummary):
     def from_sparse_responsibilities(cls, family, x, resp):
         """Summarise items ``x`` with :class:`~pyro_memo.families.SparseResponsibilities` ``resp``:
         the summary of ``resp.dense()``, computed from the ``L`` kept entries per item (Hughes &
-        Sudderth 2016; :meth:`~pyro_memo.families.ConjugateFamily.sparse_stats`)."""
+        Sudderth 2016; :meth:`~pyro_memo.ConjugateFamily.sparse_stats`)."""
         return cls(resp.counts(), family.sparse_stats(x, resp), resp.entropy(), x.shape[0])
 
     @classmethod

@@ -29,10 +29,10 @@ class HDPPosterior(GroupedHDPPosterior):
     :param rho: ``(K,)`` stick means.
     :param omega: ``(K,)`` stick concentrations.
     :param alpha: document-level concentration (a float, or a
-        :class:`~pyro_memo.allocation.concentration.GammaConcentration` to learn it).
+        ``GammaConcentration`` to learn it).
     :param gamma: top-level concentration, likewise.
     :param lam0: symmetric topic-word Dirichlet prior: a float, or a
-        :class:`~pyro_memo.families.type2.Learnt` value re-estimated at every global step.
+        ``Learnt`` value re-estimated at every global step.
     """
 
     def __init__(self, lam, rho, omega, alpha, gamma, lam0):
@@ -77,9 +77,9 @@ class HDPPosterior(GroupedHDPPosterior):
         return torch.exp(e_log_phi - e_log_phi.max(0, keepdim=True).values).T.contiguous()
 
     def updated_components(self, summary, rounds=20, rtol=1e-6):
-        """:math:`\\lambda_k = \\lambda_0 + S_k` (closed form). A :class:`~pyro_memo.families.type2.Learnt`
+        """:math:`\\lambda_k = \\lambda_0 + S_k` (closed form). A ``Learnt``
         :math:`\\lambda_0` alternates with the topics for up to ``rounds`` rounds, each its exact
-        maximiser given them (:func:`~pyro_memo.families.type2.symmetric_dirichlet_ml`), so no round
+        maximiser given them (``symmetric_dirichlet_ml()``), so no round
         lowers the bound."""
         lam0 = self.lam0
         lam = lam0 + summary.word_counts

@@ -241,7 +241,7 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     batch's summary in the memo, and updates the globals from the whole-corpus summary:
     topics in closed form, top-level sticks on the exact bound by closed-form Newton steps (gradient and Hessian)
     from the last global step's sticks, with an L-BFGS-B fallback
-    (:func:`~pyro_memo.allocation.hdp_sticks.optimize_sticks`). From the end of lap 1 the bound is exact for
+    (``optimize_sticks()``). From the end of lap 1 the bound is exact for
     the whole corpus and no batch step lowers it.
 
     :param int K: truncation (number of topics).
@@ -251,11 +251,11 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     :param alpha_prior: ``(s1, s2)``: learn the document-level concentration,
         :math:`\\alpha \\sim Gamma(s_1, s_2)` (shape, rate), with a closed-form Gamma factor
         :math:`q(\\alpha)` updated with the sticks at every global step (see
-        :mod:`pyro_memo.allocation.concentration`); the local steps use :math:`E_q[\\alpha]`.
+        ``pyro_memo.allocation.concentration``); the local steps use :math:`E_q[\\alpha]`.
     :param gamma_prior: ``(s1, s2)``: learn the top-level concentration likewise.
     :param bool learn_lam0: learn the topics' symmetric Dirichlet prior :math:`\\lambda_0` (from
         ``lam0``) by type-II maximum likelihood on the exact bound at every global step
-        (:mod:`pyro_memo.families.type2`).
+        (``pyro_memo.families.type2``).
     :param int laps: maximum passes through the corpus.
     :param float tol: stop when the bound's relative change over a lap is below this.
     :param int local_iters: cap on document-level iterations per visit.
@@ -271,14 +271,14 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         is complete (for checks).
     :param str init: initial topics: ``"kmeans"`` (default; a k-means of the documents
         under the KL divergence, bnpy's Bregman k-means) or ``"documents"`` (``K`` random
-        documents); see :mod:`pyro_memo.topics.topic_init`.
+        documents); see ``pyro_memo.topics.topic_init``.
     :param bool incremental_first_lap: update the globals after every batch of the first
         lap from the partial memo. Default ``False``: the first lap runs every batch's local
         step against the initial topics and updates the globals once, when the memo is
         complete, so the initial topics are not refit to the first batch alone (on
         Wikipedia with 20 batches that refit costs about 0.1 nats/token held out).
     :param family: ``None`` for the topic model (a :class:`~pyro_memo.topics.Corpus` of
-        documents); or any :class:`~pyro_memo.families.ConjugateFamily`, to fit an HDP mixture
+        documents); or any :class:`~pyro_memo.ConjugateFamily`, to fit an HDP mixture
         to a list of groups of items (each an ``(n_g, D)`` array; e.g. images as groups of
         pixel features) with :class:`~pyro_memo.posterior.hdp.HDPMixturePosterior` (no moves yet).
     :param moves: ``"birth"``, ``"merge"``, ``"delete"`` (comma-separated) or move objects
@@ -304,7 +304,7 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
     :param int round_size: batches per parallel round; see :class:`~pyro_memo.engine.MemoizedDriver`
         (``fit(..., executor=client)`` runs the local steps on a Dask cluster).
     :param overrelax: over-relaxed batch steps after the warm-up laps: ``True``, ``False`` or an
-        :class:`~pyro_memo.engine.Overrelaxation`; ``None`` (default): off for the HDP (its
+        :class:`~pyro_memo.engine.overrelax.Overrelaxation`; ``None`` (default): off for the HDP (its
         ``overrelax_default``); see :class:`~pyro_memo.engine.MemoizedDriver`.
     """
 

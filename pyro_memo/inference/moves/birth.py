@@ -191,7 +191,7 @@ class BirthMove(Move):
         return found if any(f is not None for f in found) else None
 
     def batch_terms(self, batch, local):
-        """In an adoption lap: the merged entropy of each :attr:`absorb` pair in this batch."""
+        """In an adoption lap: the merged entropy of each ``absorb`` pair in this batch."""
         return None if self.absorb is None else self.batch_pair_entropy(batch, local, self.absorb)
 
     def batch_pair_entropy(self, batch, local, pairs):
@@ -288,7 +288,7 @@ class BirthMove(Move):
 
     def absorb_remnants(self, state, value):
         """Merge old components into fresh ones after an adoption lap (eq. 8, exact: the batches
-        carried each :attr:`absorb` pair's merged entropy): each old component's best pair, where it
+        carried each ``absorb`` pair's merged entropy): each old component's best pair, where it
         raises the exact ELBO above ``value``, and at most one merge per component. Returns the ELBO."""
         terms, pairs = self.collected_terms(state), self.absorb
         cache = state.cache
@@ -310,7 +310,7 @@ class BirthMove(Move):
         return value
 
     def create(self, posterior, sub):
-        """The subsample's summary under a fresh mixture (:func:`fresh_mixture`, seeded from the move's
+        """The subsample's summary under a fresh mixture (``fresh_mixture()``, seeded from the move's
         generator)."""
         return fresh_mixture(posterior, sub, self.fresh_K, self.fresh_iters, self.cleanup_pairs,
                              int(self.rng.integers(2**31)))

@@ -35,7 +35,7 @@ def tied_pair_entropies(clumps, local, pairs):
 
 
 class TiedBirthMove(BirthMove):
-    """:class:`~pyro_memo.inference.moves.BirthMove` on the memory: the subsample is drawn from the
+    """:class:`~pyro_memo.BirthMove` on the memory: the subsample is drawn from the
     singlets (module docstring)."""
 
     def batch_visit(self, posterior, key, batch, local):
@@ -53,7 +53,7 @@ class TiedBirthMove(BirthMove):
 
 
 class TiedMergeMove(MergeMove):
-    """:class:`~pyro_memo.inference.moves.MergeMove` on the memory: clump-weighted pair entropies
+    """:class:`~pyro_memo.MergeMove` on the memory: clump-weighted pair entropies
     (module docstring)."""
 
     def batch_pair_entropy(self, batch, local, pairs):

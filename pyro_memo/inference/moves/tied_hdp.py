@@ -2,20 +2,20 @@
 building; the proposals of Hughes & Sudderth 2013, §3.1-3.2, and for the HDP of Hughes, Kim & Sudderth 2015, §5).
 
 In the memory-bounded HDP the memory (:class:`~pyro_memo.memo.group_clumps.GroupedClumps`) is model building's one
-batch, and its tied local step starts afresh every lap (:class:`~pyro_memo.inference.memory_bounded.TiedVB`). Both
+batch, and its tied local step starts afresh every lap (``TiedVB``). Both
 moves act after the lap, on the memory and its tied local factors, and a candidate replaces the memo and the globals
 only when its exact tied bound, with the globals optimal for its summary (``optimal_for``: components in closed
 form, sticks optimised), is higher than the fit's (the lap's tied factors with their optimal globals).
 
 - A **birth** targets the largest component not tried since the last accepted birth. A fresh DP mixture is
-  fitted to the singlets it is responsible for (the epoch's new items; :func:`~pyro_memo.inference.moves.birth.
-  fresh_mixture`, as the DP's births), and its components are appended to the model: their statistics scaled
+  fitted to the singlets it is responsible for (the epoch's new items; ``fresh_mixture()``, as the
+  DP's births), and its components are appended to the model: their statistics scaled
   to the singlets' responsibility mass, their sticks sharing the target's expected weight
-  (:func:`~pyro_memo.allocation.hdp_sticks.split_sticks`; the target keeps the rest).
+  (``split_sticks()``; the target keeps the rest).
 - A **merge** takes candidate pairs by the marginal-likelihood ratio of their statistics (Hughes & Sudderth
   2013, eq. 12), best first, each pair tried once until the components change, at most ``max_pairs`` a lap;
   the candidate has the pair's summed statistics and both sticks' weight
-  (:func:`~pyro_memo.allocation.hdp_sticks.merged_sticks`).
+  (``merged_sticks()``).
 
 Each candidate gets ``rounds`` tied local steps of the whole memory, each followed by its optimal globals, before it
 is judged: the memory's items move to other components as well as to the merged or new ones.
@@ -72,7 +72,7 @@ class TiedHDPMove(Move):
         raise NotImplementedError
 
     def judge(self, state, driver, candidate):
-        """Give ``candidate`` (globals) :attr:`rounds` tied local steps of the memory, each followed by its optimal
+        """Give ``candidate`` (globals) ``rounds`` tied local steps of the memory, each followed by its optimal
         globals, and make it the fit's memo and globals when its exact tied bound is higher than the fit's. Logs the
         proposal; returns whether it was accepted (its gain then in ``state.move_gains``)."""
         current = float(state.posterior.elbo(state.cache.total))
