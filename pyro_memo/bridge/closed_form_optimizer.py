@@ -4,7 +4,7 @@ import pyro
 import torch
 from pyro.optim import PyroOptim
 
-#: the attribute :class:`~pyro_memo.bridge.MemoizedELBO` sets on a parameter whose gradient it wrote
+#: the attribute :class:`~pyro_memo.MemoizedELBO` sets on a parameter whose gradient it wrote
 _MARK = "_pyro_memo_closed_form"
 
 

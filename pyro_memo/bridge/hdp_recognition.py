@@ -23,7 +23,7 @@ Conventions (the shape of :class:`~pyro_memo.models.HDPTopicModel`; any site and
 The checks run at random values: the document Dirichlet's concentration is ``alpha`` times
 the stick-breaking weights, the assignment's probabilities are the document weights indexed
 by each token's document, and the word's ``log_prob`` is ``log phi[z, word]``. Anything else
-raises :class:`~pyro_memo.bridge.recognition.ModelStructureError`.
+raises :class:`~pyro_memo.ModelStructureError`.
 """
 
 from dataclasses import dataclass, field

@@ -58,7 +58,7 @@ class MemoizedELBO(ELBO):
     def _move(self, guide, complete, target):
         """Write the update toward ``target()`` (the closed-form globals, computed only when used) as
         gradients, or zero gradients while the first lap is held (the memo is not ``complete``); mark
-        the parameters for :class:`~pyro_memo.bridge.ClosedFormOptimizer`."""
+        the parameters for :class:`~pyro_memo.ClosedFormOptimizer`."""
         if self.incremental_first_lap or complete:
             guide.set_update_direction(target())
         else:

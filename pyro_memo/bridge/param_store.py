@@ -13,8 +13,8 @@ Guides of the *same* model object share the prefix (a second guide continues the
 when their shapes are those the model needs now (``K`` components of dimension ``D``);
 otherwise the guide raises a :class:`ValueError` naming the prefix. Next to them the guide
 keeps ``"{prefix}.fingerprint"``: ``(N, D, checksum)`` of the data they were fitted to. The
-training entry points (:class:`~pyro_memo.bridge.MemoizedELBO`, :func:`~pyro_memo.bridge.fit_vb`,
-:func:`~pyro_memo.bridge.fit_memoized`) warn with :class:`WarmStartWarning` when they continue
+training entry points (:class:`~pyro_memo.MemoizedELBO`, :func:`~pyro_memo.fit_vb`,
+:func:`~pyro_memo.fit_memoized`) warn with :class:`WarmStartWarning` when they continue
 from parameters fitted to other data, then record the new data's fingerprint. Running the guide
 itself (``Predictive``, ``Trace_ELBO`` on new data) never warns: that is prediction.
 """

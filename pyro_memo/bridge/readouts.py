@@ -1,5 +1,5 @@
 """AutoGuide-style read-outs of a guide's global sites (Pyro's ``AutoGuide.quantiles`` / ``median``),
-shared by :class:`~pyro_memo.bridge.DPMixtureGuide` and :class:`~pyro_memo.bridge.HDPGuide`: each guide
+shared by :class:`~pyro_memo.DPMixtureGuide` and :class:`~pyro_memo.HDPGuide`: each guide
 draws its global sites in ``sample_posterior(num_samples)``; the quantiles are estimated from those draws."""
 
 import torch

@@ -1,6 +1,6 @@
 """Recognise a user's Pyro DP-mixture model by tracing it, and verify the wiring numerically.
 
-Conventions a model must follow (the ones :class:`~pyro_memo.models.DPMixtureModel`
+Conventions a model must follow (the ones :class:`~pyro_memo.DPMixtureModel`
 and Pyro's DP-mixture tutorial follow):
 
 1. Sticks: one latent ``Beta(1, alpha)`` site in a plate of size ``T - 1``; the
@@ -698,7 +698,7 @@ def _caller_rng_untouched():
 @contextmanager
 def tracing_draws_from_the_caller_rng():
     """Recognition's traces draw from torch's global generator, as before it was forked: for a caller that
-    runs under its own seed and whose seeded results were made so (:class:`~pyro_memo.bridge.PyroSVI`)."""
+    runs under its own seed and whose seeded results were made so (:class:`~pyro_memo.PyroSVI`)."""
     token = _TRACE_FROM_CALLER_RNG.set(True)
     try:
         yield

@@ -4,7 +4,7 @@ The relational bound (:mod:`pyro_memo.posterior.relational`) is exact in every t
 node's membership prior :math:`\\pi_i \\sim \\mathrm{Dir}(\\alpha\\beta)` has its expected log
 normaliser replaced by the HDP surrogate :math:`K\\log\\alpha + \\sum_{k \\le K+1} E_q\\log\\beta_k`,
 with the nodes playing the HDP's documents. So the gap is the HDP topic model's
-(:func:`pyro_memo.bridge.hdp_gap.normaliser_gap`) with ``N`` documents, unchanged: Pyro's
+(:func:`pyro_memo.bridge.normaliser_gap`) with ``N`` documents, unchanged: Pyro's
 ``Trace_ELBO`` of :class:`~pyro_memo.models.HDPRelationalGuide` estimates the bound plus this gap,
 provided the bound's pair terms are those of the guide's factors under the same globals.
 """

@@ -279,7 +279,7 @@ CHECKPOINT_MODELS = {"DPMixturePosterior": "dp", "HDPPosterior": "hdp", "Relatio
 
 
 def load_resume(args, model):
-    """The :class:`~pyro_memo.memo.MemoState` in ``--resume DIR``/state.pt, which must be one
+    """The :class:`~pyro_memo.MemoState` in ``--resume DIR``/state.pt, which must be one
     ``model`` (a ``--model`` name) wrote; raises a :class:`ValueError` naming the file otherwise."""
     from ..memo import load_state
 

@@ -1,5 +1,5 @@
 """The relational comparison task: every method fitted to a graph with 10% of its pairs held out
-(:func:`~pyro_memo.data.graphs.split_pairs`) and scored alike by held-out link AUC and
+(:func:`~pyro_memo.data.split_pairs`) and scored alike by held-out link AUC and
 log-likelihood per pair (:func:`~pyro_memo.relational.link_prediction`), NMI of the dominant
 memberships against the graph's labels when it has them, and its communities."""
 

@@ -27,7 +27,7 @@ def candidate_total(batches):
 def accept_if_better(state, candidate, batches):
     """Compare the exact objective of a complete candidate memo with the current one.
 
-    :param state: the fit's :class:`~pyro_memo.memo.MemoState` (memo complete).
+    :param state: the fit's :class:`~pyro_memo.MemoState` (memo complete).
     :param candidate: the candidate's globals (any posterior); its optimum for the candidate
         memo starts from them.
     :param dict batches: batch key -> ``(warm_start, summary)``, one per memo batch, from local
@@ -68,7 +68,7 @@ class CandidateMemoMove(Move):
     subclass picks ``target`` and records ``num_components`` in ``start_lap``, and fills
     ``batches`` (key -> ``(warm_start, summary)``) and ``candidate`` (its globals) in
     ``visit_batch``; ``end_lap`` accepts the candidate only when its exact objective is higher,
-    and remembers rejected targets in the state (:meth:`~pyro_memo.memo.MemoState.tried_components`)."""
+    and remembers rejected targets in the state (:meth:`~pyro_memo.MemoState.tried_components`)."""
 
     name = None
 

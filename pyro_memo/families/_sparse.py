@@ -94,7 +94,7 @@ def drop_underflow(resp):
 def normalize_log_weights(log_weights):
     """:math:`\\hat r_{nk}`: the softmax of unnormalised log-weights ``(N, K)`` over ``k`` (log-sum-exp),
     underflow dropped (:func:`drop_underflow`). Log-weights stored component-major (a transposed
-    ``(K, N)`` product, as :meth:`~pyro_memo.families.ZeroMeanGaussian.log_lik_function` forms them)
+    ``(K, N)`` product, as :meth:`~pyro_memo.ZeroMeanGaussian.log_lik_function` forms them)
     are normalised in that layout, along contiguous rows of ``N`` (a softmax over the last axis would
     first copy them item-major: measured 0.75 ms against 0.56 ms for a 1,000 x 25 batch, one thread);
     the result then has the same layout."""

@@ -110,7 +110,7 @@ class DPMixturePosterior(VariationalPosterior):
             e_log_w = self.sticks.expected_log_weights(self.eta1, self.eta0).to(dtype)
 
             def log_joint(x, products=None):
-                """``products``: the family's :meth:`~pyro_memo.families.ConjugateFamily.item_products` of
+                """``products``: the family's :meth:`~pyro_memo.ConjugateFamily.item_products` of
                 ``x`` (used when the log-likelihood runs in the family's precision)."""
                 x = torch.as_tensor(x).to(dtype=dtype, device=family.device)
                 if products is None or dtype != family.dtype:
@@ -266,7 +266,7 @@ class DPMixturePosterior(VariationalPosterior):
 
     def _dense_local_step(self, x, log_joint):
         """:meth:`local_step` with every responsibility kept, summarised chunk by chunk: counts, entropy
-        and the family's :meth:`~pyro_memo.families.ConjugateFamily.chunk_stats` summed over the chunks,
+        and the family's :meth:`~pyro_memo.ConjugateFamily.chunk_stats` summed over the chunks,
         the statistics finished once."""
         family = self.family
         resps, counts, entropy, total = [], 0, 0, None

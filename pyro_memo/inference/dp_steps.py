@@ -128,7 +128,7 @@ class DPMixtureSteps:
         self.init_items = as_positive_int(init_items, "init_items")
 
     def make_source(self, data, num_batches):
-        """Fixed batches of anything :func:`~pyro_memo.data_sources.make_batches` accepts (a fit's start:
+        """Fixed batches of anything :func:`~pyro_memo.make_batches` accepts (a fit's start:
         :meth:`read_batch` scans every batch's values again)."""
         self._scanned = weakref.WeakKeyDictionary()
         return make_batches(data, num_batches)

@@ -90,7 +90,7 @@ def initial_items(source, init_items, seed=0):
 
 
 def check_batch(family, source, b, values_checked=False, local_dtype=None):
-    """Batch ``b`` of ``source`` validated by ``family`` (:meth:`~pyro_memo.families.ConjugateFamily.check_data`);
+    """Batch ``b`` of ``source`` validated by ``family`` (:meth:`~pyro_memo.ConjugateFamily.check_data`);
     its error names the batch and, for contiguous batches, its rows (``source.describe(b)``). With a
     ``local_dtype`` (mixed precision) its values, on their first scan, must also not overflow that dtype
     (:func:`~pyro_memo.families.base.check_magnitude` to the first power: the local step forms products

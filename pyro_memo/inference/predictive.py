@@ -22,7 +22,7 @@ from ..summaries import Summary
 
 def log_predictive_components(family, summary, x):
     """:math:`\\log p(x_n \\mid S_k)` for all items and components: ``(n, K)``, the family's
-    :meth:`~pyro_memo.families.ConjugateFamily.log_predictive` computed in chunks of at most 512 rows
+    :meth:`~pyro_memo.ConjugateFamily.log_predictive` computed in chunks of at most 512 rows
     whose ``(rows, K, ...)`` statistics stay near 4M numbers."""
     K = summary.K
     per_item = max(1, sum(v[:1].numel() for v in summary.stats.values()))

@@ -50,7 +50,7 @@ def labels_elbo(family, x, labels, alpha=1.0):
     size. This scores methods that return labels or point estimates (SGA, Gibbs,
     scikit-learn) on the same objective as the variational ones.
 
-    :param family: the :class:`~pyro_memo.families.ConjugateFamily` (with its prior).
+    :param family: the :class:`~pyro_memo.ConjugateFamily` (with its prior).
     :param torch.Tensor x: ``(N, D)`` data.
     :param labels: ``(N,)`` integer labels.
     :param float alpha: DP concentration.

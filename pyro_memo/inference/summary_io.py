@@ -1,4 +1,4 @@
-"""A :class:`~pyro_memo.summaries.Summary` as a plain dict of tensors and numbers, for checkpoints
+"""A :class:`~pyro_memo.Summary` as a plain dict of tensors and numbers, for checkpoints
 (the memo's cache in :mod:`~pyro_memo.inference.checkpoint`, a birth move's pending candidate)."""
 
 from ..summaries import Summary
@@ -10,5 +10,5 @@ def summary_to_dict(s):
 
 
 def summary_from_dict(d):
-    """The :class:`~pyro_memo.summaries.Summary` that :func:`summary_to_dict` wrote as ``d``."""
+    """The :class:`~pyro_memo.Summary` that :func:`summary_to_dict` wrote as ``d``."""
     return Summary(d["counts"], dict(d["stats"]), d["entropy"], int(d["num_items"]))

@@ -1,4 +1,4 @@
-"""One checkpoint format for every model: save and load a :class:`~pyro_memo.memo.MemoState`.
+"""One checkpoint format for every model: save and load a :class:`~pyro_memo.MemoState`.
 
 A checkpoint is a dict of tensors, numbers and strings (``torch.load(weights_only=True)``
 reads it, after every record is checked against its checksum). The posterior and summary classes

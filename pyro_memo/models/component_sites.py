@@ -35,7 +35,7 @@ def index_components(value, z, event_dim):
 class ComponentSites:
     """Pyro sample statements of one family; ``names`` maps roles to site names.
 
-    :cvar family: the :class:`~pyro_memo.families.ConjugateFamily` subclass whose Pyro form
+    :cvar family: the :class:`~pyro_memo.ConjugateFamily` subclass whose Pyro form
         this writes.
     """
 

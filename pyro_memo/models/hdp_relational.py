@@ -59,7 +59,7 @@ class HDPRelationalModel:
         """Run the model on the pairs ``(src[e], dst[e])`` (each unordered pair at most once; every
         pair for the full model, a pair left out is unobserved), ``y`` ``(E,)`` their observed links
         as floats 0/1 (``None`` to generate). ``batch``: the positions of a batch's pairs, the pair
-        plate's subsample (:func:`~pyro_memo.bridge.relational_recognition.batch_pairs` gives a batch
+        plate's subsample (:func:`~pyro_memo.batch_pairs` gives a batch
         of nodes' pairs; default every pair). Returns the batch's links. The model runs on ``src``'s device."""
         src, dst = _pairs(src, dst, self.N)
         one = torch.ones((), dtype=torch.float64, device=src.device)

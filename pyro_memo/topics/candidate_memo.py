@@ -7,5 +7,5 @@ __all__ = ["CandidateMemoMove", "accept_if_better", "tried_topics"]
 
 def tried_topics(state, name, K, reset=False):
     """The topics move ``name`` tried without success since the topics were last renumbered
-    (see :meth:`~pyro_memo.memo.MemoState.tried_components`)."""
+    (see :meth:`~pyro_memo.MemoState.tried_components`)."""
     return state.tried_components(name, K, reset)

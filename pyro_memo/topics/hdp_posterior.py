@@ -16,7 +16,7 @@ __all__ = ["HDPPosterior", "expected_log_dirichlet", "log_dirichlet_norm", "topi
 
 
 def topic_family(lam0, V, dtype=torch.float64, device=None):
-    """The topics' observation family: :class:`~pyro_memo.families.Multinomial` with a symmetric
+    """The topics' observation family: :class:`~pyro_memo.Multinomial` with a symmetric
     ``Dir(lam0)`` prior over ``V`` words, each token one Categorical draw."""
     return Multinomial({"lam": torch.full((V,), float(lam0))}, dtype=dtype, device=device)
 

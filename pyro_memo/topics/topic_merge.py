@@ -22,7 +22,7 @@ from .hdp_posterior import expected_log_dirichlet, log_dirichlet_norm, topic_fam
 def merge_scores(summary, lam0):
     """For every pair ``a < b``: :math:`\\log M(S_a + S_b) - \\log M(S_a) - \\log M(S_b)`, the
     Dirichlet-multinomial marginal-likelihood ratio of their word counts (Hughes & Sudderth 2013,
-    eq. 12, with the topics' :class:`~pyro_memo.families.Multinomial` family); returns
+    eq. 12, with the topics' :class:`~pyro_memo.Multinomial` family); returns
     ``(pairs (P, 2), scores (P,))``."""
     family = topic_family(lam0, summary.word_counts.shape[1], summary.word_counts.dtype, summary.word_counts.device)
     words = Summary(summary.topic_counts, {"x": summary.word_counts, "logc": summary.entropy.new_zeros(summary.K)},

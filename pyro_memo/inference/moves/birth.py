@@ -361,7 +361,7 @@ def side_by_side(summaries):
 
 def fresh_mixture(posterior, sub, fresh_K, iters, cleanup_pairs, seed):
     """A birth's creation step: fit a fresh DP mixture of ``posterior``'s kind (a
-    :class:`~pyro_memo.inference.DPMixturePosterior`) with ``fresh_K`` components to the subsample ``sub``
+    :class:`~pyro_memo.DPMixturePosterior`) with ``fresh_K`` components to the subsample ``sub``
     (k-means++ start, ``iters`` laps of full-batch coordinate ascent), then merge its redundant components
     (the ``cleanup_pairs`` best pairs by Hughes & Sudderth 2013, eq. 12 tried each round) while the
     subsample's exact ELBO rises (a single cluster then yields a single component, and no birth). Returns the
