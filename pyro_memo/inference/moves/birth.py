@@ -48,7 +48,7 @@ class BirthMove(Move):
     partner (eq. 12, chosen when the birth is adopted; the lap's batches carry the pair's merged
     entropy) may absorb it, a merge kept only where the exact ELBO rises (:meth:`absorb_remnants`).
     The lap's batches also carry their summaries with those old partners deleted (their items'
-    responsibilities renormalised over the other components, as :class:`DeleteMove` does), and
+    responsibilities renormalised over the other components, as :class:`~pyro_memo.DeleteMove` does), and
     that memo replaces the expanded one where its exact ELBO is higher still
     (:meth:`without_remnants`): the fresh components then replace their target, the split the merges
     after a birth reach in Hughes & Sudderth (2013, §3.1, Fig. 1). The birth is judged with the
@@ -147,7 +147,7 @@ class BirthMove(Move):
     def subsample_limit(self, dim):
         """The largest subsample ``N'`` for ``dim``-dimensional items: ``subsample_size`` when given, else
         Hughes & Sudderth's (2013, §3.1) ``N' = 10^4``, fewer where a fresh fit's cost ``N' D^2`` would pass
-        :data:`CREATION_BUDGET`, and never fewer than ``5 D^2``, the items a full covariance per fresh
+        ``CREATION_BUDGET``, and never fewer than ``5 D^2``, the items a full covariance per fresh
         component needs. The creation's cleanup judges the fresh components on the subsample alone: a
         split whose gain grows with its items but whose cost (its components' prior terms) does not is
         merged away on a subsample that holds too few of the target's items (four unit-covariance clusters
@@ -158,15 +158,16 @@ class BirthMove(Move):
         return max(5 * dim ** 2, min(PAPER_SUBSAMPLE, CREATION_BUDGET // dim ** 2))
 
     def batch_visit(self, posterior, key, x, resp):
-        """``(collected, without_remnants)``, or ``None`` when both are: the batch's :meth:`collect` and, in
-        an adoption lap, its summary with the adopted birth's old partners deleted (:meth:`remnant_summary`)."""
+        """``(collected, without_remnants)``, or ``None`` when both are: the batch's
+        :meth:`~pyro_memo.BirthMove.collect` and, in an adoption lap, its summary with the adopted birth's old
+        partners deleted (:meth:`~pyro_memo.BirthMove.remnant_summary`)."""
         collected = self.collect(key, x, resp)
         without = self.remnant_summary(posterior, key, x, resp)
         return None if collected is None and without is None else (collected, without)
 
     def remnant_summary(self, posterior, key, x, resp):
         """In an adoption lap: batch ``key``'s summary under the alternative local step without the old
-        partners of the fresh components (:class:`~pyro_memo.inference.moves.DeleteMove`'s, their
+        partners of the fresh components (:class:`~pyro_memo.DeleteMove`'s, their
         responsibilities renormalised over the other components), else ``None``. About one summary more
         per batch in adoption laps (3% of a toy fit's time)."""
         if self.remnants is None:
