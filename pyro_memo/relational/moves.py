@@ -20,6 +20,7 @@ import torch
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
 from ..data.graphs import Graph
 from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
+from ..engine.moves import optimal_elbo
 from .initialization import spectral_split
 
 #: the least membership Dirichlet parameter a candidate starts with (a start only: the candidate's
@@ -70,7 +71,10 @@ class _CommunityMove(CandidateMemoMove):
     fit's: memberships move slowly under exact coordinate ascent (each node's roles in its ``N - 1``
     pairs are mostly non-linked pairs that follow its current membership, so a lap moves a
     membership by about ``degree / N`` of the way), and a split or a merge needs many rounds to
-    settle, which one lap beside the fit does not give it.
+    settle, which one lap beside the fit does not give it. A candidate still short after them may
+    give way to a second one of the same target (:meth:`replan`), run through the lap's batches
+    under the end-of-lap globals and refined alike; the better bound of the two is never sought:
+    the one compared is the last.
 
     :param int refine: most candidate rounds after the lap.
     """
@@ -105,32 +109,50 @@ class _CommunityMove(CandidateMemoMove):
             return summary
         # under the current globals changed alike, so the candidate keeps pace with the fit
         self.candidate = surgery(post, self.columns, self.node_columns)
-        warm = state.warm_starts.get(key)
-        warm = map_factors(warm, self.node_columns if self.node_columns is not None else self.columns)
-        start = None if warm is None else tuple(warm)
-        factors, candidate = self.candidate.local_step(batch.edges, batch.sources, start, self.driver.nonlink_iters,
-                                                       batch.missing)
-        self.batches[key] = (_stacked(factors), candidate)
-        self.batch_data[key] = batch
+        self._candidate_step(state, key, batch)
         return summary
+
+    def _candidate_step(self, state, key, batch):
+        """Batch ``key``'s local step under the candidate, from the fit's factors mapped alike."""
+        warm = map_factors(state.warm_starts.get(key), self.node_columns if self.node_columns is not None
+                           else self.columns)
+        start = None if warm is None else tuple(warm)
+        factors, summary = self.candidate.local_step(batch.edges, batch.sources, start, self.driver.nonlink_iters,
+                                                     batch.missing)
+        self.batches[key] = (_stacked(factors), summary)
+        self.batch_data[key] = batch
 
     def end_lap(self, state, driver):
         if self.target is not None and set(self.batches) == set(state.cache.batches):
             current = float(state.posterior.elbo(state.cache.total))
-            total = candidate_total(self.batches)
-            for _ in range(self.refine):
-                self.candidate = self.candidate.optimal_for(total)
-                for key, (warm, _) in self.batches.items():
-                    batch = self.batch_data[key]
-                    factors, summary = self.candidate.local_step(batch.edges, batch.sources,
-                                                                 None if warm is None else tuple(warm),
-                                                                 driver.nonlink_iters, batch.missing)
-                    self.batches[key] = (_stacked(factors), summary)
-                total = candidate_total(self.batches)
-                if float(self.candidate.elbo(total)) > current:
-                    break  # already better: the comparison below accepts it
+            if not self._refined(current) and self.replan(state):
+                self.candidate = surgery(state.posterior, self.columns, self.node_columns)
+                for key, batch in list(self.batch_data.items()):
+                    self._candidate_step(state, key, batch)
+                self._refined(current)
         super().end_lap(state, driver)
         self.planned, self.batch_data = True, {}
+
+    def replan(self, state):
+        """After the candidate fell short: set other ``columns`` for a second candidate of the same
+        target and return ``True``, or ``False`` (none; the default)."""
+        return False
+
+    def _refined(self, current):
+        """Refine the candidate by up to ``refine`` rounds; whether its bound passed ``current``."""
+        total = candidate_total(self.batches)
+        for _ in range(self.refine):
+            self.candidate = self.candidate.optimal_for(total)
+            for key, (warm, _) in self.batches.items():
+                batch = self.batch_data[key]
+                factors, summary = self.candidate.local_step(batch.edges, batch.sources,
+                                                             None if warm is None else tuple(warm),
+                                                             self.driver.nonlink_iters, batch.missing)
+                self.batches[key] = (_stacked(factors), summary)
+            total = candidate_total(self.batches)
+            if float(self.candidate.elbo(total)) > current:
+                return True  # already better: the comparison in end_lap accepts it
+        return self.refine == 0 and optimal_elbo(self.candidate, total)[0] > current
 
 
 def _dominant(post):
@@ -174,23 +196,26 @@ class CommunityBirthMove(_CommunityMove):
             if labels is None:
                 tried.append(k)
                 continue
-            self._plan_split(post, k, members, labels)
+            self.target, self.columns, self.node_columns = k, *_split_columns(post, k, members, labels)
             return
 
-    def _plan_split(self, post, k, members, labels):
-        """Columns sending part ``p > 0`` of community ``k``'s members to new community ``K + p - 1``."""
-        K, extra = post.K, int(labels.max())
-        eye = torch.eye(K, K + extra, dtype=post.dtype, device=post.theta.device)
-        node_columns = eye.expand(post.N, K, K + extra).clone()
-        moved = labels > 0
-        rows = members[moved].to(post.theta.device)
-        node_columns[rows, k, k] = 0.0
-        node_columns[rows, k, K + labels[moved].to(post.theta.device) - 1] = 1.0
-        share = torch.bincount(labels, minlength=extra + 1).to(post.dtype) / len(labels)
-        columns = eye.clone()
-        columns[k, k] = share[0]
-        columns[k, K:] = share[1:].to(post.theta.device)
-        self.target, self.node_columns, self.columns = k, node_columns, columns
+
+def _split_columns(post, k, members, labels):
+    """``(columns, node_columns)`` sending part ``p > 0`` of community ``k``'s members to new community
+    ``K + p - 1`` (part 0 stays in ``k``)."""
+    K, extra = post.K, int(labels.max())
+    device = post.theta.device
+    eye = torch.eye(K, K + extra, dtype=post.dtype, device=device)
+    node_columns = eye.expand(post.N, K, K + extra).clone()
+    moved = labels > 0
+    rows = members[moved].to(device)
+    node_columns[rows, k, k] = 0.0
+    node_columns[rows, k, K + labels[moved].to(device) - 1] = 1.0
+    share = torch.bincount(labels, minlength=extra + 1).to(post.dtype) / len(labels)
+    columns = eye.clone()
+    columns[k, k] = share[0]
+    columns[k, K:] = share[1:].to(device)
+    return columns, node_columns
 
 
 def _split(members, edges, parts, seed):
