@@ -9,7 +9,9 @@ if the candidate memo's optimal globals have a higher exact bound than the fit.
 
 * **birth**: the largest community not tried since the last accepted birth is split into the
   groups of the subgraph of its members (nodes whose largest expected membership it is) by spectral
-  clustering (Ng, Jordan & Weiss 2002), their number chosen by the eigengap (von Luxburg 2007).
+  clustering (Ng, Jordan & Weiss 2002), their number chosen by the eigengap (von Luxburg 2007). From
+  ``K = 1``, a split that falls short gives way to the same groups with the one community kept for
+  the links between them (:func:`_kept_split_columns`).
 * **delete**: the smallest community holding at most ``max_share`` of the roles is removed, its
   members' mass spread over their other communities in proportion.
 * **merge**: the smallest community is merged into the one its members link to most.
@@ -170,6 +172,12 @@ class CommunityBirthMove(_CommunityMove):
     its groups raises it, so one community at a time would stop short. A community whose subgraph
     shows one group is not split (and is not retried until a birth is accepted).
 
+    The first birth (from ``K = 1``) that falls short is followed in the same lap by the split that
+    keeps the one community for the links between the groups (:meth:`replan`): a plain split charges
+    each of them the background probability, so where groups are joined by many links (a planted
+    partition whose links between blocks are 50 times ``eps``) it starts thousands of nats below one
+    community and is rejected, although groups plus a shared community are far better.
+
     :param int parts: most communities a split makes.
     :param int min_nodes: a community needs at least ``2 * min_nodes`` members to be split.
     :param int seed: seeds the clustering.
@@ -182,11 +190,13 @@ class CommunityBirthMove(_CommunityMove):
         if int(parts) < 2 or int(min_nodes) < 1:
             raise ValueError(f"a birth needs parts >= 2 and min_nodes >= 1; got {parts} and {min_nodes}")
         self.parts, self.min_nodes, self.seed = int(parts), int(min_nodes), int(seed)
+        self.split = None  # (target, members, parts, links) of the planned split, for replan
 
     def plan(self, state, batch):
         post = state.posterior
         tried = state.tried_components(self.name, post.K)
         dominant = _dominant(post)
+        self.split = None
         for k in torch.argsort(state.cache.total.sizes, descending=True).tolist():
             if k in tried:
                 continue
@@ -196,8 +206,22 @@ class CommunityBirthMove(_CommunityMove):
             if labels is None:
                 tried.append(k)
                 continue
+            self.split = (k, members, labels, batch.edges.cpu()) if post.K == 1 else None  # see replan
             self.target, self.columns, self.node_columns = k, *_split_columns(post, k, members, labels)
             return
+
+    def replan(self, state):
+        """The first birth's second candidate, once the plain split has fallen short: the same parts
+        as new communities, with the one community kept for the links between them
+        (:func:`_kept_split_columns`). Only from ``K = 1``, where the one community holds every link,
+        so the links between the groups to be found are its own; from ``K > 1`` such candidates were
+        measured mostly rejected (a 10-block planted partition) or accepted for a few nats and then
+        undone by deletes, each round trip a lap (Les Miserables: up to 5 times the fit's time)."""
+        if self.split is None:
+            return False
+        self.columns, self.node_columns = _kept_split_columns(state.posterior, *self.split)
+        self.split = None
+        return True
 
 
 def _split_columns(post, k, members, labels):
@@ -216,6 +240,44 @@ def _split_columns(post, k, members, labels):
     columns[k, k] = share[0]
     columns[k, K:] = share[1:].to(device)
     return columns, node_columns
+
+
+def _kept_split_columns(post, k, members, labels, edges):
+    """``(columns, node_columns)`` sending part ``p`` of community ``k``'s members to new community
+    ``K + p``, each member keeping in ``k`` its share of crossing links (:func:`_crossing_shares`).
+
+    A plain split charges every link between its parts the background probability: where those
+    links are many (a dense background between groups, as in a planted partition), each costs
+    ``log w_k - log eps`` nats more than in ``k``, and the split falls short of one community although
+    the groups plus ``k`` kept for the links between them is far better (the mixed memberships of the
+    assortative MMSB; Gopalan et al. 2012, Kim et al. 2013)."""
+    K, extra = post.K, int(labels.max()) + 1
+    device = post.theta.device
+    keep = _crossing_shares(members, labels, edges).to(device=device, dtype=post.dtype)
+    parts = labels.to(device)
+    eye = torch.eye(K, K + extra, dtype=post.dtype, device=device)
+    node_columns = eye.expand(post.N, K, K + extra).clone()
+    rows = members.to(device)
+    node_columns[rows, k, k] = keep
+    node_columns[rows, k, K + parts] = 1.0 - keep
+    columns = eye.clone()
+    columns[k, k] = keep.mean()
+    columns[k, K:] = torch.zeros(extra, dtype=post.dtype, device=device).index_add_(0, parts, 1.0 - keep) / len(parts)
+    return columns, node_columns
+
+
+def _crossing_shares(members, labels, edges):
+    """``(n,)`` each member's share of its links to other members that join two different parts."""
+    n = len(members)
+    index = torch.full((max(int(edges.max()), int(members.max())) + 1,), -1, dtype=torch.long)
+    index[members] = torch.arange(n)
+    i, j = index[edges[:, 0]], index[edges[:, 1]]
+    inside = (i >= 0) & (j >= 0)
+    i, j = i[inside], j[inside]
+    cross = (labels[i] != labels[j]).to(torch.float64)
+    links = torch.bincount(i, minlength=n) + torch.bincount(j, minlength=n)
+    crossing = torch.bincount(i, cross, minlength=n) + torch.bincount(j, cross, minlength=n)
+    return crossing / links.clamp_min(1)
 
 
 def _split(members, edges, parts, seed):
