@@ -58,9 +58,45 @@ def test_births_from_two_topics_find_the_bars():
     assert np.sum(dist.min(1) < 0.3) >= 9  # at least 9 of the 10 bars have a close learned topic
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_births_from_one_topic_grow_on_short_documents(seed):
+    """20 bars, 10-token documents: the fresh topics are refined on the target's tokens before the
+    candidate lap, so the first birth from K = 1 raises the exact bound (k-means topics of one
+    batch of short documents alone lost to the one topic, and the fit stayed at K = 1)."""
+    corpus, _, _ = bars_corpus(400, 10, side=10, alpha=0.05, seed=seed)
+    one = MemoizedHDP(K=1, laps=3, tol=0, seed=0).fit(corpus, 2)
+    fit = MemoizedHDP(K=1, laps=3, tol=0, seed=0, moves="birth").fit(corpus, 2)
+    assert fit.state.move_log[1]["birth"] == {"proposed": 1, "accepted": 1}  # lap 1: the first birth
+    assert fit.posterior.K > 1
+    assert fit.elbo > one.elbo
+    assert_moves_kept_the_memo_exact(fit, corpus)
+
+
+def test_refined_fresh_topics_make_a_better_candidate():
+    """With the whole corpus in one batch, the candidate whose fresh topics were refined has a higher
+    exact bound after its local step than the one with the k-means topics they start from."""
+    corpus, _, _ = bars_corpus(300, 10, side=10, alpha=0.05, seed=0)
+    model = MemoizedHDP(K=1, laps=1, seed=0)
+    fit = model.fit(corpus, 1)
+    post = fit.posterior
+    batch = (*corpus.tokens(), corpus.num_docs)
+    resp = post.local_step(*batch)[0]
+    bounds = []
+    for steps in (0, 10):
+        move = TopicBirthMove(num_new=4, refine_steps=steps)
+        move.start_lap(fit.state, model)
+        move.new_lam = move._new_topics(batch, resp, post, seed=0)
+        candidate = move._candidate(post)
+        summary = candidate.local_step(*batch)[2]
+        bounds.append(float(candidate.optimal_for(summary).elbo(summary)))
+    assert bounds[1] > bounds[0]
+
+
 def test_bad_birth_settings_raise():
     with pytest.raises(ValueError, match="num_new must be at least 2"):
         TopicBirthMove(num_new=1)
+    with pytest.raises(ValueError, match="refine_steps must be a non-negative integer"):
+        TopicBirthMove(refine_steps=-1)
 
 
 def test_a_resumed_fit_with_moves_goes_on_alike(tmp_path):
