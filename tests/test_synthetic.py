@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pyro_memo.data.graphs import assortative_graph
-from pyro_memo.data.synthetic import bars_corpus, crp_gaussian_mixture
+from pyro_memo.data.synthetic import bars_corpus, crp_gaussian_mixture, lda_corpus
 from pyro_memo.synthetic import dp_gaussian_mixture, edge_covariances, toy_patches
 
 
@@ -59,6 +59,20 @@ def test_alpha_posterior_mean_matches_quadrature():
     assert abs(alpha_posterior_mean(C, N, s1, s2) - ref) < 1e-4 * ref
 
 
+def test_lda_corpus_draws_its_documents_from_its_topics():
+    corpus, topics, weights = lda_corpus(2000, 30, vocab_size=50, num_topics=4, alpha=0.3, seed=2)
+    assert corpus.num_docs == 2000 and corpus.vocab_size == 50 and corpus.num_tokens == 2000 * 30
+    assert topics.shape == (4, 50) and weights.shape == (2000, 4)
+    assert np.allclose(topics.sum(1), 1.0) and np.allclose(weights.sum(1), 1.0)
+    doc, word, count = (t.numpy() for t in corpus.tokens()[:3])
+    counts = np.zeros((2000, 50))
+    np.add.at(counts, (doc, word), count)
+    expected = 30 * weights @ topics  # each document's expected word counts
+    assert abs((counts - expected).sum(0)).max() < 5 * np.sqrt(expected.sum(0)).max()
+    again = lda_corpus(2000, 30, vocab_size=50, num_topics=4, alpha=0.3, seed=2)
+    assert np.array_equal(again[1], topics)
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: toy_patches(10, num_components=0), "num_components must be a positive integer; got 0"),
     (lambda: toy_patches(-5), "num_items must be a positive integer; got -5"),
@@ -68,6 +82,8 @@ def test_alpha_posterior_mean_matches_quadrature():
     (lambda: bars_corpus(num_docs=0), "num_docs must be a positive integer"),
     (lambda: bars_corpus(side=0), "side must be a positive integer"),
     (lambda: bars_corpus(doc_length=-1), "doc_length must be a positive integer"),
+    (lambda: lda_corpus(vocab_size=0), "vocab_size must be a positive integer"),
+    (lambda: lda_corpus(beta=0), "beta must be a positive finite number"),
     (lambda: assortative_graph(5, 2, block_size=-1), "block_size must be a positive integer"),
 ])
 def test_the_generators_refuse_arguments_they_cannot_honour(call, match):

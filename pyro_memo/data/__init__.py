@@ -23,7 +23,7 @@ from .graphs import (
 )
 from .home import DATA_HOME_ENV, DataUnavailableError, get_data_home
 from .pixels import COLOR_PHOTOGRAPHS, color_tiles, fashion_pixel_groups, load_color_photograph, pixel_features
-from .synthetic import bars_corpus, crp_gaussian_mixture, dp_gaussian_mixture, edge_covariances, toy_patches
+from .synthetic import bars_corpus, crp_gaussian_mixture, dp_gaussian_mixture, edge_covariances, lda_corpus, toy_patches
 from .wikipedia import fetch_wikipedia, load_wikipedia
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "assortative_graph",
     "assortative_link_probability",
     "bars_corpus",
+    "lda_corpus",
     "crp_gaussian_mixture",
     "dp_gaussian_mixture",
     "edge_covariances",

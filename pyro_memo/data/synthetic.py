@@ -123,3 +123,23 @@ def bars_corpus(num_docs=500, doc_length=60, side=5, alpha=0.5, seed=0):
     weights = rng.dirichlet(np.full(K, alpha), size=num_docs)
     counts = np.stack([rng.multinomial(doc_length, w @ topics) for w in weights])
     return from_counts(counts, vocab=[f"pixel{v}" for v in range(V)]), topics, weights
+
+
+def lda_corpus(num_docs=3000, doc_length=20, vocab_size=1000, num_topics=20, alpha=0.05, beta=0.05, seed=0):
+    """Documents drawn from latent Dirichlet allocation (Blei, Ng & Jordan 2003): ``num_topics`` topics
+    ``Dirichlet(beta)`` over ``vocab_size`` words, each document's topic weights ``Dirichlet(alpha)`` and its
+    ``doc_length`` tokens drawn from their mixture. With short documents and sparse topics (the defaults)
+    each document shows a few words of one or two topics: the case where a birth's fresh topics, fitted to
+    one batch, are noisy.
+
+    :returns: ``(corpus, topics (num_topics, V), doc_weights (num_docs, num_topics))``.
+    """
+    num_docs, doc_length, vocab_size, num_topics = (
+        as_positive_int(v, name) for v, name in ((num_docs, "num_docs"), (doc_length, "doc_length"),
+                                                 (vocab_size, "vocab_size"), (num_topics, "num_topics")))
+    alpha, beta = as_positive_float(alpha, "alpha"), as_positive_float(beta, "beta")
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(vocab_size, beta), size=num_topics)
+    weights = rng.dirichlet(np.full(num_topics, alpha), size=num_docs)
+    counts = np.stack([rng.multinomial(doc_length, w @ topics) for w in weights])
+    return from_counts(counts), topics, weights
