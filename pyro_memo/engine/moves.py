@@ -190,15 +190,25 @@ class PairMergeMove(Move):
     function of the summaries, and carries it in its summary. A model fills in :meth:`pair_scores`,
     :meth:`batch_pair_entropy`, :meth:`current`, :meth:`evaluate` and :meth:`apply`.
 
+    A pair rejected since the components were last renumbered is proposed again only once either
+    component's size has changed by more than ``retry_change`` (relative) since its rejection, as
+    bnpy reactivates a rejected proposal only after its component changes: where an evaluation is
+    dear (a topic merge re-optimises the top-level sticks) the same rejected pairs are not paid for
+    lap after lap while the fit converges.
+
     :param int per_component: candidate partners per component.
     :param int max_pairs: at most this many candidates per lap (``None``: no limit).
+    :param float retry_change: see above (``None``: every candidate is proposed every lap).
     """
 
     name = "merge"
 
-    def __init__(self, per_component=3, max_pairs=None):
+    def __init__(self, per_component=3, max_pairs=None, retry_change=None):
         self.per_component = int(per_component)
         self.max_pairs = None if max_pairs is None else int(max_pairs)
+        if retry_change is not None and not float(retry_change) >= 0:
+            raise ValueError(f"retry_change must be a non-negative number or None; got {retry_change}")
+        self.retry_change = None if retry_change is None else float(retry_change)
         self.pairs, self.pair_entropy, self.num_components = None, {}, None
 
     # ------------------------------------------------------ the model's part
@@ -231,7 +241,32 @@ class PairMergeMove(Move):
         if total is None or total.K < 2 or not state.cache.batches:
             return
         pairs, scores = self.pair_scores(state, total)
-        self.pairs = candidate_pairs(pairs, scores, total.K, self.per_component, self.max_pairs)
+        self.pairs = self.worth_retrying(state, candidate_pairs(pairs, scores, total.K, self.per_component,
+                                                                self.max_pairs))
+
+    def worth_retrying(self, state, pairs):
+        """``pairs`` less those rejected since the components were last renumbered whose components have
+        both kept their sizes within ``retry_change`` (relative) since."""
+        if self.retry_change is None or len(pairs) == 0:
+            return pairs
+        sizes = state.cache.total.sizes
+        rejected = {(a, b): (sa, sb) for a, b, sa, sb in state.tried_components(self.name, len(sizes))}
+
+        def changed(a, b):
+            then = sizes.new_tensor(rejected[(a, b)])
+            return bool(((sizes[[a, b]] - then).abs() > self.retry_change * then.clamp_min(1e-12)).any())
+
+        keep = [p for p, (a, b) in enumerate(pairs.tolist()) if (a, b) not in rejected or changed(a, b)]
+        return pairs[keep]
+
+    def remember_rejected(self, state, a, b):
+        """Note the pair ``(a, b)`` (current numbers) rejected at the components' current sizes."""
+        if self.retry_change is None:
+            return
+        sizes = state.cache.total.sizes
+        tried = state.tried_components(self.name, len(sizes))
+        tried[:] = [t for t in tried if (t[0], t[1]) != (a, b)]
+        tried.append((a, b, float(sizes[a]), float(sizes[b])))
 
     def batch_terms(self, batch, local):
         if self.pairs is not None and len(self.pairs):
@@ -269,5 +304,7 @@ class PairMergeMove(Move):
                 used.update((a0, b0))
                 position = [None if i == b0 else (q - 1 if q is not None and q > b else q)
                             for i, q in enumerate(position)]
+            else:
+                self.remember_rejected(state, a, b)
         self.log(state, proposed, accepted)
         self.pairs, self.pair_entropy = None, {}

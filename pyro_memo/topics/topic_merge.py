@@ -46,12 +46,16 @@ class TopicMergeMove(PairMergeMove):
 
     :param int pairs_per_topic: candidate partners per topic (by the marginal-likelihood ratio).
     :param int max_pairs: at most this many candidates per lap.
+    :param float retry_change: a rejected pair is proposed again once either topic's size has changed by
+        more than this (relative; ``None``: every lap). Each evaluation re-optimises the top-level
+        sticks; proposing the same rejected pairs every lap took 57% of a births-and-merges fit's time
+        (20 LDA topics, 50 laps).
     """
 
     name = "merge"
 
-    def __init__(self, pairs_per_topic=2, max_pairs=50):
-        super().__init__(per_component=pairs_per_topic, max_pairs=max_pairs)
+    def __init__(self, pairs_per_topic=2, max_pairs=50, retry_change=0.01):
+        super().__init__(per_component=pairs_per_topic, max_pairs=max_pairs, retry_change=retry_change)
         self.pairs_per_topic = self.per_component
 
     def pair_scores(self, state, total):
