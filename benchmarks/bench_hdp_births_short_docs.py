@@ -1,7 +1,7 @@
 """HDP topic births from K = 1 on short documents: topics found, bound per token, held-out document
-completion and seconds, with the fresh topics refined before the candidate lap (the default,
-``refine_steps=10``) and without (``refine_steps=0``, the births before that refinement), and a fixed
-K = 20 fit for reference, interleaved in one session.
+completion and seconds, with the first birth's fresh topics (from K = 1) refined before the candidate
+lap (the default, ``refine_steps=10``) and without (``refine_steps=0``, the births before that
+refinement), and a fixed K = 20 fit for reference, interleaved in one session.
 
 The review's case: 20 LDA topics (``lda_corpus``: Dirichlet(0.05) over 1,000 words, document weights
 Dirichlet(0.05)), 3,000 documents of 20 tokens, 20% of the documents held out, 4 batches; births
