@@ -86,7 +86,7 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         seed = as_seed(seed)  # one seed for the moves and the driver, drawn once from a Generator
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
         self.set_sparse_L(sparse_L, sparse_candidates)
-        if isinstance(moves, str) or (moves and all(isinstance(m, str) for m in moves)):
+        if isinstance(moves, str) or (moves and any(isinstance(m, str) for m in moves)):
             moves = make_moves(moves, seed=seed, **(move_options or {}))
         elif move_options:
             raise ValueError("move_options apply to moves given by name (moves='birth,merge,delete'); "

@@ -349,3 +349,12 @@ def test_a_birth_whose_target_keeps_a_costly_remnant_is_kept_once_the_remnant_is
     assert_memo_is_exact(x, result, 2)
     cache = result.state.cache
     assert float(result.posterior.elbo(cache.total)) == pytest.approx(result.elbo_trace[-1], rel=1e-12)
+
+
+def test_move_objects_and_move_names_mix_in_one_list_in_canonical_order():
+    # MemoizedVB(moves=[BirthMove(...), "merge"]) raised AttributeError: 'str' object has no attribute 'name'
+    x = torch.randn(200, 2, dtype=torch.float64)
+    birth = BirthMove(subsample_size=100, seed=0)
+    vb = pm.MemoizedVB(pm.Gaussian.from_data(x), 1, laps=2, moves=["merge", birth, "delete"])
+    assert [m.name for m in vb.moves] == ["birth", "delete", "merge"] and vb.moves[0] is birth
+    assert vb.fit(x, num_batches=2).posterior.K >= 1

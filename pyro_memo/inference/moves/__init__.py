@@ -12,16 +12,20 @@ MOVES = {"birth": BirthMove, "delete": DeleteMove, "merge": MergeMove, "greedy-m
 
 
 def make_moves(names, seed=0, **options):
-    """Move objects for ``names`` (an iterable or a comma-separated string), in canonical order.
+    """Move objects for ``names`` (an iterable or a comma-separated string; move objects may stand
+    beside the names), in canonical order.
 
     Births run first (their pseudo-batch must leave the memo before others are judged), then
-    deletes, then merges. ``options`` maps a move name to its keyword arguments.
+    deletes, then merges; moves of other kinds after them. ``options`` maps a move name to its
+    keyword arguments.
     """
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     if "merge" in names and "greedy-merge" in names:
         raise ValueError("choose either merge (exact) or greedy-merge (the ablation), not both")
-    return _make_moves(names, MOVES, seed=seed, **options)
+    order = list(MOVES)
+    return sorted(_make_moves(names, MOVES, seed=seed, **options),
+                  key=lambda m: order.index(m.name) if m.name in order else len(order))
 
 
 __all__ = [
