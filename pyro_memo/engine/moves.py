@@ -135,8 +135,9 @@ def candidate_pairs(pairs, scores, K, per_component, max_pairs=None):
 
 def make_moves(names, registry, seed=0, **options):
     """Move objects for ``names`` (an iterable or comma-separated string of keys of ``registry``,
-    or move objects): named moves in ``registry`` order (the order their lap-end evaluations
-    run), then the given objects in their order.
+    or move objects), in ``registry`` order (the order their lap-end evaluations run): a given object
+    takes the place of its kind (its ``name``), and objects of kinds the registry lacks go last, in
+    their order.
 
     ``options`` maps a move name to its keyword arguments; moves whose constructor takes a
     ``seed`` get ``seed``.
@@ -160,7 +161,8 @@ def make_moves(names, registry, seed=0, **options):
             if "seed" in accepted:
                 kwargs.setdefault("seed", seed)
             moves.append(cls(**kwargs))
-    return moves + objects
+    order = list(registry)  # objects join their kind's place; other kinds go last, in their order
+    return sorted(moves + objects, key=lambda m: order.index(m.name) if m.name in order else len(order))
 
 
 def sort_components(state):

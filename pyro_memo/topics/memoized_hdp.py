@@ -318,9 +318,7 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         if family is not None and moves:
             raise ValueError("birth / merge / delete moves are implemented for the topic model only; fit an HDP "
                              "over a family without moves")
-        order = list(TOPIC_MOVES)
-        moves = sorted(make_moves(moves, TOPIC_MOVES, seed=seed),
-                       key=lambda m: order.index(m.name) if m.name in order else len(order))
+        moves = make_moves(moves, TOPIC_MOVES, seed=seed)
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
                          hold_first_lap=not incremental_first_lap, local_dtype=local_dtype, threads=threads,
                          schedule=schedule, round_size=round_size, overrelax=overrelax)

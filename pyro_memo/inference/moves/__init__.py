@@ -23,9 +23,7 @@ def make_moves(names, seed=0, **options):
         names = [n.strip() for n in names.split(",") if n.strip()]
     if "merge" in names and "greedy-merge" in names:
         raise ValueError("choose either merge (exact) or greedy-merge (the ablation), not both")
-    order = list(MOVES)
-    return sorted(_make_moves(names, MOVES, seed=seed, **options),
-                  key=lambda m: order.index(m.name) if m.name in order else len(order))
+    return _make_moves(names, MOVES, seed=seed, **options)
 
 
 __all__ = [
