@@ -1,5 +1,6 @@
 """Special functions shared by the conjugate families (pure torch, any dtype/device)."""
 
+import functools
 import math
 
 import torch
@@ -17,90 +18,100 @@ def multidigamma(a, d: int):
     return torch.digamma(a.unsqueeze(-1) - 0.5 * i).sum(-1)
 
 
-#: where the asymptotic forms below take over from ``lgamma`` / ``digamma`` differences
+#: where the asymptotic series of :func:`digamma_tail` takes over from the digamma
 _ASYMPTOTIC_FROM = 10.0
-# B_2k / 2k, k = 1..7: psi(x) = log x - 1/(2x) - sum_k (B_2k / 2k) x^(-2k) (Abramowitz & Stegun 6.3.18)
-_DIGAMMA_SERIES = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12)
+# (power, coefficient) B_2k / 2k, k = 1..7: psi(x) = log x - 1/(2x) - sum_k (B_2k / 2k) x^(-2k)
+# (Abramowitz & Stegun 6.3.18)
+_DIGAMMA_SERIES = ((-2, 1.0 / 12), (-4, -1.0 / 120), (-6, 1.0 / 252), (-8, -1.0 / 240), (-10, 1.0 / 132),
+                   (-12, -691.0 / 32760), (-14, 1.0 / 12))
+
+# The Beta and Gamma functions below are written through the two remainders of Stirling's forms,
+#   log Gamma(x) = (x - 1/2) log x - x + log(2 pi) / 2 + omega(x)     (stirlerr)
+#   psi(x)       = log x - 1/(2x) - S(x)                              (digamma_tail),
+# which hold for every x > 0 and leave only terms of the result's size: lgamma(1e15) alone is 3e16, and
+# differences of lgamma or digamma values lose whole nats to rounding there. Each remainder is evaluated
+# once on the stacked arguments: these functions run on short vectors, where the kernels are the cost.
 
 
-def _digamma_tail(x):
-    """:math:`\\log x - \\tfrac{1}{2x} - \\psi(x)` by its asymptotic series (seven terms: below 1e-16 relative
-    for ``x >= 10``); meaningful only there, so ``x`` is clamped to it."""
-    w = 1.0 / torch.clamp(x, min=_ASYMPTOTIC_FROM) ** 2
-    tail = torch.zeros_like(w)
-    for c in reversed(_DIGAMMA_SERIES):
-        tail = w * (c + tail)
-    return tail
+@functools.cache
+def _series_tensors(series, dtype, device):
+    powers, coefficients = zip(*series, strict=True)
+    return (torch.tensor(powers, dtype=dtype, device=device),
+            torch.tensor(coefficients, dtype=dtype, device=device))
+
+
+def _power_sum(x, series):
+    """:math:`\\sum_k c_k x^{p_k}` for ``series`` = ``((p_k, c_k), ...)``, elementwise: all powers at once and
+    one product with the coefficients (a Horner loop would take two kernels per term)."""
+    powers, coefficients = _series_tensors(series, x.dtype, x.device)
+    return x.unsqueeze(-1).pow(powers) @ coefficients
+
+
+def digamma_tail(x):
+    """:math:`S(x) = \\log x - \\tfrac{1}{2x} - \\psi(x)`, elementwise for ``x > 0``: by its asymptotic series
+    from 10 on (seven terms: below 1e-16 relative), where the difference would cancel; below 10 as that
+    difference, whose terms stay below ~1/x."""
+    series = _power_sum(torch.clamp(x, min=_ASYMPTOTIC_FROM), _DIGAMMA_SERIES)
+    m = torch.clamp(x, max=_ASYMPTOTIC_FROM)
+    return torch.where(x >= _ASYMPTOTIC_FROM, series, torch.log(m) - 0.5 / m - torch.digamma(m))
 
 
 def digamma_increment(x, h):
-    """:math:`\\psi(x + h) - \\psi(x)` for ``x > 0``, ``h >= 0``, elementwise, with the increment ``h`` given
-    exactly (``x + h`` rounds away a small ``h`` at ~1e15). Where ``x`` passes 10 it is
-    :math:`\\mathrm{log1p}(h/x) + \\frac{h}{2x(x + h)} - S(x + h) + S(x)` (:func:`_digamma_tail` ``S``), whose
-    terms are of the increment's size; the difference of two digammas of ~1e15 keeps only ~1e-14 absolute,
-    lost once multiplied by the counts it weighs."""
-    big = x >= _ASYMPTOTIC_FROM
-    xs = torch.where(big, x, 2 * _ASYMPTOTIC_FROM * torch.ones_like(x))
-    ys = xs + h
-    asymptotic = torch.log1p(h / xs) + h / (2 * xs * ys) - _digamma_tail(ys) + _digamma_tail(xs)
-    return torch.where(big, asymptotic, torch.digamma(x + h) - torch.digamma(x))
+    """:math:`\\psi(x + h) - \\psi(x) = \\mathrm{log1p}(h/x) + \\frac{h}{2x(x + h)} - S(x + h) + S(x)` for
+    ``x > 0``, ``h >= 0``, elementwise (:func:`digamma_tail` ``S``), with the increment ``h`` given exactly
+    (``x + h`` rounds away a small ``h`` at ~1e15): the difference of two digammas of ~1e15 keeps only
+    ~1e-14 absolute, lost once multiplied by the counts it weighs."""
+    x, h = torch.broadcast_tensors(x, h)
+    y = x + h
+    tail = digamma_tail(torch.stack((x, y)))
+    return _digamma_step(x, h, y, tail[0], tail[1])
+
+
+def _digamma_step(x, h, y, tail_x, tail_y):
+    """:math:`\\psi(y) - \\psi(x)` for :math:`y = x + h` given :math:`S(x)`, :math:`S(y)`
+    (:func:`digamma_increment`)."""
+    return torch.log1p(h / x) + h / (2 * x * y) - tail_y + tail_x
 
 
 def lbeta(a, b):
-    """Log of the Beta function, elementwise. Once :math:`a + b` passes 10 by Stirling's form
+    """Log of the Beta function, elementwise, by Stirling's form
     :math:`\\log B(a, b) = \\omega(a) + \\omega(b) - \\omega(a + b) + \\tfrac12\\log 2\\pi - \\tfrac12\\log b
-    - (a - \\tfrac12)\\,\\mathrm{log1p}(b/a) - b\\,\\mathrm{log1p}(a/b)` with :math:`\\omega` = :func:`stirlerr`
-    (from :math:`\\log\\Gamma(x) = (x - \\tfrac12)\\log x - x + \\tfrac12\\log 2\\pi + \\omega(x)`), whose terms
-    are of the result's size: ``lgamma(1e15)`` alone is 3e16, and the three ``lgamma`` values lose whole
-    nats to rounding there."""
-    big = a + b >= _ASYMPTOTIC_FROM
-    direct = torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
-    one = torch.ones_like(a + b)
-    sa, sb = torch.where(big, a, one), torch.where(big, b, one)
-    stirling = (stirlerr(sa) + stirlerr(sb) - stirlerr(sa + sb) + _HALF_LOG_2PI - 0.5 * torch.log(sb)
-                - (sa - 0.5) * torch.log1p(sb / sa) - sb * torch.log1p(sa / sb))
-    return torch.where(big, stirling, direct)
-
-
-def _beta_self_term(a, b):
-    """:math:`-\\log B(a, b) + a(\\psi(a) - \\psi(c)) + b(\\psi(b) - \\psi(c))`, :math:`c = a + b` (the part of
-    KL(Beta(a, b) || .) that depends on ``(a, b)`` alone), elementwise. Where both pass 10, Stirling's series
-    (:func:`stirlerr` ``omega``, :func:`_digamma_tail` ``S``) turn it into
-    :math:`\\tfrac12\\log\\frac{ab}{c} - \\tfrac12 - \\tfrac12\\log 2\\pi - \\omega(a) - \\omega(b) + \\omega(c)
-    - a S(a) - b S(b) + c S(c)`, whose terms are of the result's size; the three terms it replaces are each
-    ~1e15 at ``a = b = 1e15`` and cancel to a few nats."""
-    big = (a >= _ASYMPTOTIC_FROM) & (b >= _ASYMPTOTIC_FROM)
-    c = a + b
-    direct = -lbeta(a, b) - a * digamma_increment(a, b) - b * digamma_increment(b, a)
-    sa = torch.where(big, a, 2 * _ASYMPTOTIC_FROM * torch.ones_like(c))
-    sb = torch.where(big, b, 2 * _ASYMPTOTIC_FROM * torch.ones_like(c))
-    sc = sa + sb
-    stirling = (0.5 * (torch.log(sa) + torch.log(sb) - torch.log(sc)) - 0.5 - _HALF_LOG_2PI
-                - stirlerr(sa) - stirlerr(sb) + stirlerr(sc)
-                - sa * _digamma_tail(sa) - sb * _digamma_tail(sb) + sc * _digamma_tail(sc))
-    return torch.where(big, stirling, direct)
+    - (a - \\tfrac12)\\,\\mathrm{log1p}(b/a) - b\\,\\mathrm{log1p}(a/b)` with :math:`\\omega` = :func:`stirlerr`."""
+    a, b = torch.broadcast_tensors(a, b)
+    omega = stirlerr(torch.stack((a, b, a + b)))
+    log1p = torch.log1p(torch.stack((b / a, a / b)))
+    return (omega[0] + omega[1] - omega[2] + _HALF_LOG_2PI - 0.5 * torch.log(b)
+            - (a - 0.5) * log1p[0] - b * log1p[1])
 
 
 def kl_beta(a, b, a0, b0):
     """KL(Beta(a, b) || Beta(a0, b0)), elementwise: :math:`\\log B(a_0, b_0) - \\log B(a, b) + (a - a_0)
-    (\\psi(a) - \\psi(a + b)) + (b - b_0)(\\psi(b) - \\psi(a + b))`, with the terms in ``(a, b)`` alone taken
-    together (:func:`_beta_self_term`) and the digamma differences by :func:`digamma_increment`, so that
-    nothing cancels at large ``a`` and ``b``."""
-    return lbeta(a0, b0) + _beta_self_term(a, b) + a0 * digamma_increment(a, b) + b0 * digamma_increment(b, a)
+    (\\psi(a) - \\psi(c)) + (b - b_0)(\\psi(b) - \\psi(c))`, :math:`c = a + b`. The terms in ``(a, b)`` alone,
+    :math:`-\\log B(a, b) + a(\\psi(a) - \\psi(c)) + b(\\psi(b) - \\psi(c))`, are taken together as
+    :math:`\\tfrac12\\log\\frac{ab}{c} - \\tfrac12 - \\tfrac12\\log 2\\pi - \\omega(a) - \\omega(b) + \\omega(c)
+    - a S(a) - b S(b) + c S(c)` (:func:`stirlerr` ``omega``, :func:`digamma_tail` ``S``): the three terms it
+    replaces are each ~1e15 at ``a = b = 1e15`` and cancel to a few nats. The digamma differences are
+    :func:`digamma_increment`'s, and :math:`\\log B(a_0, b_0)` is :func:`lbeta`'s."""
+    a, b, a0, b0 = torch.broadcast_tensors(a, b, a0, b0)
+    c = a + b
+    x = torch.stack((a, b, c))
+    log_x, omega, tail = torch.log(x), stirlerr(x), digamma_tail(x)
+    increment = _digamma_step(x[:2], x[:2].flip(0), c, tail[:2], tail[2])  # psi(c) - psi(a), psi(c) - psi(b)
+    weighted = x * tail
+    self_term = (0.5 * (log_x[0] + log_x[1] - log_x[2]) - 0.5 - _HALF_LOG_2PI
+                 - omega[0] - omega[1] + omega[2] - weighted[0] - weighted[1] + weighted[2])
+    return lbeta(a0, b0) + self_term + a0 * increment[0] + b0 * increment[1]
 
 
 def kl_gamma(a, b, a0, b0):
     """KL(Gamma(a, rate=b) || Gamma(a0, rate=b0)), elementwise:
     :math:`(a - a_0)\\psi(a) - \\log\\Gamma(a) + \\log\\Gamma(a_0) + a_0 \\log(b / b_0) + a (b_0 - b) / b`.
-    Where ``a`` passes 10 the first two terms and :math:`-a` are taken together through Stirling's series,
-    :math:`(\\tfrac12 - a_0)\\log a - \\frac{a - a_0}{2a} - (a - a_0) S(a) - \\tfrac12\\log 2\\pi - \\omega(a) + a`
-    (:func:`_digamma_tail` ``S``, :func:`stirlerr` ``omega``), so no term grows like :math:`a \\log a`."""
-    big = a >= _ASYMPTOTIC_FROM
-    direct = (a - a0) * torch.digamma(a) - torch.lgamma(a) - a + a * b0 / b
-    sa = torch.where(big, a, 2 * _ASYMPTOTIC_FROM * torch.ones_like(a))
-    stirling = ((0.5 - a0) * torch.log(sa) - (sa - a0) / (2 * sa) - (sa - a0) * _digamma_tail(sa)
-                - _HALF_LOG_2PI - stirlerr(sa) + sa * b0 / b)
-    return torch.where(big, stirling, direct) + torch.lgamma(a0) + a0 * (torch.log(b) - torch.log(b0))
+    The first two terms and the :math:`-a` of the last are taken together through Stirling's forms,
+    :math:`(\\tfrac12 - a_0)\\log a - \\frac{a - a_0}{2a} - (a - a_0) S(a) - \\tfrac12\\log 2\\pi - \\omega(a)`
+    (:func:`digamma_tail` ``S``, :func:`stirlerr` ``omega``), so no term grows like :math:`a \\log a`."""
+    own = ((0.5 - a0) * torch.log(a) - (a - a0) / (2 * a) - (a - a0) * digamma_tail(a)
+           - _HALF_LOG_2PI - stirlerr(a) + a * b0 / b)
+    return own + torch.lgamma(a0) + a0 * (torch.log(b) - torch.log(b0))
 
 
 def safe_cholesky(matrix, what: str):
@@ -124,8 +135,8 @@ def logdet_from_cholesky(chol):
     return 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
 
 
-# Stirling-series coefficients 1/12, 1/360, 1/1260, 1/1680, 1/1188 of stirlerr (Loader 2000)
-_STIRLING = (1.0 / 12, 1.0 / 360, 1.0 / 1260, 1.0 / 1680, 1.0 / 1188)
+# (power, coefficient) of stirlerr's asymptotic series 1/(12 n) - 1/(360 n^3) + ... (Loader 2000)
+_STIRLING = ((-1, 1.0 / 12), (-3, -1.0 / 360), (-5, 1.0 / 1260), (-7, -1.0 / 1680), (-9, 1.0 / 1188))
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -134,15 +145,10 @@ def stirlerr(n):
     ``n > 0`` (Loader 2000, as R's ``stirlerr``): by its asymptotic series (five terms) above 15, where the
     difference of the log factorial and its Stirling form would cancel, from ``lgamma`` at and below 15
     (its terms there stay below ~50, so the difference keeps ~1e-14 absolute accuracy)."""
-    s0, s1, s2, s3, s4 = _STIRLING
-    big = torch.clamp(n, min=15.0)
-    nn = big * big
-    out = (s0 - (s1 - (s2 - (s3 - s4 / nn) / nn) / nn) / nn) / big
-    small = n <= 15
-    if bool(small.any()):
-        m = n[small]
-        out = out.masked_scatter(small, torch.lgamma(m + 1) - (m + 0.5) * torch.log(m) + m - _HALF_LOG_2PI)
-    return out
+    series = _power_sum(torch.clamp(n, min=15.0), _STIRLING)
+    m = torch.clamp(n, max=15.0)
+    direct = torch.lgamma(m + 1) - (m + 0.5) * torch.log(m) + m - _HALF_LOG_2PI
+    return torch.where(n <= 15, direct, series)
 
 
 def bd0(x, mean):
