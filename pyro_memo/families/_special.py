@@ -1,6 +1,5 @@
 """Special functions shared by the conjugate families (pure torch, any dtype/device)."""
 
-import functools
 import math
 
 import torch
@@ -20,38 +19,32 @@ def multidigamma(a, d: int):
 
 #: where the asymptotic series of :func:`digamma_tail` takes over from the digamma
 _ASYMPTOTIC_FROM = 10.0
-# (power, coefficient) B_2k / 2k, k = 1..7: psi(x) = log x - 1/(2x) - sum_k (B_2k / 2k) x^(-2k)
-# (Abramowitz & Stegun 6.3.18)
-_DIGAMMA_SERIES = ((-2, 1.0 / 12), (-4, -1.0 / 120), (-6, 1.0 / 252), (-8, -1.0 / 240), (-10, 1.0 / 132),
-                   (-12, -691.0 / 32760), (-14, 1.0 / 12))
+# B_2k / 2k, k = 1..7: psi(x) = log x - 1/(2x) - sum_k (B_2k / 2k) x^(-2k) (Abramowitz & Stegun 6.3.18)
+_DIGAMMA_SERIES = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12)
 
 # The Beta and Gamma functions below are written through the two remainders of Stirling's forms,
 #   log Gamma(x) = (x - 1/2) log x - x + log(2 pi) / 2 + omega(x)     (stirlerr)
 #   psi(x)       = log x - 1/(2x) - S(x)                              (digamma_tail),
 # which hold for every x > 0 and leave only terms of the result's size: lgamma(1e15) alone is 3e16, and
 # differences of lgamma or digamma values lose whole nats to rounding there. Each remainder is evaluated
-# once on the stacked arguments: these functions run on short vectors, where the kernels are the cost.
+# once on the stacked arguments: on short vectors the kernels are the cost.
 
 
-@functools.cache
-def _series_tensors(series, dtype, device):
-    powers, coefficients = zip(*series, strict=True)
-    return (torch.tensor(powers, dtype=dtype, device=device),
-            torch.tensor(coefficients, dtype=dtype, device=device))
-
-
-def _power_sum(x, series):
-    """:math:`\\sum_k c_k x^{p_k}` for ``series`` = ``((p_k, c_k), ...)``, elementwise: all powers at once and
-    one product with the coefficients (a Horner loop would take two kernels per term)."""
-    powers, coefficients = _series_tensors(series, x.dtype, x.device)
-    return x.unsqueeze(-1).pow(powers) @ coefficients
+def _polynomial(w, coefficients):
+    """:math:`\\sum_k c_k w^k`, :math:`k = 0, 1, \\ldots`, elementwise by Horner's rule (two kernels a term, and
+    no more memory than ``w``: these also run on blocks of millions of elements)."""
+    out = torch.full_like(w, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        out = out * w + c
+    return out
 
 
 def digamma_tail(x):
     """:math:`S(x) = \\log x - \\tfrac{1}{2x} - \\psi(x)`, elementwise for ``x > 0``: by its asymptotic series
     from 10 on (seven terms: below 1e-16 relative), where the difference would cancel; below 10 as that
     difference, whose terms stay below ~1/x."""
-    series = _power_sum(torch.clamp(x, min=_ASYMPTOTIC_FROM), _DIGAMMA_SERIES)
+    w = torch.clamp(x, min=_ASYMPTOTIC_FROM) ** -2
+    series = w * _polynomial(w, _DIGAMMA_SERIES)
     m = torch.clamp(x, max=_ASYMPTOTIC_FROM)
     return torch.where(x >= _ASYMPTOTIC_FROM, series, torch.log(m) - 0.5 / m - torch.digamma(m))
 
@@ -135,8 +128,8 @@ def logdet_from_cholesky(chol):
     return 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
 
 
-# (power, coefficient) of stirlerr's asymptotic series 1/(12 n) - 1/(360 n^3) + ... (Loader 2000)
-_STIRLING = ((-1, 1.0 / 12), (-3, -1.0 / 360), (-5, 1.0 / 1260), (-7, -1.0 / 1680), (-9, 1.0 / 1188))
+# coefficients of stirlerr's asymptotic series 1/(12 n) - 1/(360 n^3) + 1/(1260 n^5) - ... (Loader 2000)
+_STIRLING = (1.0 / 12, -1.0 / 360, 1.0 / 1260, -1.0 / 1680, 1.0 / 1188)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -145,7 +138,8 @@ def stirlerr(n):
     ``n > 0`` (Loader 2000, as R's ``stirlerr``): by its asymptotic series (five terms) above 15, where the
     difference of the log factorial and its Stirling form would cancel, from ``lgamma`` at and below 15
     (its terms there stay below ~50, so the difference keeps ~1e-14 absolute accuracy)."""
-    series = _power_sum(torch.clamp(n, min=15.0), _STIRLING)
+    big = torch.clamp(n, min=15.0)
+    series = _polynomial(big ** -2, _STIRLING) / big
     m = torch.clamp(n, max=15.0)
     direct = torch.lgamma(m + 1) - (m + 0.5) * torch.log(m) + m - _HALF_LOG_2PI
     return torch.where(n <= 15, direct, series)
