@@ -404,3 +404,56 @@ def test_a_failed_command_removes_the_output_folders_it_created(tmp_path, capsys
     kept.mkdir()
     assert main(["compare", str(tmp_path / "missing.npy"), "--out", str(kept)]) == 2
     assert kept.is_dir()  # a folder that was there before is left alone
+
+
+def _one_error_line(argv, capsys):
+    """Run ``argv``; returns its single error line after checking status 2 and no traceback."""
+    try:
+        status = main([str(a) for a in argv])
+    except SystemExit as exit_:
+        status = exit_.code
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2 and len(lines) == 1 and "Traceback" not in err, (argv, status, err)
+    assert lines[0].startswith("pyro-memo: error:"), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("extra", [[], ["--algo", "memo", "--batches", "2"]])
+def test_json_onto_the_data_file_is_refused_and_the_data_are_kept(tmp_path, capsys, extra):
+    # fit DATA --json DATA overwrote the data file with the JSON results
+    data = tmp_path / "x.npy"
+    np.save(data, np.random.default_rng(0).normal(size=(30, 2)))
+    before = data.read_bytes()
+    line = _one_error_line(["fit", data, "--json", data, "--K", "2", "--laps", "1", "--quiet", *extra], capsys)
+    assert "--json" in line and "DATA" in line
+    assert data.read_bytes() == before
+
+
+def test_save_onto_the_data_file_is_refused_and_the_data_are_kept(tmp_path, capsys):
+    # fit DIR/posterior.npz --save DIR overwrote the data with the fit's posterior.npz
+    data = tmp_path / "posterior.npz"
+    np.savez(data, x=np.random.default_rng(0).normal(size=(30, 2)))
+    before = data.read_bytes()
+    line = _one_error_line(["fit", data, "--save", tmp_path, "--K", "2", "--laps", "1", "--quiet"], capsys)
+    assert "--save" in line and "DATA" in line
+    assert data.read_bytes() == before
+
+
+def test_denoise_json_onto_an_input_is_refused(tmp_path, capsys):
+    # denoise IMAGE --json IMAGE overwrote the image (and --json onto --out the denoised PNG)
+    from PIL import Image
+
+    image = tmp_path / "i.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (16, 16), dtype=np.uint8)).save(image)
+    before = image.read_bytes()
+    model = tmp_path / "model.pt"  # the options are checked before the model is read
+    model.write_bytes(b"not read")
+    line = _one_error_line(["denoise", image, "--model", model, "--json", image], capsys)
+    assert "--json" in line and "IMAGE" in line
+    line = _one_error_line(["denoise", image, "--model", model, "--json", model], capsys)
+    assert "--json" in line and "--model" in line
+    line = _one_error_line(["denoise", image, "--model", model, "--out", tmp_path / "o.png",
+                            "--json", tmp_path / "o.png"], capsys)
+    assert "--json" in line and "--out" in line
+    assert image.read_bytes() == before and not (tmp_path / "o.png").exists()

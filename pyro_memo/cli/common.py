@@ -257,9 +257,30 @@ def _check_json_is_not_a_fit_file(args):
             raise ValueError(f"--json {args.json}: names a file --{option} {folder} holds; choose another path")
 
 
+def check_not_an_input(path, option, inputs):
+    """Raise a :class:`ValueError` if the output ``path`` of ``option`` is one of the files ``inputs``
+    names (``(name, path)`` pairs; a ``None`` path or one that is no file passes): writing it would
+    destroy that input."""
+    target = os.path.realpath(path)
+    for name, source in inputs:
+        if source and os.path.isfile(source) and os.path.realpath(source) == target:
+            raise ValueError(f"{option} {path}: names the input {name}; choose another path")
+
+
+def _check_inputs_kept(args):
+    """Neither ``--json`` nor a file ``--save DIR`` writes is the data (or ``--vocab``) the command reads."""
+    inputs = [("DATA", getattr(args, "data", None)), ("--vocab", getattr(args, "vocab", None))]
+    if getattr(args, "json", None):
+        check_not_an_input(args.json, "--json", inputs)
+    if getattr(args, "save", None):
+        for name in FIT_FILES:
+            check_not_an_input(os.path.join(args.save, name), "--save", inputs)
+
+
 def check_outputs(args):
     """Every place ``args`` will write to, checked before the command starts."""
     args.created_folders = []
+    _check_inputs_kept(args)
     for option in ("save", "out"):
         if getattr(args, option, None):
             check_output_folder(getattr(args, option), f"--{option}", args.created_folders)

@@ -16,7 +16,14 @@ import math
 import os
 import time
 
-from .common import check_output_file, check_output_folder, check_positive, report, stop_requested
+from .common import (
+    check_not_an_input,
+    check_output_file,
+    check_output_folder,
+    check_positive,
+    report,
+    stop_requested,
+)
 from .names import EPLL_Z_STEPS, PHOTOGRAPH_NAMES, SIGMA_RANGE, SIGMA_RANGE_WHY
 
 #: the noise level of Hughes & Sudderth 2013, §4.4 and Zoran & Weiss 2011, §4
@@ -171,6 +178,11 @@ def check_denoise(args):
             raise ValueError(f"--out {args.out}: names the input IMAGE; choose another path")
     if args.json:
         check_output_file(args.json, "--json")
+        check_not_an_input(args.json, "--json", [("IMAGE", args.image), ("--patches", args.patches),
+                                                 ("--model", getattr(args, "model_file", None))])
+        if args.out is not None and os.path.realpath(args.json) == os.path.realpath(args.out):
+            raise ValueError(f"--json {args.json}: names the --out file, where the denoised image goes; "
+                             "choose another path")
     check_device(args.device, "--device")
 
 
