@@ -457,3 +457,12 @@ def test_denoise_json_onto_an_input_is_refused(tmp_path, capsys):
                             "--json", tmp_path / "o.png"], capsys)
     assert "--json" in line and "--out" in line
     assert image.read_bytes() == before and not (tmp_path / "o.png").exists()
+
+
+def test_denoise_refuses_n_with_patches(tmp_path, capsys):
+    # --n (patches to draw from the photographs) was silently ignored when --patches gave the patches
+    patches = tmp_path / "p.npy"
+    np.save(patches, np.zeros((40, 64)))
+    line = _one_error_line(["denoise", "camera", "--patches", patches, "--n", "5", "--laps", "1"], capsys)
+    assert "--n" in line and "--patches" in line
+

@@ -156,6 +156,9 @@ def check_denoise(args):
             raise ValueError(f"{', '.join(given)}: training options, not used with --model")
         args.model_file = model_path(args.model)
     else:
+        if args.patches is not None and args.n is not None:
+            raise ValueError(f"--n {args.n}: draws training patches from the photographs; with --patches "
+                             f"{args.patches} the fit takes that file's patches (leave --n out)")
         targets_given = args.birth_targets is not None
         for key, value in TRAIN_DEFAULTS.items():
             setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
