@@ -466,3 +466,18 @@ def test_denoise_refuses_n_with_patches(tmp_path, capsys):
     line = _one_error_line(["denoise", "camera", "--patches", patches, "--n", "5", "--laps", "1"], capsys)
     assert "--n" in line and "--patches" in line
 
+
+@pytest.mark.parametrize("argv, keyword", [
+    (["--moves", "birth,splat"], "--moves splat"),
+    (["--seed", str(2**70)], "--seed"),
+    (["--patches", "PATCHES", "--seed", str(2**70)], "--seed"),
+    (["--patches", "PATCHES", "--moves", "splat"], "--moves splat"),
+])
+def test_denoise_checks_its_training_options_before_any_work(tmp_path, capsys, argv, keyword):
+    # a bad --moves or a --seed beyond 2**63 - 1 failed only after the training patches were drawn or read,
+    # in words that named --patches or no option at all
+    patches = tmp_path / "p.npy"
+    np.save(patches, np.zeros((40, 64)))
+    argv = [patches if a == "PATCHES" else a for a in argv]
+    line = _one_error_line(["denoise", "camera", "--laps", "1", *argv], capsys)
+    assert keyword in line and "--patches" not in line

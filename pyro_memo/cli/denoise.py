@@ -16,15 +16,17 @@ import math
 import os
 import time
 
+from ..checks import MAX_SEED
 from .common import (
     check_not_an_input,
     check_output_file,
     check_output_folder,
     check_positive,
+    parse_moves,
     report,
     stop_requested,
 )
-from .names import EPLL_Z_STEPS, PHOTOGRAPH_NAMES, SIGMA_RANGE, SIGMA_RANGE_WHY
+from .names import DP_MOVE_NAMES, EPLL_Z_STEPS, PHOTOGRAPH_NAMES, SIGMA_RANGE, SIGMA_RANGE_WHY
 
 #: the noise level of Hughes & Sudderth 2013, §4.4 and Zoran & Weiss 2011, §4
 DEFAULT_SIGMA = 25.0
@@ -112,6 +114,8 @@ def _check_image_name(name):
 def _check_common(args):
     if args.seed < 0:
         raise ValueError(f"--seed must be a nonnegative integer; got {args.seed}")
+    if args.seed > MAX_SEED:
+        raise ValueError(f"--seed must be at most {MAX_SEED} (2**63 - 1); got {args.seed}")
 
 
 def check_patches(args):
@@ -163,6 +167,7 @@ def check_denoise(args):
         for key, value in TRAIN_DEFAULTS.items():
             setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
         check_positive(args, integers=("n", "K", "laps", "batches", "birth_targets", "init_items"))
+        parse_moves(args.moves, DP_MOVE_NAMES, "dp")  # the patch prior is a DP mixture
         if "birth" not in [name.strip() for name in args.moves.split(",")]:
             if targets_given:
                 raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
