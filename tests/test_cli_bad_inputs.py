@@ -481,3 +481,17 @@ def test_denoise_checks_its_training_options_before_any_work(tmp_path, capsys, a
     argv = [patches if a == "PATCHES" else a for a in argv]
     line = _one_error_line(["denoise", "camera", "--laps", "1", *argv], capsys)
     assert keyword in line and "--patches" not in line
+
+
+@pytest.mark.parametrize("x, family, keyword", [
+    (np.zeros((0, 2)), "gauss", "no items"),
+    (np.array([["a", "b"]] * 4), "gauss", "numeric"),
+    (-np.ones((4, 2)), "mult", "negative"),
+])
+def test_memory_bounded_hdp_data_errors_name_the_file(tmp_path, capsys, x, family, keyword):
+    # an empty x gave "need at least one array to concatenate"; the family's complaints named no file
+    data = tmp_path / "grouped.npz"
+    np.savez(data, x=x, groups=np.arange(len(x)) // 2)
+    line = _one_error_line(["fit", data, "--model", "hdp", "--algo", "memory-bounded", "--memory", "500", "--epoch",
+                            "2", "--K", "2", "--family", family, "--quiet"], capsys)
+    assert f"{data}:" in line and keyword in line

@@ -46,6 +46,8 @@ def load_groups(source):
     if x.ndim != 2 or groups.ndim != 1 or len(groups) != len(x):
         raise ValueError(f"{source}: expected x of shape (N, D) and groups of shape (N,); got {x.shape} and "
                          f"{groups.shape}")
+    if len(x) == 0:
+        raise ValueError(f"{source}: x has no items (shape {x.shape})")
     if not np.issubdtype(groups.dtype, np.integer):
         raise ValueError(f"{source}: groups must be integers (each item's group); got dtype {groups.dtype}")
     if np.issubdtype(x.dtype, np.number) and not np.isfinite(x).all():  # rows of the file, before grouping
@@ -68,8 +70,12 @@ def fit_memory_bounded_hdp(args):
     from ...reporting import write_posterior_npz, write_trace_plot
 
     groups, description = load_groups(args.data)
-    family = get_family(args.family or "gauss").from_data(np.concatenate(groups), dtype=getattr(torch, args.dtype))
-    groups = [family.check_data(g) for g in groups]
+    try:  # the family's complaints about the items name DATA
+        family = get_family(args.family or "gauss").from_data(np.concatenate(groups),
+                                                              dtype=getattr(torch, args.dtype))
+        groups = [family.check_data(g) for g in groups]
+    except ValueError as err:
+        raise ValueError(f"{args.data}: {err}") from None
     num_items = sum(len(g) for g in groups)
     lifetime = args.lifetime or num_items
     model = MemoryBoundedHDP(family, args.K, args.memory, args.epoch, alpha=args.alpha, gamma=args.gamma,
