@@ -495,3 +495,11 @@ def test_memory_bounded_hdp_data_errors_name_the_file(tmp_path, capsys, x, famil
     line = _one_error_line(["fit", data, "--model", "hdp", "--algo", "memory-bounded", "--memory", "500", "--epoch",
                             "2", "--K", "2", "--family", family, "--quiet"], capsys)
     assert f"{data}:" in line and keyword in line
+
+
+def test_json_and_save_naming_one_path_is_one_clear_error(tmp_path, capsys):
+    # --save created the folder, then --json refused it as "is a directory" although it was not there before
+    both = tmp_path / "out"
+    line = _one_error_line(["fit", "digits", "--save", both, "--json", both, "--quiet"], capsys)
+    assert "--json" in line and "--save" in line and "same path" in line
+    assert not both.exists()

@@ -268,10 +268,14 @@ def check_not_an_input(path, option, inputs):
 
 
 def _check_inputs_kept(args):
-    """Neither ``--json`` nor a file ``--save DIR`` writes is the data (or ``--vocab``) the command reads."""
+    """Neither ``--json`` nor a file ``--save DIR`` writes is the data (or ``--vocab``) the command reads,
+    and ``--json`` is not the ``--save`` folder itself."""
     inputs = [("DATA", getattr(args, "data", None)), ("--vocab", getattr(args, "vocab", None))]
     if getattr(args, "json", None):
         check_not_an_input(args.json, "--json", inputs)
+        if getattr(args, "save", None) and os.path.realpath(args.json) == os.path.realpath(args.save):
+            raise ValueError(f"--json {args.json} and --save {args.save} name the same path: --save is a folder "
+                             "for the fit's files, --json a file; choose another path for one")
     if getattr(args, "save", None):
         for name in FIT_FILES:
             check_not_an_input(os.path.join(args.save, name), "--save", inputs)
