@@ -503,3 +503,11 @@ def test_json_and_save_naming_one_path_is_one_clear_error(tmp_path, capsys):
     line = _one_error_line(["fit", "digits", "--save", both, "--json", both, "--quiet"], capsys)
     assert "--json" in line and "--save" in line and "same path" in line
     assert not both.exists()
+
+
+def test_denoise_model_errors_name_denoise_and_its_option(files, capsys):
+    # denoise --model DIR (a relational fit's folder, or no model.pt) answered as if from predict: "MODEL DIR: ...,
+    # which predict does not read"
+    for folder in ("relational_state", "save_nostate", "unfinished_state"):
+        line = _one_error_line(["denoise", "camera", "--model", files / folder], capsys)
+        assert f"--model {files / folder}:" in line and "which predict" not in line and "MODEL" not in line, line

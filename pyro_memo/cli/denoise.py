@@ -158,7 +158,7 @@ def check_denoise(args):
         given = [f"--{k.replace('_', '-')}" for k in TRAIN_DEFAULTS if getattr(args, k) is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: training options, not used with --model")
-        args.model_file = model_path(args.model)
+        args.model_file = model_path(args.model, "--model", "denoise")
     else:
         if args.patches is not None and args.n is not None:
             raise ValueError(f"--n {args.n}: draws training patches from the photographs; with --patches "

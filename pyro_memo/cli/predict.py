@@ -46,29 +46,35 @@ def _is_relational_checkpoint(path):
         return False
 
 
-def _no_model_file(model):
-    """Why the folder ``MODEL`` holds no model file, in one sentence."""
+#: what each command that reads a model file reads, for the error of a folder that holds none
+READS = {"predict": "the model.pt of a DP mixture or an HDP topic model",
+         "denoise": "the model.pt of a DP mixture fitted with --family zm-gauss to image patches"}
+
+
+def _no_model_file(model, option="MODEL", command="predict"):
+    """Why the folder ``model`` (``command``'s ``option``) holds no model file, in one sentence."""
     state = os.path.join(model, "state.pt")
     if os.path.isfile(state) and _is_relational_checkpoint(state):
-        return (f"MODEL {model}: a --model relational fit, which predict does not read (it reads the {MODEL_FILE} "
-                f"of a DP mixture or an HDP topic model): take its memberships and labels from {model}/posterior.npz, "
+        return (f"{option} {model}: a --model relational fit, which {command} does not read (it reads "
+                f"{READS[command]}): take its memberships and labels from {model}/posterior.npz, "
                 "or read state.pt with pyro_memo.load_state and score node pairs with "
                 "pyro_memo.relational.link_prediction")
     if os.path.isfile(state):
-        return (f"MODEL {model}: no {MODEL_FILE} there, only the checkpoint state.pt of a fit that did not finish "
+        return (f"{option} {model}: no {MODEL_FILE} there, only the checkpoint state.pt of a fit that did not finish "
                 f"(finish it with the same pyro-memo fit command and --resume {model} --save {model})")
-    return f"MODEL {model}: no {MODEL_FILE} there (write one with pyro-memo fit --save {model})"
+    return f"{option} {model}: no {MODEL_FILE} there (write one with pyro-memo fit --save {model})"
 
 
-def model_path(model):
-    """The model file ``MODEL`` names (a file, or a folder holding ``model.pt``)."""
+def model_path(model, option="MODEL", command="predict"):
+    """The model file ``model`` names (a file, or a folder holding ``model.pt``); errors name ``command``'s
+    ``option`` that gave it."""
     if os.path.isdir(model):
         path = os.path.join(model, MODEL_FILE)
         if not os.path.isfile(path):
-            raise ValueError(_no_model_file(model))
+            raise ValueError(_no_model_file(model, option, command))
         return path
     if not os.path.exists(model):
-        raise ValueError(f"MODEL {model}: no such file or folder")
+        raise ValueError(f"{option} {model}: no such file or folder")
     return model
 
 
