@@ -240,7 +240,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         self._check_params()
         trial = copy.copy(self)  # validate_data sets n_features_in_ there: self changes only on success
         X = validate_data(trial, X, dtype=self._np_dtype())
-        x = torch.tensor(X)
+        x = torch.tensor(np.ascontiguousarray(X))  # a reversed view (X[::-1]) as a copy: torch cannot wrap it
         family = self._make_family(x)
         driver, batches = self._make_algorithm(family, X.shape[0])
         result = driver.fit(x) if batches is None else driver.fit(x, batches)
@@ -275,7 +275,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         support, e.g. counts for Poisson, and a magnitude whose statistics cannot overflow)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=self._read_dtype(), reset=False)
-        return self.posterior_.family.check_data(torch.tensor(X))
+        return self.posterior_.family.check_data(torch.tensor(np.ascontiguousarray(X)))
 
     def predict_proba(self, X):
         """Responsibilities :math:`\\hat r_{nk}` (Hughes & Sudderth 2013, eq. 9) in label order:

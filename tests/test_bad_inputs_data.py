@@ -99,6 +99,21 @@ def test_data_that_require_grad_are_detached():
     assert not fam.check_data(given).requires_grad
 
 
+def test_reversed_numpy_views_are_read_as_their_copies():
+    """A numpy view with a negative stride (``x[::-1]``, ``np.flip``) is data like any other (torch cannot
+    wrap it: every fitter refused it as "not a numeric array", the estimator with torch's error)."""
+    x = two_clusters()
+    flipped, copied = np.flip(x, 0), np.flip(x, 0).copy()
+    fam = pm.Gaussian.from_data(flipped)
+    assert pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(flipped, num_batches=2).elbo_trace == \
+        pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(copied, num_batches=2).elbo_trace
+    assert pm.FullBatchVB(fam, 2, max_iter=3, seed=0).fit(x[:, ::-1]).elbo_trace == \
+        pm.FullBatchVB(fam, 2, max_iter=3, seed=0).fit(x[:, ::-1].copy()).elbo_trace
+    est = DPMixture(n_components=2, max_iter=5, random_state=0).fit(flipped)
+    assert np.array_equal(est.labels_, DPMixture(n_components=2, max_iter=5, random_state=0).fit(copied).labels_)
+    assert np.array_equal(est.predict(flipped), est.predict(copied))
+
+
 def test_bool_data_are_read_as_zeros_and_ones():
     rng = np.random.default_rng(0)
     x = rng.random((40, 5)) < 0.3

@@ -24,6 +24,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 
 from ._products import PRODUCT_CACHE
@@ -477,7 +478,7 @@ def as_data_tensor(x, name):
         imaginary part would be dropped), another rank, no rows or no columns.
     """
     try:
-        x = torch.as_tensor(x)
+        x = torch.as_tensor(_wrappable(x))
     except (TypeError, ValueError, RuntimeError):
         kind = getattr(x, "dtype", type(x).__name__)
         raise ValueError(f"{name} data must be a numeric (N, D) array or tensor; got {kind}") from None
@@ -491,6 +492,14 @@ def as_data_tensor(x, name):
     if x.shape[1] == 0:
         raise ValueError(f"{name} data has no columns (D = 0); got shape {tuple(x.shape)}")
     return x.detach() if x.requires_grad else x  # the same object otherwise: PRODUCT_CACHE finds it by it
+
+
+def _wrappable(x):
+    """``x``, or its copy when it is a numpy view torch cannot wrap: one with a negative stride
+    (``x[::-1]``, ``np.flip(x)``), which ``torch.as_tensor`` refuses."""
+    if isinstance(x, np.ndarray) and any(step < 0 for step in x.strides):
+        return x.copy()
+    return x
 
 
 def _as_float(x, dtype, device, name):
