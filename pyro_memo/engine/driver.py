@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..checks import as_seed
+from ..checks import as_positive_int, as_seed
 from ..data.batch_source import batch_digest
 from ..families import PRODUCT_CACHE
 from ..memo import MemoState
@@ -120,9 +120,7 @@ class Driver:
     """
 
     def __init__(self, laps=50, seed=0, shuffle=True, threads=None):
-        if int(laps) < 1:
-            raise ValueError(f"laps must be a positive integer; got {laps}")
-        self.laps = int(laps)
+        self.laps = as_positive_int(laps, "laps")
         self.seed = as_seed(seed)
         self.shuffle = shuffle
         self.thread_policy = ThreadPolicy(threads)

@@ -1,6 +1,7 @@
 """Full-dataset coordinate-ascent variational inference (Blei & Jordan 2006 §3; Hughes &
 Sudderth 2013 §2.2): the memoized driver with one batch holding all the data."""
 
+from ..checks import as_positive_int
 from .memoized_vb import FitResult, MemoizedVB  # noqa: F401  (FitResult re-exported)
 
 
@@ -44,6 +45,7 @@ class FullBatchVB(MemoizedVB):
     def __init__(self, family, K, alpha=1.0, truncation="nested", max_iter=200, tol=1e-8,
                  init="kmeans++", seed=0, record_steps=False, init_items=10_000, alpha_prior=None,
                  local_dtype=None, threads=None, sparse_L=None, sparse_candidates=None):
+        max_iter = as_positive_int(max_iter, "max_iter")  # named as the caller knows it, not as laps
         super().__init__(family, K, alpha, truncation, laps=max_iter, tol=tol, init=init, init_items=init_items,
                          seed=seed, shuffle=False, alpha_prior=alpha_prior, local_dtype=local_dtype, threads=threads,
                          sparse_L=sparse_L, sparse_candidates=sparse_candidates)

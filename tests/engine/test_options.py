@@ -36,3 +36,24 @@ def test_local_iters_is_checked_too():
     with pytest.raises(ValueError, match="local_iters must be a positive integer; got 0.5"):
         MemoizedHDP(K=3, local_iters=0.5)
     assert as_positive_int(np.float64(4.0), "x") == 4
+
+
+LAP_MAKERS = {
+    "MemoizedVB": lambda n: pm.MemoizedVB(pm.Gaussian.from_data(X), 3, laps=n),
+    "StochasticVB": lambda n: pm.StochasticVB(pm.Gaussian.from_data(X), 3, laps=n),
+    "MemoizedHDP": lambda n: MemoizedHDP(K=3, laps=n),
+}
+
+
+@pytest.mark.parametrize("name", LAP_MAKERS)
+@pytest.mark.parametrize("bad", [0, 2.5, True, "3", None])
+def test_laps_that_are_not_a_positive_whole_number_are_refused(name, bad):
+    """laps=2.5 ran 2 laps, True one, "3" three, and None raised int()'s TypeError."""
+    with pytest.raises(ValueError, match=f"laps must be a positive integer; got {bad!r}"):
+        LAP_MAKERS[name](bad)
+
+
+def test_full_batch_max_iter_is_checked_under_its_own_name():
+    with pytest.raises(ValueError, match="max_iter must be a positive integer; got 2.5"):
+        pm.FullBatchVB(pm.Gaussian.from_data(X), 3, max_iter=2.5)
+    assert pm.FullBatchVB(pm.Gaussian.from_data(X), 3, max_iter=np.int64(4)).max_iter == 4
