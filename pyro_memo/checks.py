@@ -24,6 +24,14 @@ def as_positive_float(value, name):
     return float(value)
 
 
+def as_non_negative_float(value, name):
+    """``value`` as a ``float`` if it is a finite number of at least 0 (a stopping tolerance ``tol``, where
+    0 runs every lap), else :class:`ValueError` naming ``name`` (a negative or NaN ``tol`` never converges)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a non-negative finite number; got {value!r}")
+    return float(value)
+
+
 def as_index_tensor(ids, bound, name):
     """``ids`` (a 1-D array or tensor of whole numbers) as a long tensor, each in ``[0, bound)`` (``bound``
     ``None``: each non-negative): the ids

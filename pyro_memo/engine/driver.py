@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..checks import as_positive_int, as_seed
+from ..checks import as_non_negative_float, as_positive_int, as_seed
 from ..data.batch_source import batch_digest
 from ..families import PRODUCT_CACHE
 from ..memo import MemoState
@@ -239,7 +239,7 @@ class MemoizedDriver(Driver):
                              "globals after every batch (give schedule='parallel' or no schedule)")
         self.schedule = schedule
         self.round_size = None if round_size is None else int(round_size)
-        self.tol = float(tol)
+        self.tol = as_non_negative_float(tol, "tol")
         self.record_batch_elbos = record_batch_elbos
         self.moves = list(moves)
         self.hold_first_lap = bool(hold_first_lap)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..allocation import DPSticks
-from ..checks import as_positive_float, as_positive_int, as_seed
+from ..checks import as_non_negative_float, as_positive_float, as_positive_int, as_seed
 from ..data.batch_source import BatchSource
 from ..engine import MemoizedDriver
 from ..engine.moves import make_moves
@@ -154,7 +154,7 @@ class MemoryBoundedVB:
         self.alpha = float(alpha)
         self.lifetime = None if lifetime is None else as_positive_float(lifetime, "lifetime")
         self.laps, self.refine = as_positive_int(laps, "laps"), as_positive_int(refine, "refine")
-        self.tol, self.seed = float(tol), as_seed(seed)
+        self.tol, self.seed = as_non_negative_float(tol, "tol"), as_seed(seed)
         self.moves = make_moves(moves, self.move_registry, seed=self.seed, **(move_options or {}))
         self.local_options = {}
         self.thread_policy = ThreadPolicy(threads)

@@ -57,3 +57,24 @@ def test_full_batch_max_iter_is_checked_under_its_own_name():
     with pytest.raises(ValueError, match="max_iter must be a positive integer; got 2.5"):
         pm.FullBatchVB(pm.Gaussian.from_data(X), 3, max_iter=2.5)
     assert pm.FullBatchVB(pm.Gaussian.from_data(X), 3, max_iter=np.int64(4)).max_iter == 4
+
+
+TOL_MAKERS = {
+    "MemoizedVB": lambda tol: pm.MemoizedVB(pm.Gaussian.from_data(X), 3, tol=tol),
+    "FullBatchVB": lambda tol: pm.FullBatchVB(pm.Gaussian.from_data(X), 3, tol=tol),
+    "MemoryBoundedVB": lambda tol: pm.MemoryBoundedVB(pm.Gaussian.from_data(X), 3, 20, 10, tol=tol),
+}
+
+
+@pytest.mark.parametrize("name", TOL_MAKERS)
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), True, "a", None])
+def test_tol_that_is_not_a_non_negative_finite_number_is_refused(name, bad):
+    """A negative or NaN tol never converged (every fit ran to its lap limit), and None or "a" raised float()'s
+    errors."""
+    with pytest.raises(ValueError, match=f"tol must be a non-negative finite number; got {bad!r}"):
+        TOL_MAKERS[name](bad)
+
+
+@pytest.mark.parametrize("name", TOL_MAKERS)
+def test_tol_of_zero_and_numpy_numbers_are_taken(name):
+    assert TOL_MAKERS[name](0).tol == 0.0 and TOL_MAKERS[name](np.float32(1e-3)).tol == pytest.approx(1e-3)
