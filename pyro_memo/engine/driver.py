@@ -21,7 +21,7 @@ from ..data.batch_source import batch_digest
 from ..families import PRODUCT_CACHE
 from ..memo import MemoState
 from .executors import Untimed, as_executor
-from .moves import Move, sort_components
+from .moves import Move, listed_moves, sort_components
 from .overrelax import as_overrelaxation
 from .threads import ThreadPolicy
 
@@ -241,7 +241,7 @@ class MemoizedDriver(Driver):
         self.round_size = None if round_size is None else int(round_size)
         self.tol = as_non_negative_float(tol, "tol")
         self.record_batch_elbos = record_batch_elbos
-        self.moves = list(moves)
+        self.moves = listed_moves(moves, names=False)
         self.hold_first_lap = bool(hold_first_lap)
         self.sort_after_moves = bool(sort_after_moves)
         self.local_dtype = as_local_dtype(local_dtype)

@@ -133,6 +133,24 @@ def candidate_pairs(pairs, scores, K, per_component, max_pairs=None):
     return pairs[torch.tensor(order, dtype=torch.long, device=pairs.device)]
 
 
+def listed_moves(moves, names=True):
+    """``moves``, an iterable of :class:`Move` objects (and of move names, where ``names``), as a list.
+
+    :raises TypeError: naming the first item that is neither (or ``moves`` itself, if it is no iterable):
+        ``moves=[1]`` otherwise failed at fit on ``1.name``.
+    """
+    kinds, wanted = ((str, Move), "move names (e.g. 'birth,merge') or Move objects") if names else \
+        ((Move,), "Move objects")
+    try:
+        listed = [moves] if isinstance(moves, str) and not names else list(moves)
+    except TypeError:
+        listed = [moves]
+    for move in listed:
+        if not isinstance(move, kinds):
+            raise TypeError(f"moves must be {wanted}; got {move!r}")
+    return listed
+
+
 def make_moves(names, registry, seed=0, **options):
     """Move objects for ``names`` (an iterable or comma-separated string of keys of ``registry``,
     or move objects), in ``registry`` order (the order their lap-end evaluations run): a given object
@@ -144,7 +162,7 @@ def make_moves(names, registry, seed=0, **options):
     """
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
-    names = list(names)
+    names = listed_moves(names)
     objects = [m for m in names if not isinstance(m, str)]
     names = [m for m in names if isinstance(m, str)]
     unknown = (set(names) | set(options)) - set(registry)

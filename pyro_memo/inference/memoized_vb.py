@@ -3,6 +3,7 @@ the engine's :class:`~pyro_memo.engine.MemoizedDriver` with the DP mixture's ste
 
 from ..checks import as_seed
 from ..engine import FitResult, MemoizedDriver  # noqa: F401  (FitResult re-exported)
+from ..engine.moves import listed_moves
 from ..memo import MemoState  # noqa: F401  (re-exported: the one state of every model)
 from .dp_steps import DPMixtureSteps
 from .moves import make_moves
@@ -86,7 +87,8 @@ class MemoizedVB(DPMixtureSteps, MemoizedDriver):
         seed = as_seed(seed)  # one seed for the moves and the driver, drawn once from a Generator
         self.set_model(family, K, alpha, truncation, init, init_items, alpha_prior)
         self.set_sparse_L(sparse_L, sparse_candidates)
-        if isinstance(moves, str) or (moves and any(isinstance(m, str) for m in moves)):
+        moves = moves if isinstance(moves, str) else listed_moves(moves)
+        if isinstance(moves, str) or any(isinstance(m, str) for m in moves):
             moves = make_moves(moves, seed=seed, **(move_options or {}))
         elif move_options:
             raise ValueError("move_options apply to moves given by name (moves='birth,merge,delete'); "

@@ -78,3 +78,18 @@ def test_tol_that_is_not_a_non_negative_finite_number_is_refused(name, bad):
 @pytest.mark.parametrize("name", TOL_MAKERS)
 def test_tol_of_zero_and_numpy_numbers_are_taken(name):
     assert TOL_MAKERS[name](0).tol == 0.0 and TOL_MAKERS[name](np.float32(1e-3)).tol == pytest.approx(1e-3)
+
+
+MOVE_MAKERS = {
+    "MemoizedVB": lambda moves: pm.MemoizedVB(pm.Gaussian.from_data(X), 3, moves=moves),
+    "MemoryBoundedVB": lambda moves: pm.MemoryBoundedVB(pm.Gaussian.from_data(X), 3, 20, 10, moves=moves),
+}
+
+
+@pytest.mark.parametrize("name", MOVE_MAKERS)
+@pytest.mark.parametrize("bad,shown", [(5, "5"), ([1], "1"), ([pm.DeleteMove(), object()], "<object object")])
+def test_moves_that_are_neither_names_nor_move_objects_are_refused(name, bad, shown):
+    """moves=[1] failed at fit with AttributeError: 'int' object has no attribute 'name', and moves=5 with
+    'int' object is not iterable."""
+    with pytest.raises(TypeError, match=f"moves must be move names .* or Move objects; got {shown}"):
+        MOVE_MAKERS[name](bad)
