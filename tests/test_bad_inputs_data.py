@@ -114,6 +114,17 @@ def test_reversed_numpy_views_are_read_as_their_copies():
     assert np.array_equal(est.predict(flipped), est.predict(copied))
 
 
+@pytest.mark.parametrize("make,shown", [(lambda: {"x": 1}, "str"), (lambda: iter([1.0, 2.0]), "float"),
+                                        (lambda: [np.ones((2, 2)), 3], "int")])
+def test_batches_that_are_not_arrays_of_items_are_named(make, shown):
+    """An iterable whose batches are scalars or strings (a dict, a generator of numbers) raised an
+    IndexError from inside ListBatches."""
+    with pytest.raises(ValueError, match=f"each batch must be an array of items.*is a {shown}"):
+        make_batches(make())
+    with pytest.raises(ValueError, match="each batch must be an array of items"):
+        pm.MemoizedVB(pm.Gaussian.from_data(two_clusters()), 2, laps=2).fit(make())
+
+
 def test_bool_data_are_read_as_zeros_and_ones():
     rng = np.random.default_rng(0)
     x = rng.random((40, 5)) < 0.3

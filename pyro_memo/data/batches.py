@@ -114,6 +114,10 @@ class ListBatches(BatchSource):
         if not self.batches:
             raise ValueError("the iterable of batches is empty")
         self.num_batches = len(self.batches)
+        for b, batch in enumerate(self.batches):
+            if np.ndim(batch) == 0:  # a number or a string: no items to count (a dict gives its keys)
+                raise ValueError(f"each batch must be an array of items (rows); batch {b + 1} of {self.num_batches} "
+                                 f"is a {type(batch).__name__}: {batch!r:.40}")
         widths = {tuple(np.shape(b)[1:]) for b in self.batches}
         if len(widths) != 1:
             raise ValueError(f"all batches must have the same item shape; found {sorted(widths)}")
