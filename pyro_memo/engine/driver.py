@@ -20,6 +20,7 @@ from ..checks import as_non_negative_float, as_positive_int, as_seed
 from ..data.batch_source import batch_digest
 from ..families import PRODUCT_CACHE
 from ..memo import MemoState
+from ..posterior import VariationalPosterior
 from .executors import Untimed, as_executor
 from .moves import Move, listed_moves, sort_components
 from .overrelax import as_overrelaxation
@@ -156,6 +157,23 @@ class Driver:
     def local_step(self, state, key, batch):
         """The local step of batch ``key`` under :meth:`local_globals`: ``(local, summary)``."""
         return self.local_globals(state).local_step(batch)
+
+    def check_start(self, source, state=None, posterior=None):
+        """Refuse what a fit was given to start from, before it is read: a ``state`` that is no
+        :class:`~pyro_memo.MemoState` (a path: read it with ``load_state``) or a ``posterior`` that is no
+        variational posterior (:class:`TypeError`), or one this fit's model and data cannot go on from
+        (:meth:`resume_mismatch`: :class:`ValueError`)."""
+        if state is not None and not isinstance(state, MemoState):
+            raise TypeError(f"state must be a MemoState (a fit's result.state; pyro_memo.load_state(path) reads a "
+                            f"saved one); got a {type(state).__name__}")
+        if posterior is None or state is not None and state.posterior is not None:  # a resumed state's own wins
+            return
+        if not isinstance(posterior, VariationalPosterior):
+            raise TypeError(f"posterior must be a variational posterior (a fit's result.posterior); got a "
+                            f"{type(posterior).__name__}")
+        problem = self.resume_mismatch(posterior, source)
+        if problem is not None:
+            raise ValueError(f"cannot start from this posterior: {problem}")
 
     def new_state(self):
         """An empty :class:`~pyro_memo.MemoState` seeded by ``seed``."""
@@ -417,6 +435,7 @@ class MemoizedDriver(Driver):
 
     def _fit(self, data, num_batches, posterior, state, callback):
         source = self.make_source(data, num_batches)
+        self.check_start(source, state, posterior)
         if state is None:
             state = self.new_state()
         if state.posterior is None:

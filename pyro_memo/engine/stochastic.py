@@ -79,6 +79,7 @@ class StochasticDriver(Driver):
 
     def _fit(self, data, num_batches, state, callback):
         source = self.make_source(data, num_batches)
+        self.check_start(source, state)
         state = state or self.new_state()
         if state.posterior is None:
             self.start(state, source)

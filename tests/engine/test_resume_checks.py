@@ -117,3 +117,22 @@ def test_a_stochastic_fit_resumes_from_its_saved_checkpoint_as_from_memory(tmp_p
     memoized = dp(laps=2).fit(X, 3).state
     with pytest.raises(ValueError, match="holds no running summary"):
         svb(5).fit(X, num_batches=3, state=memoized)
+
+
+@pytest.mark.parametrize("fit", [lambda s: dp().fit(X, 3, state=s),
+                                 lambda s: pm.StochasticVB(pm.Gaussian.from_data(X), 3, laps=2).fit(X, 3, state=s)])
+@pytest.mark.parametrize("bad", ["state.pt", {"laps_done": 2}])
+def test_a_state_that_is_no_memo_state_is_refused_by_type(fit, bad):
+    """A path or a dict given as state= failed with AttributeError: 'str' object has no attribute 'posterior'."""
+    with pytest.raises(TypeError, match=f"state must be a MemoState .*load_state.*; got a {type(bad).__name__}"):
+        fit(bad)
+
+
+def test_a_starting_posterior_of_another_kind_or_dimension_is_refused(states):
+    """posterior= of another dimension failed in the first lap with torch's size mismatch, and a string with
+    AttributeError: 'str' object has no attribute 'K'."""
+    with pytest.raises(TypeError, match="posterior must be a variational posterior .*; got a str"):
+        dp().fit(X, 3, posterior="posterior.pt")
+    with pytest.raises(ValueError, match="cannot start from this posterior: its components are gauss of dimension 3, "
+                                         "this fit's gauss of 2"):
+        dp(X[:, :2]).fit(X[:, :2], 3, posterior=states["dp"].posterior)
