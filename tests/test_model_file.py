@@ -63,6 +63,19 @@ def test_save_model_refuses_what_it_cannot_save(tmp_path):
     assert not (tmp_path / "m.pt").exists()
 
 
+@pytest.mark.parametrize("path", [None, 3, b"m.pt", "io"])
+def test_save_model_refuses_a_path_that_is_no_file_name(tmp_path, monkeypatch, path):
+    """save_model(None, fit) wrote a file named "None" in the working directory (3: "3", an open file: its repr)."""
+    import io
+
+    monkeypatch.chdir(tmp_path)
+    fit, _, _ = _dp_fit("vb", "gauss")
+    path = io.BytesIO() if path == "io" else path
+    with pytest.raises(TypeError, match=f"model file path must be a file name .*; got a {type(path).__name__}"):
+        pm.save_model(path, fit)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture(scope="module")
 def hdp_fit():
     corpus = bars_corpus()[0]

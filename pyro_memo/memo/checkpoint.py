@@ -186,7 +186,13 @@ def _build_state(d, device, source):
 
 def write_payload(path, payload, what="checkpoint"):
     """``torch.save`` ``payload`` (plain tensors, dicts, numbers, strings) to ``path`` atomically
-    (temporary file + rename: a failed write leaves an existing file as it was)."""
+    (temporary file + rename: a failed write leaves an existing file as it was).
+
+    :raises TypeError: for a ``path`` that is no file name (``None``, a number, an open file), which ``str``
+        would turn into a file of that name in the working directory.
+    """
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise TypeError(f"the {what} path must be a file name (a str or pathlib.Path); got a {type(path).__name__}")
     try:
         write_atomically(str(path), lambda tmp: torch.save(payload, tmp))
     except RuntimeError as err:  # torch's writer reports I/O failures as RuntimeError
@@ -256,7 +262,12 @@ def read_payload(path, what="checkpoint"):
 
 
 def save_state(path, state):
-    """Write ``state`` to ``path`` atomically (temporary file + rename)."""
+    """Write ``state`` to ``path`` atomically (temporary file + rename).
+
+    :raises TypeError: if ``state`` is no :class:`MemoState` (a fit result: save its ``state``).
+    """
+    if not isinstance(state, MemoState):
+        raise TypeError(f"save_state needs a MemoState (a fit's result.state); got a {type(state).__name__}")
     write_payload(path, state_to_dict(state))
 
 

@@ -172,3 +172,16 @@ def test_an_open_file_loads_as_its_path_does_and_is_checked_alike(files, fit, na
     damaged[start + size // 2] ^= 0x10
     with pytest.raises(ValueError, match="damaged"):
         load(io.BytesIO(bytes(damaged)))
+
+
+def test_save_state_refuses_what_is_no_state_and_a_path_that_is_no_file_name(tmp_path, monkeypatch, fit):
+    """save_state(path, result) (the FitResult, not its .state) raised AttributeError: 'FitResult' object has no
+    attribute 'cache'; save_state(None, state) wrote a file named "None" in the working directory."""
+    result, _ = fit
+    monkeypatch.chdir(tmp_path)
+    for bad in (result, result.posterior, None):
+        with pytest.raises(TypeError, match=f"save_state needs a MemoState .*; got a {type(bad).__name__}"):
+            pm.save_state(tmp_path / "state.pt", bad)
+    with pytest.raises(TypeError, match="checkpoint path must be a file name .*; got a NoneType"):
+        pm.save_state(None, result.state)
+    assert list(tmp_path.iterdir()) == []
