@@ -27,6 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from ..checks import check_device
 from ._products import PRODUCT_CACHE
 
 #: family name -> class: every subclass that sets its own ``name`` registers itself here
@@ -116,6 +117,7 @@ class ConjugateFamily(ABC):
             raise TypeError(f"{name}(prior): the prior is a dict with keys {sorted(self.prior_names)}, not "
                             f"{type(prior).__name__} {prior!r:.40}; {name}.from_data(x) gives a default scaled to "
                             "data x")
+        check_dtype_device(dtype, device)
         missing = set(self.prior_names) - set(prior)
         unknown = set(prior) - set(self.prior_names)
         if missing or unknown:
@@ -167,6 +169,7 @@ class ConjugateFamily(ABC):
 
     def to(self, dtype=None, device=None):
         """A copy of this family with hyperparameters moved to ``dtype`` / ``device``."""
+        check_dtype_device(dtype, device)
         prior = {k: v.to(dtype=dtype or self.dtype, device=device) for k, v in self.prior.items()}
         return type(self)(prior, dtype=dtype or self.dtype, device=device or self.device, **self.state_extras())
 
@@ -509,8 +512,18 @@ def _as_float(x, dtype, device, name):
     return x.to(dtype=dtype, device=device)
 
 
+def check_dtype_device(dtype, device):
+    """Raise :class:`ValueError` for a ``dtype`` other than float32 / float64 (``None``: kept) or a ``device``
+    the fits do not run on (:func:`~pyro_memo.checks.check_device`), before torch meets them (its raw
+    RuntimeError for ``"gpu"``, a Cholesky not implemented for float16, ``finfo`` of an integer)."""
+    if dtype is not None and dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64; got {dtype!r}")
+    check_device(device)
+
+
 def data_for_defaults(x, dtype, device, family):
     """``x`` as a float tensor for computing the data-scaled default priors of the class ``family``."""
+    check_dtype_device(dtype, device)
     x = _as_float(x, dtype, device, family.name)
     check_finite(x, family.name)
     check_magnitude(x, family.name, family.stat_degree)

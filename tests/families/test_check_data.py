@@ -36,3 +36,18 @@ def test_gaussian_families_bound_squares_and_count_families_values(family_name):
 
 def test_zeros_pass():
     check_magnitude(torch.zeros(3, 2), "fam", 2)
+
+
+@pytest.mark.parametrize("option,value,match", [
+    ("device", "gpu", "device gpu: not a torch device"), ("device", "meta", "meta is not supported"),
+    ("dtype", "float32", "dtype must be torch.float32 or torch.float64; got 'float32'"),
+    ("dtype", torch.float16, "dtype must be torch.float32 or torch.float64; got torch.float16"),
+    ("dtype", torch.int64, "dtype must be torch.float32 or torch.float64; got torch.int64")])
+def test_a_family_on_a_device_or_dtype_the_fits_do_not_run_on_is_refused(option, value, match):
+    """from_data(device="gpu") and .to(device="gpu") raised torch's RuntimeError, dtype="float32" torch's
+    TypeError, float16 "cholesky_cpu not implemented for 'Half'" and int64 torch.finfo's TypeError."""
+    x = torch.randn(20, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match=match):
+        pm.Gaussian.from_data(x, **{option: value})
+    with pytest.raises(ValueError, match=match):
+        pm.Gaussian.from_data(x).to(**{option: value})
