@@ -32,6 +32,18 @@ def as_non_negative_float(value, name):
     return float(value)
 
 
+def check_positive_finite(value, name):
+    """Raise :class:`ValueError` naming ``name`` unless ``value`` (a number, a numpy or 0-d torch scalar) is
+    positive and finite: "``name`` must be positive and finite" (an infinite concentration or prior turns
+    a fit's bound into NaN, a string or ``None`` fails in ``float``)."""
+    try:
+        number = None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, RuntimeError):
+        number = None
+    if number is None or not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be positive and finite; got {value!r}")
+
+
 def as_index_tensor(ids, bound, name):
     """``ids`` (a 1-D array or tensor of whole numbers) as a long tensor, each in ``[0, bound)`` (``bound``
     ``None``: each non-negative): the ids

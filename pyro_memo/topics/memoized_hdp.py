@@ -8,7 +8,7 @@ import torch
 
 from ..allocation.concentration import learnable
 from ..allocation.hdp_sticks import sticks_from_sizes
-from ..checks import as_positive_int
+from ..checks import as_positive_int, check_positive_finite
 from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
 from ..data.corpus import check_has_tokens
@@ -135,8 +135,7 @@ class HDPSteps:
         self.sparse_L = check_sparse_L(sparse_L)
         K, local_iters = as_positive_int(K, "K"), as_positive_int(local_iters, "local_iters")
         for name, value in (("alpha", alpha), ("gamma", gamma), ("lam0", lam0)):
-            if not float(value) > 0:
-                raise ValueError(f"{name} must be positive; got {value}")
+            check_positive_finite(value, name)
         if init not in INITS:
             raise ValueError(f"init must be one of {', '.join(INITS)}; got {init!r}")
         self.K, self.local_iters = int(K), int(local_iters)

@@ -192,3 +192,14 @@ def test_document_completion_refuses_fractional_counts_instead_of_dropping_them(
     with pytest.raises(ValueError, match="not whole numbers .*split_types"):
         document_completion(fit.posterior, scaled)
     assert np.isfinite(document_completion(fit.posterior, from_counts(corpus.to_dense() * 2.0)))
+
+
+@pytest.mark.parametrize("name", ["alpha", "gamma", "lam0"])
+@pytest.mark.parametrize("value", [float("inf"), "x", None, True])
+def test_a_concentration_that_is_infinite_or_not_a_number_is_named(name, value):
+    # inf passed 'float(value) > 0' and the fit's bound became NaN in lap 1; "x" and None failed inside float()
+    from pyro_memo.topics import StochasticHDP
+
+    for cls in (MemoizedHDP, StochasticHDP):
+        with pytest.raises(ValueError, match=f"{name} must be positive and finite; got {value!r}"):
+            cls(K=2, **{name: value})
