@@ -17,6 +17,17 @@ def as_positive_int(value, name):
     return int(value)
 
 
+def as_count(value, name):
+    """``value`` as an ``int`` if it is a whole number of at least 0 (a number of rounds, where 0 means none).
+
+    :raises ValueError: naming ``name`` otherwise (``-1`` is not 0, ``2.5`` is not truncated, ``True`` is not ``1``).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer() \
+            or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
+    return int(value)
+
+
 def as_positive_float(value, name):
     """``value`` as a ``float`` if it is a positive finite number, else :class:`ValueError` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):

@@ -38,6 +38,7 @@ import torch
 
 from ..allocation.concentration import GammaConcentration, concentration_from_state, concentration_state
 from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, top_level_objective
+from ..checks import check_positive_finite
 from ..families._special import kl_beta
 from .base import VariationalPosterior
 from .hdp import expected_log_dirichlet, log_dirichlet_norm
@@ -51,14 +52,13 @@ EPS_FLOOR = 1e-10
 
 def check_hyperparameters(alpha, gamma, tau, eps):
     """Raise a ValueError naming the first bad hyperparameter of the relational model: ``alpha``,
-    ``gamma`` and ``tau = (tau_a, tau_b)`` must be positive, ``eps`` in (0, 1)."""
+    ``gamma`` and ``tau = (tau_a, tau_b)`` must be positive and finite, ``eps`` in (0, 1)."""
     try:
         tau_a, tau_b = tau
     except (TypeError, ValueError):
         raise ValueError(f"tau must be a pair (tau_a, tau_b) of the link strengths' Beta prior; got {tau!r}") from None
     for name, value in (("alpha", alpha), ("gamma", gamma), ("tau_a", tau_a), ("tau_b", tau_b)):
-        if not float(value) > 0:
-            raise ValueError(f"{name} must be positive; got {value}")
+        check_positive_finite(value, name)
     if not 0 < float(eps) < 1:
         raise ValueError(f"eps must lie in (0, 1); got {eps}")
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
-from ..checks import as_positive_int, as_seed
+from ..checks import as_count, as_positive_int, as_seed
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
@@ -119,7 +119,7 @@ class MemoizedRelational(MemoizedDriver):
                          schedule=schedule, round_size=round_size, overrelax=overrelax)
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
         self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
-        self.nonlink_iters = int(nonlink_iters)
+        self.nonlink_iters = as_count(nonlink_iters, "nonlink_iters")
         self.dtype, self.device = as_float_dtype(dtype), device
         if init not in ("spectral", "random"):
             raise ValueError(f"init must be 'spectral' or 'random'; got {init!r}")

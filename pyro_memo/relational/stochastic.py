@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
-from ..checks import as_positive_int
+from ..checks import as_count, as_positive_int
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import StochasticDriver
@@ -157,7 +157,8 @@ class StochasticRelational(StochasticDriver):
         super().__init__(laps=laps, kappa=kappa, delay=delay, seed=seed, score=score, threads=threads)
         self.K, self.alpha, self.gamma, self.eps = int(K), float(alpha), float(gamma), float(eps)
         self.tau, self.prune_threshold = (float(tau[0]), float(tau[1])), float(prune_threshold)
-        self.nonlink_iters, self.dtype, self.device, self.init = int(nonlink_iters), dtype, device, init
+        self.nonlink_iters = as_count(nonlink_iters, "nonlink_iters")
+        self.dtype, self.device, self.init = dtype, device, init
 
     # ------------------------------------------------------------ sampling
     def make_source(self, data, num_batches):

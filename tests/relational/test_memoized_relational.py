@@ -138,3 +138,20 @@ def test_a_seeded_fit_is_reproducible_on_graphs_with_repeated_eigenvalues():
         for options in (dict(), dict(moves="birth,merge,delete", nonlinks="free")):
             traces = [MemoizedRelational(K=5, laps=5, seed=0, **options).fit(graph).elbo_trace for _ in range(4)]
             assert all(trace == traces[0] for trace in traces[1:])
+
+
+@pytest.mark.parametrize("kwargs,message", [({"alpha": float("inf")}, "alpha must be positive and finite; got inf"),
+                                            ({"gamma": float("inf")}, "gamma must be positive and finite; got inf"),
+                                            ({"tau": (float("inf"), 1.0)}, "tau_a must be positive and finite"),
+                                            ({"alpha": "x"}, "alpha must be positive and finite; got 'x'"),
+                                            ({"nonlink_iters": -1}, "nonlink_iters must be a non-negative integer"),
+                                            ({"nonlink_iters": 2.5}, "nonlink_iters must be a non-negative integer")])
+def test_infinite_hyperparameters_and_bad_nonlink_rounds_are_named(kwargs, message):
+    # inf passed 'float(value) > 0' and the fit's bound became NaN in lap 1; nonlink_iters -1 ran as 0 and
+    # 2.5 as 2, silently
+    from pyro_memo.relational import StochasticRelational
+
+    for cls in (MemoizedRelational, StochasticRelational):
+        with pytest.raises(ValueError, match=message):
+            cls(**kwargs)
+    assert MemoizedRelational(nonlink_iters=0).nonlink_iters == 0  # no rounds: the factors stay as they start
