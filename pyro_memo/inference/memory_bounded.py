@@ -150,8 +150,8 @@ class MemoryBoundedVB:
                  seed=0, moves=(), move_options=None, reuse_local=False, threads=None):
         self.family, self.K, self.epoch = family, as_positive_int(K, "K"), as_positive_int(epoch, "epoch")
         self.memory_bound = as_positive_int(memory_bound, "memory_bound")
-        self.sticks = DPSticks(alpha)
-        self.alpha = float(alpha)
+        self.alpha = as_positive_float(alpha, "alpha")  # inf passed DPSticks and failed in a Cholesky, as NaN
+        self.sticks = DPSticks(self.alpha)
         self.lifetime = None if lifetime is None else as_positive_float(lifetime, "lifetime")
         self.laps, self.refine = as_positive_int(laps, "laps"), as_positive_int(refine, "refine")
         self.tol, self.seed = as_non_negative_float(tol, "tol"), as_seed(seed)

@@ -145,6 +145,9 @@ def test_bad_settings_are_clear_errors():
     for bad in (-1, 0, float("nan")):  # -1 raised ZeroDivisionError in fit, 0 'math domain error'
         with pytest.raises(ValueError, match="gamma must be a positive finite number"):
             MemoryBoundedHDP(family, 3, 1000, 2, gamma=bad)
+    for bad in (float("inf"), "x", None):  # inf failed in fit as 'Cholesky failed', 'x' and None inside float()
+        with pytest.raises(ValueError, match="alpha must be a positive finite number"):
+            MemoryBoundedHDP(family, 3, 1000, 2, alpha=bad)
     with pytest.raises(ValueError, match="split_prior must be 'documents' or 'crp'"):
         MemoryBoundedHDP(family, 3, 1000, 2, split_prior="dirichlet")
     with pytest.raises(ValueError, match="groups \\[1\\] of this epoch are empty"):
