@@ -3,6 +3,7 @@
 import numpy as np
 import torch
 
+from ..checks import as_positive_int
 from .corpus import Corpus, split_tokens, split_types
 
 
@@ -79,6 +80,7 @@ def doc_topic_weights(posterior, corpus, docs, local_iters=200, local_tol=1e-4):
 def top_words(posterior, vocab=None, num_words=10):
     """The ``num_words`` most probable words of each topic, biggest topics first:
     a list of ``(topic index, expected weight E[beta_k], [words])``."""
+    num_words = as_positive_int(num_words, "num_words")  # -1 dropped each topic's last word, silently
     if vocab is not None and len(vocab) < posterior.V:
         raise ValueError(f"vocab has {len(vocab)} words but the model has {posterior.V}")
     weights = posterior.expected_beta()[:-1]

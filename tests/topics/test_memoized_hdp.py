@@ -203,3 +203,10 @@ def test_a_concentration_that_is_infinite_or_not_a_number_is_named(name, value):
     for cls in (MemoizedHDP, StochasticHDP):
         with pytest.raises(ValueError, match=f"{name} must be positive and finite; got {value!r}"):
             cls(K=2, **{name: value})
+
+
+@pytest.mark.parametrize("num_words", [-1, 0, 2.5, True])
+def test_top_words_refuses_a_number_of_words_that_is_not_a_positive_integer(small_fit, num_words):
+    # -1 listed every word but the least probable, 0 empty lists, 2.5 raised a slicing TypeError
+    with pytest.raises(ValueError, match=f"num_words must be a positive integer; got {num_words!r}"):
+        top_words(small_fit[0].posterior, num_words=num_words)
