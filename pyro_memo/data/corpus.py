@@ -5,6 +5,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..checks import as_count
+
 
 @dataclass
 class Corpus:
@@ -234,6 +236,18 @@ def split_documents(corpus, test_fraction=0.2, seed=0):
     return corpus.subset(np.sort(order[n_test:])), corpus.subset(np.sort(order[:n_test]))
 
 
+def check_fraction(value, name):
+    """``value`` as a ``float`` in ``[0, 1]`` (a share of each document's tokens or words), else a
+    :class:`ValueError` naming ``name`` (NaN, a negative share or one above 1 split nothing sensible)."""
+    try:
+        number = None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not 0 <= number <= 1:
+        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
+    return number
+
+
 def split_tokens(corpus, fraction=0.5, seed=0):
     """Document completion split: each document's tokens (count units) divided at random
     into an observed part holding ``fraction`` of them and a held-out part. Returns the two
@@ -242,6 +256,7 @@ def split_tokens(corpus, fraction=0.5, seed=0):
     :raises ValueError: for counts that are not whole numbers (tokens cannot be divided; hold out
         word types instead, :func:`split_types`, which keeps each word's count whole).
     """
+    fraction = check_fraction(fraction, "fraction")
     fractional = corpus.counts != np.round(corpus.counts)
     if fractional.any():
         raise ValueError(f"document completion divides each document's tokens, and {int(fractional.sum())} counts "
@@ -276,6 +291,8 @@ def split_types(corpus, heldout_fraction=0.2, seed=0, min_size=10):
 
     :returns: ``(observed, heldout, kept document indices)``.
     """
+    heldout_fraction = check_fraction(heldout_fraction, "heldout_fraction")
+    min_size = as_count(min_size, "min_size")
     rng = np.random.default_rng(seed)
     parts, kept = ([], []), []
     for d in range(corpus.num_docs):

@@ -4,6 +4,7 @@ import numpy as np
 import torch
 
 from ..checks import as_positive_int
+from ..data.corpus import check_fraction
 from .corpus import Corpus, split_tokens, split_types
 
 
@@ -32,6 +33,7 @@ def document_completion(posterior, corpus, fraction=0.5, seed=0, local_iters=100
     :returns: nats per held-out token (higher is better).
     """
     check_corpus(posterior, corpus)
+    fraction, docs_per_chunk = check_fraction(fraction, "fraction"), as_positive_int(docs_per_chunk, "docs_per_chunk")
     if split == "tokens":
         observed, heldout = split_tokens(corpus, fraction, seed)
     elif split == "types":

@@ -77,3 +77,22 @@ def test_from_counts_refuses_what_is_not_a_matrix_of_numbers(bad):
 def test_subset_refuses_indices_outside_the_documents(docs):
     with pytest.raises(ValueError, match=r"document indices must lie in \[0, 5\)"):
         from_counts(np.ones((5, 3))).subset(docs)
+
+
+@pytest.mark.parametrize("fraction", [float("nan"), -0.5, 1.5, "half", None])
+def test_splits_refuse_a_fraction_outside_zero_to_one(fraction):
+    # NaN raised 'cannot convert float NaN to integer'; -0.5 split as 0 and 1.5 as 1, silently
+    corpus = from_counts(np.random.default_rng(0).poisson(2.0, size=(6, 30)))
+    with pytest.raises(ValueError, match=r"^fraction must be a number in \[0, 1\]"):
+        split_tokens(corpus, fraction)
+    with pytest.raises(ValueError, match=r"^heldout_fraction must be a number in \[0, 1\]"):
+        split_types(corpus, fraction)
+    for edge in (0, 1):  # every token on one side is a split
+        observed, heldout = split_tokens(corpus, edge)
+        assert observed.num_tokens + heldout.num_tokens == corpus.num_tokens
+
+
+@pytest.mark.parametrize("min_size", [-3, 2.5])
+def test_type_split_refuses_a_minimum_that_is_not_a_count(min_size):
+    with pytest.raises(ValueError, match="min_size must be a non-negative integer"):
+        split_types(from_counts(np.ones((3, 30))), 0.2, min_size=min_size)

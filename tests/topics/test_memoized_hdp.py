@@ -210,3 +210,14 @@ def test_top_words_refuses_a_number_of_words_that_is_not_a_positive_integer(smal
     # -1 listed every word but the least probable, 0 empty lists, 2.5 raised a slicing TypeError
     with pytest.raises(ValueError, match=f"num_words must be a positive integer; got {num_words!r}"):
         top_words(small_fit[0].posterior, num_words=num_words)
+
+
+@pytest.mark.parametrize("kwargs,message", [({"fraction": float("nan")}, r"fraction must be a number in \[0, 1\]"),
+                                            ({"fraction": -1, "split": "types"}, r"fraction must be a number in"),
+                                            ({"docs_per_chunk": 0}, "docs_per_chunk must be a positive integer")])
+def test_document_completion_names_a_bad_fraction_or_chunk(small_fit, kwargs, message):
+    # NaN raised 'cannot convert float NaN to integer', -1 scored as 0, docs_per_chunk=0 'range() arg 3 must not
+    # be zero'
+    fit, corpus = small_fit
+    with pytest.raises(ValueError, match=message):
+        document_completion(fit.posterior, corpus, **kwargs)
