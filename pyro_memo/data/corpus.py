@@ -121,6 +121,26 @@ def _holds_complex(matrix):
     return kind is not None and np.issubdtype(kind, np.complexfloating)
 
 
+def _numeric(matrix):
+    """``matrix``, or an array of objects or nested lists as float64; ``None``, or entries that are ``None`` or
+    text, a :class:`ValueError` (scipy reads ``None`` as a 1 x 1 matrix of no counts, and ``None`` entries as
+    zeros: a silent drop)."""
+    if matrix is None:
+        raise ValueError("a count matrix must be a 2-D (documents, words) array of numbers; got None")
+    if isinstance(matrix, (list, tuple, np.ndarray)):
+        try:
+            kind = np.asarray(matrix).dtype
+        except ValueError:
+            return matrix  # ragged: refused as no matrix below
+        if kind == np.dtype(object):
+            try:
+                return np.asarray(matrix, dtype=np.float64)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"a count matrix must be a 2-D (documents, words) array of numbers; got entries "
+                                 f"that are not numbers ({str(err).splitlines()[0][:80]})") from None
+    return matrix
+
+
 def from_counts(matrix, vocab=None):
     """A corpus from a ``(D, V)`` count matrix: dense array or any scipy sparse matrix.
 
@@ -135,6 +155,7 @@ def from_counts(matrix, vocab=None):
     if _holds_complex(matrix):
         raise ValueError("a count matrix must hold real counts; got complex numbers (their imaginary part would be "
                          "dropped)")
+    matrix = _numeric(matrix)
     try:
         m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as err:

@@ -96,3 +96,12 @@ def test_splits_refuse_a_fraction_outside_zero_to_one(fraction):
 def test_type_split_refuses_a_minimum_that_is_not_a_count(min_size):
     with pytest.raises(ValueError, match="min_size must be a non-negative integer"):
         split_types(from_counts(np.ones((3, 30))), 0.2, min_size=min_size)
+
+
+@pytest.mark.parametrize("bad", [None, np.array([[1, None]], dtype=object), [[1, None], [2, 3]]])
+def test_from_counts_refuses_none_instead_of_reading_it_as_no_counts(bad):
+    # None became a corpus of one empty document over one word; None entries were dropped as zeros (numpy
+    # reads them as NaN, refused as such)
+    with pytest.raises(ValueError, match=r"a count matrix must be a 2-D \(documents, words\) array of numbers|NaN"):
+        from_counts(bad)
+    np.testing.assert_array_equal(from_counts(np.array([[1, 2.5]], dtype=object)).to_dense(), [[1, 2.5]])
