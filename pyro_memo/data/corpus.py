@@ -249,11 +249,16 @@ def read_ldac(path, vocab_path=None, vocab_size=None):
 
 
 def split_documents(corpus, test_fraction=0.2, seed=0):
-    """Random document split: ``(train, test)`` corpora."""
-    if not 0 < test_fraction < 1:
+    """Random document split: ``(train, test)`` corpora, each of at least one document.
+
+    :raises ValueError: for ``test_fraction`` outside ``(0, 1)`` or a corpus of fewer than 2 documents.
+    """
+    if not 0 < check_fraction(test_fraction, "test_fraction") < 1:
         raise ValueError(f"test_fraction must lie in (0, 1); got {test_fraction}")
+    if corpus.num_docs < 2:
+        raise ValueError(f"a train / test split needs at least 2 documents; the corpus has {corpus.num_docs}")
     order = np.random.default_rng(seed).permutation(corpus.num_docs)
-    n_test = max(1, int(round(test_fraction * corpus.num_docs)))
+    n_test = min(max(1, int(round(test_fraction * corpus.num_docs))), corpus.num_docs - 1)
     return corpus.subset(np.sort(order[n_test:])), corpus.subset(np.sort(order[:n_test]))
 
 

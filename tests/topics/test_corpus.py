@@ -105,3 +105,14 @@ def test_from_counts_refuses_none_instead_of_reading_it_as_no_counts(bad):
     with pytest.raises(ValueError, match=r"a count matrix must be a 2-D \(documents, words\) array of numbers|NaN"):
         from_counts(bad)
     np.testing.assert_array_equal(from_counts(np.array([[1, 2.5]], dtype=object)).to_dense(), [[1, 2.5]])
+
+
+def test_a_document_split_leaves_documents_on_both_sides():
+    # one document gave an empty training corpus (then 'every document is empty' at fit); 2 documents at
+    # test_fraction 0.9 put both in the test part
+    with pytest.raises(ValueError, match="needs at least 2 documents; the corpus has 1"):
+        split_documents(from_counts(np.ones((1, 3))))
+    train, test = split_documents(from_counts(np.ones((2, 3))), 0.9)
+    assert train.num_docs == test.num_docs == 1
+    with pytest.raises(ValueError, match="test_fraction must be a number"):
+        split_documents(from_counts(np.ones((4, 3))), "half")
