@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from ..checks import as_count
+from .files import text_lines
 
 
 @dataclass
@@ -178,8 +179,7 @@ def from_counts(matrix, vocab=None):
 
 def read_vocab(path):
     """The words of a vocabulary file, one per line."""
-    with open(path, encoding="utf-8") as fh:
-        return [line.rstrip("\n") for line in fh]
+    return [line.rstrip("\n") for _, line in text_lines(path)]
 
 
 def ldac_documents(path, vocab_size=None):
@@ -190,22 +190,21 @@ def ldac_documents(path, vocab_size=None):
     :raises ValueError: naming the line of a malformed document: not ``N id:count ...``, a count that
         is not a positive finite number, a negative word id, or one at or above ``vocab_size``.
     """
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            try:
-                pairs = [f.split(":") for f in fields[1:]]
-                doc_ids = np.array([int(a) for a, _ in pairs], dtype=np.int64)
-                doc_counts = np.array([float(b) for _, b in pairs])
-                declared = int(fields[0])
-            except ValueError as err:
-                raise ValueError(f"{path}, line {lineno}: not 'N id:count ...' ({err})") from None
-            if declared != len(pairs):
-                raise ValueError(f"{path}, line {lineno}: declares {declared} distinct words, lists {len(pairs)}")
-            _check_ldac_line(doc_ids, doc_counts, vocab_size, f"{path}, line {lineno}")
-            yield doc_ids, doc_counts
+    for lineno, line in text_lines(path):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            pairs = [f.split(":") for f in fields[1:]]
+            doc_ids = np.array([int(a) for a, _ in pairs], dtype=np.int64)
+            doc_counts = np.array([float(b) for _, b in pairs])
+            declared = int(fields[0])
+        except (ValueError, OverflowError) as err:  # OverflowError: an id past int64
+            raise ValueError(f"{path}, line {lineno}: not 'N id:count ...' ({err})") from None
+        if declared != len(pairs):
+            raise ValueError(f"{path}, line {lineno}: declares {declared} distinct words, lists {len(pairs)}")
+        _check_ldac_line(doc_ids, doc_counts, vocab_size, f"{path}, line {lineno}")
+        yield doc_ids, doc_counts
 
 
 def _check_ldac_line(ids, counts, vocab_size, where):

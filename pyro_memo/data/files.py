@@ -225,3 +225,14 @@ def write_atomically(path, write):
                 with contextlib.suppress(OSError):
                     os.remove(tmp)
         remove_stale_temporaries(target)
+
+
+def text_lines(path):
+    """``(line number, line)`` of the UTF-8 text file ``path``, from 1; a file that is not UTF-8 text (a binary
+    or compressed file given by mistake) is a :class:`ValueError` naming it, not a ``UnicodeDecodeError`` (the
+    file is decoded by blocks, so the error names no line)."""
+    with open(path, encoding="utf-8") as fh:
+        try:
+            yield from enumerate(fh, 1)
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text (a binary or compressed file?): {err.reason}") from None

@@ -16,7 +16,7 @@ import struct
 import numpy as np
 
 from ..checks import as_positive_int
-from .files import DAMAGED_FILE_ERRORS
+from .files import DAMAGED_FILE_ERRORS, text_lines
 
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
 MAX_NODES = 3_037_000_499
@@ -189,6 +189,8 @@ def _parse_id(text, path, lineno):
             raise ValueError(f"{path}, line {lineno}: node id {text!r} is not an integer") from None
     if value < 0:
         raise ValueError(f"{path}, line {lineno}: node id {value} is negative")
+    if value >= MAX_NODES:
+        raise ValueError(f"{path}, line {lineno}: node id {value} is past the {MAX_NODES:,} nodes a graph holds")
     return value
 
 
@@ -206,19 +208,18 @@ def read_edge_list(path, num_nodes=None, name=None):
         non-integer or NaN id, an id ``>= num_nodes``; or naming the file when it holds no links.
     """
     rows, seen_data = [], False
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            text = line.strip()
-            if not text or text[0] in "#%":
-                continue
-            fields = [f for f in _SEPARATORS.split(text) if f]
-            if not seen_data and not any(_is_number(f) for f in fields[:2]):
-                seen_data = True   # a header: column names
-                continue
-            seen_data = True
-            if len(fields) < 2:
-                raise ValueError(f"{path}, line {lineno}: expected two node ids, found one field {text!r}")
-            rows.append((_parse_id(fields[0], path, lineno), _parse_id(fields[1], path, lineno)))
+    for lineno, line in text_lines(path):
+        text = line.strip()
+        if not text or text[0] in "#%":
+            continue
+        fields = [f for f in _SEPARATORS.split(text) if f]
+        if not seen_data and not any(_is_number(f) for f in fields[:2]):
+            seen_data = True   # a header: column names
+            continue
+        seen_data = True
+        if len(fields) < 2:
+            raise ValueError(f"{path}, line {lineno}: expected two node ids, found one field {text!r}")
+        rows.append((_parse_id(fields[0], path, lineno), _parse_id(fields[1], path, lineno)))
     if not rows:
         raise ValueError(f"{path}: no links found (empty file, or only comments and a header)")
     edges = np.array(rows, dtype=np.int64)

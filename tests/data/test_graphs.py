@@ -339,3 +339,12 @@ def test_split_pairs_refuses():
         split_pairs(full, fraction=0.5)
     with pytest.raises(ValueError, match="fraction"):
         split_pairs(full, fraction=1.0)
+
+
+@pytest.mark.parametrize("content,match", [(b"0 1\n0 99999999999999999999999\n", "line 2: node id 9+ is past the"),
+                                           (b"0 1\n\xff\xfe 2\n", "not UTF-8 text")])
+def test_edge_lists_with_ids_past_int64_or_binary_content_name_the_line(tmp_path, content, match):
+    # an id past int64 raised OverflowError, a binary file UnicodeDecodeError
+    (tmp_path / "g.txt").write_bytes(content)
+    with pytest.raises(ValueError, match=match):
+        read_edge_list(tmp_path / "g.txt")

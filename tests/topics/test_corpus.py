@@ -116,3 +116,15 @@ def test_a_document_split_leaves_documents_on_both_sides():
     assert train.num_docs == test.num_docs == 1
     with pytest.raises(ValueError, match="test_fraction must be a number"):
         split_documents(from_counts(np.ones((4, 3))), "half")
+
+
+@pytest.mark.parametrize("content,match", [(b"1 99999999999999999999:1\n", "line 1: not 'N id:count"),
+                                           (b"1 0:1\n\xff\xfe\x00\n", "not UTF-8 text")])
+def test_ldac_ids_past_int64_and_binary_files_name_the_line(tmp_path, content, match):
+    # an id past int64 raised OverflowError, a binary file UnicodeDecodeError
+    (tmp_path / "c.ldac").write_bytes(content)
+    with pytest.raises(ValueError, match=match):
+        read_ldac(tmp_path / "c.ldac")
+    (tmp_path / "v.txt").write_bytes(b"\x1f\x8b\x08\x00")
+    with pytest.raises(ValueError, match="v.txt: not UTF-8 text"):
+        read_ldac(tmp_path / "c.ldac", tmp_path / "v.txt")
