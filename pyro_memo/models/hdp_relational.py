@@ -10,7 +10,7 @@ import torch
 from pyro.ops.indexing import Vindex
 
 from ..allocation import stick_breaking_weights
-from ..checks import as_index_tensor
+from ..checks import as_index_tensor, as_positive_int
 from ..posterior.relational import check_hyperparameters
 
 __all__ = ["HDPRelationalGuide", "HDPRelationalModel", "sample_pair_roles"]
@@ -22,6 +22,17 @@ def _pairs(src, dst, num_nodes):
         raise ValueError(f"src and dst must be 1-D long tensors of one length; got {tuple(src.shape)} and "
                          f"{tuple(dst.shape)}")
     return src, dst
+
+
+def _links(y, src):
+    """The observed links ``y`` as float64 0/1 on ``src``'s device (integer or bool links read as such;
+    ``Bernoulli`` takes floats), one per pair; ``None`` stays ``None`` (links to generate)."""
+    if y is None:
+        return None
+    y = torch.as_tensor(y, device=src.device)
+    if y.shape != src.shape:
+        raise ValueError(f"y must hold one link per pair, shape {tuple(src.shape)}; got {tuple(y.shape)}")
+    return y.to(torch.float64)
 
 
 class HDPRelationalModel:
@@ -48,8 +59,9 @@ class HDPRelationalModel:
     """
 
     def __init__(self, N, K, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4):
-        if int(N) < 2 or int(K) < 1:
-            raise ValueError(f"N must be at least 2 and K positive; got N={N}, K={K}")
+        if as_positive_int(N, "N") < 2:
+            raise ValueError(f"N must be at least 2; got N={N}")
+        as_positive_int(K, "K")
         check_hyperparameters(alpha, gamma, tau, eps)
         self.N, self.K = int(N), int(K)
         self.alpha, self.gamma = float(alpha), float(gamma)
@@ -62,6 +74,9 @@ class HDPRelationalModel:
         plate's subsample (:func:`~pyro_memo.batch_pairs` gives a batch
         of nodes' pairs; default every pair). Returns the batch's links. The model runs on ``src``'s device."""
         src, dst = _pairs(src, dst, self.N)
+        if not len(src):
+            raise ValueError("src and dst list no pairs; the model needs at least one pair of nodes")
+        y = _links(y, src)
         one = torch.ones((), dtype=torch.float64, device=src.device)
         with pyro.plate("sticks", self.K):
             u = pyro.sample("u", dist.Beta(one, self.gamma * one))

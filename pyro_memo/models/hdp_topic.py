@@ -9,7 +9,7 @@ import torch
 from pyro.ops.indexing import Vindex
 
 from ..allocation import stick_breaking_weights
-from ..checks import as_index_tensor, as_positive_int
+from ..checks import as_index_tensor, as_positive_int, check_positive_finite
 
 
 def _gamma_prior(name, prior):
@@ -46,11 +46,9 @@ class HDPTopicModel:
     """
 
     def __init__(self, V, K, alpha=0.5, gamma=10.0, lam0=0.1, alpha_prior=None, gamma_prior=None):
-        if int(V) < 1 or int(K) < 1:
-            raise ValueError(f"V and K must be positive integers; got V={V}, K={K}")
+        as_positive_int(V, "V"), as_positive_int(K, "K")  # 2.5 is not truncated, True is not 1
         for name, value in (("alpha", alpha), ("gamma", gamma), ("lam0", lam0)):
-            if not float(value) > 0:
-                raise ValueError(f"{name} must be positive; got {value}")
+            check_positive_finite(value, name)
         self.V, self.K = int(V), int(K)
         self.alpha, self.gamma, self.lam0 = float(alpha), float(gamma), float(lam0)
         self.alpha_prior = _gamma_prior("alpha_prior", alpha_prior)
@@ -66,6 +64,9 @@ class HDPTopicModel:
         ``(N,)`` observed word ids (``None`` to generate); the model runs on ``doc``'s device."""
         num_docs = None if num_docs is None else as_positive_int(num_docs, "num_docs")
         doc = as_index_tensor(doc, num_docs, "doc")
+        if doc.dim() != 1 or not len(doc):
+            raise ValueError(f"doc must be a non-empty 1-D array, each token's document id; got shape "
+                             f"{tuple(doc.shape)}")
         one = torch.ones((), dtype=torch.float64, device=doc.device)
         num_docs = int(doc.max()) + 1 if num_docs is None else num_docs
         if word is not None:

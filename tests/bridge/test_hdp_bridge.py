@@ -255,3 +255,18 @@ def test_svi_with_memoized_elbo_over_document_batches_never_rises_after_lap_1(se
     counts = guide.doc_topic_counts.clone()
     pm.MemoizedELBO().loss(topic_model, guide, doc_of, words, D, V, batches[0])
     assert torch.equal(guide.doc_topic_counts, counts)
+
+
+def test_pyro_memos_hdp_model_names_tokens_it_cannot_take_and_truncations_it_would_round():
+    # no tokens raised torch's 'max(): Expected reduction dim ...', 2-D ids a plate shape mismatch; K=2.5 became 2,
+    # K=True 1, alpha=inf passed
+    doc_of, words, _, V = corpus(0)
+    model = pm.models.HDPTopicModel(V, 3)
+    for doc, word in ((doc_of[:0], words[:0]), (doc_of[None], words[None])):
+        with pytest.raises(pm.ModelStructureError, match=r"doc must be a non-empty 1-D array.*got shape"):
+            pm.fit_memoized(model, doc, word, num_batches=2, laps=2)
+    for kwargs, message in (({"K": 2.5}, "K must be a positive integer"), ({"K": True}, "K must be a positive"),
+                            ({"V": "x"}, "V must be a positive integer"),
+                            ({"alpha": float("inf")}, "alpha must be positive and finite")):
+        with pytest.raises(ValueError, match=message):
+            pm.models.HDPTopicModel(**{"V": V, "K": 3, **kwargs})

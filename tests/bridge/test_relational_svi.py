@@ -224,3 +224,25 @@ def test_predictive_draws_links_of_any_pairs_from_the_trained_guide():
     # linked pairs are likelier under the posterior than non-linked ones
     rate = draws["y"].mean(0)
     assert float(rate[y == 1].mean()) > 2 * float(rate[y == 0].mean())
+
+
+def test_integer_or_bool_links_are_read_as_floats_and_bad_pair_lists_get_one_clear_error():
+    # long links raised "result type Double can't be cast to ... Long", bool ones "Subtraction ... with two bool
+    # tensors"; a short y an IndexError, no pairs a ZeroDivisionError, all inside the model; N=2.5 became 2
+    src, dst, y = random_pairs(3, N=10)
+    model = HDPRelationalModel(10, 2)
+    fits = []
+    for links in (y, y.long(), y.bool()):
+        pyro.clear_param_store()
+        guide = RelationalGuide(model, prefix="links", seed=0)
+        svi = SVI(model, guide, ClosedFormOptimizer(), MemoizedELBO())
+        fits.append([svi.step(src, dst, links) for _ in range(2)])
+    assert fits[0] == pytest.approx(fits[1]) and fits[0] == pytest.approx(fits[2])
+    with pytest.raises(ModelStructureError, match=r"y must hold one link per pair, shape \(45,\); got \(44,\)"):
+        recognize_model(model, src, dst, y[:-1])
+    with pytest.raises(ModelStructureError, match="src and dst list no pairs"):
+        recognize_model(model, src[:0], dst[:0], y[:0])
+    for kwargs, message in (({"N": 2.5}, "N must be a positive integer"), ({"K": True}, "K must be a positive"),
+                            ({"alpha": float("inf")}, "alpha must be positive and finite")):
+        with pytest.raises(ValueError, match=message):
+            HDPRelationalModel(**{"N": 10, "K": 2, **kwargs})
