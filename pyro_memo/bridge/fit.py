@@ -9,6 +9,7 @@ from ..checks import as_seed
 from ..engine.driver import ConvergenceWarning
 from .guide import DPMixtureGuide
 from .recognition import recognize_model
+from .structure import ModelStructureError
 
 
 def _warn_unconverged(converged, limit, what):
@@ -82,6 +83,17 @@ def _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, cal
                           list(fit.lap_seconds), bool(fit.converged), fit)
 
 
+def _refuse_relational(spec, name):
+    """Raise :class:`ModelStructureError` for a relational model: ``fit_vb`` and ``fit_memoized`` fit DP mixtures and
+    HDP topic models; a relational model is fitted through SVI with its own guide (the error named the
+    ``DPMixtureGuide`` the caller never chose)."""
+    if spec is not None and spec.kind == "relational":
+        raise ModelStructureError(f"{name} fits DP mixtures and HDP topic models; this model is an HDP relational "
+                                  "model: fit it with SVI(model, pyro_memo.RelationalGuide(model), "
+                                  "pyro_memo.ClosedFormOptimizer(), pyro_memo.MemoizedELBO()), one step per batch of "
+                                  "nodes (pyro_memo.batch_pairs), or with pyro_memo.relational.MemoizedRelational")
+
+
 def _hdp_options(spec, K, batches, shuffle=True, init=None):
     """Refuse options an HDP fit cannot honour (none is silently ignored)."""
     if K is not None and int(K) != spec.K:
@@ -120,6 +132,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     """
     seed = as_seed(seed)
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
+    _refuse_relational(spec, "fit_vb")
     if spec is not None and spec.kind == "hdp":
         _hdp_options(spec, K, None, init=init)
         result = _fit_hdp(spec, model, args, kwargs, 1, max_iter, tol, seed, None, None)
@@ -172,6 +185,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
 
     seed = as_seed(seed)
     spec = guide.spec if guide is not None and guide.spec is not None else recognize_model(model, *args, **kwargs)
+    _refuse_relational(spec, "fit_memoized")
     if spec.kind == "hdp" or isinstance(guide, HDPGuide):
         _hdp_options(spec, K, batches, shuffle)
         result = _fit_hdp(spec, model, args, kwargs, num_batches, laps, tol, seed, guide, callback)

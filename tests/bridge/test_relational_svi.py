@@ -246,3 +246,15 @@ def test_integer_or_bool_links_are_read_as_floats_and_bad_pair_lists_get_one_cle
                             ({"alpha": float("inf")}, "alpha must be positive and finite")):
         with pytest.raises(ValueError, match=message):
             HDPRelationalModel(**{"N": 10, "K": 2, **kwargs})
+
+
+def test_fit_vb_and_fit_memoized_point_a_relational_model_to_svi_with_its_guide():
+    # the error named DPMixtureGuide, a guide the caller never chose
+    import pyro_memo as pm
+
+    src, dst, y = random_pairs(4, N=10)
+    for fit in (pm.fit_vb, pm.fit_memoized):
+        with pytest.raises(ModelStructureError, match=rf"{fit.__name__} fits DP mixtures and HDP topic models; this "
+                                                      r"model is an HDP relational model: fit it with SVI\(model, "
+                                                      r"pyro_memo.RelationalGuide\(model\)"):
+            fit(HDPRelationalModel(10, 2), src, dst, y)
