@@ -9,13 +9,14 @@ directed input is symmetrised, repeated links are merged and self loops are drop
 
 import gzip
 import math
+import numbers
 import os
 import re
 import struct
 
 import numpy as np
 
-from ..checks import as_positive_int
+from ..checks import as_positive_float, as_positive_int
 from .files import DAMAGED_FILE_ERRORS, text_lines
 
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
@@ -466,7 +467,7 @@ def _community_strengths(rng, memberships, link_probs, link_range, epsilon, expe
             raise ValueError(f"expected_edges = {expected_edges} is below the {background:.0f} background links "
                              f"of epsilon = {epsilon}; lower epsilon")
         w = w * (expected_edges - background) / (w @ within)
-    if np.any(w < 0) or np.any(w > 1):
+    if not np.all((w >= 0) & (w <= 1)):  # NaN too: it gave a community of no links, silently
         raise ValueError(f"community link probabilities must lie in [0, 1]; got [{w.min():.3g}, {w.max():.3g}]"
                          " (expected_edges too large for these communities?)")
     return w
@@ -514,11 +515,14 @@ def assortative_graph(num_nodes, num_communities, alpha=0.05, link_range=(0.05, 
     :returns: ``(graph, memberships (N, K) float64, labels)`` with ``labels = memberships.argmax(1)``
         (also set as ``graph.labels``).
     """
-    N, K = int(num_nodes), int(num_communities)
-    if N < 2 or K < 1:
+    N, K = as_positive_int(num_nodes, "num_nodes"), as_positive_int(num_communities, "num_communities")
+    if N < 2:
         raise ValueError(f"need num_nodes >= 2 and num_communities >= 1; got {N} and {K}")
-    if alpha <= 0 or not 0 <= epsilon <= 1:
+    alpha = as_positive_float(alpha, "alpha")  # NaN memberships were replaced by random communities, silently
+    if not isinstance(epsilon, numbers.Real) or not 0 <= epsilon <= 1:
         raise ValueError(f"need alpha > 0 and epsilon in [0, 1]; got alpha = {alpha}, epsilon = {epsilon}")
+    if expected_edges is not None:
+        expected_edges = as_positive_float(expected_edges, "expected_edges")  # NaN gave a graph of no links
     rng = np.random.default_rng(seed)
     memberships = rng.dirichlet(np.full(K, float(alpha)), size=N)
     # Dirichlet draws with tiny alpha can underflow to all-zero rows; those nodes get one community

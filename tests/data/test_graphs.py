@@ -348,3 +348,17 @@ def test_edge_lists_with_ids_past_int64_or_binary_content_name_the_line(tmp_path
     (tmp_path / "g.txt").write_bytes(content)
     with pytest.raises(ValueError, match=match):
         read_edge_list(tmp_path / "g.txt")
+
+
+@pytest.mark.parametrize("kwargs,message", [({"num_nodes": 2.5}, "num_nodes must be a positive integer"),
+                                            ({"num_communities": True}, "num_communities must be a positive integer"),
+                                            ({"alpha": float("nan")}, "alpha must be a positive finite number"),
+                                            ({"alpha": "x"}, "alpha must be a positive finite number"),
+                                            ({"expected_edges": float("nan")}, "expected_edges must be a positive"),
+                                            ({"link_probs": [float("nan"), 0.5]}, r"must lie in \[0, 1\]"),
+                                            ({"epsilon": None}, "epsilon in")])
+def test_assortative_graph_names_settings_it_truncated_or_turned_into_an_empty_graph(kwargs, message):
+    # num_nodes=2.5 became 2; alpha=NaN gave random memberships and expected_edges=NaN or a NaN strength a
+    # graph without links, silently; a string alpha or None epsilon a comparison TypeError
+    with pytest.raises(ValueError, match=message):
+        assortative_graph(**{"num_nodes": 10, "num_communities": 2, **kwargs})
