@@ -8,6 +8,8 @@ def _labels(a, name):
     if a.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of labels; got shape {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):  # strings: np.mod raised a ufunc TypeError
+            raise ValueError(f"{name} must hold integer labels; got dtype {a.dtype}")
         if not np.all(np.mod(a, 1) == 0):
             raise ValueError(f"{name} must hold integer labels")
         a = a.astype(np.int64)

@@ -61,3 +61,10 @@ def test_held_out_links_of_an_easy_graph_are_predicted():
     p = train.density
     constant = np.mean(np.where(labels == 1, np.log(p), np.log1p(-p)))
     assert scores["log_lik"] > constant
+
+
+@pytest.mark.parametrize("labels", [np.array(["1", "0"]), np.array([b"1", b"0"]), np.array([None, 1], dtype=object)])
+def test_link_prediction_names_labels_that_are_not_numbers(labels):
+    # strings raised numpy's "ufunc 'remainder' not supported for the input types"
+    with pytest.raises(ValueError, match="labels must hold integer labels; got dtype"):
+        link_prediction(random_posterior(), np.array([[0, 1], [2, 3]]), labels)
