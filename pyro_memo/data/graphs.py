@@ -294,6 +294,9 @@ def from_networkx(graph, label_attr=None, name=None):
         club); its distinct values are numbered in sorted order.
     :raises ValueError: when a node lacks ``label_attr``, or the graph has no nodes.
     """
+    if not (hasattr(graph, "nodes") and hasattr(graph, "edges")):
+        raise TypeError(f"from_networkx needs a networkx graph; got {type(graph).__name__} (an adjacency matrix "
+                        "becomes a Graph by from_adjacency(matrix))")
     nodes = list(graph.nodes)
     if not nodes:
         raise ValueError("the networkx graph has no nodes")
@@ -615,6 +618,9 @@ def split_pairs(graph, fraction=0.1, seed=0):
         ``missing`` (unobserved: neither links nor non-links for a model fitted to it).
     :raises ValueError: when ``fraction`` is outside ``(0, 1)`` or there are too few non-links.
     """
+    if not isinstance(graph, Graph):
+        raise TypeError(f"split_pairs needs a pyro_memo.data.Graph; got {type(graph).__name__} (from_adjacency, "
+                        "from_networkx or read_edge_list make one)")
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must lie in (0, 1); got {fraction}")
     if graph.num_edges < 1:

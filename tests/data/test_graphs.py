@@ -362,3 +362,11 @@ def test_assortative_graph_names_settings_it_truncated_or_turned_into_an_empty_g
     # graph without links, silently; a string alpha or None epsilon a comparison TypeError
     with pytest.raises(ValueError, match=message):
         assortative_graph(**{"num_nodes": 10, "num_communities": 2, **kwargs})
+
+
+def test_a_matrix_given_for_a_graph_is_a_type_error_naming_the_converter():
+    # both raised AttributeError: 'numpy.ndarray' object has no attribute 'nodes' / 'num_edges'
+    with pytest.raises(TypeError, match=r"from_networkx needs a networkx graph; got ndarray.*from_adjacency"):
+        from_networkx(np.zeros((3, 3)))
+    with pytest.raises(TypeError, match=r"split_pairs needs a pyro_memo.data.Graph; got ndarray"):
+        split_pairs(np.zeros((3, 3)), 0.5)
