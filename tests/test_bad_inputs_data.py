@@ -210,3 +210,10 @@ def test_adjacency_of_another_rank_and_huge_ids_are_named():
         from_adjacency(np.ones((2, 2, 2)))
     with pytest.raises(ValueError, match=r"found \[0, 9223372036854775808\]"):
         Graph(np.array([[0, 2**63]], dtype=np.uint64), 5)
+
+
+@pytest.mark.parametrize("seed", [-1, "a", 2.5])
+def test_make_batches_names_a_bad_shuffle_seed(seed):
+    with pytest.raises(ValueError, match="shuffle_seed must be a whole number"):
+        make_batches(np.zeros((10, 2)), 2, shuffle_seed=seed)
+    make_batches(np.zeros((10, 2)), 2, shuffle_seed=np.int64(3))

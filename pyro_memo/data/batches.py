@@ -23,7 +23,9 @@ class ArrayBatches(BatchSource):
 
     :param data: ``(N, D)`` torch tensor or numpy array.
     :param int num_batches: ``B``.
-    :param int shuffle_seed: if given, permute items once with this seed before slicing.
+    :param int shuffle_seed: if given, permute items once with this seed before slicing (a whole number in
+        ``[0, 2**63 - 1]`` or a numpy generator, :func:`~pyro_memo.checks.as_seed`).
+    :raises ValueError: naming ``shuffle_seed`` for a negative, fractional or non-numeric seed.
     """
 
     held = True
@@ -36,7 +38,9 @@ class ArrayBatches(BatchSource):
         self._perm = None
         self._views = {}
         if shuffle_seed is not None:
-            perm = np.random.default_rng(shuffle_seed).permutation(self.num_items)
+            from ..checks import as_seed
+
+            perm = np.random.default_rng(as_seed(shuffle_seed, "shuffle_seed")).permutation(self.num_items)
             self._perm = torch.as_tensor(perm) if torch.is_tensor(data) else perm
 
     def indices(self, b):
