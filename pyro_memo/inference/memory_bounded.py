@@ -117,6 +117,20 @@ class MemoryBoundedResult:
     epochs: list = field(default_factory=list)
 
 
+def _epochs_of(stream):
+    """The epochs of ``stream`` (an iterable of ``(n, D)`` arrays) as they come, each checked to be 2-D."""
+    try:
+        chunks = iter(stream)
+    except TypeError:
+        raise TypeError(f"fit's data must be an (N, D) array or tensor, a .npy path or an iterable of (n, D) arrays "
+                        f"(one per epoch); got {type(stream).__name__}") from None
+    for e, chunk in enumerate(chunks):
+        if np.ndim(chunk) != 2:
+            raise ValueError(f"fit's data: epoch {e} of the iterable must be a 2-D (n, D) array of items; got "
+                             f"shape {tuple(np.shape(chunk))} (pass a single array of rows as an (N, D) array)")
+        yield chunk
+
+
 class MemoryBoundedVB:
     """Memory-bounded VB for a DP mixture of ``family`` components (module docstring).
 
@@ -162,14 +176,21 @@ class MemoryBoundedVB:
 
     def epochs(self, data):
         """``data`` as epochs of at most ``epoch`` items: an ``(N, D)`` array or tensor, a ``.npy`` path
-        (memory-mapped, read one epoch at a time) or an iterable of ``(n, D)`` arrays taken as they come."""
+        (memory-mapped, read one epoch at a time) or an iterable of ``(n, D)`` arrays taken as they come; a list
+        of rows is the array (as :func:`~pyro_memo.make_batches` reads it).
+
+        :raises TypeError: for ``None``, a number or anything else that is none of these.
+        :raises ValueError: for an epoch of the iterable that is not a 2-D array of items.
+        """
         if isinstance(data, (str, os.PathLike)):
             data = np.load(os.fspath(data), mmap_mode="r")
+        if isinstance(data, (list, tuple)) and data and np.ndim(data[0]) < 2:  # rows, not epochs
+            data = np.asarray(data)
         if isinstance(data, (np.ndarray, torch.Tensor)):
             for lo in range(0, len(data), self.epoch):
                 yield np.asarray(data[lo:lo + self.epoch]) if isinstance(data, np.ndarray) else data[lo:lo + self.epoch]
         else:
-            yield from data
+            yield from _epochs_of(data)
 
     def initial_posterior(self, x):
         """Components fitted to k-means++ responsibilities of the first epoch."""
@@ -320,8 +341,15 @@ class MemoryBoundedHDP(MemoryBoundedVB):
         self.split_prior_kind = split_prior
 
     def epochs(self, data):
-        """``data``, an iterable of groups (each an ``(n_d, D)`` array or tensor), as lists of ``epoch`` groups."""
-        groups = iter(data)
+        """``data``, an iterable of groups (each an ``(n_d, D)`` array or tensor), as lists of ``epoch`` groups.
+
+        :raises TypeError: for ``None``, a number or anything else not iterable.
+        """
+        try:
+            groups = iter(data)
+        except TypeError:
+            raise TypeError(f"fit's data must be an iterable of groups, each an (n_d, D) array or tensor; got "
+                            f"{type(data).__name__}") from None
         while True:
             chunk = list(itertools.islice(groups, self.epoch))
             if not chunk:

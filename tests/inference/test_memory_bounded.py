@@ -140,6 +140,21 @@ def test_bad_settings_are_clear_errors():
             MemoryBoundedVB(family, 3, memory_bound=100, epoch=100, lifetime=bad)
 
 
+def test_data_that_are_not_an_array_or_a_stream_of_epochs_are_named():
+    x, _ = four_blobs(60)
+    family = pm.Gaussian.from_data(x)
+    fit = MemoryBoundedVB(family, 2, memory_bound=500, epoch=30, laps=2)
+    for bad in (None, 5):
+        with pytest.raises(TypeError, match=r"fit's data must be an \(N, D\) array.*got " + type(bad).__name__):
+            fit.fit(bad)
+    with pytest.raises(ValueError, match=r"epoch 1 of the iterable must be a 2-D \(n, D\) array.*shape \(2,\)"):
+        fit.fit(iter([x[:30], x[30, :2]]))
+    with pytest.raises(TypeError, match=r"fit's data must be an iterable of groups.*got NoneType"):
+        pm.MemoryBoundedHDP(family, 2, memory_bound=500, epoch=3, laps=2).fit(None)
+    rows = fit.fit(x.tolist())  # a list of rows is the array, as make_batches reads it
+    assert rows.elbo == MemoryBoundedVB(family, 2, memory_bound=500, epoch=30, laps=2).fit(x.numpy()).elbo
+
+
 def test_a_stream_from_a_path_object_is_read_as_from_its_string(tmp_path):
     x, _ = four_blobs(300)
     np.save(tmp_path / "x.npy", x.numpy())
