@@ -11,6 +11,7 @@ memoized driver.
 
 import time
 
+from ..checks import as_non_negative_float, as_positive_float
 from ..families import PRODUCT_CACHE
 from .driver import Driver, FitResult
 
@@ -32,11 +33,10 @@ class StochasticDriver(Driver):
 
     def __init__(self, laps=50, kappa=0.5, delay=10.0, seed=0, score=True, threads=None):
         super().__init__(laps=laps, seed=seed, threads=threads)
-        if not 0.5 <= float(kappa) <= 1.0:
+        if not 0.5 <= as_positive_float(kappa, "kappa") <= 1.0:  # a string or None named, not float()'s error
             raise ValueError(f"kappa must lie in [0.5, 1]; got {kappa}")
-        if not float(delay) >= 0:
-            raise ValueError(f"delay must be non-negative; got {delay}")
-        self.kappa, self.delay, self.score = float(kappa), float(delay), bool(score)
+        delay = as_non_negative_float(delay, "delay")  # an infinite delay makes every step size 0
+        self.kappa, self.delay, self.score = float(kappa), delay, bool(score)
 
     def rate(self, t):
         """Learning rate of step ``t`` (counted from 1): :math:`(t + d)^{-\\kappa}`."""

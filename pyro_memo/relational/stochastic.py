@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
-from ..checks import as_count, as_positive_int
+from ..checks import as_count, as_positive_float, as_positive_int
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import StochasticDriver
@@ -147,7 +147,7 @@ class StochasticRelational(StochasticDriver):
                  prune_threshold=PRUNE_THRESHOLD, nonlink_iters=5, laps=50, seed=0, dtype=torch.float64, device=None,
                  init="spectral", score=True, threads=None):
         K = as_positive_int(K, "K")
-        if not 0.5 < float(kappa) <= 1.0:
+        if not 0.5 < as_positive_float(kappa, "kappa") <= 1.0:
             raise ValueError(f"kappa must lie in (0.5, 1] (Robbins-Monro); got {kappa}")
         check_hyperparameters(alpha, gamma, tau, eps)
         if not 0 <= float(prune_threshold) < 1:

@@ -59,6 +59,20 @@ def test_bad_options(kwargs, match):
         StochasticVB(family, args.pop("K"), **args)
 
 
+@pytest.mark.parametrize("kwargs,match", [({"delay": "a"}, "delay must be a non-negative finite number"),
+                                          ({"delay": None}, "delay must be"), ({"delay": float("inf")}, "delay"),
+                                          ({"kappa": "a"}, "kappa must be a positive finite number"),
+                                          ({"kappa": None}, "kappa must be")])
+def test_step_size_options_that_are_not_numbers_are_named(kwargs, match):
+    from pyro_memo.relational import StochasticRelational
+    from pyro_memo.topics import StochasticHDP
+
+    for make in (lambda: StochasticVB(pm.Gaussian.from_data(torch.randn(10, 2)), 3, **kwargs),
+                 lambda: StochasticRelational(**kwargs), lambda: StochasticHDP(**kwargs)):
+        with pytest.raises(ValueError, match=match):
+            make()
+
+
 def test_first_full_step_equals_a_vb_iteration(family_name):
     """One batch, d = 0: rho_1 = 1, so the first update is one full-batch VB iteration."""
     x = make_data(family_name, 300, D=3, seed=2)
