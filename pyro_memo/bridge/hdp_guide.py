@@ -8,7 +8,7 @@ from torch.distributions import constraints, transform_to
 
 from ..allocation import stick_breaking_weights
 from ..allocation.concentration import GammaConcentration, learnable
-from ..checks import as_seed
+from ..checks import as_non_negative_float, as_positive_int, as_seed
 from ..inference import SummaryCache
 from ..topics import HDPPosterior
 from .hdp_gap import expected_normaliser_gap
@@ -71,7 +71,8 @@ class HDPGuide(GlobalSiteReadouts):
     def __init__(self, model, prefix=None, seed=0, local_iters=100, local_tol=1e-3):
         self.model, self.seed = model, as_seed(seed)
         self.prefix = default_prefix(model) if prefix is None else str(prefix)
-        self.local_iters, self.local_tol = int(local_iters), float(local_tol)
+        self.local_iters = as_positive_int(local_iters, "local_iters")
+        self.local_tol = as_non_negative_float(local_tol, "local_tol")
         self.spec = None
         self._specs = {}
         self.doc_topic_counts = None

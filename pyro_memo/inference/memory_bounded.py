@@ -335,7 +335,8 @@ class MemoryBoundedHDP(MemoryBoundedVB):
                          threads=threads)
         self.gamma = as_positive_float(gamma, "gamma")
         self.max_groups = None if max_groups is None else as_positive_int(max_groups, "max_groups")
-        self.local_options = {"max_iter": as_positive_int(local_iters, "local_iters"), "tol": float(local_tol)}
+        self.local_options = {"max_iter": as_positive_int(local_iters, "local_iters"),
+                              "tol": as_non_negative_float(local_tol, "local_tol")}
         if split_prior not in ("documents", "crp"):
             raise ValueError(f"split_prior must be 'documents' or 'crp'; got {split_prior!r}")
         self.split_prior_kind = split_prior

@@ -8,7 +8,7 @@ import torch
 
 from ..allocation.concentration import learnable
 from ..allocation.hdp_sticks import sticks_from_sizes
-from ..checks import as_positive_int, check_positive_finite
+from ..checks import as_non_negative_float, as_positive_int, check_positive_finite
 from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
 from ..data.corpus import check_has_tokens
@@ -145,7 +145,7 @@ class HDPSteps:
                 raise ValueError("learn_lam0 learns the topics' Dirichlet prior; an HDP over a family keeps the "
                                  "family's prior")
             self.lam0 = Learnt(lam0)
-        self.local_tol = float(local_tol)
+        self.local_tol = as_non_negative_float(local_tol, "local_tol")  # NaN or < 0 never stops a local step
         self.dtype, self.device = as_float_dtype(dtype), device
         self.init = init
 

@@ -205,6 +205,23 @@ def test_a_concentration_that_is_infinite_or_not_a_number_is_named(name, value):
             cls(K=2, **{name: value})
 
 
+@pytest.mark.parametrize("value", [float("nan"), -1, "a", None])
+def test_a_local_tolerance_that_is_negative_or_not_a_number_is_named(value):
+    # NaN and -1 were kept silently (a local step that never stops early), "a" failed inside float()
+    import pyro_memo as pm
+    from pyro_memo.inference.memory_bounded import MemoryBoundedHDP
+    from pyro_memo.topics import StochasticHDP
+
+    family = pm.Gaussian.from_data(np.random.default_rng(0).normal(size=(10, 2)))
+    for make in (lambda: MemoizedHDP(K=2, local_tol=value), lambda: StochasticHDP(K=2, local_tol=value),
+                 lambda: MemoryBoundedHDP(family, 2, 100, 3, local_tol=value),
+                 lambda: pm.HDPGuide(pm.models.HDPTopicModel(5, 2), local_tol=value)):
+        with pytest.raises(ValueError, match=f"local_tol must be a non-negative finite number; got {value!r}"):
+            make()
+    with pytest.raises(ValueError, match="tol must be a non-negative finite number; got nan"):
+        MemoizedHDP(K=2, tol=float("nan"))
+
+
 @pytest.mark.parametrize("num_words", [-1, 0, 2.5, True])
 def test_top_words_refuses_a_number_of_words_that_is_not_a_positive_integer(small_fit, num_words):
     # -1 listed every word but the least probable, 0 empty lists, 2.5 raised a slicing TypeError
