@@ -21,7 +21,22 @@ import torch
 from ..families._special import kl_gamma
 
 __all__ = ["GammaConcentration", "concentration_from_state", "concentration_state", "expected_log",
-           "learnable"]
+           "gamma_prior_pair", "learnable"]
+
+
+def gamma_prior_pair(prior, name="a concentration's Gamma prior"):
+    """``prior`` as ``(s1, s2)``, a Gamma prior's shape and rate, two positive finite floats.
+
+    :raises ValueError: naming ``name`` for anything else: three numbers or one, a string, a non-number
+        (they failed in tuple unpacking or ``float``), a zero, negative or infinite shape or rate.
+    """
+    try:
+        s1, s2 = (float(a) for a in prior) if not isinstance(prior, (str, bytes)) else (None, None)
+    except (TypeError, ValueError):
+        s1 = s2 = None
+    if s1 is None or not (0 < s1 < math.inf and 0 < s2 < math.inf):
+        raise ValueError(f"{name} (shape, rate) must be two positive finite numbers; got {prior!r}")
+    return s1, s2
 
 
 class GammaConcentration(float):
@@ -33,10 +48,7 @@ class GammaConcentration(float):
     """
 
     def __new__(cls, prior, q=None):
-        s1, s2 = (float(a) for a in prior)
-        if not (0 < s1 < math.inf and 0 < s2 < math.inf):
-            raise ValueError(f"a concentration's Gamma prior (shape, rate) must be two positive finite numbers; "
-                             f"got {tuple(prior)}")
+        s1, s2 = gamma_prior_pair(prior)
         w1, w2 = (s1, s2) if q is None else (float(a) for a in q)
         if not (0 < w1 < math.inf and 0 < w2 < math.inf):
             raise ValueError(f"q(concentration) = Gamma({w1}, {w2}) is not a proper Gamma")
@@ -68,12 +80,12 @@ class GammaConcentration(float):
         return GammaConcentration(self.prior, (s1 + float(n), s2 + float(t)))
 
 
-def learnable(value, prior):
+def learnable(value, prior, name="a concentration's Gamma prior"):
     """``value`` as a fixed float when ``prior`` is ``None``, else a :class:`GammaConcentration`
-    starting at the prior (``value`` then unused)."""
+    starting at the prior (``value`` then unused); a bad ``prior`` is a :class:`ValueError` naming ``name``."""
     if prior is None:
         return float(value)
-    return GammaConcentration(prior)
+    return GammaConcentration(gamma_prior_pair(prior, name))
 
 
 def expected_log(c):

@@ -31,6 +31,7 @@ import math
 import torch
 
 from ..families._special import kl_beta, kl_gamma, lbeta
+from .concentration import gamma_prior_pair
 
 TRUNCATIONS = ("nested", "direct")
 #: the longest Newton step in :math:`\log E[\alpha]` that :meth:`DPSticks.fit_posterior` takes
@@ -68,10 +69,8 @@ class DPSticks:
     def __init__(self, alpha=1.0, truncation="nested", alpha_prior=None):
         alpha = float(alpha)
         if alpha_prior is not None:
-            s1, s2 = (float(a) for a in alpha_prior)
-            if not (s1 > 0 and s2 > 0 and s1 < float("inf") and s2 < float("inf")):
-                raise ValueError(f"alpha_prior (shape, rate) must be two positive finite numbers; got {alpha_prior}")
-            alpha_prior, alpha = (s1, s2), s1 / s2
+            s1, s2 = alpha_prior = gamma_prior_pair(alpha_prior, "alpha_prior")
+            alpha = s1 / s2
         if not alpha > 0:
             raise ValueError(f"DP concentration alpha must be positive; got {alpha}")
         if truncation not in TRUNCATIONS:

@@ -36,7 +36,12 @@ import math
 
 import torch
 
-from ..allocation.concentration import GammaConcentration, concentration_from_state, concentration_state
+from ..allocation.concentration import (
+    GammaConcentration,
+    concentration_from_state,
+    concentration_state,
+    gamma_prior_pair,
+)
 from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, top_level_objective
 from ..checks import check_positive_finite
 from ..families._special import kl_beta
@@ -116,7 +121,7 @@ class RelationalPosterior(VariationalPosterior):
         started once the memberships have settled at fixed values (the harness's ``memo-eb``)."""
         other = copy.copy(self)
         if alpha_prior is not None:
-            other.alpha = GammaConcentration(tuple(float(v) for v in alpha_prior))
+            other.alpha = GammaConcentration(gamma_prior_pair(alpha_prior, "alpha_prior"))
         other.learn_eps = bool(self.learn_eps or learn_eps)
         return other
 

@@ -118,7 +118,8 @@ class MemoizedRelational(MemoizedDriver):
                          moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads,
                          schedule=schedule, round_size=round_size, overrelax=overrelax)
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
-        self.alpha, self.gamma = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior)
+        self.alpha = learnable(alpha, alpha_prior, "alpha_prior")
+        self.gamma = learnable(gamma, gamma_prior, "gamma_prior")
         self.nonlink_iters = as_count(nonlink_iters, "nonlink_iters")
         self.dtype, self.device = as_float_dtype(dtype), device
         if init not in ("spectral", "random"):

@@ -139,7 +139,9 @@ class HDPSteps:
         if init not in INITS:
             raise ValueError(f"init must be one of {', '.join(INITS)}; got {init!r}")
         self.K, self.local_iters = int(K), int(local_iters)
-        self.alpha, self.gamma, self.lam0 = learnable(alpha, alpha_prior), learnable(gamma, gamma_prior), float(lam0)
+        self.alpha = learnable(alpha, alpha_prior, "alpha_prior")
+        self.gamma = learnable(gamma, gamma_prior, "gamma_prior")
+        self.lam0 = float(lam0)
         if learn_lam0:
             if family is not None:
                 raise ValueError("learn_lam0 learns the topics' Dirichlet prior; an HDP over a family keeps the "

@@ -76,3 +76,21 @@ def test_state_round_trip_and_pickle():
 def test_bad_priors_are_refused(prior):
     with pytest.raises(ValueError, match="positive finite"):
         GammaConcentration(prior)
+
+
+@pytest.mark.parametrize("prior", [(1, 1, 1), (1,), 5, "12", (1, "a")])
+def test_a_prior_that_is_not_a_pair_of_numbers_is_named(prior):
+    # (1, 1, 1) was "too many values to unpack", 5 "'int' object is not iterable", "12" read as (1, 2)
+    import pyro_memo as pm
+    from pyro_memo.relational import MemoizedRelational
+    from pyro_memo.topics import MemoizedHDP
+
+    family = pm.Gaussian.from_data(np.random.default_rng(0).normal(size=(10, 2)))
+    for name, make in [("alpha_prior", lambda: MemoizedHDP(alpha_prior=prior)),
+                       ("gamma_prior", lambda: MemoizedHDP(gamma_prior=prior)),
+                       ("alpha_prior", lambda: pm.MemoizedVB(family, 2, alpha_prior=prior)),
+                       ("alpha_prior", lambda: pm.DPSticks(alpha_prior=prior)),
+                       ("alpha_prior", lambda: MemoizedRelational(alpha_prior=prior)),
+                       ("gamma_prior", lambda: MemoizedRelational(gamma_prior=prior))]:
+        with pytest.raises(ValueError, match=rf"{name} \(shape, rate\) must be two positive finite numbers; got"):
+            make()
