@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..checks import as_positive_int, as_seed
 from .batch_source import BatchSource
 from .corpus import Corpus, from_documents, ldac_documents, read_vocab
 from .files import DAMAGED_FILE_ERRORS, write_atomically
@@ -36,15 +37,17 @@ def write_corpus_shards(corpus, directory, num_shards=None, docs_per_shard=None,
     shard set. Corpora larger than memory are written shard by shard with :meth:`CorpusShards.append`.
 
     :returns: the :class:`CorpusShards` of ``directory``.
+    :raises ValueError: naming ``num_shards`` or ``docs_per_shard`` unless it is a positive integer (``0`` divided
+        by zero, ``2.5`` was truncated), ``seed`` for a bad seed.
     """
     if (num_shards is None) == (docs_per_shard is None):
         raise ValueError("give one of num_shards and docs_per_shard")
     n = corpus.num_docs
     if num_shards is None:
-        num_shards = -(-n // int(docs_per_shard))
-    if not 1 <= int(num_shards) <= n:
+        num_shards = -(-n // as_positive_int(docs_per_shard, "docs_per_shard"))
+    if not 1 <= as_positive_int(num_shards, "num_shards") <= n:
         raise ValueError(f"num_shards must lie in [1, {n}] (the number of documents); got {num_shards}")
-    order = np.arange(n) if seed is None else np.random.default_rng(seed).permutation(n)
+    order = np.arange(n) if seed is None else np.random.default_rng(as_seed(seed)).permutation(n)
     parts = [np.sort(part) for part in np.array_split(order, int(num_shards))]
     shards = CorpusShards.create(directory, corpus.vocab_size, corpus.vocab)
     for part in parts:
@@ -60,9 +63,7 @@ def shard_ldac(path, directory, docs_per_shard, vocab_path=None, vocab_size=None
     :param int vocab_size: ``V`` without a vocabulary (default: the largest id + 1, found by a first pass).
     :returns: the :class:`CorpusShards` of ``directory``.
     """
-    docs_per_shard = int(docs_per_shard)
-    if docs_per_shard < 1:
-        raise ValueError(f"docs_per_shard must be a positive integer; got {docs_per_shard}")
+    docs_per_shard = as_positive_int(docs_per_shard, "docs_per_shard")
     vocab = None if vocab_path is None else read_vocab(vocab_path)
     if vocab is not None:
         vocab_size = len(vocab)
@@ -98,14 +99,11 @@ class CorpusShards(BatchSource):
         try:
             with open(index, encoding="utf-8") as fh:
                 meta = json.load(fh)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise ValueError(f"{self.directory}: not a corpus shard directory (no {INDEX})") from None
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{index}: not valid JSON ({err})") from None
-        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-            raise ValueError(f"{index}: not a pyro-memo corpus shard index (format {meta.get('format')!r}, "
-                             f"version {meta.get('version')!r})")
-        self.meta = meta
+        self.meta = meta = _check_index(meta, index)
         self.vocab_size = int(meta["vocab_size"])
         self.vocab = self._read_vocab()
         self.num_batches = len(meta["shards"])
@@ -127,7 +125,13 @@ class CorpusShards(BatchSource):
         return cls(directory)
 
     def append(self, corpus):
-        """Add ``corpus`` (a :class:`~pyro_memo.topics.Corpus` over the same vocabulary) as the next shard."""
+        """Add ``corpus`` (a :class:`~pyro_memo.topics.Corpus` over the same vocabulary) as the next shard.
+
+        :raises TypeError: for anything but a corpus (a count matrix: :func:`~pyro_memo.topics.from_counts`).
+        """
+        if not isinstance(corpus, Corpus):
+            raise TypeError(f"append takes a pyro_memo.topics.Corpus (from_counts, from_documents); got "
+                            f"{type(corpus).__name__}")
         if corpus.vocab_size != self.vocab_size:
             raise ValueError(f"the shard's vocabulary has {corpus.vocab_size} words; the shard set's has "
                              f"{self.vocab_size}")
@@ -191,6 +195,30 @@ class CorpusShards(BatchSource):
             if len(inside):
                 parts.append(self.batch(b).subset(inside))
         return _concatenate(parts, self.vocab_size, self.vocab)
+
+
+def _check_index(meta, index):
+    """``meta``, the parsed ``index`` file, if it is a shard index: the format and version, a whole-number
+    ``vocab_size`` and lists ``shards`` (file names), ``docs`` and ``tokens`` (counts) of one length each.
+
+    :raises ValueError: naming ``index`` and what is missing or malformed (was a KeyError or AttributeError).
+    """
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        found = (f"format {meta.get('format')!r}, version {meta.get('version')!r}" if isinstance(meta, dict)
+                 else f"a JSON {type(meta).__name__}, not an object")
+        raise ValueError(f"{index}: not a pyro-memo corpus shard index ({found})")
+    missing = [key for key in ("vocab_size", "shards", "docs", "tokens") if key not in meta]
+    if missing:
+        raise ValueError(f"{index}: a corpus shard index without {', '.join(missing)}; damaged?")
+    lists = [meta[key] for key in ("shards", "docs", "tokens")]
+    if not isinstance(meta["vocab_size"], int) or isinstance(meta["vocab_size"], bool) or meta["vocab_size"] < 1 \
+            or not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1 \
+            or not all(isinstance(s, str) for s in meta["shards"]) \
+            or not all(isinstance(d, int) and d >= 0 for d in meta["docs"]) \
+            or not all(isinstance(t, (int, float)) for t in meta["tokens"]):
+        raise ValueError(f"{index}: a malformed corpus shard index (vocab_size must be a positive integer, shards a "
+                         f"list of file names, docs and tokens lists of counts, one per shard); damaged?")
+    return meta
 
 
 def _concatenate(parts, vocab_size, vocab):

@@ -74,6 +74,37 @@ def test_bad_shard_sets_are_clear_errors(tmp_path, corpus):
     assert shards.num_batches == 0 and os.listdir(tmp_path / "u") == ["corpus.json"]
 
 
+@pytest.mark.parametrize("kwargs,match", [({"docs_per_shard": 0}, "docs_per_shard must be a positive integer"),
+                                          ({"num_shards": 2.5}, "num_shards must be a positive integer"),
+                                          ({"num_shards": "2"}, "num_shards must be a positive integer"),
+                                          ({"num_shards": 2, "seed": -1}, "seed must be a whole number")])
+def test_shard_counts_and_seeds_are_named(tmp_path, corpus, kwargs, match):
+    # docs_per_shard=0 was a ZeroDivisionError, num_shards=2.5 silently two shards
+    with pytest.raises(ValueError, match=match):
+        write_corpus_shards(corpus, tmp_path / "s", **kwargs)
+
+
+@pytest.mark.parametrize("meta,match", [([1, 2], "a JSON list, not an object"),
+                                        ({"format": "pyro-memo corpus shards", "version": 1},
+                                         "without vocab_size, shards, docs, tokens"),
+                                        ({"format": "pyro-memo corpus shards", "version": 1, "vocab_size": 5,
+                                          "shards": "a.npz", "docs": [1], "tokens": [1]}, "malformed")])
+def test_a_malformed_index_is_named(tmp_path, meta, match):
+    # a list was an AttributeError ('list' object has no attribute 'get'), missing keys a KeyError
+    (tmp_path / "corpus.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=f"corpus.json: .*{match}"):
+        CorpusShards(tmp_path)
+
+
+def test_a_file_instead_of_a_directory_and_a_matrix_to_append_are_named(tmp_path, corpus):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="not a corpus shard directory"):  # was NotADirectoryError
+        CorpusShards(tmp_path / "file")
+    shards = CorpusShards.create(tmp_path / "s", corpus.vocab_size)
+    with pytest.raises(TypeError, match="append takes a pyro_memo.topics.Corpus.*got ndarray"):  # AttributeError
+        shards.append(np.zeros((3, corpus.vocab_size)))
+
+
 def test_an_ldac_file_is_sharded_as_it_is_read(tmp_path, corpus):
     from pyro_memo.data import read_ldac
 
