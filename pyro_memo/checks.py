@@ -124,6 +124,15 @@ def as_seed(seed, name="seed"):
     return int(seed)
 
 
+def as_rng(seed, name="seed"):
+    """A numpy ``Generator`` from ``seed``: a ``Generator`` itself (as ``np.random.default_rng`` passes it on),
+    else ``default_rng`` of :func:`as_seed`'s number, so that a bad seed is a :class:`ValueError` naming
+    ``name`` rather than numpy's "expected non-negative integer"."""
+    import numpy as np
+
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(as_seed(seed, name))
+
+
 def interrupt_behind(err):
     """The :class:`KeyboardInterrupt` ``err`` is, or was raised while handling (its ``__context__`` chain),
     else ``None``: a writer's clean-up error over a Ctrl-C (``np.savez``'s "Can't close the ZIP file") is

@@ -165,6 +165,26 @@ def test_every_fitter_checks_its_seed(seed):
             fit()
 
 
+@pytest.mark.parametrize("seed", [-1, "a", 2**70])
+def test_every_data_generator_and_split_checks_its_seed(seed):
+    # was numpy's "expected non-negative integer" (or SeedSequence's TypeError), not naming seed
+    from pyro_memo.data import assortative_graph, bars_corpus, split_documents, split_pairs
+
+    graph = assortative_graph(20, 2, seed=0)[0]
+    corpus = bars_corpus(20, seed=0)[0]
+    for make in (lambda: split_pairs(graph, 0.1, seed=seed), lambda: bars_corpus(seed=seed),
+                 lambda: assortative_graph(20, 2, seed=seed), lambda: split_documents(corpus, seed=seed)):
+        with pytest.raises(ValueError, match="seed must be a whole number"):
+            make()
+
+
+def test_a_generator_seed_is_used_as_it_is():
+    from pyro_memo.data import bars_corpus
+
+    a, b = bars_corpus(20, seed=np.random.default_rng(4))[0], bars_corpus(20, seed=np.random.default_rng(4))[0]
+    assert np.array_equal(a.word_ids, b.word_ids) and np.array_equal(a.counts, b.counts)
+
+
 def test_an_int_seed_gives_the_fit_it_gave_before():
     x = torch.tensor(two_clusters())
     fam = pm.Gaussian.from_data(x)

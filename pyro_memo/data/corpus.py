@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..checks import as_count
+from ..checks import as_count, as_rng
 from .files import text_lines
 
 
@@ -256,7 +256,7 @@ def split_documents(corpus, test_fraction=0.2, seed=0):
         raise ValueError(f"test_fraction must lie in (0, 1); got {test_fraction}")
     if corpus.num_docs < 2:
         raise ValueError(f"a train / test split needs at least 2 documents; the corpus has {corpus.num_docs}")
-    order = np.random.default_rng(seed).permutation(corpus.num_docs)
+    order = as_rng(seed).permutation(corpus.num_docs)
     n_test = min(max(1, int(round(test_fraction * corpus.num_docs))), corpus.num_docs - 1)
     return corpus.subset(np.sort(order[n_test:])), corpus.subset(np.sort(order[:n_test]))
 
@@ -287,7 +287,7 @@ def split_tokens(corpus, fraction=0.5, seed=0):
         raise ValueError(f"document completion divides each document's tokens, and {int(fractional.sum())} counts "
                          f"are not whole numbers (the first {corpus.counts[fractional][0]:g}); hold out word types "
                          f"instead (split_types) or round the counts")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     parts = [[], []]
     for d in range(corpus.num_docs):
         lo, hi = corpus.doc_ptr[d], corpus.doc_ptr[d + 1]
@@ -318,7 +318,7 @@ def split_types(corpus, heldout_fraction=0.2, seed=0, min_size=10):
     """
     heldout_fraction = check_fraction(heldout_fraction, "heldout_fraction")
     min_size = as_count(min_size, "min_size")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     parts, kept = ([], []), []
     for d in range(corpus.num_docs):
         lo, hi = corpus.doc_ptr[d], corpus.doc_ptr[d + 1]

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from ..checks import as_positive_int, as_seed
+from ..checks import as_positive_int, as_rng, as_seed
 from .batch_source import BatchSource
 from .corpus import Corpus, from_documents, ldac_documents, read_vocab
 from .files import DAMAGED_FILE_ERRORS, write_atomically
@@ -186,7 +186,7 @@ class CorpusShards(BatchSource):
     def sample(self, max_docs, seed=0):
         """Up to ``max_docs`` documents drawn uniformly at random without replacement across all shards,
         read one shard at a time (memory ``O(max_docs)``), as one :class:`~pyro_memo.topics.Corpus`."""
-        rng = np.random.default_rng(seed)
+        rng = as_rng(seed)
         chosen = np.sort(rng.permutation(self.num_docs)[:int(max_docs)])
         starts = np.concatenate([[0], np.cumsum(self.meta["docs"])])
         parts = []

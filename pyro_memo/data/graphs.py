@@ -16,7 +16,7 @@ import struct
 
 import numpy as np
 
-from ..checks import as_positive_float, as_positive_int
+from ..checks import as_positive_float, as_positive_int, as_rng
 from .files import DAMAGED_FILE_ERRORS, text_lines
 
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
@@ -526,7 +526,7 @@ def assortative_graph(num_nodes, num_communities, alpha=0.05, link_range=(0.05, 
         raise ValueError(f"need alpha > 0 and epsilon in [0, 1]; got alpha = {alpha}, epsilon = {epsilon}")
     if expected_edges is not None:
         expected_edges = as_positive_float(expected_edges, "expected_edges")  # NaN gave a graph of no links
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     memberships = rng.dirichlet(np.full(K, float(alpha)), size=N)
     # Dirichlet draws with tiny alpha can underflow to all-zero rows; those nodes get one community
     empty = ~np.isfinite(memberships).all(1) | (memberships.sum(1) <= 0)
@@ -625,7 +625,7 @@ def split_pairs(graph, fraction=0.1, seed=0):
         raise ValueError(f"fraction must lie in (0, 1); got {fraction}")
     if graph.num_edges < 1:
         raise ValueError("the graph has no links to hold out")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     m = max(1, int(round(fraction * graph.num_edges)))
     N = graph.num_nodes
     non_links = N * (N - 1) // 2 - graph.num_edges - len(graph.missing)

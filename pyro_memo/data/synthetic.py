@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from ..checks import as_positive_float, as_positive_int
+from ..checks import as_positive_float, as_positive_int, as_rng
 from .corpus import from_counts
 
 
@@ -43,7 +43,7 @@ def toy_patches(num_items=100_000, seed=0, patch=5, num_components=8):
     num_items, patch = as_positive_int(num_items, "num_items"), as_positive_int(patch, "patch")
     num_components = as_positive_int(num_components, "num_components")
     covs = edge_covariances(patch, num_components)
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     labels = rng.integers(num_components, size=num_items)
     chol = np.linalg.cholesky(covs)
     x = rng.standard_normal((num_items, patch * patch))
@@ -63,7 +63,7 @@ def dp_gaussian_mixture(num_items, dim, alpha=1.0, separation=3.0, seed=0):
     """
     num_items, dim = as_positive_int(num_items, "num_items"), as_positive_int(dim, "dim")
     alpha = as_positive_float(alpha, "alpha")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     sticks, weights, remaining = [], [], 1.0
     while remaining > 1e-6 and len(weights) < 1000:
         v = rng.beta(1.0, alpha)
@@ -89,7 +89,7 @@ def crp_gaussian_mixture(num_items, dim, alpha=1.0, spread=10.0, seed=0):
     """
     num_items, dim = as_positive_int(num_items, "num_items"), as_positive_int(dim, "dim")
     alpha = as_positive_float(alpha, "alpha")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     counts, labels = [], np.empty(num_items, dtype=np.int64)
     for i in range(num_items):
         p = np.array(counts + [alpha], dtype=float)
@@ -113,7 +113,7 @@ def bars_corpus(num_docs=500, doc_length=60, side=5, alpha=0.5, seed=0):
     num_docs, doc_length, side = (as_positive_int(v, name) for v, name in
                                   ((num_docs, "num_docs"), (doc_length, "doc_length"), (side, "side")))
     alpha = as_positive_float(alpha, "alpha")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     V, K = side * side, 2 * side
     topics = np.zeros((K, V))
     grid = np.arange(V).reshape(side, side)
@@ -138,7 +138,7 @@ def lda_corpus(num_docs=3000, doc_length=20, vocab_size=1000, num_topics=20, alp
         as_positive_int(v, name) for v, name in ((num_docs, "num_docs"), (doc_length, "doc_length"),
                                                  (vocab_size, "vocab_size"), (num_topics, "num_topics")))
     alpha, beta = as_positive_float(alpha, "alpha"), as_positive_float(beta, "beta")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     topics = rng.dirichlet(np.full(vocab_size, beta), size=num_topics)
     weights = rng.dirichlet(np.full(num_topics, alpha), size=num_docs)
     counts = np.stack([rng.multinomial(doc_length, w @ topics) for w in weights])
