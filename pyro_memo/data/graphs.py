@@ -243,13 +243,17 @@ def from_adjacency(matrix, labels=None, name=None):
     ``(i, j)`` (or ``(j, i)``) is a link between ``i`` and ``j``, so a directed (non-symmetric)
     matrix is symmetrised and weights are ignored; the diagonal (self loops) is dropped.
 
-    :raises ValueError: on a non-square matrix, NaN or inf, or negative entries.
+    :raises ValueError: on a non-square matrix, a complex one (its imaginary parts would be dropped), NaN or
+        inf, or negative entries.
     """
     import scipy.sparse as sp
 
     if not sp.issparse(matrix) and np.ndim(matrix) != 2:
         raise ValueError(f"an adjacency matrix must be a square 2-D (N, N) array; got shape {np.shape(matrix)}")
     m = sp.coo_matrix(matrix)
+    if np.iscomplexobj(m.data):
+        raise ValueError(f"the adjacency matrix is complex ({m.dtype}); links are read from real entries and the "
+                         f"imaginary parts would be dropped: pass its real part or abs() if that is meant")
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
         raise ValueError(f"an adjacency matrix must be square; got shape {m.shape}")
     if m.shape[0] < 1:
@@ -457,7 +461,7 @@ def _community_strengths(rng, memberships, link_probs, link_range, epsilon, expe
     rescaled to ``expected_edges`` when asked."""
     K = memberships.shape[1]
     if link_probs is None:
-        low, high = link_range
+        low, high = _link_range(link_range)
         link_probs = rng.uniform(low, high, size=K)
     w = np.asarray(link_probs, dtype=np.float64)
     if w.shape != (K,):
@@ -474,6 +478,22 @@ def _community_strengths(rng, memberships, link_probs, link_range, epsilon, expe
         raise ValueError(f"community link probabilities must lie in [0, 1]; got [{w.min():.3g}, {w.max():.3g}]"
                          " (expected_edges too large for these communities?)")
     return w
+
+
+def _link_range(link_range):
+    """``link_range`` as ``(low, high)``, two numbers with ``0 <= low <= high <= 1``.
+
+    :raises ValueError: naming ``link_range`` otherwise (a reversed range was numpy's "high - low < 0", one
+        number "not enough values to unpack").
+    """
+    try:
+        low, high = (float(v) for v in link_range) if not isinstance(link_range, (str, bytes)) else (None, None)
+    except (TypeError, ValueError):
+        low = high = None
+    if low is None or not 0 <= low <= high <= 1:
+        raise ValueError(f"link_range must be (low, high), two probabilities with 0 <= low <= high <= 1; "
+                         f"got {link_range!r}")
+    return low, high
 
 
 def _within_pairs(memberships):

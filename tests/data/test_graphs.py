@@ -136,6 +136,12 @@ def test_from_adjacency_refuses(matrix, match):
         from_adjacency(matrix)
 
 
+@pytest.mark.parametrize("matrix", [np.array([[0, 1 + 1j], [1 + 1j, 0]]), sp.csr_matrix(np.array([[0, 1j], [1j, 0]]))])
+def test_from_adjacency_refuses_a_complex_matrix_instead_of_dropping_its_imaginary_parts(matrix):
+    with pytest.raises(ValueError, match=r"adjacency matrix is complex.*imaginary parts would be dropped"):
+        from_adjacency(matrix)
+
+
 def test_read_npz_names_the_file(tmp_path):
     path = write(tmp_path, "not.npz", "hello")
     with pytest.raises(ValueError, match="not.npz"):
@@ -356,7 +362,10 @@ def test_edge_lists_with_ids_past_int64_or_binary_content_name_the_line(tmp_path
                                             ({"alpha": "x"}, "alpha must be a positive finite number"),
                                             ({"expected_edges": float("nan")}, "expected_edges must be a positive"),
                                             ({"link_probs": [float("nan"), 0.5]}, r"must lie in \[0, 1\]"),
-                                            ({"epsilon": None}, "epsilon in")])
+                                            ({"epsilon": None}, "epsilon in"),
+                                            ({"link_range": (0.5, 0.1)}, r"link_range must be \(low, high\)"),
+                                            ({"link_range": (0.1,)}, "link_range must be"),
+                                            ({"link_range": (0.1, 2)}, "link_range must be")])
 def test_assortative_graph_names_settings_it_truncated_or_turned_into_an_empty_graph(kwargs, message):
     # num_nodes=2.5 became 2; alpha=NaN gave random memberships and expected_edges=NaN or a NaN strength a
     # graph without links, silently; a string alpha or None epsilon a comparison TypeError
