@@ -101,8 +101,8 @@ def _main(argv):
             if not isinstance(err, MemoryError) and not _out_of_memory(err):
                 raise
             remove_created(getattr(args, "created_folders", None))
-            print(f"pyro-memo: error: out of memory (lower --K or use less data): "
-                  f"{_first_line(err)}", file=sys.stderr)
+            hint = getattr(args, "memory_hint", None) or "lower --K or use less data"  # a model's better cause
+            print(f"pyro-memo: error: out of memory ({hint}): {_first_line(err)}", file=sys.stderr)
             return 2
         stop.close()
         if stop.requested:

@@ -86,6 +86,17 @@ def test_hdp_fit_errors_name_the_problem(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_out_of_memory_from_a_vocabulary_inferred_from_a_huge_word_id_names_it(tmp_path, capsys):
+    # was "out of memory (lower --K or use less data): ... 745 GiB", pointing at --K
+    rng = np.random.default_rng(0)
+    lines = ["2 1000000000000000:1 3:2"] + [f"2 {rng.integers(10)}:1 {rng.integers(10, 20)}:2" for _ in range(40)]
+    (tmp_path / "big.ldac").write_text("\n".join(lines) + "\n")
+    assert main(["fit", str(tmp_path / "big.ldac"), "--model", "hdp", "--K", "3", "--laps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "out of memory (V = 1000000000000001 words, the largest word id in" in err and "--vocab" in err
+    assert "lower --K or use less data" not in err
+
+
 def test_hdp_fit_reads_a_sharded_corpus_one_shard_per_batch_and_resumes(tmp_path, capsys):
     from pyro_memo.data import write_corpus_shards
 

@@ -132,6 +132,19 @@ def load_corpus(source, vocab=None):
     return corpus, f"{source}: {corpus}"
 
 
+def vocab_size_hint(corpus, source):
+    """What to say when a fit of ``corpus`` (read from ``source``) runs out of memory, where its ``V`` was
+    inferred from an LDA-C file's largest word id (no vocabulary) and exceeds its tokens, so that most ids
+    appear nowhere: every topic holds ``V`` numbers, and an id like 100000000000 asks for terabytes. ``None``
+    otherwise (the usual advice stands)."""
+    if getattr(corpus, "vocab", True) is not None or not str(source).endswith((".ldac", ".dat", ".txt")) \
+            or corpus.vocab_size <= corpus.num_tokens:
+        return None
+    return (f"V = {corpus.vocab_size} words, the largest word id in {source} + 1 (no --vocab), for "
+            f"{corpus.num_tokens:.0f} tokens: each topic holds V numbers; renumber the word ids from 0 without "
+            f"gaps or give --vocab, else lower --K")
+
+
 def _effective_topics(posterior):
     return int((posterior.expected_beta()[:-1] > 0.01).sum())
 
@@ -311,6 +324,7 @@ class HDPTopics(CliModel):
             return fit_memory_bounded_hdp(args)
         _imports()
         corpus, description = load_corpus(args.data, args.vocab)
+        args.memory_hint = vocab_size_hint(corpus, args.data)
         if corpus.num_docs == 0:
             raise ValueError(f"{args.data}: the corpus has no documents")
         if isinstance(corpus, CorpusShards):
@@ -376,6 +390,7 @@ class HDPTopics(CliModel):
         methods = parse_methods(args.methods, TOPIC_METHODS, self.name)
         seeds = parse_seeds(args.seeds)
         corpus, description = load_corpus(args.data, args.vocab)
+        args.memory_hint = vocab_size_hint(corpus, args.data)
         if isinstance(corpus, CorpusShards):
             raise ValueError(f"{args.data}: pyro-memo compare splits a corpus held in memory into training and "
                              f"held-out documents; give it an .ldac or .npz corpus (pyro-memo fit takes shards)")
