@@ -127,6 +127,9 @@ def cases(f):
         (memo + ["--alpha-prior", "0,0"], "--alpha-prior"),
         (memo + ["--batches", "0"], "--batches"), (memo + ["--batches", "-3"], "--batches"),
         (memo + ["--batches", "61"], "batches"), (memo + ["--K", "0"], "--K"), (memo + ["--tol", "-0.5"], "--tol"),
+        # were "the number of batches must be between 1 and N = 60; got 61", not naming --batches
+        (memo + ["--batches", "61"], "--batches 61 exceeds the number of items (60)"),
+        (["fit", str(f / "good.npy"), "--algo", "memo", "--batches", "61"], "--batches 61 exceeds the number of items"),
         (hdp + ["--K", "0"], "--K"), (hdp + ["--laps", "0"], "--laps"), (hdp + ["--gamma", "0"], "--gamma"),
         (hdp + ["--gamma", "-1"], "--gamma"), (hdp + ["--lam0", "0"], "--lam0"), (hdp + ["--lam0", "nan"], "--lam0"),
         (hdp + ["--alpha", "-1"], "--alpha"), (hdp + ["--tol", "-1"], "--tol"), (hdp + ["--batches", "0"], "--batches"),
@@ -211,6 +214,7 @@ def cases(f):
         (cmp + ["--passes", "-1"], "--passes"),
         (cmp + ["--seconds", "0"], "--seconds"), (cmp + ["--K", "0"], "--K"), (cmp + ["--batches", "0"], "--batches"),
         (cmp + ["--heldout", "1"], "--heldout"), (cmp + ["--heldout", "-0.1"], "--heldout"),
+        (cmp + ["--batches", "49"], "--batches 49 exceeds the number of training items (48)"),  # was "... N = 48"
         (cmp + ["--alpha", "0"], "--alpha"), (cmp + ["--family", "cauchy"], "cauchy"),
         (["compare", str(f / "nan.npz")], "NaN"), (hcmp + ["--methods", "memo,lda"], "lda"),
         (hcmp + ["--heldout", "0"], "--heldout"), (hcmp + ["--gamma", "0"], "--gamma"),

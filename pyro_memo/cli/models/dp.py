@@ -154,10 +154,18 @@ class Progress:
             self.bar.close()
 
 
+def _check_batches(batches, num_items, what="items"):
+    """Raise a :class:`ValueError` naming ``--batches`` when it exceeds ``num_items`` (the data's ``what``): each
+    batch needs an item (the batch source's own error names neither the option nor the data)."""
+    if batches > num_items:
+        raise ValueError(f"--batches {batches} exceeds the number of {what} ({num_items})")
+
+
 def _load(args, dtype):
     """Data (in memory, or a file source), labels, description, and the family."""
     on_disk = args.data.endswith(".npy") or args.data.rstrip("/").endswith(".zarr")
     if args.algo == "memo" and on_disk and args.data not in BUNDLED and os.path.exists(args.data):
+        _check_batches(args.batches, make_batches(args.data, 1).num_items)  # the header: N, before B batches
         source = make_batches(args.data, args.batches)
         parts, count, b = [], 0, 0
         while count < min(PRIOR_SAMPLE, source.num_items) and b < source.num_batches:
@@ -167,6 +175,8 @@ def _load(args, dtype):
         shape = f"{source.num_items} x {family.dim}"
         return source, None, f"{args.data}: {shape} array read batch by batch", family
     x_np, labels, description = load_dataset(args.data)
+    if args.algo == "memo":
+        _check_batches(args.batches, len(x_np))
     family = _family(args, x_np, dtype)
     with _naming(args.data):
         return family.check_data(x_np), labels, description, family
@@ -406,6 +416,7 @@ class DPMixture(CliModel):
         with _naming(args.data):  # NaN / inf: the row of DATA, before the held-out split shuffles it
             check_finite(torch.as_tensor(x_np), get_family(args.family).name)
         x, y, heldout = load_array_split(x_np, labels, args.heldout, seed=0)
+        _check_batches(args.batches, len(x), "training items")
         family = _family(args, x)
         if not args.quiet:
             print(f"{description}; {len(x)} training items, {0 if heldout is None else len(heldout)} held out",
