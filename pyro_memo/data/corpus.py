@@ -178,8 +178,20 @@ def from_counts(matrix, vocab=None):
 
 
 def read_vocab(path):
-    """The words of a vocabulary file, one per line."""
-    return [line.rstrip("\n") for _, line in text_lines(path)]
+    """The words of a vocabulary file, one per line.
+
+    :raises ValueError: for a word listed twice, naming it and its two line numbers (word ``i`` is line ``i + 1``:
+        a repeated word would silently give two ids one name, and the topics' top words would be ambiguous).
+    """
+    words, first = [], {}
+    for lineno, line in text_lines(path):
+        word = line.rstrip("\n")
+        if word in first:
+            raise ValueError(f"{path}: the word {word!r} is on lines {first[word]} and {lineno}; a vocabulary "
+                             f"lists each word once (line i + 1 is word id i)")
+        first[word] = lineno
+        words.append(word)
+    return words
 
 
 def ldac_documents(path, vocab_size=None):

@@ -128,3 +128,16 @@ def test_ldac_ids_past_int64_and_binary_files_name_the_line(tmp_path, content, m
     (tmp_path / "v.txt").write_bytes(b"\x1f\x8b\x08\x00")
     with pytest.raises(ValueError, match="v.txt: not UTF-8 text"):
         read_ldac(tmp_path / "c.ldac", tmp_path / "v.txt")
+
+
+def test_a_vocabulary_with_a_repeated_word_names_it_and_its_lines(tmp_path, capsys):
+    # was accepted silently: two word ids shared one name
+    from pyro_memo.cli import main
+
+    (tmp_path / "c.ldac").write_text("2 0:1 1:2\n1 2:4\n")
+    (tmp_path / "vocab.txt").write_text("apple\npear\napple\n")
+    with pytest.raises(ValueError, match=r"vocab.txt: the word 'apple' is on lines 1 and 3"):
+        read_ldac(tmp_path / "c.ldac", tmp_path / "vocab.txt")
+    assert main(["fit", str(tmp_path / "c.ldac"), "--model", "hdp", "--vocab", str(tmp_path / "vocab.txt"),
+                 "--K", "2", "--batches", "1", "--init", "documents"]) == 2
+    assert "the word 'apple' is on lines 1 and 3" in capsys.readouterr().err

@@ -128,7 +128,8 @@ def load_corpus(source, vocab=None):
         message = str(err) if isinstance(err, (ValueError, OSError)) else \
             f"cannot read the file, damaged or truncated? ({type(err).__name__}: {str(err)[:160]})"
         where = f"{source}" + (f" with vocabulary {vocab}" if vocab else "")
-        raise ValueError(message if message.startswith(source) else f"{where}: {message}") from None
+        named = message.startswith(source) or vocab is not None and message.startswith(str(vocab))
+        raise ValueError(message if named else f"{where}: {message}") from None
     return corpus, f"{source}: {corpus}"
 
 
