@@ -24,7 +24,7 @@ class ArrayBatches(BatchSource):
     :param data: ``(N, D)`` torch tensor or numpy array.
     :param int num_batches: ``B``.
     :param int shuffle_seed: if given, permute items once with this seed before slicing (a whole number in
-        ``[0, 2**63 - 1]`` or a numpy generator, :func:`~pyro_memo.checks.as_seed`).
+        ``[0, 2**63 - 1]`` or a numpy generator, ``pyro_memo.checks.as_seed``).
     :raises ValueError: naming ``shuffle_seed`` for a negative, fractional or non-numeric seed.
     """
 

@@ -158,6 +158,11 @@ class Driver:
         """The local step of batch ``key`` under :meth:`local_globals`: ``(local, summary)``."""
         return self.local_globals(state).local_step(batch)
 
+    def resume_mismatch(self, posterior, source):
+        """Why ``posterior`` (a resumed state's) cannot go on with ``source``, as a phrase, or ``None``;
+        each model adds its checks (its posterior's class, the data's dimension)."""
+        return None
+
     def check_start(self, source, state=None, posterior=None):
         """Refuse what a fit was given to start from, before it is read: a ``state`` that is no
         :class:`~pyro_memo.MemoState` (a path: read it with ``load_state``) or a ``posterior`` that is no
@@ -366,10 +371,10 @@ class MemoizedDriver(Driver):
     # ------------------------------------------------------------- resuming
     def check_resume(self, state, source):
         """Refuse to go on from ``state`` with ``source`` when they cannot belong together: a posterior
-        another model's fit or data of another shape made (:meth:`resume_mismatch`), batches whose
-        contents differ from those the state was fitted to (:meth:`data_digests`, where both are known),
-        or a memo of other batches or other data. The state's K and hyperparameters are the fit's from
-        then on.
+        another model's fit or data of another shape made
+        (:meth:`~pyro_memo.engine.driver.Driver.resume_mismatch`), batches whose contents differ from those
+        the state was fitted to (:meth:`data_digests`, where both are known), or a memo of other batches or
+        other data. The state's K and hyperparameters are the fit's from then on.
 
         :raises ValueError: naming the mismatch.
         """
@@ -403,11 +408,6 @@ class MemoizedDriver(Driver):
             return {}
         digests = {b: batch_digest(source.batch(b)) for b in range(source.num_batches)}
         return {} if None in digests.values() else digests
-
-    def resume_mismatch(self, posterior, source):
-        """Why ``posterior`` (a resumed state's) cannot go on with ``source``, as a phrase, or ``None``;
-        each model adds its checks (its posterior's class, the data's dimension)."""
-        return None
 
     # ---------------------------------------------------------------- fit
     def fit(self, data, num_batches=None, posterior=None, state=None, callback=None, executor=None):
