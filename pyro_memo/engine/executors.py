@@ -211,6 +211,15 @@ def step_on_worker(driver, posterior, key, batch, warm, cached, threads, source=
                      local if back else None, visits)
 
 
+def check_open(client):
+    """``client`` unless it is closed (or closing): :class:`ValueError` then, where a closed client's
+    ``scheduler_info()`` had no ``"workers"`` (a ``KeyError``)."""
+    status = str(getattr(client, "status", "running"))
+    if status in ("closing", "closed"):
+        raise ValueError(f"executor: the dask.distributed.Client is {status}; give a running client")
+    return client
+
+
 def _machine_memory():
     """This machine's physical memory in bytes (a generous 16 GiB where it cannot be read)."""
     try:
@@ -247,6 +256,7 @@ class DaskExecutor(Executor):
     def __init__(self, client, retries=3, threads=1, hold=None, window=None):
         if not hasattr(client, "scheduler_info"):
             raise TypeError(f"DaskExecutor needs a dask.distributed.Client; got {type(client).__name__}")
+        check_open(client)
         if isinstance(retries, bool) or not isinstance(retries, numbers.Integral) or retries < 0:
             raise ValueError(f"retries must be a whole number of at least 0; got {retries!r}")
         if hold not in (None, True, False):
@@ -262,7 +272,7 @@ class DaskExecutor(Executor):
         """Load every batch on a worker, the batches dealt to the workers in turn (equal shares, so no
         worker is the lap's straggler): read there when the source is portable (a worker that dies
         takes nothing with it: Dask reads the batch again elsewhere), else read here and sent once."""
-        client = self.client
+        client = check_open(self.client)
         reader = driver.reader()
         workers = sorted(client.scheduler_info()["workers"])
         if not workers:

@@ -306,3 +306,17 @@ def test_workers_read_corpus_shards_themselves_and_equal_the_serial_fit(client, 
     assert dask.state.move_log == serial.state.move_log
     model = make()
     assert not executor.holds(model, model.make_source(str(tmp_path / "shards"), None), 2)
+
+
+def test_a_closed_client_is_refused_with_one_clear_error():
+    """A closed client used to fail in the executor's start with KeyError: 'workers'."""
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                       silence_logs=50)
+    with cluster:
+        c = distributed.Client(cluster)
+        executor = DaskExecutor(c)
+        c.close()
+        memo, x = dp(0)
+        for given in (c, executor):
+            with pytest.raises(ValueError, match="the dask.distributed.Client is closed; give a running client"):
+                memo.fit(x, 2, executor=given)
