@@ -15,6 +15,7 @@ import math
 import numpy as np
 import torch
 
+from ..checks import as_positive_int
 from ..families._special import logdet_from_cholesky, safe_cholesky
 from ..families.base import packed_outer, packed_quadratic_weights
 
@@ -136,7 +137,11 @@ def restore_patches(y, prior, noise_var, pick, max_elements=MAX_ELEMENTS, policy
     packed products. The packed form rounds relative to :math:`\\sum_{ij} |y_i P_{ij} y_j|`, which suits
     float64 (the prior's default); a prior in another dtype scores by every component's solve
     (:func:`component_scores`). Each chunk is one step of ``policy``, an entered
-    :class:`~pyro_memo.engine.threads.ThreadPolicy`, when given."""
+    :class:`~pyro_memo.engine.threads.ThreadPolicy`, when given.
+
+    :raises ValueError: unless ``max_elements`` is a positive whole number.
+    """
+    max_elements = as_positive_int(max_elements, "max_elements")
     precisions, log_norms = prior.noisy_terms(noise_var)
     packed = precisions.dtype == torch.float64
     quadratic = packed_quadratic_weights(precisions) if packed else None

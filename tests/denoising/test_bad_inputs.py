@@ -38,6 +38,11 @@ WITH_INF[0, 7] = np.inf
     (lambda d: d(IMAGE, PRIOR, "25"), "sigma must be a positive number; got '25'"),
     (lambda d: d(np.full((10, 10), "a"), PRIOR, 10), "an image of real numbers"),
     (lambda d: d(IMAGE > 100, PRIOR, 10), "an image of real numbers; got dtype torch.bool"),
+    # max_elements 0 or -1 ran silently in chunks of one patch; NaN, None, 'a': int()'s raw error
+    (lambda d: d(IMAGE, PRIOR, 10, max_elements=0), "max_elements must be a positive integer; got 0"),
+    (lambda d: d(IMAGE, PRIOR, 10, max_elements=-1), "max_elements must be a positive integer; got -1"),
+    (lambda d: d(IMAGE, PRIOR, 10, max_elements=float("nan")), "max_elements must be a positive integer; got nan"),
+    (lambda d: d(IMAGE, PRIOR, 10, max_elements=None), "max_elements must be a positive integer; got None"),
 ])
 def test_the_denoisers_refuse_what_they_cannot_restore(denoise, call, match):
     with pytest.raises(ValueError, match=match):
