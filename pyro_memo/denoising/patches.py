@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ..checks import as_positive_int
 from ..data.files import write_atomically
+from .prior import GaussianMixturePrior
 
 #: side of the patches of Hughes & Sudderth 2013 (§4.4) and Zoran & Weiss 2011 (§2)
 PATCH = 8
@@ -122,7 +123,11 @@ def as_image_tensor(image, prior, size=PATCH):
     tensor of the prior's dtype on its device, checked against the prior's patches of ``size**2`` pixels.
 
     :raises ValueError: naming what does not fit.
+    :raises TypeError: for a prior that is not a :class:`~pyro_memo.denoising.GaussianMixturePrior`.
     """
+    if not isinstance(prior, GaussianMixturePrior):
+        raise TypeError(f"prior must be a GaussianMixturePrior (from_posterior, from_sklearn); got "
+                        f"{type(prior).__name__}")
     size = as_positive_int(size, "the patch size")
     if prior.dim != size * size:
         raise ValueError(f"the prior's components are patches of {prior.dim} pixels; size={size} cuts patches of "

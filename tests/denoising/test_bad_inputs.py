@@ -122,3 +122,11 @@ def test_patch_sampling_and_sklearn_priors_refuse_bad_input(call, match):
 def test_a_prior_from_the_wrong_object_names_the_right_constructor(call, match):
     with pytest.raises(TypeError, match=match):
         call()
+
+
+@pytest.mark.parametrize("denoise", [mmse_denoise, epll_denoise])
+@pytest.mark.parametrize("prior", [None, "prior", GaussianMixture(1)])
+def test_the_denoisers_refuse_what_is_not_a_prior(denoise, prior):
+    """Used to fail with AttributeError: '...' object has no attribute 'dim'."""
+    with pytest.raises(TypeError, match=f"prior must be a GaussianMixturePrior .*; got {type(prior).__name__}"):
+        denoise(IMAGE, prior, 10)
