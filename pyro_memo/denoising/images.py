@@ -42,10 +42,11 @@ def to_gray255(array, name="image"):
     """``array`` (grayscale, RGB or RGBA; any integer or float type scikit-image reads) as a
     float64 grayscale image in [0, 255] (ITU-R 601 luma of :func:`skimage.color.rgb2gray`).
 
-    :raises ValueError: if it is neither 2-D nor an RGB / RGBA image.
+    :raises ValueError: if it is neither 2-D nor an RGB / RGBA image, or its pixels are not on a scale
+        scikit-image knows (:func:`check_pixels`).
     """
     skimage = _skimage()
-    array = np.asarray(array)
+    array = check_pixels(np.asarray(array), name)
     if array.ndim == 3 and array.shape[-1] == 4:
         array = skimage.color.rgba2rgb(array)
     if array.ndim == 3 and array.shape[-1] == 3:
@@ -55,6 +56,24 @@ def to_gray255(array, name="image"):
     if min(array.shape) < 1:
         raise ValueError(f"{name}: the image is empty (shape {array.shape})")
     return 255.0 * skimage.util.img_as_float64(array)
+
+
+def check_pixels(array, name="image"):
+    """``array`` if its pixels are on one of scikit-image's scales: bool, uint8 (0-255), uint16 (0-65535), or
+    floats in [0, 1]. Other integers are scaled by their type's maximum (an int64 image of grey levels 0-255
+    came out near 0) and floats outside [0, 1] are taken as they are (0-255 came out 0-65025).
+
+    :raises ValueError: naming ``name``, the dtype or the float range.
+    """
+    if array.dtype == bool or array.dtype in (np.uint8, np.uint16):
+        return array
+    if not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"{name}: pixels of dtype {array.dtype}; give bool, uint8 (0-255), uint16 (0-65535) or "
+                         f"floats in [0, 1]")
+    if array.size and not (np.isfinite(array).all() and 0 <= array.min() and array.max() <= 1):
+        raise ValueError(f"{name}: float pixels must be finite and lie in [0, 1]; found [{np.min(array):g}, "
+                         f"{np.max(array):g}] (for grey levels 0-255 give uint8, or divide by 255)")
+    return array
 
 
 def load_image(source):

@@ -14,6 +14,7 @@ from pyro_memo.denoising import (
     mmse_denoise,
     psnr,
     sample_patches,
+    to_gray255,
 )
 from pyro_memo.denoising.images import SIGMA_RANGE
 
@@ -130,3 +131,24 @@ def test_the_denoisers_refuse_what_is_not_a_prior(denoise, prior):
     """Used to fail with AttributeError: '...' object has no attribute 'dim'."""
     with pytest.raises(TypeError, match=f"prior must be a GaussianMixturePrior .*; got {type(prior).__name__}"):
         denoise(IMAGE, prior, 10)
+
+
+@pytest.mark.parametrize("array,match", [
+    (np.full((5, 5), 200, np.int64), "pixels of dtype int64; give bool, uint8"),  # was 5.5e-15: scaled by 2**63
+    (np.full((5, 5, 3), 200, np.int32), "pixels of dtype int32"),  # was 2.4e-05
+    (np.full((5, 5), 200.0), r"float pixels must be finite and lie in \[0, 1\]; found \[200, 200\]"),  # was 51000
+    (np.full((5, 5), -0.5), r"float pixels .* found \[-0.5, -0.5\]"),  # was -127.5
+    (np.full((5, 5), np.nan), "float pixels must be finite"),  # was NaN
+    (np.full((5, 5, 4), 2.0), "float pixels must be finite and lie in"),
+    (np.full((5, 5), "a"), "pixels of dtype <U1"),  # was skimage's "Cannot convert from <U1 to float64."
+    (np.zeros((5, 5), complex), "pixels of dtype complex128"),
+])
+def test_to_gray255_refuses_pixels_off_scikit_images_scales(array, match):
+    with pytest.raises(ValueError, match="image: " + match):
+        to_gray255(array)
+
+
+def test_to_gray255_reads_the_scales_it_knows():
+    for array in (np.full((5, 5), 255, np.uint8), np.full((5, 5), 65535, np.uint16), np.ones((5, 5), bool),
+                  np.ones((5, 5)), np.full((5, 5, 4), 255, np.uint8), np.ones((5, 5, 3), np.float32)):
+        np.testing.assert_allclose(to_gray255(array), 255.0, rtol=1e-6)
