@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from ..checks import as_positive_int
+from ..checks import as_positive_int, as_rng
 
 #: scikit-image's bundled photographs that need no download (``skimage.data.<name>()``); colour
 #: ones are converted to grayscale
@@ -82,6 +82,9 @@ def load_image(source):
 
     :raises ValueError: for a missing or unreadable file, or an image that is not 2-D (or RGB / RGBA).
     """
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be a bundled photograph's name or an image file's path; got "
+                        f"{type(source).__name__}")
     skimage = _skimage()
     if source in PHOTOGRAPHS and not os.path.exists(source):
         return to_gray255(getattr(skimage.data, source)(), source)
@@ -101,6 +104,7 @@ def load_image(source):
 def center_crop(image, size):
     """The central ``size`` x ``size`` square of the 2-D ``image`` (the whole side where the image is smaller)."""
     size = as_positive_int(size, "crop size")
+    image = image if hasattr(image, "shape") else np.asarray(image)
     if np.ndim(image) != 2:
         raise ValueError(f"expected a 2-D grayscale image (an array or tensor); got shape {np.shape(image)}")
     h, w = image.shape
@@ -110,9 +114,16 @@ def center_crop(image, size):
 
 def add_noise(image, sigma, seed=0):
     """``image`` plus white Gaussian noise :math:`N(0, \\sigma^2)` per pixel (no clipping, as in
-    Zoran & Weiss 2011, §4), from ``numpy.random.default_rng(seed)``."""
+    Zoran & Weiss 2011, §4), from ``numpy.random.default_rng(seed)``.
+
+    :raises ValueError: for a noise level off :data:`SIGMA_RANGE`, a bad seed, or an image that is not
+        an array (or tensor) of real numbers.
+    """
     check_sigma(sigma)
-    return image + sigma * np.random.default_rng(seed).standard_normal(image.shape)
+    image = image if hasattr(image, "shape") else np.asarray(image)
+    if isinstance(image, np.ndarray) and image.dtype.kind not in "biuf":
+        raise ValueError(f"expected an image of real numbers; got dtype {image.dtype}")
+    return image + sigma * as_rng(seed).standard_normal(image.shape)
 
 
 def check_sigma(sigma):

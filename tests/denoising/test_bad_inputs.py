@@ -11,6 +11,7 @@ from pyro_memo.denoising import (
     add_noise,
     center_crop,
     epll_denoise,
+    load_image,
     mmse_denoise,
     psnr,
     sample_patches,
@@ -152,3 +153,21 @@ def test_to_gray255_reads_the_scales_it_knows():
     for array in (np.full((5, 5), 255, np.uint8), np.full((5, 5), 65535, np.uint16), np.ones((5, 5), bool),
                   np.ones((5, 5)), np.full((5, 5, 4), 255, np.uint8), np.ones((5, 5, 3), np.float32)):
         np.testing.assert_allclose(to_gray255(array), 255.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("call,error,match", [
+    # an AttributeError ('list' object has no attribute 'shape'), numpy's "expected non-negative integer",
+    # a UFuncTypeError and os.stat's TypeError before
+    (lambda: add_noise(IMAGE, 10, seed=-1), ValueError, "seed must be a whole number"),
+    (lambda: add_noise(np.full((4, 4), "a"), 10), ValueError, "an image of real numbers; got dtype <U1"),
+    (lambda: load_image(None), TypeError, "source must be a bundled photograph's name or an image file's path"),
+    (lambda: load_image(["camera"]), TypeError, "got list"),
+])
+def test_noise_and_image_reading_refuse_bad_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_add_noise_and_center_crop_take_nested_lists():
+    np.testing.assert_array_equal(add_noise(IMAGE.tolist(), 10, seed=3), add_noise(IMAGE, 10, seed=3))
+    np.testing.assert_array_equal(center_crop(IMAGE.tolist(), 8), center_crop(IMAGE, 8))
