@@ -83,7 +83,8 @@ class Task:
         (their runs would overwrite each other), or a string given for the list."""
         if isinstance(methods, str):
             raise ValueError(f"{cls.noun} must be a list of names; got the string {methods!r} (e.g. [{methods!r}])")
-        unknown = [m for m in methods if m not in cls.methods]
+        methods = as_list(methods, f"{cls.noun} must be a list of names")
+        unknown = [m for m in methods if not isinstance(m, str) or m not in cls.methods]
         if unknown or not methods:
             raise ValueError(f"unknown {cls.noun} {unknown}; choose from {', '.join(cls.methods)}")
         if len(set(methods)) != len(methods):
@@ -134,12 +135,21 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
     return rows, runs
 
 
+def as_list(values, what):
+    """``values`` (any iterable) as a list, else :class:`ValueError` "``what``; got ..." (``None`` or one number
+    failed in ``list()`` with "object is not iterable")."""
+    try:
+        return list(values)
+    except TypeError:
+        raise ValueError(f"{what}; got {values!r} (e.g. [{values!r}])") from None
+
+
 def check_seeds(seeds):
     """``seeds`` as distinct ints in ``[0, 2**32)`` (every method's generator takes them), at least one.
 
     :raises ValueError: naming the first bad seed, a repeated one, or an empty list.
     """
-    seeds = list(seeds)
+    seeds = as_list(seeds, "seeds must be a list of whole numbers")
     if not seeds:
         raise ValueError("give at least one seed")
     bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, numbers.Integral) or not 0 <= s < 2**32]

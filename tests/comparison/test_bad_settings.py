@@ -35,6 +35,10 @@ def test_every_tasks_shared_settings_are_checked(cls, kwargs, match):
     (["memo"], [], "give at least one seed"), (["memo"], [0, 0], "a seed is listed twice"),
     (["memo"], [-1], r"seeds must be whole numbers in \[0, 2\*\*32\); got -1"), (["memo"], ["1"], "got '1'"),
     (["memo", "memo"], [0], "a method is listed twice"), ("memo", [0], "the string 'memo'"),
+    # TypeErrors before: 'NoneType' / 'int' object is not iterable, unhashable type: 'list'
+    (["memo"], None, r"seeds must be a list of whole numbers; got None"), (["memo"], 3, r"got 3 \(e.g. \[3\]\)"),
+    (None, [0], "methods must be a list of names; got None"), (3, [0], "methods must be a list of names; got 3"),
+    ([["memo"]], [0], r"unknown methods \[\['memo'\]\]"),
 ])
 def test_seeds_and_methods_are_checked_before_any_run(tmp_path, methods, seeds, match):
     with pytest.raises(ValueError, match=match):
