@@ -1,5 +1,7 @@
 """Clustering, density and link prediction metrics shared by every method in a comparison."""
 
+import numbers
+
 import numpy as np
 
 
@@ -73,6 +75,8 @@ def hungarian_accuracy(truth, pred):
 
 def effective_k(pred, min_fraction=0.01):
     """Number of clusters holding at least ``min_fraction`` of the items (hard labels)."""
+    if isinstance(min_fraction, bool) or not isinstance(min_fraction, numbers.Real) or not 0 <= min_fraction <= 1:
+        raise ValueError(f"min_fraction must be a number in [0, 1]; got {min_fraction!r}")
     pred = _labels(pred, "pred")
     _, counts = np.unique(pred, return_counts=True)
     return int((counts >= min_fraction * pred.size).sum())
@@ -115,6 +119,8 @@ def link_log_likelihood(probs, labels, clip=1e-12):
 
     :raises ValueError: on probabilities outside ``[0, 1]`` or labels other than 0/1.
     """
+    if isinstance(clip, bool) or not isinstance(clip, numbers.Real) or not 0 <= clip < 0.5:
+        raise ValueError(f"clip must be a number in [0, 0.5); got {clip!r}")  # else NaN or -inf, silently
     probs, labels = _scored_pairs(probs, labels, "probs")
     if probs.size == 0:
         raise ValueError("no held-out pairs")

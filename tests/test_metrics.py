@@ -108,3 +108,18 @@ def test_link_log_likelihood():
         link_log_likelihood([1.5], [1])
     with pytest.raises(ValueError, match="no held-out pairs"):
         link_log_likelihood([], [])
+
+
+@pytest.mark.parametrize("call,match", [
+    # NaN (clip NaN or 2) and -inf (clip -1) came back silently; a string min_fraction was a UFuncTypeError,
+    # NaN counted no cluster
+    (lambda: link_log_likelihood([0.5], [1], clip=float("nan")), r"clip must be a number in \[0, 0.5\); got nan"),
+    (lambda: link_log_likelihood([0.5], [1], clip=2), "got 2"),
+    (lambda: link_log_likelihood([0.0], [1], clip=-1), "got -1"),
+    (lambda: effective_k([0, 1], min_fraction=float("nan")), r"min_fraction must be a number in \[0, 1\]; got nan"),
+    (lambda: effective_k([0, 1], min_fraction=-1), "got -1"),
+    (lambda: effective_k([0, 1], min_fraction="a"), "got 'a'"),
+])
+def test_metric_settings_out_of_range_are_refused(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
