@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ..families import get_family
-from ..metrics import effective_k, hungarian_accuracy, nmi
+from ..metrics import _labels, effective_k, hungarian_accuracy, nmi
 from .harness import Budget, Table, Task, merge_task_outputs, read_task_outputs, run_comparison
 from .methods import METHODS, Run, Settings
 
@@ -45,6 +45,7 @@ class MixtureTask(Task):
         self.family, self.budget, self.settings = family, budget, settings
         self.x = family.check_data(x)
         self.heldout = family.check_data(heldout) if heldout is not None else None
+        labels = None if labels is None else _labels(labels, "labels")  # before any run, not at its scoring
         if labels is not None and len(labels) != self.x.shape[0]:
             raise ValueError(f"labels must have one entry per item ({self.x.shape[0]}); got {len(labels)}")
         self.labels = labels

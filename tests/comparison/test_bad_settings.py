@@ -73,3 +73,17 @@ def test_gibbs_samplers_refuse_an_infinite_alpha(sampler):
 def test_stochastic_vb_refuses_zero_initial_items():
     with pytest.raises(ValueError, match="init_items must be a positive integer; got 0"):
         pm.StochasticVB(pm.Gaussian.from_data(X), 3, init_items=0)
+
+
+@pytest.mark.parametrize("labels,match", [
+    # NaN, 2-D or string labels failed only when the first run was scored, as "truth must ...";
+    # one number was TypeError: object of type 'int' has no len()
+    (np.r_[np.zeros(59), np.nan], "labels must hold integer labels"),
+    (np.zeros((60, 1)), r"labels must be a 1-D array of labels; got shape \(60, 1\)"),
+    (["a"] * 60, "labels must hold integer labels; got dtype <U1"), (3, "labels must be a 1-D array"),
+])
+def test_labels_are_checked_before_any_run(tmp_path, labels, match):
+    with pytest.raises(ValueError, match=match):
+        compare(X, ["memo"], [0], labels=labels, budget=Budget(passes=1), settings=Settings(K=3, batches=2),
+                out_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
