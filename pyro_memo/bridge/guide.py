@@ -8,7 +8,7 @@ from torch.distributions import constraints, transform_to
 from ..allocation import DPSticks
 from ..checks import as_seed
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
-from .param_store import DataFingerprint, check_shapes, default_prefix
+from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 from .structure import call_signature
@@ -142,6 +142,7 @@ class DPMixtureGuide(GlobalSiteReadouts):
         return self._posterior(detach=True)
 
     def _posterior(self, detach):
+        require_params(self)
         names = self._names()
         values = {k: pyro.param(n).to(self.dtype) for k, n in names.items()}
         if detach:

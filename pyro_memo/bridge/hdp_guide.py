@@ -12,7 +12,7 @@ from ..checks import as_non_negative_float, as_positive_int, as_seed
 from ..inference import SummaryCache
 from ..topics import HDPPosterior
 from .hdp_gap import expected_normaliser_gap
-from .param_store import DataFingerprint, check_shapes, default_prefix
+from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 from .structure import adds_arguments, call_signature
@@ -156,6 +156,7 @@ class HDPGuide(GlobalSiteReadouts):
     def posterior(self):
         """The current :class:`~pyro_memo.topics.HDPPosterior`: a detached copy of the param store's values,
         which later steps do not change."""
+        require_params(self)
         v = {k: pyro.param(n).detach().double().clone() for k, n in self._names().items()}
         s = self.spec
         alpha = s.alpha if "q_alpha" not in v else GammaConcentration(s.alpha_prior, v["q_alpha"].tolist())

@@ -73,6 +73,20 @@ def check_shapes(prefix, names, expected):
                          + start_fresh_hint(prefix))
 
 
+def require_params(guide):
+    """Raise :class:`RuntimeError` unless ``guide`` has seen its model and the param store holds its
+    parameters: a read-out (``posterior``, ``median``, ``sample_posterior``) before the guide's first call,
+    or after ``pyro.clear_param_store()``, is that error, not Pyro's ``KeyError``."""
+    if guide.spec is None:
+        raise RuntimeError("the guide has not seen the model yet: call guide.setup(*args) (or fit it) first")
+    store = pyro.get_param_store()
+    missing = [name for name in guide._names().values() if name not in store]
+    if missing:
+        raise RuntimeError(f"the param store holds none of this guide's parameters {missing} (cleared by "
+                           f"pyro.clear_param_store()?): fit the guide again, or call guide.setup(*args) to "
+                           f"initialise them")
+
+
 def fingerprint(x):
     """``(N, D, checksum)`` of a data tensor, as float64 (the checksum: 48 bits of a SHA-1 of its bytes)."""
     x = torch.as_tensor(x).detach().cpu().contiguous()

@@ -14,7 +14,7 @@ from ..inference import SummaryCache
 from ..models.hdp_relational import HDPRelationalGuide, sample_pair_roles
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from ..relational import MemoizedRelational, NodeBatches
-from .param_store import DataFingerprint, check_shapes, default_prefix, fingerprint
+from .param_store import DataFingerprint, check_shapes, default_prefix, fingerprint, require_params
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 from .relational_gap import relational_normaliser_gap
@@ -170,6 +170,7 @@ class RelationalGuide(GlobalSiteReadouts):
     def posterior_for(self, *args, **kwargs):
         """The current :class:`~pyro_memo.posterior.relational_tied.TiedRelationalPosterior` on this call's
         graph (a detached copy of the param store's values)."""
+        require_params(self)
         _, pairs = self.graph(args, kwargs)
         return self._posterior(pairs)
 
@@ -263,8 +264,7 @@ class RelationalGuide(GlobalSiteReadouts):
     def sample_posterior(self, num_samples=1):
         """``num_samples`` draws of the global sites: sticks ``(num_samples, K)``, memberships
         ``(num_samples, N, K + 1)`` and link probabilities ``(num_samples, K)``: dict site -> tensor."""
-        if self.spec is None:
-            raise RuntimeError("the guide has not seen the model yet: call guide.setup(*args) (or fit it) first")
+        require_params(self)
         spec, n = self.spec, int(num_samples)
         v = {k: pyro.param(name).detach().double() for k, name in self._names().items()}
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}

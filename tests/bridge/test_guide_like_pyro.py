@@ -265,3 +265,17 @@ def test_median_quantiles_and_sample_posterior():
     assert bool(((med["loc"][: T - 1] - m).abs() < 0.2 * spread + 1e-6).all())
     # the Beta median lies between the mode-side quantiles and near the mean
     assert bool(((med["v"] - mean_v).abs() < 0.25).all())
+
+
+def test_read_outs_before_the_first_call_or_after_the_store_is_cleared_are_one_clear_error():
+    """``guide.posterior`` before the guide saw its model was an AttributeError on ``None``, and after
+    ``pyro.clear_param_store()`` Pyro's KeyError; both are now a RuntimeError saying what to do."""
+    with pytest.raises(RuntimeError, match="has not seen the model"):
+        _ = pm.DPMixtureGuide(model, K=T - 1).posterior
+    guide, data, _, _ = train(laps=1)
+    pyro.clear_param_store()
+    for read_out in (lambda: guide.posterior, guide.median, guide.sample_posterior):
+        with pytest.raises(RuntimeError, match=r"param store holds none of this guide's parameters.*clear_param_store"):
+            read_out()
+    guide.setup(data)  # initialises them again
+    assert torch.isfinite(guide.posterior.eta1).all()

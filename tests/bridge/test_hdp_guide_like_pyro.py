@@ -216,6 +216,11 @@ def test_median_quantiles_and_sample_posterior_of_the_global_sites():
     np.testing.assert_allclose(median["topic"][K].numpy(), np.full(V, tail), atol=0.03)
     with pytest.raises(RuntimeError, match="has not seen the model"):
         pm.HDPGuide(model, prefix="unused").median()
+    with pytest.raises(RuntimeError, match="has not seen the model"):  # a KeyError before
+        _ = pm.HDPGuide(model, prefix="unused").posterior
+    pyro.clear_param_store()
+    with pytest.raises(RuntimeError, match="param store holds none of this guide's parameters"):
+        guide.median()
 
 
 def test_pyro_memos_own_model_counts_new_documents_from_their_tokens():

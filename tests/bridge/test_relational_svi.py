@@ -226,6 +226,20 @@ def test_predictive_draws_links_of_any_pairs_from_the_trained_guide():
     assert float(rate[y == 1].mean()) > 2 * float(rate[y == 0].mean())
 
 
+def test_read_outs_before_the_first_call_or_after_the_store_is_cleared_are_one_clear_error():
+    """``posterior_for`` before the guide saw its model was an AttributeError on ``None``, and read-outs after
+    ``pyro.clear_param_store()`` Pyro's KeyError; both are now a RuntimeError saying what to do."""
+    src, dst, y = random_pairs(4)
+    model = HDPRelationalModel(24, 3)
+    with pytest.raises(RuntimeError, match="has not seen the model"):
+        RelationalGuide(model, prefix="unseen").posterior_for(src, dst, y)
+    guide, _ = _fit_svi(model, src, dst, y, [None], 1)
+    pyro.clear_param_store()
+    for read_out in (lambda: guide.posterior_for(src, dst, y), guide.median):
+        with pytest.raises(RuntimeError, match="param store holds none of this guide's parameters"):
+            read_out()
+
+
 def test_integer_or_bool_links_are_read_as_floats_and_bad_pair_lists_get_one_clear_error():
     # long links raised "result type Double can't be cast to ... Long", bool ones "Subtraction ... with two bool
     # tensors"; a short y an IndexError, no pairs a ZeroDivisionError, all inside the model; N=2.5 became 2
