@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..checks import as_seed
+from ..checks import as_positive_int, as_seed
 from ..engine.driver import ConvergenceWarning
 from .guide import DPMixtureGuide
 from .recognition import recognize_model
@@ -96,7 +96,7 @@ def _refuse_relational(spec, name):
 
 def _hdp_options(spec, K, batches, shuffle=True, init=None):
     """Refuse options an HDP fit cannot honour (none is silently ignored)."""
-    if K is not None and int(K) != spec.K:
+    if K is not None and as_positive_int(K, "K") != spec.K:
         raise ValueError(f"an HDP topic model's truncation is its own: K = {spec.K} (its stick plate); got K = {K}")
     if batches is not None:
         raise ValueError("an HDP fit takes num_batches (a seeded partition of the documents), not batches")

@@ -6,7 +6,7 @@ import torch
 from torch.distributions import constraints, transform_to
 
 from ..allocation import DPSticks
-from ..checks import as_seed
+from ..checks import as_positive_int, as_seed
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
 from .readouts import GlobalSiteReadouts
@@ -53,7 +53,7 @@ class DPMixtureGuide(GlobalSiteReadouts):
 
     def __init__(self, model, K=None, init="kmeans++", seed=0, dtype=torch.float64, prefix=None):
         self.model = model
-        self.K = K
+        self.K = None if K is None else as_positive_int(K, "K")  # 2.5 is not truncated to 2
         self.init = init
         self.seed = as_seed(seed)
         self.dtype = dtype

@@ -200,6 +200,8 @@ def test_fit_memoized_fits_a_hand_written_hdp_model():
     assert result.elbo >= result.elbo_trace[-1] - 1e-6 * abs(result.elbo_trace[-1])
     with pytest.raises(ValueError, match="truncation is its own"):
         pm.fit_memoized(plain_topic_model, doc_of, words, D, V, K=K + 2)
+    with pytest.raises(ValueError, match="K must be a positive integer"):  # was truncated to K before
+        pm.fit_memoized(plain_topic_model, doc_of, words, D, V, K=K + 0.5)
     with pytest.raises(ValueError, match="shuffle=False"):
         pm.fit_memoized(plain_topic_model, doc_of, words, D, V, shuffle=False)
 

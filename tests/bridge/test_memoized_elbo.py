@@ -123,6 +123,15 @@ def test_random_subsampling_is_rejected():
         svi.step(x)
 
 
+@pytest.mark.parametrize("K", [2.5, "3", True, 0, -1])
+def test_a_truncation_that_is_not_a_positive_whole_number_is_refused(data, K):
+    """``DPMixtureGuide(model, K=2.5)`` (or ``"3"``, ``True``) used to fit silently with ``int(K)``."""
+    with pytest.raises(ValueError, match=r"K must be a positive integer; got"):
+        pm.DPMixtureGuide(model, K=K)
+    with pytest.raises(ValueError, match=r"K must be a positive integer; got"):
+        pm.fit_vb(model, data, K=K)
+
+
 def test_other_guides_are_rejected(data):
     guide = pyro.infer.autoguide.AutoDelta(pyro.poutine.block(model, hide=["z"]))
     with pytest.raises(TypeError, match="DPMixtureGuide"):
