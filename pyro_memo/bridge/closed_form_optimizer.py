@@ -13,6 +13,14 @@ def mark_closed_form(unconstrained):
     setattr(unconstrained, _MARK, True)
 
 
+def take_pending(unconstrained):
+    """Whether ``unconstrained`` still holds a closed-form update that no :class:`ClosedFormOptimizer` applied
+    (an earlier step's optimizer was another one); clears the mark."""
+    pending = getattr(unconstrained, _MARK, False)
+    setattr(unconstrained, _MARK, False)
+    return pending
+
+
 class ClosedFormOptimizer(PyroOptim):
     """Applies the closed-form coordinate update (Hughes & Sudderth 2013, eq. 10) inside ``SVI.step``.
 

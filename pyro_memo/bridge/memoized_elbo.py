@@ -8,7 +8,7 @@ from pyro.infer import ELBO
 
 from ..inference import DPMixturePosterior
 from ..memo import SummaryCache
-from .closed_form_optimizer import mark_closed_form
+from .closed_form_optimizer import mark_closed_form, take_pending
 from .guide import DPMixtureGuide
 from .hdp_guide import HDPGuide
 from .relational_guide import RelationalGuide
@@ -135,6 +135,7 @@ class MemoizedELBO(ELBO):
         every batch's) and set the gradients that move the globals to their closed-form optimum given the
         new memo."""
         self._check(model, guide, args, kwargs)
+        _check_applied(guide)
         guide.check_data(*args, **kwargs)
         batch = self._batch(guide, args, kwargs, store=True)
         if batch.whole or _one_whole_summary(guide, batch):  # a whole-data summary has no batches to refresh
@@ -149,6 +150,23 @@ class MemoizedELBO(ELBO):
         total = guide.memo.total
         self._move(guide, _held(guide) >= batch.plate_size, lambda: _optimum(guide, batch.posterior, total))
         return -float(batch.posterior.elbo(total))
+
+
+def _check_applied(guide):
+    """Raise :class:`ValueError` if the closed-form update the previous step wrote as gradients was left to
+    an optimizer other than :class:`~pyro_memo.ClosedFormOptimizer` (e.g. ``pyro.optim.Adam``, which moves
+    the globals by a learning rate, not to their optimum: a silently wrong fit); the marks are cleared, so
+    that an ``SVI`` with ``ClosedFormOptimizer`` can continue from here."""
+    store = pyro.get_param_store()
+    pending = [name for name in guide._names().values()
+               if name in store and take_pending(pyro.param(name).unconstrained())]
+    if pending:
+        raise ValueError(
+            f"MemoizedELBO's previous step was not applied by pyro_memo.ClosedFormOptimizer: the closed-form update "
+            f"it wrote as the gradient of '{pending[0]}' was stepped by another optimizer, which does not move the "
+            f"globals to their optimum. Use SVI(model, guide, pyro_memo.ClosedFormOptimizer(), "
+            f"pyro_memo.MemoizedELBO()); gradient optimizers such as pyro.optim.Adam go with Trace_ELBO / "
+            f"TraceEnum_ELBO")
 
 
 def _optimum(guide, posterior, total):

@@ -1,5 +1,7 @@
 """pyro.infer.SVI with MemoizedELBO + ClosedFormOptimizer runs memoized inference on a user's model."""
 
+import math
+
 import pyro
 import pyro.distributions as dist
 import pytest
@@ -121,6 +123,22 @@ def test_random_subsampling_is_rejected():
     svi = pyro.infer.SVI(random_batch_model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
     with pytest.raises(ValueError, match="fixed batches"):
         svi.step(x)
+
+
+def test_memoized_elbo_with_a_gradient_optimizer_is_refused(data):
+    """``SVI(model, guide, pyro.optim.Adam(...), MemoizedELBO())`` stepped the closed-form update by Adam's
+    learning rate, silently (a wrong fit); its next step is now a ValueError naming ClosedFormOptimizer,
+    and an SVI with ClosedFormOptimizer continues from there."""
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(model, K=5)
+    adam = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), pm.MemoizedELBO())
+    adam.step(data)
+    with pytest.raises(ValueError, match=r"not applied by pyro_memo.ClosedFormOptimizer.*SVI\(model, guide, "
+                                         r"pyro_memo.ClosedFormOptimizer\(\), pyro_memo.MemoizedELBO\(\)\)"):
+        adam.step(data)
+    svi = pyro.infer.SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    losses = [svi.step(data) for _ in range(3)]
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] <= losses[0]
 
 
 @pytest.mark.parametrize("K", [2.5, "3", True, 0, -1])
