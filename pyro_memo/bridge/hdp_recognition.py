@@ -33,6 +33,7 @@ import torch
 from pyro import poutine
 
 from ..allocation import stick_breaking_weights
+from ..checks import as_index_tensor, as_positive_int
 from .structure import (
     ArgumentReader,
     ModelStructureError,
@@ -40,6 +41,7 @@ from .structure import (
     _constant_over_components,
     _find_sticks,
     _plates,
+    check_subsample,
     single_plate,
 )
 
@@ -68,9 +70,10 @@ def batch_tokens(doc, batch, num_docs):
             z = pyro.sample("z", dist.Categorical(pi[local]))
             pyro.sample("w", dist.Categorical(phi[z]), obs=word[tok])
     """
-    doc = torch.as_tensor(doc, dtype=torch.long)
-    batch = torch.as_tensor(batch, dtype=torch.long, device=doc.device)
-    position = torch.full((int(num_docs),), -1, dtype=torch.long, device=doc.device)
+    num_docs = as_positive_int(num_docs, "num_docs")
+    doc = as_index_tensor(doc, num_docs, "batch_tokens' doc (each token's document id)")
+    batch = check_subsample(torch.as_tensor(batch).to(doc.device), num_docs, "batch_tokens' batch of documents")
+    position = torch.full((num_docs,), -1, dtype=torch.long, device=doc.device)
     position[batch] = torch.arange(len(batch), device=doc.device)
     local = position[doc]
     tokens = torch.nonzero(local >= 0).squeeze(-1)

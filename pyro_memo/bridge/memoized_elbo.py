@@ -12,7 +12,7 @@ from .closed_form_optimizer import mark_closed_form, take_pending
 from .guide import DPMixtureGuide
 from .hdp_guide import HDPGuide
 from .relational_guide import RelationalGuide
-from .structure import batch_key
+from .structure import batch_key, check_subsample
 
 
 class MemoizedELBO(ELBO):
@@ -116,6 +116,8 @@ class MemoizedELBO(ELBO):
                 f"memoized inference needs fixed batches: pass the batch's indices to the model and use them as "
                 f"pyro.plate('{spec.data_plate}', N, subsample=indices) instead of a random subsample_size"
             )
+        if indices is not None:
+            check_subsample(indices, size, f"the subsample of plate '{spec.data_plate}'")
         posterior = guide.posterior
         _, summary = posterior.local_step(spec.data(args, kwargs, indices))
         return _Batch(posterior, batch_key(indices), summary, summary.num_items, size, "items")

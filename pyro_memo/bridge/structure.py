@@ -6,6 +6,8 @@ import hashlib
 import pyro.distributions as dist
 import torch
 
+from ..checks import as_index_tensor
+
 
 class ModelStructureError(ValueError):
     """A Pyro model does not follow the conventions pyro-memo recognises."""
@@ -137,6 +139,18 @@ def adds_arguments(signature, than):
     old = dict(old_kwargs)
     return any(not none and (i >= len(old_args) or old_args[i]) for i, none in enumerate(args)) or \
         any(not none and old.get(key, True) for key, none in kwargs)
+
+
+def check_subsample(indices, size, what):
+    """``indices`` (a batch: a plate's subsample) as a 1-D long tensor of distinct ids in ``[0, size)``, else a
+    :class:`ValueError` naming ``what``: a negative id silently wraps around to another item, a fraction is
+    truncated, and an id listed twice is counted twice (or, in :func:`batch_tokens`, dropped)."""
+    ids = as_index_tensor(indices, size, what)
+    if ids.dim() != 1:
+        raise ValueError(f"{what} must be a 1-D array of ids; got shape {tuple(ids.shape)}")
+    if len(torch.unique(ids)) != len(ids):
+        raise ValueError(f"{what} lists an id more than once; a batch holds each of its items once")
+    return ids
 
 
 def batch_key(indices):

@@ -272,3 +272,27 @@ def test_pyro_memos_hdp_model_names_tokens_it_cannot_take_and_truncations_it_wou
                             ({"alpha": float("inf")}, "alpha must be positive and finite")):
         with pytest.raises(ValueError, match=message):
             pm.models.HDPTopicModel(**{"V": V, "K": 3, **kwargs})
+
+
+@pytest.mark.parametrize("batch,message", [
+    ([0, 20], r"batch of documents must lie in \[0, 12\); found \[0, 20\]"),  # an IndexError before
+    ([0, -1], r"batch of documents must lie in \[0, 12\)"),  # took the last document's tokens silently
+    ([0, 0, 1], r"batch of documents lists an id more than once"),  # dropped document 0's tokens silently
+    ([0.5], r"must be whole-number ids"),  # truncated to document 0
+    ([[0, 1]], r"must be a 1-D array of ids"),
+])
+def test_batch_tokens_refuses_a_bad_batch_of_documents(batch, message):
+    doc_of, words, D, V = corpus(0)
+    with pytest.raises(ValueError, match=message):
+        pm.batch_tokens(doc_of, torch.tensor(batch), D)
+    if batch != [[0, 1]]:  # the same error from an SVI step on the batch
+        guide = pm.HDPGuide(topic_model, prefix="bad_batch")
+        svi = pyro.infer.SVI(topic_model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+        with pytest.raises(ValueError, match=message):
+            svi.step(doc_of, words, D, V, torch.tensor(batch))
+
+
+def test_batch_tokens_refuses_documents_beyond_num_docs():
+    doc_of, _, _, _ = corpus(0)
+    with pytest.raises(ValueError, match=r"doc \(each token's document id\) must lie in \[0, 3\); found \[0, 11\]"):
+        pm.batch_tokens(doc_of, torch.tensor([0]), 3)  # an IndexError before

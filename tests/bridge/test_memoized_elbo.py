@@ -141,6 +141,17 @@ def test_memoized_elbo_with_a_gradient_optimizer_is_refused(data):
     assert all(math.isfinite(loss) for loss in losses) and losses[-1] <= losses[0]
 
 
+@pytest.mark.parametrize("batch,message", [
+    ([0, 1, 1], "lists an id more than once"),  # counted item 1 twice, silently
+    ([0, -1], r"must lie in \[0, 600\); found \[-1, 0\]"),  # item -1 is item 599, under another batch key
+])
+def test_a_batch_with_repeated_or_negative_indices_is_refused(data, batch, message):
+    pyro.clear_param_store()
+    svi = pyro.infer.SVI(model, pm.DPMixtureGuide(model, K=5), pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    with pytest.raises(ValueError, match=r"the subsample of plate 'data' " + message):
+        svi.step(data, torch.tensor(batch))
+
+
 @pytest.mark.parametrize("K", [2.5, "3", True, 0, -1])
 def test_a_truncation_that_is_not_a_positive_whole_number_is_refused(data, K):
     """``DPMixtureGuide(model, K=2.5)`` (or ``"3"``, ``True``) used to fit silently with ``int(K)``."""
