@@ -8,7 +8,7 @@ import pyro.util
 import torch
 from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO, config_enumerate
 
-from ..checks import as_seed
+from ..checks import as_positive_float, as_positive_int, as_seed
 from ..data_sources import make_batches
 from ..inference.full_batch_vb import FitResult
 from ..inference.stochastic_vb import full_data_elbo
@@ -74,15 +74,14 @@ class PyroSVI:
                  init="kmeans++", seed=0, score=True):
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}; got '{loss}'")
-        if int(K) < 1 or int(laps) < 1:
-            raise ValueError(f"K and laps must be positive integers; got K = {K}, laps = {laps}")
         self.family = family
-        self.K = int(K)
-        self.alpha = float(alpha)
+        self.K = as_positive_int(K, "K")
+        self.alpha = as_positive_float(alpha, "alpha")
+        DPMixtureModel(family, T=self.K + 1, alpha=self.alpha)  # a family object (a TypeError for 'gauss')
         self.loss = loss
-        self.lr = float(lr)
-        self.laps = int(laps)
-        self.num_particles = int(num_particles)
+        self.lr = as_positive_float(lr, "lr")
+        self.laps = as_positive_int(laps, "laps")
+        self.num_particles = as_positive_int(num_particles, "num_particles")
         self.init = init
         self.seed = as_seed(seed)
         self.score = score
@@ -109,7 +108,7 @@ class PyroSVI:
         """
         x = self.family.check_data(data)
         n = x.shape[0]
-        if not 1 <= int(num_batches) <= n:
+        if not 1 <= as_positive_int(num_batches, "num_batches") <= n:
             raise ValueError(f"the number of batches must be between 1 and N = {n}; got {num_batches}")
         size = n // int(num_batches)
         clear_prefix(PREFIX)

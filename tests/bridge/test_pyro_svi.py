@@ -43,6 +43,14 @@ def test_bad_options():
         PyroSVI(family, 3, loss="JitTrace")
     with pytest.raises(ValueError, match="batches"):
         PyroSVI(family, 3).fit(torch.randn(10, 2, dtype=torch.float64), num_batches=11)
+    # each was an AttributeError ('str' object has no attribute 'check_data') in fit, or truncated silently
+    with pytest.raises(TypeError, match="family must be a family object"):
+        PyroSVI("gauss", 3)
+    for option, value in [("K", 2.5), ("laps", 0), ("num_particles", 1.5), ("lr", -0.1), ("alpha", float("nan"))]:
+        with pytest.raises(ValueError, match=f"{option} must be a positive"):
+            PyroSVI(family, **{"K": 3, option: value})
+    with pytest.raises(ValueError, match="num_batches must be a positive integer"):
+        PyroSVI(family, 3).fit(torch.randn(10, 2, dtype=torch.float64), num_batches=2.5)
 
 
 def test_a_fit_leaves_the_users_params_and_random_generators_alone():
