@@ -17,7 +17,7 @@ import torch
 
 from ..checks import as_positive_int
 from ..families._special import logdet_from_cholesky, safe_cholesky
-from ..families.base import packed_outer, packed_quadratic_weights
+from ..families.base import check_dtype_device, packed_outer, packed_quadratic_weights
 
 #: components with a smaller (normalised) weight are dropped from a fitted DP mixture
 MIN_WEIGHT = 1e-5
@@ -38,9 +38,9 @@ class GaussianMixturePrior:
     """
 
     def __init__(self, weights, covariances, dtype=torch.float64, device=None):
-        w = torch.as_tensor(np.asarray(weights) if not torch.is_tensor(weights) else weights)
-        cov = torch.as_tensor(np.asarray(covariances) if not torch.is_tensor(covariances) else covariances)
-        w, cov = w.to(dtype=dtype, device=device), cov.to(dtype=dtype, device=device)
+        check_dtype_device(dtype, device)
+        w = _real_tensor(weights, "weights").to(dtype=dtype, device=device)
+        cov = _real_tensor(covariances, "covariances").to(dtype=dtype, device=device)
         if w.dim() != 1 or cov.dim() != 3 or cov.shape[0] != w.shape[0] or cov.shape[1] != cov.shape[2]:
             raise ValueError(f"expected weights (K,) and covariances (K, D, D); got {tuple(w.shape)} and "
                              f"{tuple(cov.shape)}")
@@ -112,6 +112,18 @@ class GaussianMixturePrior:
         chol = safe_cholesky(self.covariances + noise_var * eye, "noisy patch covariance")
         log_norms = torch.log(self.weights) - 0.5 * logdet_from_cholesky(chol) - 0.5 * self.dim * math.log(2 * math.pi)
         return torch.cholesky_inverse(chol), log_norms
+
+
+def _real_tensor(value, name):
+    """``value`` (an array, nested list or tensor of real numbers) as a tensor, or :class:`ValueError` naming
+    ``name``: strings fail in torch, and a complex value would lose its imaginary part in the cast."""
+    try:
+        out = value if torch.is_tensor(value) else torch.as_tensor(np.asarray(value))
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"the mixture {name} must be real numbers; got {type(value).__name__}") from None
+    if out.dtype == torch.bool or out.is_complex():
+        raise ValueError(f"the mixture {name} must be real numbers; got dtype {out.dtype}")
+    return out
 
 
 def component_scores(y, precisions, log_norms):

@@ -87,6 +87,20 @@ def test_a_prior_with_infinite_weights_or_covariances_is_refused():
         GaussianMixturePrior([1.0], np.full((1, 4, 4), np.nan))
 
 
+@pytest.mark.parametrize("call,match", [
+    (lambda: GaussianMixturePrior(["a"], np.eye(4)[None]), "mixture weights must be real numbers; got list"),
+    (lambda: GaussianMixturePrior([1.0], np.eye(4)[None].astype(complex)),
+     "mixture covariances must be real numbers; got dtype torch.complex128"),
+    (lambda: GaussianMixturePrior([1.0], np.eye(4)[None], dtype="float32"),
+     "dtype must be torch.float32 or torch.float64; got 'float32'"),
+    (lambda: GaussianMixturePrior([1.0], np.eye(4)[None], device="tpu"), "device tpu: not a torch device"),
+])
+def test_a_prior_refuses_non_real_parameters_and_bad_dtypes_or_devices(call, match):
+    """Used to fail with torch's raw TypeError / RuntimeError, or (complex) drop the imaginary part with a warning."""
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
 @pytest.mark.parametrize("args,match", [((IMAGE, WITH_NAN), "NaN or inf pixels"),
                                         ((IMAGE, IMAGE + 1, -1), "peak must be a positive number"),
                                         ((IMAGE, IMAGE + 1, 0), "peak must be a positive number"),
