@@ -11,6 +11,7 @@ For a patch observed with white noise of variance :math:`s`, :math:`y = x + n`,
 
 import contextlib
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -85,6 +86,7 @@ class GaussianMixturePrior:
         if family.name != "zm-gauss":
             raise ValueError(f"a patch prior needs a DP mixture of zero-mean Gaussians (--family zm-gauss); "
                              f"this model's family is {family.name}")
+        _check_min_weight(min_weight)
         weights = posterior.expected_weights()
         weights = weights / weights.sum()
         keep = weights >= min_weight
@@ -112,6 +114,13 @@ class GaussianMixturePrior:
         chol = safe_cholesky(self.covariances + noise_var * eye, "noisy patch covariance")
         log_norms = torch.log(self.weights) - 0.5 * logdet_from_cholesky(chol) - 0.5 * self.dim * math.log(2 * math.pi)
         return torch.cholesky_inverse(chol), log_norms
+
+
+def _check_min_weight(min_weight):
+    """Raise :class:`ValueError` unless ``min_weight`` is a number in ``[0, 1)``: a weight of 1 or more (or
+    NaN) drops every component, which the prior would report as bad weights."""
+    if isinstance(min_weight, bool) or not isinstance(min_weight, numbers.Real) or not 0 <= min_weight < 1:
+        raise ValueError(f"min_weight must be a number in [0, 1); got {min_weight!r}")
 
 
 def _real_tensor(value, name):

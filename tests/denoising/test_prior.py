@@ -59,6 +59,16 @@ def test_only_a_zero_mean_family_gives_a_patch_prior():
         GaussianMixturePrior.from_posterior(result.posterior)
 
 
+@pytest.mark.parametrize("min_weight", [1.1, 1, -0.1, float("nan"), "a", None, True])
+def test_a_min_weight_outside_zero_to_one_is_refused(min_weight):
+    """Used to fail with "weights must be nonnegative ..." (every component dropped) or a raw TypeError."""
+    x = np.random.default_rng(0).standard_normal((200, 4))
+    result = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K=2, laps=1, seed=0).fit(x, 2)
+    with pytest.raises(ValueError, match=r"min_weight must be a number in \[0, 1\); got "):
+        GaussianMixturePrior.from_posterior(result.posterior, min_weight=min_weight)
+    assert GaussianMixturePrior.from_posterior(result.posterior, min_weight=0).K == 2
+
+
 def test_prior_from_sklearn_ignores_the_means():
     x = np.random.default_rng(0).standard_normal((500, 3)) + 1.0
     gmm = GaussianMixture(2, covariance_type="full", random_state=0).fit(x)
