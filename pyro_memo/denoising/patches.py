@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..checks import as_positive_int
+from ..checks import as_positive_int, as_rng
 from ..data.files import write_atomically
 from .prior import GaussianMixturePrior
 
@@ -30,6 +30,26 @@ def _positions(images, size):
     return rows, cols, np.concatenate([[0], np.cumsum(rows * cols)])
 
 
+def _patch_dtype(dtype):
+    """``dtype`` as a numpy float32 or float64 dtype, else :class:`ValueError` naming it: the patches are
+    zero-mean fractions, which an integer dtype would silently truncate."""
+    try:
+        out = np.dtype(dtype)
+    except TypeError:
+        out = None
+    if out not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be numpy float32 or float64; got {dtype!r}")
+    return out
+
+
+def _check_finite_images(images):
+    """Raise :class:`ValueError` naming the first image with NaN or inf pixels (its patches would be NaN)."""
+    for i, img in enumerate(images):
+        bad = int((~np.isfinite(img)).sum())
+        if bad:
+            raise ValueError(f"images[{i}] has NaN or inf values in {bad} pixels")
+
+
 def remove_dc(patches):
     """Zero-mean patches: each row of ``(N, D)`` ``patches`` minus its mean (its DC component)."""
     return patches - patches.mean(-1, keepdims=True)
@@ -41,9 +61,14 @@ def iter_patch_chunks(images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.float
     Every position of every image is equally likely (so a big image gives more patches), drawn with
     replacement from ``numpy.random.default_rng(seed)``; the chunks are drawn one after the other, so
     the patches depend on ``(images, n, size, seed, chunk)`` only.
+
+    :raises ValueError: for images with NaN or inf pixels, a bad ``seed`` or a ``dtype`` other than
+        float32 / float64, besides a bad ``n``, ``size`` or ``chunk``.
     """
     n, chunk, size = (as_positive_int(value, name) for value, name in
                       ((n, "the number of patches"), (chunk, "the chunk size"), (size, "the patch size")))
+    dtype = _patch_dtype(dtype)
+    rng = as_rng(seed)
     if isinstance(images, np.ndarray) or torch.is_tensor(images):
         raise ValueError(f"images must be a list of 2-D images; got one array of shape {tuple(images.shape)} "
                          f"(pass [image] for one image)")
@@ -55,9 +80,9 @@ def iter_patch_chunks(images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.float
         raise ValueError("no images to draw patches from")
     if any(img.ndim != 2 for img in images):
         raise ValueError(f"images must be 2-D grayscale images; got shapes {[img.shape for img in images]}")
+    _check_finite_images(images)
     rows, cols, cum = _positions(images, size)
     windows = [np.lib.stride_tricks.sliding_window_view(img, (size, size)) for img in images]
-    rng = np.random.default_rng(seed)
     for start in range(0, n, chunk):
         flat = rng.integers(cum[-1], size=min(chunk, n - start))
         which = np.searchsorted(cum, flat, side="right") - 1

@@ -123,6 +123,11 @@ def test_center_crop_refuses_a_colour_image_and_a_fractional_size():
     (lambda: sample_patches([np.zeros((20, 20, 3))], 10), "2-D grayscale images"),
     (lambda: sample_patches([IMAGE], 10, size=0), "patch size must be a positive integer; got 0"),
     (lambda: sample_patches([IMAGE], 10.5), "number of patches must be a positive integer; got 10.5"),
+    (lambda: sample_patches([IMAGE, WITH_NAN], 10), r"images\[1\] has NaN or inf values in 1 pixels"),
+    (lambda: sample_patches([IMAGE], 10, seed=-1), "seed must be a whole number .*; got -1"),
+    (lambda: sample_patches([IMAGE], 10, seed="a"), "seed must be a whole number .*; got 'a'"),
+    (lambda: sample_patches([IMAGE], 10, dtype=np.int8), "dtype must be numpy float32 or float64"),
+    (lambda: sample_patches([IMAGE], 10, dtype="nonsense"), "dtype must be numpy float32 or float64"),
     (lambda: GaussianMixturePrior.from_sklearn(GaussianMixture(2)), "not fitted"),
 ])
 def test_patch_sampling_and_sklearn_priors_refuse_bad_input(call, match):
