@@ -105,7 +105,11 @@ def write_patches(path, images, n, size=PATCH, seed=0, chunk=CHUNK, dtype=np.flo
     however large ``n``), atomically: a failed write leaves no partial file under ``path``.
 
     :returns: ``path``, for :class:`~pyro_memo.data.FileBatches` or ``MemoizedVB.fit``.
+    :raises ValueError: for a bad ``n``, ``size`` or ``dtype`` before the file is made, as for :func:`sample_patches`.
     """
+    n, size = as_positive_int(n, "the number of patches"), as_positive_int(size, "the patch size")
+    dtype = _patch_dtype(dtype)
+
     def write(tmp):
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, size * size))
         start = 0

@@ -53,6 +53,15 @@ def test_the_streamed_file_equals_the_in_memory_patches(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["p.npy"]  # no temporary file left
 
 
+@pytest.mark.parametrize("n", [5.5, -1, 0, "5"])
+def test_writing_a_bad_number_of_patches_is_refused_and_leaves_no_file(tmp_path, n):
+    """Used to fail with numpy's raw TypeError ('float' object cannot be interpreted as an integer) or
+    ValueError (negative dimensions are not allowed)."""
+    with pytest.raises(ValueError, match=f"number of patches must be a positive integer; got {n!r}"):
+        write_patches(tmp_path / "p.npy", _images(), n)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_too_small_an_image_is_refused():
     with pytest.raises(ValueError, match="at least 8 x 8"):
         sample_patches([np.zeros((5, 40))], 10)
