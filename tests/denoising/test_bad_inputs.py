@@ -110,6 +110,25 @@ def test_psnr_refuses_images_it_cannot_compare(args, match):
         psnr(*args)
 
 
+@pytest.mark.parametrize("args,match", [
+    ((IMAGE, IMAGE + 1, True), "peak must be a positive number; got True"),
+    ((IMAGE, IMAGE + 1, "255"), "peak must be a positive number; got '255'"),
+    ((IMAGE * 1j, IMAGE), "clean must be an image of real numbers; got dtype complex128"),
+    ((IMAGE, np.full(IMAGE.shape, "a")), "estimate must be an image of real numbers; got dtype <U1"),
+])
+def test_psnr_refuses_a_bool_peak_and_images_not_of_real_numbers(args, match):
+    """Used to accept peak=True, drop the imaginary part with a warning, or fail with numpy's "could not convert"."""
+    with pytest.raises(ValueError, match=match):
+        psnr(*args)
+
+
+def test_psnr_of_huge_or_tiny_images_is_finite():
+    """Used to be -inf: the squared differences of pixels near 1e200 overflowed."""
+    assert psnr(IMAGE * 1e200, (IMAGE + 25.5) * 1e200, peak=255e200) == pytest.approx(20.0)
+    assert psnr(IMAGE * 1e-200, (IMAGE + 25.5) * 1e-200, peak=255e-200) == pytest.approx(20.0)
+    assert np.isfinite(psnr(IMAGE * 1e300, -IMAGE * 1e300))
+
+
 def test_center_crop_refuses_a_colour_image_and_a_fractional_size():
     with pytest.raises(ValueError, match=r"2-D grayscale image .* got shape \(64, 64, 3\)"):
         center_crop(np.zeros((64, 64, 3)), 32)
