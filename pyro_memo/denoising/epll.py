@@ -27,6 +27,7 @@ term by the same :math:`D` keeps the two balanced (the setting of Zoran & Weiss'
 """
 
 import math
+from collections.abc import Iterable
 
 import torch
 
@@ -63,6 +64,18 @@ def _weight(value, name, zero=False):
     return number
 
 
+def _schedule(betas):
+    """``betas`` (a non-empty sequence of positive finite numbers) as a list of floats, else
+    :class:`ValueError`: a single number or a string is not a schedule (a string's characters would pass
+    as numbers)."""
+    if isinstance(betas, (str, bytes)) or not isinstance(betas, Iterable) or getattr(betas, "ndim", 1) == 0:
+        raise ValueError(f"betas must be a sequence of positive numbers; got {betas!r}")
+    betas = [_weight(b, "each of betas") for b in betas]
+    if not betas:
+        raise ValueError("betas is empty: give at least one beta")
+    return betas
+
+
 def _most_probable(log_joint):
     """One-hot ``(n, K)`` weights of each row's largest log joint."""
     return torch.zeros_like(log_joint).scatter_(1, log_joint.argmax(-1, keepdim=True), 1.0)
@@ -93,9 +106,7 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     restore = map_patches if z_step == "map" else mmse_patches
     var = float(sigma) ** 2
     y = as_image_tensor(noisy, prior, size)
-    betas = [b / var for b in BETAS] if betas is None else [_weight(b, "each of betas") for b in betas]
-    if not betas:
-        raise ValueError("betas is empty: give at least one beta")
+    betas = [b / var for b in BETAS] if betas is None else _schedule(betas)
     lam = size * size / var if lam is None else _weight(lam, "lam", zero=True)
     shape = tuple(y.shape)
     count = coverage(shape, size, y)

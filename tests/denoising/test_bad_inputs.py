@@ -73,6 +73,9 @@ def test_the_ends_of_the_noise_range_are_restored():
 @pytest.mark.parametrize("kwargs,match", [
     (dict(betas=[0.0]), "each of betas must be a positive finite number; got 0.0"),
     (dict(betas=[1.0, -1.0]), "got -1.0"), (dict(betas=[]), "betas is empty"),
+    (dict(betas=1.0), "betas must be a sequence of positive numbers; got 1.0"),
+    (dict(betas="48"), "betas must be a sequence of positive numbers; got '48'"),
+    (dict(betas=np.float64(2.0)), "betas must be a sequence of positive numbers"),
     (dict(lam=float("nan")), "lam must be a non-negative finite number; got nan"), (dict(lam=-1), "got -1"),
 ])
 def test_epll_refuses_a_splitting_without_positive_weights(kwargs, match):
