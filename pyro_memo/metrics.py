@@ -6,11 +6,14 @@ import numpy as np
 
 
 def _labels(a, name):
+    """``a`` (a 1-D array or tensor of whole-number labels) as a numpy array, else :class:`ValueError` naming
+    ``name``."""
     a = np.asarray(a.cpu() if hasattr(a, "cpu") else a)
     if a.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of labels; got shape {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
-        if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):  # strings: np.mod raised a ufunc TypeError
+        real = np.issubdtype(a.dtype, np.number) and not np.issubdtype(a.dtype, np.complexfloating)
+        if not (real or a.dtype == bool):  # strings, complex: np.mod raised a ufunc TypeError
             raise ValueError(f"{name} must hold integer labels; got dtype {a.dtype}")
         if not np.all(np.mod(a, 1) == 0):
             raise ValueError(f"{name} must hold integer labels")

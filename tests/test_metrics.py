@@ -58,6 +58,15 @@ def test_bad_labels(bad, match):
         hungarian_accuracy([0, 1], [0, 1, 1])
 
 
+@pytest.mark.parametrize("metric", [nmi, hungarian_accuracy])
+def test_complex_labels_are_refused(metric):
+    """Used to fail with numpy's raw "ufunc 'remainder' not supported for the input types"."""
+    with pytest.raises(ValueError, match="truth must hold integer labels; got dtype complex128"):
+        metric(np.array([1j, 2j]), np.array([1, 2]))
+    with pytest.raises(ValueError, match="pred must hold integer labels; got dtype complex64"):
+        metric([0, 1], np.array([0, 1], dtype=np.complex64))
+
+
 def test_labels_from_an_argmax_of_memberships():
     """Relational models report (N, K) memberships; their argmax, numpy or torch, is accepted as labels."""
     rng = np.random.default_rng(1)
