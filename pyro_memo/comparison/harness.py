@@ -119,6 +119,8 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
     """
     task.check_methods(methods)
     seeds = check_seeds(seeds)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable progress(message) or None; got {type(progress).__name__}")
     rows, runs = [], {}
     for method, seed in [(method, seed) for method in methods for seed in seeds]:
         start = clock.now()
@@ -133,6 +135,13 @@ def run_comparison(task, methods, seeds=(0,), out_dir=None, progress=None):
     if out_dir is not None:
         write_outputs(out_dir, task.table, rows, runs, task.trace_scale)
     return rows, runs
+
+
+def check_instance(value, cls, name):
+    """Raise :class:`TypeError` naming ``name`` unless ``value`` is a ``cls`` (a task's budget and settings:
+    anything else failed with an AttributeError inside the first run)."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}; got {type(value).__name__}")
 
 
 def as_list(values, what):

@@ -2,12 +2,15 @@
 (Hughes & Sudderth 2013, eq. 8), the held-out log predictive density, NMI, Hungarian
 accuracy and effective K."""
 
+import numbers
+
 import numpy as np
 import torch
 
-from ..families import get_family
+from ..checks import as_rng
+from ..families import ConjugateFamily, get_family
 from ..metrics import _labels, effective_k, hungarian_accuracy, nmi
-from .harness import Budget, Table, Task, merge_task_outputs, read_task_outputs, run_comparison
+from .harness import Budget, Table, Task, check_instance, merge_task_outputs, read_task_outputs, run_comparison
 from .methods import METHODS, Run, Settings
 
 #: columns of the per-run table
@@ -42,6 +45,10 @@ class MixtureTask(Task):
     def __init__(self, x, family, labels, heldout, budget, settings):
         if isinstance(family, str):
             family = get_family(family).from_data(x)
+        if not isinstance(family, ConjugateFamily):
+            raise TypeError(f"family must be a family name or a ConjugateFamily; got {type(family).__name__}")
+        check_instance(budget, Budget, "budget")
+        check_instance(settings, Settings, "settings")
         self.family, self.budget, self.settings = family, budget, settings
         self.x = family.check_data(x)
         self.heldout = family.check_data(heldout) if heldout is not None else None
@@ -89,19 +96,25 @@ def compare(x, methods, seeds=(0, 1, 2), family="gauss", labels=None, heldout=No
         :class:`~pyro_memo.comparison.methods.Run` objects keyed by ``(method, seed)``.
     """
     MixtureTask.check_methods(methods)
-    task = MixtureTask(x, family, labels, heldout, budget or Budget(), settings or Settings())
+    task = MixtureTask(x, family, labels, heldout, Budget() if budget is None else budget,
+                       Settings() if settings is None else settings)
     return run_comparison(task, methods, seeds, out_dir, progress)
 
 
 def load_array_split(x, labels=None, heldout_fraction=0.0, seed=0):
-    """Split ``x`` (and ``labels``) into training and held-out parts by a seeded permutation."""
+    """Split ``x`` (and ``labels``) into training and held-out parts by a seeded permutation.
+
+    :raises ValueError: for a ``heldout_fraction`` that is not a number in ``[0, 1)`` or a bad ``seed``.
+    """
     x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)
     n = x.shape[0]
-    if not 0 <= heldout_fraction < 1:
-        raise ValueError(f"the held-out fraction must lie in [0, 1); got {heldout_fraction}")
+    if isinstance(heldout_fraction, bool) or not isinstance(heldout_fraction, numbers.Real) \
+            or not 0 <= heldout_fraction < 1:
+        raise ValueError(f"the held-out fraction must be a number in [0, 1); got {heldout_fraction!r}")
+    rng = as_rng(seed)
     if labels is not None and len(labels) != n:
         raise ValueError(f"labels has {len(labels)} entries for the {n} rows of x")
-    perm = torch.as_tensor(np.random.default_rng(seed).permutation(n))
+    perm = torch.as_tensor(rng.permutation(n))
     cut = n - int(round(heldout_fraction * n))
     if cut < 1:
         raise ValueError(f"holding out {heldout_fraction} of the {n} rows leaves none to train on")

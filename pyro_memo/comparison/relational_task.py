@@ -8,7 +8,7 @@ import math
 from ..data.graphs import Graph, split_pairs
 from ..metrics import effective_k, nmi
 from ..relational import link_prediction
-from .harness import Budget, Table, Task, run_comparison
+from .harness import Budget, Table, Task, check_instance, run_comparison
 from .relational_methods import RELATIONAL_METHODS, RelationalRun, RelationalSettings
 
 #: columns of the per-run table
@@ -41,6 +41,8 @@ class RelationalTask(Task):
     def __init__(self, graph, budget, settings, heldout=0.1, split_seed=0):
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a pyro_memo.data.Graph; got {type(graph).__name__}")
+        check_instance(budget, Budget, "budget")
+        check_instance(settings, RelationalSettings, "settings")
         self.graph, self.budget, self.settings = graph, budget, settings
         self.train, self.pairs, self.labels = split_pairs(graph, heldout, split_seed)
 
@@ -77,5 +79,6 @@ def compare_relational(graph, methods, seeds=(0,), budget=None, settings=None, o
     :returns: ``(rows, runs)``: one dict per run (:data:`RELATIONAL_COLUMNS`) and the runs by ``(method, seed)``.
     """
     RelationalTask.check_methods(methods)
-    task = RelationalTask(graph, budget or Budget(), settings or RelationalSettings(), heldout)
+    task = RelationalTask(graph, Budget() if budget is None else budget,
+                          RelationalSettings() if settings is None else settings, heldout)
     return run_comparison(task, methods, seeds, out_dir, progress)

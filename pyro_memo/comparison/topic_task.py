@@ -3,7 +3,7 @@ completion on held-out documents, with its bound per token and its topics holdin
 the top-level weight."""
 
 from ..topics import Corpus, document_completion
-from .harness import Budget, Table, Task, run_comparison
+from .harness import Budget, Table, Task, check_instance, run_comparison
 from .topic_methods import TOPIC_METHODS, TopicRun, TopicSettings
 
 #: columns of the per-run table
@@ -41,6 +41,8 @@ class TopicTask(Task):
                 raise TypeError(f"{name} must be a pyro_memo.topics.Corpus; got {type(corpus).__name__}")
         if train.vocab_size != test.vocab_size:
             raise ValueError(f"train and test vocabularies differ: V = {train.vocab_size} and {test.vocab_size}")
+        check_instance(budget, Budget, "budget")
+        check_instance(settings, TopicSettings, "settings")
         self.train, self.test, self.budget, self.settings = train, test, budget, settings
         self.heldout_split = heldout_split
 
@@ -76,5 +78,6 @@ def compare_topics(train, test, methods, seeds=(0,), budget=None, settings=None,
         :class:`~pyro_memo.comparison.topic_methods.TopicRun` objects keyed by ``(method, seed)``.
     """
     TopicTask.check_methods(methods)
-    task = TopicTask(train, test, budget or Budget(), settings or TopicSettings(), heldout_split)
+    task = TopicTask(train, test, Budget() if budget is None else budget,
+                     TopicSettings() if settings is None else settings, heldout_split)
     return run_comparison(task, methods, seeds, out_dir, progress)

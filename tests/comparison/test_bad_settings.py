@@ -46,6 +46,31 @@ def test_seeds_and_methods_are_checked_before_any_run(tmp_path, methods, seeds, 
     assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
 
 
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(family=3), "family must be a family name or a ConjugateFamily; got int"),
+    (dict(budget=3), "budget must be a Budget; got int"), (dict(settings=3), "settings must be a Settings; got int"),
+    (dict(progress=3), r"progress must be a callable progress\(message\) or None; got int"),
+])
+def test_a_family_budget_settings_or_progress_of_the_wrong_kind_is_refused_before_any_run(tmp_path, kwargs, match):
+    """Used to fail with an AttributeError inside the first run ('int' object has no attribute 'passes'), or
+    (progress) with "'int' object is not callable" only after the first run."""
+    with pytest.raises(TypeError, match=match):
+        compare(X, ["memo"], [0], **{"budget": Budget(passes=1), "settings": Settings(K=3, batches=2), **kwargs},
+                out_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(heldout_fraction="0.2"), r"held-out fraction must be a number in \[0, 1\); got '0.2'"),
+    (dict(heldout_fraction=True), "got True"), (dict(heldout_fraction=float("nan")), "got nan"),
+    (dict(seed=-1), "seed must be a whole number .*; got -1"), (dict(seed=0.5), "got 0.5"),
+])
+def test_a_held_out_split_refuses_a_non_numeric_fraction_and_a_bad_seed(kwargs, match):
+    """Used to fail with a raw TypeError ('<=' not supported) or numpy's "expected non-negative integer"."""
+    with pytest.raises(ValueError, match=match):
+        load_array_split(X, None, **kwargs)
+
+
 def test_a_held_out_split_must_leave_training_rows_and_labels_must_match():
     with pytest.raises(ValueError, match="leaves none to train on"):
         load_array_split(X, None, 0.999)
