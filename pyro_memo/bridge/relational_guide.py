@@ -18,7 +18,7 @@ from .param_store import DataFingerprint, check_shapes, default_prefix, fingerpr
 from .readouts import GlobalSiteReadouts
 from .recognition import ModelStructureError, recognize_model
 from .relational_gap import relational_normaliser_gap
-from .structure import adds_arguments, batch_key, call_signature
+from .structure import adds_arguments, batch_key, call_signature, check_subsample
 
 __all__ = ["RelationalGuide", "observed_graph"]
 
@@ -203,6 +203,7 @@ class RelationalGuide(GlobalSiteReadouts):
         src, dst, y = self.spec.pairs(args, kwargs)
         rows = self.spec.batch_indices(args, kwargs)
         if rows is not None:
+            rows = check_subsample(rows, len(src), f"the subsample of plate '{self.spec.pair_plate}'")
             src, dst, y = src[rows], dst[rows], y[rows]
         lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
         sources = torch.zeros(self.spec.N, dtype=torch.bool, device=lo.device)

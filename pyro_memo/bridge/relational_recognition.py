@@ -48,8 +48,13 @@ def batch_pairs(src, dst, nodes):
 
         for nodes in torch.randperm(N).chunk(B):
             svi.step(src, dst, y, batch_pairs(src, dst, nodes))
+
+    :raises ValueError: unless ``src`` and ``dst`` list one node per pair each (one length).
     """
     src, dst = torch.as_tensor(src, dtype=torch.long), torch.as_tensor(dst, dtype=torch.long)
+    if src.shape != dst.shape:
+        raise ValueError(f"src and dst must list one node per pair each; got shapes {tuple(src.shape)} and "
+                         f"{tuple(dst.shape)}")
     nodes = torch.as_tensor(nodes, dtype=torch.long, device=src.device)
     return torch.nonzero(torch.isin(torch.minimum(src, dst), nodes)).squeeze(-1)
 

@@ -137,6 +137,20 @@ def test_bad_pairs_get_one_clear_error():
         svi.step(src, dst, bad)
 
 
+def test_a_pair_batch_with_repeats_and_pair_lists_of_two_lengths_are_refused():
+    """A repeated pair id used to be counted twice in the memo silently; batch_pairs on src and dst of two
+    lengths raised torch's raw "The size of tensor a (45) must match the size of tensor b (44)"."""
+    src, dst, y = random_pairs(2, N=10)
+    model = HDPRelationalModel(10, 2)
+    pyro.clear_param_store()
+    svi = SVI(model, RelationalGuide(model, prefix="repeat"), ClosedFormOptimizer(), MemoizedELBO())
+    with pytest.raises(ValueError, match="the subsample of plate 'pairs' lists an id more than once"):
+        svi.step(src, dst, y, torch.tensor([0, 0, 1]))
+    with pytest.raises(ValueError, match=r"src and dst must list one node per pair each; got shapes \(45,\) and "
+                                         r"\(44,\)"):
+        batch_pairs(src, dst[:-1], torch.tensor([0, 1]))
+
+
 def _fit_svi(model, src, dst, y, batches, laps, prefix="svi"):
     pyro.clear_param_store()
     guide = RelationalGuide(model, prefix=prefix, seed=0)
