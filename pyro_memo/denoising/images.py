@@ -43,7 +43,7 @@ def to_gray255(array, name="image"):
     float64 grayscale image in [0, 255] (ITU-R 601 luma of :func:`skimage.color.rgb2gray`).
 
     :raises ValueError: if it is neither 2-D nor an RGB / RGBA image, or its pixels are not on a scale
-        scikit-image knows (:func:`check_pixels`).
+        scikit-image knows (``check_pixels``).
     """
     skimage = _skimage()
     array = check_pixels(np.asarray(array), name)
@@ -116,7 +116,7 @@ def add_noise(image, sigma, seed=0):
     """``image`` plus white Gaussian noise :math:`N(0, \\sigma^2)` per pixel (no clipping, as in
     Zoran & Weiss 2011, §4), from ``numpy.random.default_rng(seed)``.
 
-    :raises ValueError: for a noise level off :data:`SIGMA_RANGE`, a bad seed, or an image that is not
+    :raises ValueError: for a noise level off ``SIGMA_RANGE``, a bad seed, or an image that is not
         an array (or tensor) of real numbers.
     """
     check_sigma(sigma)
@@ -127,7 +127,7 @@ def add_noise(image, sigma, seed=0):
 
 
 def check_sigma(sigma):
-    """Raise :class:`ValueError` unless the noise level ``sigma`` is a positive number in :data:`SIGMA_RANGE`."""
+    """Raise :class:`ValueError` unless the noise level ``sigma`` is a positive number in ``SIGMA_RANGE``."""
     if isinstance(sigma, bool) or not isinstance(sigma, numbers.Real) or not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"the noise level sigma must be a positive number; got {sigma!r}")
     low, high = SIGMA_RANGE
