@@ -39,11 +39,13 @@ equals the family's log-density, and the component sites' log_prob equals the
 family's prior log-density. Anything else raises :class:`ModelStructureError`.
 """
 
+import inspect
 import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyro.distributions as dist
 import torch
 from pyro import poutine
@@ -727,7 +729,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
             raise
         except Exception as err:
             raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "
-                                      f"{err}") from err
+                                      f"{err}{_argument_hint(model, args, kwargs)}") from err
         try:
             with _quiet_wishart():
                 return _recognize(model, args, kwargs, trace, dtype)
@@ -736,8 +738,27 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
         except (RuntimeError, TypeError, IndexError, ValueError, AttributeError, KeyError, NotImplementedError) as err:
             raise ModelStructureError(
                 f"pyro-memo could not read this model ({type(err).__name__}: {err}); see the conventions in "
-                "pyro_memo.bridge.recognition (docs/guide/conventions.md)"
+                f"pyro_memo.bridge.recognition (docs/guide/conventions.md){_argument_hint(model, args, kwargs)}"
             ) from err
+
+
+def _argument_hint(model, args, kwargs):
+    """``"; "`` and a phrase naming an argument of ``model`` that a failed trace likely stumbled on, else ``""``:
+    one that is no tensor (a numpy array or a list, which Pyro's plates and pyro-memo's readers take as
+    tensors) or an empty tensor (a batch of no items)."""
+    try:
+        named = inspect.signature(model).bind_partial(*args, **kwargs).arguments.items()
+    except (TypeError, ValueError):  # no signature, or one the arguments do not fit
+        named = [*((f"#{i}", a) for i, a in enumerate(args)), *kwargs.items()]
+    for name, value in named:
+        if isinstance(value, list | tuple) or type(value).__module__ == "numpy":
+            kind = "numpy array" if isinstance(value, np.ndarray) else type(value).__name__
+            return (f"; the model's argument {name!r} is a {kind}: give the model torch tensors "
+                    f"(torch.as_tensor({name}))")
+        if torch.is_tensor(value) and value.numel() == 0:
+            return (f"; the model's argument {name!r} is empty (shape {tuple(value.shape)}): data and batches need "
+                    "at least one item")
+    return ""
 
 
 def _recognize(model, args, kwargs, trace, dtype):

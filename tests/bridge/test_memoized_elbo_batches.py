@@ -120,3 +120,21 @@ def test_a_guide_set_up_on_the_whole_data_reads_the_batches_of_later_calls(kind)
     for b in batches:
         svi.step(*call(b))
     assert len(guide.memo.batches) == len(batches)
+
+
+@pytest.mark.parametrize("bad, named", [
+    (lambda data, batch: (data.numpy(), batch), "'data' is a numpy array"),
+    (lambda data, batch: (data, batch.numpy()), "'batch' is a numpy array"),
+    (lambda data, batch: (data, batch.tolist()), "'batch' is a list"),
+    (lambda data, batch: (data, batch[:0]), "'batch' is empty"),
+])
+def test_an_svi_step_on_arguments_that_are_no_tensors_or_empty_names_the_argument(bad, named):
+    """A step whose trace fails on a numpy array, a list or an empty batch names that argument in its
+    ModelStructureError (the cause read "float division by zero" or "'numpy.ndarray' object has no
+    attribute 'dim'")."""
+    model, guide, call, n = dp_case(0)
+    data, batch = call(torch.arange(10))
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    pyro.clear_param_store()
+    with pytest.raises(pm.ModelStructureError, match=named):
+        svi.step(*bad(data, batch))
