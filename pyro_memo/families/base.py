@@ -450,6 +450,16 @@ class CentredFamily(ConjugateFamily):
             raise ValueError(f"{self.name} centre has NaN or inf entries")
         self.centre = centre.expand_as(m).clone()
 
+    @property
+    def dim(self):
+        return self.prior["m"].shape[-1]
+
+    def _check_prior(self):
+        """The mean ``m`` is a ``(D,)`` vector; subclasses check their other keys after calling this."""
+        m = self.prior["m"]
+        if m.dim() != 1:
+            raise ValueError(f"{self.name} prior 'm' must be a (D,) vector; got {tuple(m.shape)}")
+
     def state_extras(self):
         """The centre of the statistics."""
         return {"centre": self.centre}

@@ -33,14 +33,9 @@ class DiagGaussian(CentredFamily):
                 prior[key] = torch.as_tensor(prior[key], dtype=dtype).expand(d).clone()
         super().__init__(prior, dtype=dtype, device=device, centre=centre)
 
-    @property
-    def dim(self):
-        return self.prior["m"].shape[-1]
-
     def _check_prior(self):
+        super()._check_prior()
         p = self.prior
-        if p["m"].dim() != 1:
-            raise ValueError(f"diag-gauss prior 'm' must be a (D,) vector; got {tuple(p['m'].shape)}")
         for key in ("kappa", "a", "b"):
             if not bool((p[key] > 0).all()):
                 raise ValueError(f"diag-gauss prior '{key}' must be positive")

@@ -35,14 +35,9 @@ class Gaussian(CentredFamily):
     stat_names = ("x", "xx")
     stat_degree = 2
 
-    @property
-    def dim(self):
-        return self.prior["m"].shape[-1]
-
     def _check_prior(self):
+        super()._check_prior()
         p = self.prior
-        if p["m"].dim() != 1:
-            raise ValueError(f"gauss prior 'm' must be a (D,) vector; got {tuple(p['m'].shape)}")
         if p["kappa"].dim() != 0 or not bool(p["kappa"] > 0):
             raise ValueError("gauss prior 'kappa' must be a positive scalar")
         if p["B"].shape != (self.dim, self.dim):

@@ -67,14 +67,9 @@ class KnownCovGaussian(CentredFamily):
     stat_names = ("x", "xPx")
     stat_degree = 2
 
-    @property
-    def dim(self):
-        return self.prior["m"].shape[-1]
-
     def _check_prior(self):
+        super()._check_prior()
         p = self.prior
-        if p["m"].dim() != 1:
-            raise ValueError(f"{self.name} prior 'm' must be a (D,) vector; got {tuple(p['m'].shape)}")
         d = self.dim
         for key in ("S", "noise"):
             if p[key].shape != (d, d):
