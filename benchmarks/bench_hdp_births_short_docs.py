@@ -1,7 +1,9 @@
 """HDP topic births from K = 1 on short documents: topics found, bound per token, held-out document
-completion and seconds, with the first birth's fresh topics (from K = 1) refined before the candidate
-lap (the default, ``refine_steps=10``) and without (``refine_steps=0``, the births before that
-refinement), and a fixed K = 20 fit for reference, interleaved in one session.
+completion and seconds, with each birth's fresh topics made from the target's tokens of a whole lap
+(the default, ``collect="lap"``) and from the first batch of the candidate's lap (``collect="batch"``,
+the births before the collection lap), and a fixed K = 20 fit for reference, interleaved in one session.
+(Records before 2026-12-02 compared refined first births, ``refine_steps=10``, with k-means-only ones,
+``refine_steps=0``, both collecting one batch.)
 
 The review's case: 20 LDA topics (``lda_corpus``: Dirichlet(0.05) over 1,000 words, document weights
 Dirichlet(0.05)), 3,000 documents of 20 tokens, 20% of the documents held out, 4 batches; births
@@ -18,6 +20,9 @@ from _common import make_parser
 from pyro_memo.data import bars_corpus, lda_corpus
 from pyro_memo.topics import MemoizedHDP, TopicBirthMove, document_completion, split_documents
 
+#: the fits of each seed, in order: name, TopicBirthMove's ``collect`` (``None``: fixed K = 20)
+VARIANTS = (("births, lap collected", "lap"), ("births, one batch", "batch"), ("fixed K = 20", None))
+
 
 def corpus_of(data, seed):
     if data == "lda":
@@ -25,14 +30,14 @@ def corpus_of(data, seed):
     return bars_corpus(seed=seed)[0]
 
 
-def run(train, test, seed, laps, refine):
-    """One fit; ``refine`` ``None`` is the fixed K = 20 fit."""
+def run(train, test, seed, laps, collect):
+    """One fit; ``collect`` ``None`` is the fixed K = 20 fit."""
     batches = 4 if train.num_docs > 1000 else 2
     start = time.perf_counter()
-    if refine is None:
+    if collect is None:
         fit = MemoizedHDP(K=20, laps=laps, seed=seed).fit(train, batches)
     else:
-        moves = [TopicBirthMove(refine_steps=refine), "delete", "merge"]
+        moves = [TopicBirthMove(collect=collect), "delete", "merge"]
         fit = MemoizedHDP(K=1, laps=laps, seed=seed, moves=moves).fit(train, batches)
     seconds = time.perf_counter() - start
     post = fit.posterior
@@ -50,14 +55,14 @@ def main():
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         train, test = split_documents(corpus_of(args.data, seed), 0.2, seed=0)
-        for name, refine in (("births, refined", 10), ("births, k-means only", 0), ("fixed K = 20", None)):
-            r = run(train, test, seed, args.laps, refine)
+        for name, collect in VARIANTS:
+            r = run(train, test, seed, args.laps, collect)
             rows.append((seed, name, r))
             print(f"{args.data} seed {seed} {name:22s} K {r['K']:3d} (>1%: {r['topics']:3d})  bound/token "
                   f"{r['bound']:.4f}  held-out {r['heldout']:.4f}  {r['seconds']:6.1f} s ({r['laps']} laps)",
                   flush=True)
     print()
-    for name in ("births, refined", "births, k-means only", "fixed K = 20"):
+    for name, _ in VARIANTS:
         mine = [r for _, n, r in rows if n == name]
         print(f"{name:22s} mean held-out {sum(r['heldout'] for r in mine) / len(mine):.4f}, topics > 1% "
               f"{[r['topics'] for r in mine]}, mean {sum(r['seconds'] for r in mine) / len(mine):.1f} s")

@@ -1,18 +1,26 @@
 """Births of HDP topics accepted only when the exact memoized bound rises (Sudderth's HDP talk,
 "Birth moves"; for the HDP, Hughes, Kim & Sudderth 2015 §5).
 
-At the start of a lap the largest topic not tried since the last accepted birth is the
-target. At the first batch of the lap its tokens (weighted by their responsibilities for the
-target) are clustered by the KL k-means of :mod:`~pyro_memo.topics.topic_init` into
-``num_new`` fresh topics (for the first birth, from ``K = 1``, refined by ``refine_steps``
-iterations of VB for an HDP of the fresh topics alone on those tokens: the creation step of Hughes &
-Sudderth 2013 §3.1, "fitting a DP mixture model with K' components to x', running variational
-inference for a limited budget of iterations"; bnpy's ``b_nRefineSteps``), scaled to the target's
-share of the whole corpus, and the candidate replaces the target by them. During the lap every batch
-runs a second local step under the current globals with that replacement, building a complete
-candidate memo; after the lap the candidate's sticks are optimised and the birth is kept only if the
-exact bound rises.
+A target topic's tokens (weighted by their responsibilities for it) are clustered by the KL k-means
+of :mod:`~pyro_memo.topics.topic_init` into ``num_new`` fresh topics (for the first birth, from
+``K = 1``, refined by ``refine_steps`` iterations of VB for an HDP of the fresh topics alone on those
+tokens: the creation step of Hughes & Sudderth 2013 §3.1, "fitting a DP mixture model with K'
+components to x', running variational inference for a limited budget of iterations"; bnpy's
+``b_nRefineSteps``), scaled to the target's share of the whole corpus, and the candidate replaces the
+target by them. During a lap every batch runs a second local step under the current globals with that
+replacement, building a complete candidate memo; after the lap the candidate's sticks are optimised and
+the birth is kept only if the exact bound rises.
+
+Where the target's tokens come from (``collect``): by default (``"lap"``) from every batch of one lap,
+the collection phase of Hughes & Sudderth (2013, §3.1): while the lap visits the batches, the
+documents holding the largest topic not tried since the last accepted birth give up their target tokens
+(at most ``max_docs`` documents, drawn in proportion to their target tokens); the fresh topics are
+created at the lap's end and the candidate memo is built in the next lap, while that lap collects for
+the next target. With ``"batch"`` (the births before the collection lap) the fresh topics come from the
+first batch of the candidate's own lap alone.
 """
+
+import zlib
 
 import numpy as np
 import torch
@@ -23,18 +31,55 @@ from .corpus import Corpus
 from .hdp_posterior import HDPPosterior
 from .topic_init import kmeans_topics
 
+#: where a birth's target tokens come from (see the module docstring)
+COLLECT = ("lap", "batch")
+
+
+def target_tokens(batch, resp, target):
+    """``(doc, word, weight)`` numpy arrays: the tokens of ``batch`` with their counts weighted by their
+    responsibility for topic ``target`` (those above 1e-6), documents numbered within the batch."""
+    doc, word, count, _ = batch
+    weight = count * resp[:, target]
+    keep = weight > 1e-6
+    return doc[keep].cpu().numpy(), word[keep].cpu().numpy(), weight[keep].double().cpu().numpy()
+
+
+def weighted_doc_keys(doc, weight, rng):
+    """One key per token, its document's: an exponential draw over the document's target tokens, so the
+    ``n`` documents of smallest keys are a sample drawn in proportion to them (Efraimidis & Spirakis 2006)."""
+    docs, inverse = np.unique(doc, return_inverse=True)
+    mass = np.bincount(inverse, weights=weight, minlength=len(docs))
+    return (rng.exponential(size=len(docs)) / mass)[inverse]
+
+
+def smallest_docs(tokens, max_docs):
+    """``tokens`` ``(doc, word, weight, key)`` kept to the ``max_docs`` documents of smallest keys."""
+    doc, key = tokens[0], tokens[3]
+    first = np.unique(doc, return_index=True)[1]
+    if len(first) <= max_docs:
+        return tokens
+    limit = np.partition(key[first], max_docs - 1)[max_docs - 1]
+    keep = key <= limit
+    return tuple(a[keep] for a in tokens)
+
 
 class TopicBirthMove(CandidateMemoMove):
     """Exact-bound births of HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
 
     :param int num_new: topics that replace the target (at least 2).
-    :param float min_tokens: a batch must give the target at least this many tokens.
+    :param float min_tokens: the collected target tokens must be at least this many.
     :param int refine_steps: VB iterations (local step, then global step) of the first birth's fresh
         topics alone on the target's tokens before the candidate lap (``0``: the k-means topics as they
         are). Only from ``K = 1``: a first birth rejected there ends the fit's growth (the one topic stays
         tried while ``K`` does not change), and on 20-token LDA documents the k-means topics of one batch
         lost to the one topic on 2 of 3 seeds; from ``K > 1`` the refined topics were measured worse (a
         bars fit from K = 12 kept a blend of two bars, held-out -2.78 against -2.69 nats per token).
+    :param str collect: ``"lap"`` (default): the target's tokens of every batch, collected in the lap before
+        the candidate's; ``"batch"``: those of the first batch of the candidate's lap (see the module
+        docstring). On 20-token LDA documents a blend of two topics split by one batch's tokens (a quarter
+        of the corpus) lost to it at 3 of 4 k-means seeds, and split by the whole lap's won at all 4.
+    :param int max_docs: a collection keeps at most this many documents (Hughes & Sudderth's 2013 §3.1
+        targeted subsample of at most ``N' = 10^4``).
     """
 
     name = "birth"
@@ -42,38 +87,64 @@ class TopicBirthMove(CandidateMemoMove):
     #: documents of 20 bars the first birth from K = 1 gained more with 10 than with 100)
     refine_local_iters = 10
 
-    def __init__(self, num_new=3, min_tokens=50.0, refine_steps=10):
+    def __init__(self, num_new=3, min_tokens=50.0, refine_steps=10, collect="lap", max_docs=10_000):
         if int(num_new) < 2:
             raise ValueError(f"num_new must be at least 2; got {num_new}")
         if int(refine_steps) < 0:
             raise ValueError(f"refine_steps must be a non-negative integer; got {refine_steps}")
+        if collect not in COLLECT:
+            raise ValueError(f"collect must be one of {', '.join(COLLECT)}; got {collect!r}")
+        if int(max_docs) < int(num_new):
+            raise ValueError(f"max_docs must be at least num_new ({num_new}); got {max_docs}")
         super().__init__()
         self.num_new, self.min_tokens, self.refine_steps = int(num_new), float(min_tokens), int(refine_steps)
+        self.collect, self.max_docs = collect, int(max_docs)
         self.new_lam = None
+        self.pending = None  # fresh topics created at the end of the last lap: dict, see end_lap
+        self.collecting, self.gathered = None, None
 
     def start_lap(self, state, driver):
         self.target, self.new_lam, self.batches, self.driver = None, None, {}, driver
-        total = state.cache.total
+        pending, self.pending = self.pending, None
+        self.collecting, self.gathered = None, None
+        post, total = state.posterior, state.cache.total
+        self.gains_at_start = len(state.move_gains)
         if total is None or len(state.cache) == 0:
+            if self.collect == "lap" and total is None:  # the first lap: the initial topics, largest first
+                self.collecting = 0
             return
         tried = tried_topics(state, self.name, total.K)
+        if self.collect == "batch":
+            self.target = self.largest_untried(total, tried)
+            self.target_tokens = float(total.topic_counts[self.target]) if self.target is not None else 0.0
+        elif pending is not None and pending["K"] == post.K and pending["gains"] == len(state.move_gains):
+            self.target = pending["target"]
+            self.new_lam = pending["new_lam"].to(dtype=post.lam.dtype, device=post.lam.device)
+        if self.collect == "lap":
+            self.collecting = self.largest_untried(total, tried + [self.target])
+        self.num_components = total.K
+
+    @staticmethod
+    def largest_untried(total, tried):
+        """The largest topic of ``total`` not in ``tried``, or ``None``."""
         for k in torch.argsort(total.topic_counts, descending=True).tolist():
             if k not in tried:
-                self.target = k
-                break
-        self.num_components = total.K
-        self.target_tokens = float(total.topic_counts[self.target]) if self.target is not None else 0.0
+                return k
+        return None
 
     def _new_topics(self, batch, resp, post, seed):
         """``(num_new, V)`` Dirichlet parameters of the target's tokens in ``batch`` clustered
         by document, scaled to the target's share of the corpus; ``None`` if too few."""
-        doc, word, count, num_docs = batch
-        weight = count * resp[:, self.target]
-        keep = weight > 1e-6
-        mass = float(weight[keep].sum())
+        return self._fresh_topics(target_tokens(batch, resp, self.target), self.target_tokens, post, seed)
+
+    def _fresh_topics(self, tokens, size, post, seed):
+        """``(num_new, V)`` Dirichlet parameters of the target's tokens ``(doc, word, weight)`` clustered by
+        document (and refined, see :meth:`_refine`), scaled to the target's ``size`` (its expected tokens in
+        the corpus); ``None`` if fewer than ``min_tokens`` tokens or ``num_new`` documents."""
+        d, w, c = tokens[:3]
+        mass = float(c.sum())
         if mass < self.min_tokens:
             return None
-        d, w, c = doc[keep].cpu().numpy(), word[keep].cpu().numpy(), weight[keep].double().cpu().numpy()
         docs, inverse = np.unique(d, return_inverse=True)
         if len(docs) < self.num_new:
             return None
@@ -83,7 +154,7 @@ class TopicBirthMove(CandidateMemoMove):
         centers = torch.as_tensor(kmeans_topics(restricted, self.num_new, post.lam0, seed=seed),
                                   dtype=post.lam.dtype, device=post.lam.device)
         centers = self._refine(restricted, centers, post)
-        return post.lam0 + centers * (self.target_tokens / mass)
+        return post.lam0 + centers * (size / mass)
 
     def _refine(self, restricted, centers, post):
         """``(num_new, V)`` topic-word counts after ``refine_steps`` VB iterations, each a document-level
@@ -114,8 +185,25 @@ class TopicBirthMove(CandidateMemoMove):
         rho, omega = split_sticks(post.rho, post.omega, self.target, (self.new_lam - post.lam0).sum(1))
         return HDPPosterior(torch.cat([post.lam[keep], self.new_lam]), rho, omega, post.alpha, post.gamma, post.lam0)
 
+    def gather(self, state, key, batch, resp):
+        """Collection, one batch: the collected target's tokens of batch ``key`` join those of the lap's
+        earlier batches (documents renumbered to stay distinct), then the ``max_docs`` documents of
+        smallest keys (:func:`weighted_doc_keys`, drawn from the lap and the batch) are kept."""
+        d, w, c = target_tokens(batch, resp, self.collecting)
+        if len(d) == 0:
+            return
+        rng = np.random.default_rng([state.laps_done, zlib.crc32(repr(key).encode())])
+        if self.gathered is None:
+            self.gathered = (d, w, c, weighted_doc_keys(d, c, rng))
+            return
+        part = (d + int(self.gathered[0].max()) + 1, w, c, weighted_doc_keys(d, c, rng))
+        joined = tuple(np.concatenate([a, b]) for a, b in zip(self.gathered, part, strict=True))
+        self.gathered = smallest_docs(joined, self.max_docs)
+
     def visit_batch(self, state, key, batch, local, summary):
         post = state.posterior
+        if self.collecting is not None and post.K > self.collecting:
+            self.gather(state, key, batch, local.resp)
         if self.target is None or post.K != self.num_components:
             return summary
         if self.new_lam is None:
@@ -133,3 +221,36 @@ class TopicBirthMove(CandidateMemoMove):
                                                             sparse_L=self.driver.sparse_L)
         self.batches[key] = (counts, candidate)
         return summary
+
+    def end_lap(self, state, driver):
+        """The candidate's acceptance (:class:`~pyro_memo.engine.CandidateMemoMove`), then the creation of the
+        next candidate's fresh topics from this lap's collection (renumbered past a kept birth's removed
+        target), unless the collected tokens were too few (the collected topic then counts as tried). A
+        delete or merge kept after it renumbers the topics too, and the next lap drops the fresh topics."""
+        target = self.target
+        super().end_lap(state, driver)
+        collecting, gathered = self.collecting, self.gathered
+        self.collecting, self.gathered = None, None
+        post, total = state.posterior, state.cache.total
+        if collecting is not None and len(state.move_gains) == self.gains_at_start + 1:
+            collecting -= int(collecting > target)  # the kept birth removed its target, fresh topics go last
+        elif len(state.move_gains) != self.gains_at_start:
+            return
+        if collecting is None or total is None or total.K != post.K or collecting >= post.K:
+            return
+        new_lam = None
+        if gathered is not None:
+            new_lam = self._fresh_topics(gathered, float(total.topic_counts[collecting]), post, state.laps_done)
+        if new_lam is None:
+            tried_topics(state, self.name, post.K).append(collecting)
+            return
+        self.pending = {"target": collecting, "K": post.K, "gains": len(state.move_gains), "new_lam": new_lam}
+
+    def state_dict(self):
+        pending = self.pending
+        if pending is not None:
+            pending = dict(pending, new_lam=pending["new_lam"].cpu())
+        return {"pending": pending}
+
+    def load_state_dict(self, state):
+        self.pending = state.get("pending")

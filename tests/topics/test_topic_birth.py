@@ -27,7 +27,7 @@ def test_candidate_replaces_the_target_and_keeps_the_other_weights():
     corpus = random_corpus(1, num_docs=80)
     model = MemoizedHDP(K=4, laps=2, seed=0)
     fit = model.fit(corpus, 2)
-    move = TopicBirthMove(num_new=3, min_tokens=1)
+    move = TopicBirthMove(num_new=3, min_tokens=1, collect="batch")  # the target chosen at the lap's start
     move.start_lap(fit.state, model)
     target = move.target
     assert target == int(torch.argmax(fit.state.cache.total.topic_counts))
@@ -83,7 +83,7 @@ def test_refined_fresh_topics_make_a_better_candidate():
     resp = post.local_step(*batch)[0]
     bounds = []
     for steps in (0, 10):
-        move = TopicBirthMove(num_new=4, refine_steps=steps)
+        move = TopicBirthMove(num_new=4, refine_steps=steps, collect="batch")
         move.start_lap(fit.state, model)
         move.new_lam = move._new_topics(batch, resp, post, seed=0)
         candidate = move._candidate(post)
