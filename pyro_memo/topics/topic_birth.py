@@ -226,16 +226,18 @@ class TopicBirthMove(CandidateMemoMove):
         """The candidate's acceptance (:class:`~pyro_memo.engine.CandidateMemoMove`), then the creation of the
         next candidate's fresh topics from this lap's collection (renumbered past a kept birth's removed
         target), unless the collected tokens were too few (the collected topic then counts as tried). A
-        delete or merge kept after it renumbers the topics too, and the next lap drops the fresh topics."""
+        move listed before this one that was kept this lap renumbered the topics: the collection is dropped;
+        one listed after it that is kept makes the next lap drop the fresh topics."""
         target = self.target
         super().end_lap(state, driver)
         collecting, gathered = self.collecting, self.gathered
         self.collecting, self.gathered = None, None
         post, total = state.posterior, state.cache.total
-        if collecting is not None and len(state.move_gains) == self.gains_at_start + 1:
+        kept = [gain["move"] for gain in state.move_gains[self.gains_at_start:]]
+        if any(name != self.name for name in kept):
+            return  # a move listed before this one renumbered the topics
+        if collecting is not None and kept:
             collecting -= int(collecting > target)  # the kept birth removed its target, fresh topics go last
-        elif len(state.move_gains) != self.gains_at_start:
-            return
         if collecting is None or total is None or total.K != post.K or collecting >= post.K:
             return
         new_lam = None
