@@ -42,6 +42,7 @@ from .structure import (
     _find_sticks,
     _plates,
     check_subsample,
+    positional_names,
     single_plate,
 )
 
@@ -147,6 +148,7 @@ class HDPSpec(ArgumentReader):
     extra: dict = field(default_factory=dict)
 
     kind = "hdp"
+    batch_plate_field = "doc_plate"
 
     @property
     def concentration_sites(self):
@@ -519,7 +521,7 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
         alpha_site=latent["alpha"][0]["name"] if "alpha" in latent else None, alpha_prior=priors.get("alpha"),
         gamma_site=latent["gamma"][0]["name"] if "gamma" in latent else None, gamma_prior=priors.get("gamma"),
     )
-    spec.extra.update(model_dtype=first.dtype, model_device=first.device)
+    spec.extra.update(model_dtype=first.dtype, model_device=first.device, arg_names=positional_names(model))
     spec.num_docs_arg, spec.docs_from_tokens = _find_num_docs(model, args, kwargs, doc_site["name"], num_docs,
                                                               doc_arg, word_arg)
     verify_hdp_wiring(model, args, kwargs, spec)

@@ -55,7 +55,16 @@ from ..families.base import NonFiniteDataError, check_finite
 from ..models.component_sites import sites_for
 from .hdp_recognition import is_hdp, recognize_hdp
 from .relational_recognition import is_relational, recognize_relational
-from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _find_sticks, _plates
+from .structure import (
+    ArgumentReader,
+    ModelStructureError,
+    _base,
+    _constant_over_components,
+    _find_sticks,
+    _plates,
+    as_batch_ids,
+    positional_names,
+)
 from .wiring_check import verify_wiring
 
 
@@ -103,6 +112,7 @@ class ModelSpec(ArgumentReader):
     component_features: dict = field(default_factory=dict)
 
     kind = "dp"
+    batch_plate_field = "data_plate"
 
     @property
     def sites(self):
@@ -722,14 +732,17 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     :raises ModelStructureError: naming the offending site and what was expected.
     """
     with _caller_rng_untouched():  # tracing draws the latent sites: the caller's RNG stream must not move
+        tracer = poutine.trace(model)
         try:
             with torch.no_grad(), poutine.block(), _quiet_wishart():  # invisible to any handler the caller runs under
-                trace = poutine.trace(model).get_trace(*args, **kwargs)
-        except (ModelStructureError, NonFiniteDataError):  # the model checked its data: its own clear error
-            raise
+                trace = tracer.get_trace(*args, **kwargs)
         except Exception as err:
+            _check_batch_arguments(model, args, kwargs, tracer.trace)  # the plates the trace reached
+            if isinstance(err, (ModelStructureError, NonFiniteDataError)):  # the model checked its data
+                raise
             raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "
                                       f"{err}{_argument_hint(model, args, kwargs)}") from err
+        _check_batch_arguments(model, args, kwargs, trace)
         try:
             with _quiet_wishart():
                 return _recognize(model, args, kwargs, trace, dtype)
@@ -742,15 +755,36 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
             ) from err
 
 
+def _named_arguments(model, args, kwargs):
+    """``(name, value)`` of each argument of the call: the model's parameter names where its signature
+    binds them, else ``"#i"`` for the ``i``-th positional one."""
+    try:
+        return list(inspect.signature(model).bind_partial(*args, **kwargs).arguments.items())
+    except (TypeError, ValueError):  # no signature, or one the arguments do not fit
+        return [*((f"#{i}", a) for i, a in enumerate(args)), *kwargs.items()]
+
+
+def _check_batch_arguments(model, args, kwargs, trace):
+    """Raise :class:`ValueError` naming the argument if a plate of ``trace`` is subsampled by an argument of
+    the call that is not a 1-D integer tensor of ids in ``[0, size)`` (:func:`.structure.as_batch_ids`):
+    a 2-D batch otherwise reads as rows of items and recognition finds no data argument, a float one fails
+    in the model's own ``data[idx]``."""
+    from pyro.poutine.subsample_messenger import _Subsample
+
+    named = _named_arguments(model, args, kwargs)
+    for name, site in trace.nodes.items():
+        if site["type"] != "sample" or not isinstance(site["fn"], _Subsample) or site["value"] is None:
+            continue
+        for arg, value in named:
+            if value is site["value"]:
+                as_batch_ids(value, site["fn"].size, f"the model's argument {arg!r} (the subsample of plate '{name}')")
+
+
 def _argument_hint(model, args, kwargs):
     """``"; "`` and a phrase naming an argument of ``model`` that a failed trace likely stumbled on, else ``""``:
     one that is no tensor (a numpy array or a list, which Pyro's plates and pyro-memo's readers take as
     tensors) or an empty tensor (a batch of no items)."""
-    try:
-        named = inspect.signature(model).bind_partial(*args, **kwargs).arguments.items()
-    except (TypeError, ValueError):  # no signature, or one the arguments do not fit
-        named = [*((f"#{i}", a) for i, a in enumerate(args)), *kwargs.items()]
-    for name, value in named:
+    for name, value in _named_arguments(model, args, kwargs):
         if isinstance(value, list | tuple) or type(value).__module__ == "numpy":
             kind = "numpy array" if isinstance(value, np.ndarray) else type(value).__name__
             return (f"; the model's argument {name!r} is a {kind}: give the model torch tensors "
@@ -865,7 +899,8 @@ def _recognize(model, args, kwargs, trace, dtype):
     if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
         spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)
     data_len = spec.raw_data(args, kwargs).shape[0]
-    spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len))
+    spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len),
+                      arg_names=positional_names(model))
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
 

@@ -22,7 +22,6 @@ stick-breaking weights, each role's probabilities are the memberships of its nod
 :class:`~pyro_memo.bridge.structure.ModelStructureError` naming the site and this form.
 """
 
-import inspect
 from dataclasses import dataclass, field
 
 import pyro.distributions as dist
@@ -31,7 +30,15 @@ from pyro import poutine
 
 from ..allocation import stick_breaking_weights
 from ..posterior.relational import check_hyperparameters
-from .structure import ArgumentReader, ModelStructureError, _base, _constant_over_components, _plates, single_plate
+from .structure import (
+    ArgumentReader,
+    ModelStructureError,
+    _base,
+    _constant_over_components,
+    _plates,
+    positional_names,
+    single_plate,
+)
 
 #: the supported relational form, quoted in error messages
 RELATIONAL_FORM = ("u ~ Beta(1, gamma) in a plate of size K; pi ~ Dirichlet(alpha * beta(u)) in a node plate of size "
@@ -94,6 +101,7 @@ class RelationalSpec(ArgumentReader):
     extra: dict = field(default_factory=dict)
 
     kind = "relational"
+    batch_plate_field = "pair_plate"
 
     def _get(self, where, args, kwargs, default=...):
         """The argument at ``where``, found by the model's parameter name too: an argument recognised
@@ -267,7 +275,7 @@ def recognize_relational(model, args, kwargs, trace, plates, obs, roles, global_
         source_site=roles[0]["name"], receiver_site=roles[1]["name"], obs_site=obs["name"], pair_plate=pair_plate,
         src_arg=src_arg, dst_arg=dst_arg, y_arg=y_arg, subsample_arg=subsample_arg)
     spec.extra.update(model_dtype=membership["value"].dtype, model_device=membership["value"].device,
-                      arg_names=_positional_names(model))
+                      arg_names=positional_names(model))
     spec.extra["num_batch_pairs"] = obs["value"].numel()
     spec.eps = _read_eps(model, args, kwargs, spec)
     try:
@@ -276,15 +284,6 @@ def recognize_relational(model, args, kwargs, trace, plates, obs, roles, global_
         raise ModelStructureError(f"relational model: {err}") from err
     verify_relational_wiring(model, args, kwargs, spec)
     return spec
-
-
-def _positional_names(model):
-    """The names of the model's positional-or-keyword parameters, in order (none if not inspectable)."""
-    try:
-        parameters = inspect.signature(model).parameters.values()
-    except (TypeError, ValueError):
-        return ()
-    return tuple(p.name for p in parameters if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def _roles_data(spec, s, r, w, u=None):

@@ -2,6 +2,7 @@
 they raise, the unwrapping of Pyro distributions, plates, and the sticks."""
 
 import hashlib
+import inspect
 
 import pyro.distributions as dist
 import torch
@@ -102,6 +103,8 @@ class ArgumentReader:
     ``args`` / ``kwargs`` (``where`` is ``("arg", position)`` or ``("kwarg", name)``)."""
 
     subsample_arg = None
+    #: the field naming the plate the batch subsamples (``"data_plate"``, ``"doc_plate"``, ``"pair_plate"``)
+    batch_plate_field = None
 
     @staticmethod
     def _get(where, args, kwargs, default=...):
@@ -121,7 +124,18 @@ class ArgumentReader:
         if self.subsample_arg is None:
             return None
         value = self._get(self.subsample_arg, args, kwargs, None)
-        return None if value is None else torch.as_tensor(value, dtype=torch.long)
+        return None if value is None else as_batch_ids(value, None, self.batch_description())
+
+    def batch_description(self):
+        """The batch argument, named for an error: "the model's argument 'batch' (the subsample of plate
+        'data')" (its parameter name where the model's signature gives one, else its position)."""
+        kind, key = self.subsample_arg
+        names = getattr(self, "extra", {}).get("arg_names", ())
+        if kind == "arg":
+            key = names[key] if key < len(names) else f"#{key}"
+        plate = getattr(self, self.batch_plate_field, None) if self.batch_plate_field else None
+        where = f" (the subsample of plate '{plate}')" if plate else ""
+        return f"the model's argument {key!r}{where}"
 
 
 def call_signature(args, kwargs):
@@ -151,6 +165,30 @@ def check_subsample(indices, size, what):
     if len(torch.unique(ids)) != len(ids):
         raise ValueError(f"{what} lists an id more than once; a batch holds each of its items once")
     return ids
+
+
+def as_batch_ids(value, size, what):
+    """``value`` (a model's batch: the ids its plate is subsampled by) as a 1-D long tensor of ids in
+    ``[0, size)`` (``size`` ``None``: each non-negative), else a :class:`ValueError` naming ``what`` and the
+    shape and dtype found: a 2-D batch reads as a batch of rows, a float one fails in the model's
+    ``data[idx]`` (or is truncated), a bool one is a mask. Ids listed twice are :func:`check_subsample`'s."""
+    try:
+        given = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{what} must be a 1-D integer tensor of ids; got {type(value).__name__}") from None
+    if given.dim() != 1 or given.is_floating_point() or given.is_complex() or given.dtype == torch.bool:
+        raise ValueError(f"{what} must be a 1-D integer tensor of ids (e.g. torch.tensor([0, 4, 7])); got shape "
+                         f"{tuple(given.shape)}, dtype {given.dtype}")
+    return as_index_tensor(given, size, what)
+
+
+def positional_names(fn):
+    """The names of ``fn``'s positional-or-keyword parameters, in order (none if not inspectable)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in parameters if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def batch_key(indices):

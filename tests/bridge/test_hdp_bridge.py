@@ -274,21 +274,29 @@ def test_pyro_memos_hdp_model_names_tokens_it_cannot_take_and_truncations_it_wou
             pm.models.HDPTopicModel(**{"V": V, "K": 3, **kwargs})
 
 
-@pytest.mark.parametrize("batch,message", [
-    ([0, 20], r"batch of documents must lie in \[0, 12\); found \[0, 20\]"),  # an IndexError before
-    ([0, -1], r"batch of documents must lie in \[0, 12\)"),  # took the last document's tokens silently
-    ([0, 0, 1], r"batch of documents lists an id more than once"),  # dropped document 0's tokens silently
-    ([0.5], r"must be whole-number ids"),  # truncated to document 0
-    ([[0, 1]], r"must be a 1-D array of ids"),
+DOCS = r"the model's argument 'docs' \(the subsample of plate 'doc_plate'\)"
+
+
+@pytest.mark.parametrize("batch,message,step_message", [
+    ([0, 20], r"batch of documents must lie in \[0, 12\); found \[0, 20\]",  # an IndexError before
+     DOCS + r" must lie in \[0, 12\); found \[0, 20\]"),
+    ([0, -1], r"batch of documents must lie in \[0, 12\)",  # took the last document's tokens silently
+     DOCS + r" must lie in \[0, 12\)"),
+    ([0, 0, 1], r"batch of documents lists an id more than once", None),  # dropped document 0's tokens silently
+    ([0.5], r"must be whole-number ids",  # truncated to document 0
+     DOCS + r" must be a 1-D integer tensor of ids .*dtype torch.float32"),
+    ([[0, 1]], r"must be a 1-D array of ids", None),
 ])
-def test_batch_tokens_refuses_a_bad_batch_of_documents(batch, message):
+def test_batch_tokens_refuses_a_bad_batch_of_documents(batch, message, step_message):
+    """``batch_tokens`` refuses a bad batch; an SVI step on it is refused too, naming the model's batch
+    argument where the plate's subsample is that argument (batch_tokens' own message otherwise)."""
     doc_of, words, D, V = corpus(0)
     with pytest.raises(ValueError, match=message):
         pm.batch_tokens(doc_of, torch.tensor(batch), D)
     if batch != [[0, 1]]:  # the same error from an SVI step on the batch
         guide = pm.HDPGuide(topic_model, prefix="bad_batch")
         svi = pyro.infer.SVI(topic_model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(ValueError, match=step_message or message):
             svi.step(doc_of, words, D, V, torch.tensor(batch))
 
 

@@ -142,13 +142,15 @@ def test_memoized_elbo_with_a_gradient_optimizer_is_refused(data):
 
 
 @pytest.mark.parametrize("batch,message", [
-    ([0, 1, 1], "lists an id more than once"),  # counted item 1 twice, silently
-    ([0, -1], r"must lie in \[0, 600\); found \[-1, 0\]"),  # item -1 is item 599, under another batch key
+    ([0, 1, 1], "the subsample of plate 'data' lists an id more than once"),  # counted item 1 twice, silently
+    # item -1 is item 599, under another batch key
+    ([0, -1], r"the model's argument 'batch' \(the subsample of plate 'data'\) must lie in \[0, 600\); "
+              r"found \[-1, 0\]"),
 ])
 def test_a_batch_with_repeated_or_negative_indices_is_refused(data, batch, message):
     pyro.clear_param_store()
     svi = pyro.infer.SVI(model, pm.DPMixtureGuide(model, K=5), pm.ClosedFormOptimizer(), pm.MemoizedELBO())
-    with pytest.raises(ValueError, match=r"the subsample of plate 'data' " + message):
+    with pytest.raises(ValueError, match=message):
         svi.step(data, torch.tensor(batch))
 
 

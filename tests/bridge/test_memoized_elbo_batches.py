@@ -2,6 +2,8 @@
 summary (``svi.evaluate_loss(data)``), batches that are not fixed are refused, and ClosedFormOptimizer
 refuses gradients from another loss before moving any parameter. For the DP, HDP and relational guides."""
 
+import re
+
 import pyro
 import pytest
 import torch
@@ -138,3 +140,52 @@ def test_an_svi_step_on_arguments_that_are_no_tensors_or_empty_names_the_argumen
     pyro.clear_param_store()
     with pytest.raises(pm.ModelStructureError, match=named):
         svi.step(*bad(data, batch))
+
+
+BATCH_ARGUMENT = {"dp": "'batch' (the subsample of plate 'data')", "hdp": "'docs' (the subsample of plate 'doc_plate')",
+                  "relational": "'batch' (the subsample of plate 'pairs')"}
+
+
+@pytest.mark.parametrize("kind", CASES)
+@pytest.mark.parametrize("bad, found", [
+    (torch.tensor([[0, 1], [2, 3]]), r"shape \(2, 2\), dtype torch.int64"),
+    (torch.tensor([0.0, 1.0]), r"shape \(2,\), dtype torch.float32"),
+    (torch.tensor([0.5, 1.0]), r"shape \(2,\), dtype torch.float32"),
+    (torch.tensor([True, False]), r"shape \(2,\), dtype torch.bool"),
+    (torch.tensor(3), r"shape \(\), dtype torch.int64"),
+])
+@pytest.mark.parametrize("after_a_step", [False, True])
+def test_a_batch_that_is_no_1d_integer_tensor_is_named_with_its_shape_and_dtype(kind, bad, found, after_a_step):
+    """A batch of another shape or dtype is refused naming the model's argument, its plate, and the shape and
+    dtype found: on a guide's first call (recognition read a 2-D batch as rows and reported "no argument
+    matches the value of observed site 'x'", a float one the model's own IndexError) and on a later step
+    (where a float batch was truncated to other ids and a bool one read as the ids 1 and 0: a silent wrong
+    step), for DP mixtures, HDP topics and relational models alike."""
+    pyro.clear_param_store()
+    model, guide, call, n = CASES[kind](0)
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    args = call(splits(n, 0)[0])
+    if after_a_step:
+        svi.step(*args)
+    before = {name: value.detach().clone() for name, value in pyro.get_param_store().items()}
+    args = args[:-1] + (bad,)
+    message = rf"the model's argument {re.escape(BATCH_ARGUMENT[kind])} must be a 1-D integer tensor of ids .*{found}"
+    for method in (svi.step, svi.evaluate_loss, guide):
+        with pytest.raises(ValueError, match=message):
+            method(*args)
+    assert all(torch.equal(pyro.param(name).detach(), value) for name, value in before.items())
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_batch_ids_outside_the_plate_are_named_on_the_first_call(kind):
+    """Ids outside ``[0, size)`` read "index 1000000 is out of bounds" from the model's own trace, a negative
+    one passed recognition and, in a guide called outside SVI, wrapped around to the last items."""
+    pyro.clear_param_store()
+    model, guide, call, n = CASES[kind](0)
+    args = call(splits(n, 0)[0])[:-1]
+    for bad in (torch.tensor([0, 10**6]), torch.tensor([-1, 0])):
+        with pytest.raises(ValueError, match=rf"argument {re.escape(BATCH_ARGUMENT[kind])} must lie in \[0, "):
+            SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO()).step(*args, bad)
+    guide.setup(*call(splits(n, 0)[0]))
+    with pytest.raises(ValueError, match=rf"argument {re.escape(BATCH_ARGUMENT[kind])} must be non-negative"):
+        guide(*args, torch.tensor([-1, 0]))
