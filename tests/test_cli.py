@@ -1,6 +1,7 @@
 """The pyro-memo console script: main job, outputs, options and errors."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -424,3 +425,44 @@ def test_plots_leave_the_host_processs_matplotlib_backend_alone(tmp_path):
     assert (tmp_path / "fit" / "trace.png").read_bytes()[:4] == b"\x89PNG"
     pngs = sorted(p.name for p in (tmp_path / "cmp").glob("*.png"))
     assert len(pngs) == 4 and all((tmp_path / "cmp" / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["patches", "out.npy", "--n", "10", "camera"], {"out": "out.npy", "images": ["camera"], "n": 10}),
+    (["patches", "out.npy", "brick", "--seed", "3", "moon", "--n", "7"],
+     {"out": "out.npy", "images": ["brick", "moon"], "n": 7, "seed": 3}),
+    (["patches", "out.npy", "--exclude", "camera", "astronaut"], {"images": ["astronaut"], "exclude": "camera"}),
+    (["fit", "--K", "3", "data.npy", "--laps", "2"], {"data": "data.npy", "K": 3, "laps": 2}),
+    (["compare", "--K", "3", "digits"], {"data": "digits", "K": 3}),
+    (["predict", "model", "--out", "o.npy", "data.npy"], {"model": "model", "data": "data.npy", "out": "o.npy"}),
+    (["denoise", "--sigma", "10", "camera", "--crop", "32"], {"image": "camera", "sigma": 10.0, "crop": 32}),
+    (["fit", "--", "-data.npy"], {"data": "-data.npy"}),  # after --, a name that starts with - is a positional
+])
+def test_options_may_come_between_a_commands_positionals(argv, expected):
+    """``pyro-memo patches out.npy --n 10 camera`` failed with "unrecognized arguments: camera": argparse closed
+    the IMAGE list at --n. Every command reads its options and positionals in any order."""
+    from pyro_memo.cli import parse_command_line
+
+    args = parse_command_line(build_parser(), argv)
+    assert args.command == argv[0]
+    assert {key: getattr(args, key) for key in expected} == expected
+
+
+def test_patches_with_an_option_between_its_positionals_writes_the_images_patches(tmp_path):
+    out = tmp_path / "p.npy"
+    assert main(["patches", str(out), "--n", "50", "brick", "--seed", "1"]) == 0
+    assert np.load(out).shape == (50, 64)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["patches"], "the following arguments are required: OUT.npy"),
+    (["fit", "a.npy", "--K", "3", "b.npy"], r"unrecognized arguments: b.npy \(see pyro-memo fit --help\)"),
+    (["predict", "model"], "the following arguments are required: DATA"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_a_command_line_that_does_not_parse_is_one_error_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pyro-memo: error:") and len(err.splitlines()) == 1 and re.search(message, err), err

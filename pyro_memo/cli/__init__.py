@@ -50,7 +50,25 @@ def build_parser():
         add_threads_option(add_command(sub, command), [m.name for m in MODELS.values() if command in m.uses])
     for add in (add_predict_command, add_patches_command, add_denoise_command):
         add_threads_option(add(sub))
+    parser.command_parsers = sub.choices  # command -> its parser (parse_command_line)
     return parser
+
+
+def parse_command_line(parser, argv=None):
+    """``argv`` (default ``sys.argv[1:]``) parsed by :func:`build_parser`'s ``parser``, the command's options
+    and positionals in any order: ``pyro-memo patches out.npy --n 10 camera`` reads ``camera`` as an image
+    (argparse's ``parse_args`` had closed the ``IMAGE ...`` list at ``--n`` and refused it as an unrecognized
+    argument). argparse's ``parse_intermixed_args`` cannot parse a parser with sub-commands, so it parses
+    the command's own parser; no command, an unknown one or ``--help`` go to ``parser``, as before, and so
+    does a command line with ``--`` (Python 3.11's intermixed parsing drops it and reads a following
+    ``-name`` as an option)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    commands = getattr(parser, "command_parsers", {})
+    if not argv or argv[0] not in commands or "--" in argv:
+        return parser.parse_args(argv)
+    args = commands[argv[0]].parse_intermixed_args(argv[1:])
+    args.command = argv[0]
+    return args
 
 
 #: commands that are not per model: command -> its runner
@@ -74,7 +92,7 @@ def main(argv=None):
 
 
 def _main(argv):
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(build_parser(), argv)
     with StopOnSignal(ignore_on_exit=argv is None) as stop:
         args.stop = stop
         try:
