@@ -9,7 +9,7 @@ from ..allocation import DPSticks
 from ..checks import as_positive_int, as_seed
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
-from .readouts import GlobalSiteReadouts
+from .readouts import GlobalSiteReadouts, as_num_samples
 from .recognition import ModelStructureError, recognize_model
 from .structure import call_signature
 
@@ -241,6 +241,7 @@ class DPMixtureGuide(GlobalSiteReadouts):
         component sites): dict site name -> tensor ``(num_samples, *site shape)``. The local
         assignment site depends on the data: run the guide (or ``Predictive``) for it."""
         self._require_spec()
+        num_samples = as_num_samples(num_samples)
         post = self.posterior
         draws = {}
         with torch.no_grad(), pyro.poutine.block():

@@ -13,7 +13,7 @@ from ..inference import SummaryCache
 from ..topics import HDPPosterior
 from .hdp_gap import expected_normaliser_gap
 from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
-from .readouts import GlobalSiteReadouts
+from .readouts import GlobalSiteReadouts, as_num_samples
 from .recognition import ModelStructureError, recognize_model
 from .structure import adds_arguments, call_signature
 
@@ -305,7 +305,7 @@ class HDPGuide(GlobalSiteReadouts):
         prior), and the latent concentrations ``(num_samples,)``: dict site name -> tensor. The
         document-level sites depend on the documents: run the guide (or ``Predictive``) for them."""
         self._require_spec()
-        spec, post, n = self.spec, self.posterior, int(num_samples)
+        spec, post, n = self.spec, self.posterior, as_num_samples(num_samples)
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
         lam = torch.cat([post.lam, torch.full_like(post.lam[:1], post.lam0)])
         with torch.no_grad():

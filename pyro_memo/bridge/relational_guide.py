@@ -15,7 +15,7 @@ from ..models.hdp_relational import HDPRelationalGuide, sample_pair_roles
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from ..relational import MemoizedRelational, NodeBatches
 from .param_store import DataFingerprint, check_shapes, default_prefix, fingerprint, require_params
-from .readouts import GlobalSiteReadouts
+from .readouts import GlobalSiteReadouts, as_num_samples
 from .recognition import ModelStructureError, recognize_model
 from .relational_gap import relational_normaliser_gap
 from .structure import adds_arguments, batch_key, call_signature, check_subsample
@@ -266,7 +266,7 @@ class RelationalGuide(GlobalSiteReadouts):
         """``num_samples`` draws of the global sites: sticks ``(num_samples, K)``, memberships
         ``(num_samples, N, K + 1)`` and link probabilities ``(num_samples, K)``: dict site -> tensor."""
         require_params(self)
-        spec, n = self.spec, int(num_samples)
+        spec, n = self.spec, as_num_samples(num_samples)
         v = {k: pyro.param(name).detach().double() for k, name in self._names().items()}
         like = {"dtype": spec.extra["model_dtype"], "device": spec.extra["model_device"]}
         sticks = dist.Beta(v["rho"] * v["omega"], (1 - v["rho"]) * v["omega"])
