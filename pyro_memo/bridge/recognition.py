@@ -899,6 +899,15 @@ def _recognize(model, args, kwargs, trace, dtype):
     if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
         spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)
     data_len = spec.raw_data(args, kwargs).shape[0]
+    if subsample is not None and spec.num_data > data_len:
+        kind, key = spec.data_arg
+        names = positional_names(model)
+        name = names[key] if kind == "arg" and key < len(names) else key
+        raise ModelStructureError(
+            f"plate '{data_plate}' has size {spec.num_data}, but the data it subsamples, the model's argument "
+            f"{name!r}, holds {data_len} items: batches of its rows never cover the plate (memoized inference "
+            f"would never update the globals, and each batch would be scaled as a part of {spec.num_data} items). "
+            f"Give the plate the data's length: pyro.plate('{data_plate}', len(data), subsample=batch)")
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len),
                       arg_names=positional_names(model))
     verify_wiring(model, args, kwargs, spec, trace)

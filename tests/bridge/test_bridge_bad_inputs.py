@@ -3,10 +3,13 @@ models it recognises: one ValueError naming the argument or site, never torch's 
 For the DP, HDP and relational guides alike."""
 
 import pyro
+import pyro.distributions as dist
 import pytest
+import torch
 from pyro.infer import SVI
 
 import pyro_memo as pm
+from tests.bridge.test_memoized_elbo import T, mix_weights
 from tests.bridge.test_memoized_elbo_batches import CASES, splits
 
 
@@ -43,3 +46,33 @@ def test_quantiles_refuse_levels_outside_zero_to_one(kind, bad):
     with pytest.raises(ValueError, match=r"quantiles must be numbers in \[0, 1\] \(one, or a list\); got"):
         guide.quantiles(bad, num_samples=10)
     assert all(v.shape[0] == 2 for v in guide.quantiles([0.0, 1.0], num_samples=10).values())
+
+
+def plate_of_size(data, batch=None, N=None):
+    """The DP mixture of ``test_memoized_elbo`` with the data plate's size an argument."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 0.8))
+    with pyro.plate("components", T):
+        lam = pyro.sample("lam", dist.Wishart(torch.tensor(4.0), covariance_matrix=torch.eye(2)))
+        mu = pyro.sample("mu", dist.MultivariateNormal(torch.zeros(2), precision_matrix=0.1 * lam))
+    with pyro.plate("data", N, subsample=batch) as idx:
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.MultivariateNormal(mu[z], precision_matrix=lam[z]), obs=data[idx])
+
+
+def test_a_subsampled_data_plate_larger_than_the_data_is_refused():
+    """``pyro.plate("data", 100, subsample=batch)`` over 60 rows: batches of the rows never cover the plate, so
+    MemoizedELBO held the globals (zero updates) forever and every step returned the same loss, silently."""
+    data = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(plate_of_size, K=3)
+    svi = SVI(plate_of_size, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    with pytest.raises(pm.ModelStructureError, match=r"plate 'data' has size 100, but the data it subsamples, the "
+                                                     r"model's argument 'data', holds 60 items"):
+        svi.step(data, torch.arange(10), 100)
+    # the plate of the data's length fits, in batches
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(plate_of_size, K=3)
+    svi = SVI(plate_of_size, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    losses = [svi.step(data, batch, 60) for _ in range(3) for batch in torch.arange(60).split(20)]
+    assert losses[-1] < losses[2]
