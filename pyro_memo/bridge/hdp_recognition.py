@@ -160,10 +160,27 @@ class HDPSpec(ArgumentReader):
         out or passes ``None``)."""
         return self._get(self.word_arg, args, kwargs, None) is not None
 
+    def _where(self, where):
+        """The argument at ``where``, named for an error: "argument 'doc'" (its parameter name where the model's
+        signature gives one), else "positional argument 0" or "keyword argument 'doc'"."""
+        kind, key = where
+        names = self.extra.get("arg_names", ())
+        if kind == "arg" and key < len(names):
+            return f"argument {names[key]!r}"
+        return f"keyword argument {key!r}" if kind == "kwarg" else f"positional argument {key}"
+
     def _raw_tokens(self, args, kwargs, words=True):
         """The call's ``(doc, word)`` ids; without the words (:meth:`has_words` false) a ``ValueError``, or
         with ``words=False`` zeros in their place (token positions whose words are to be generated)."""
-        doc = torch.as_tensor(self._get(self.doc_arg, args, kwargs)).long()
+        doc = self._get(self.doc_arg, args, kwargs, None)
+        if doc is None:
+            raise ValueError(f"this call passes no document ids (the model's {self._where(self.doc_arg)}, each "
+                             f"token's document): the guide's document weights '{self.doc_site}' and assignments "
+                             f"'{self.assignment_site}' are those of the call's tokens. To draw new documents from "
+                             "the fitted posterior, pass their tokens' document ids (the words may be left out), "
+                             "or let the model draw everything: pyro.infer.Predictive(model, "
+                             "posterior_samples=guide.sample_posterior(num_samples))(...)")
+        doc = torch.as_tensor(doc).long()
         if self.has_words(args, kwargs):
             word = torch.as_tensor(self._get(self.word_arg, args, kwargs)).long()
         elif words:

@@ -115,7 +115,8 @@ class RelationalSpec(ArgumentReader):
         if position is not None and position < len(args):
             return args[position]
         if default is ...:
-            raise KeyError(f"the model's call does not pass its argument {name!r}")
+            raise ValueError(f"this call does not pass the model's argument {name!r}: the guide reads the pairs "
+                             "(and their links) from the call, as the model does")
         return default
 
     def pairs(self, args, kwargs):

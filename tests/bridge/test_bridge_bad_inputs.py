@@ -76,3 +76,15 @@ def test_a_subsampled_data_plate_larger_than_the_data_is_refused():
     svi = SVI(plate_of_size, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
     losses = [svi.step(data, batch, 60) for _ in range(3) for batch in torch.arange(60).split(20)]
     assert losses[-1] < losses[2]
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("dp", r"this call passes no data \(the model's positional argument 0"),
+    ("hdp", r"this call passes no document ids \(the model's argument 'doc_of'"),  # IndexError: tuple index ...
+    ("relational", r"this call does not pass the model's argument 'src'"),  # a KeyError
+])
+def test_a_fitted_guide_called_without_the_data_says_which_argument_is_missing(kind, message):
+    model, guide, _ = fitted(kind)
+    for call in (guide, pyro.infer.Predictive(model, guide=guide, num_samples=2)):
+        with pytest.raises(ValueError, match=message):
+            call()
