@@ -807,6 +807,7 @@ def _recognize(model, args, kwargs, trace, dtype):
     _refuse_scales(sites)
     _refuse_latent_masks(sites)
     _refuse_observation(obs)
+    _check_observed_shape(obs)
     obs_features, written = None, obs
     if len(obs["cond_indep_stack"]) == 2:
         outer, inner = _nested_features(obs, None, "observed")
@@ -912,6 +913,18 @@ def _recognize(model, args, kwargs, trace, dtype):
                       arg_names=positional_names(model))
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
+
+
+def _check_observed_shape(obs):
+    """Raise :class:`ModelStructureError` if the observed value's rows do not have the observation's event
+    shape: data of another dimension than the model's (3 columns under a 2-D prior), which failed later in
+    a log-density with torch's "The size of tensor a (3) must match the size of tensor b (2)"."""
+    event, value = tuple(obs["fn"].event_shape), tuple(obs["value"].shape)
+    if event and value[max(len(value) - len(event), 0):] != event:
+        raise ModelStructureError(
+            f"observed site '{obs['name']}' observes a value of shape {value}, but its distribution's event shape is "
+            f"{event}: each item must be a row of shape {event}. The data argument does not fit the model's "
+            f"dimension (its prior or the observation's parameters)")
 
 
 def _observed_count_error(observed):

@@ -2,6 +2,8 @@
 models it recognises: one ValueError naming the argument or site, never torch's error or a silent result.
 For the DP, HDP and relational guides alike."""
 
+import re
+
 import pyro
 import pyro.distributions as dist
 import pytest
@@ -87,4 +89,18 @@ def test_a_fitted_guide_called_without_the_data_says_which_argument_is_missing(k
     model, guide, _ = fitted(kind)
     for call in (guide, pyro.infer.Predictive(model, guide=guide, num_samples=2)):
         with pytest.raises(ValueError, match=message):
+            call()
+
+
+@pytest.mark.parametrize("shape", [(60, 3), (60,), (60, 1)])
+def test_data_of_another_dimension_than_the_model_name_the_observed_site_and_both_shapes(shape):
+    """The 2-D model of ``test_memoized_elbo`` on 3 columns (or on 1-D data) read "pyro-memo could not read this
+    model (RuntimeError: The size of tensor a (3) must match the size of tensor b (2) ...)"."""
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(plate_of_size, K=3)
+    data = torch.randn(shape)
+    message = re.escape(f"observed site 'x' observes a value of shape {shape}, but its distribution's event "
+                        "shape is (2,)")
+    for call in (lambda: guide(data, None, 60), lambda: pm.fit_vb(plate_of_size, data, None, 60, K=3)):
+        with pytest.raises(pm.ModelStructureError, match=message):
             call()
