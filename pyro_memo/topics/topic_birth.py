@@ -188,7 +188,7 @@ class TopicBirthMove(CandidateMemoMove):
     def gather(self, state, key, batch, resp):
         """Collection, one batch: the collected target's tokens of batch ``key`` join those of the lap's
         earlier batches (documents renumbered to stay distinct), then the ``max_docs`` documents of
-        smallest keys (:func:`weighted_doc_keys`, drawn from the lap and the batch) are kept."""
+        smallest keys (``weighted_doc_keys``, drawn from the lap and the batch) are kept."""
         d, w, c = target_tokens(batch, resp, self.collecting)
         if len(d) == 0:
             return
@@ -223,7 +223,7 @@ class TopicBirthMove(CandidateMemoMove):
         return summary
 
     def end_lap(self, state, driver):
-        """The candidate's acceptance (:class:`~pyro_memo.engine.CandidateMemoMove`), then the creation of the
+        """The candidate's acceptance (``CandidateMemoMove``), then the creation of the
         next candidate's fresh topics from this lap's collection (renumbered past a kept birth's removed
         target), unless the collected tokens were too few (the collected topic then counts as tried). A
         move listed before this one that was kept this lap renumbered the topics: the collection is dropped;
