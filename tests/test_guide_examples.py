@@ -3,8 +3,8 @@
 Each guide page's ``python`` blocks (those at the start of a line; an indented block inside a list is a
 fragment of prose) run in order in one fresh interpreter, as a reader pasting them one after another
 would. A page's text assumes some names (``x``, ``texts``, ``my_posterior``); the stand-ins below give
-them small data, before the block that first uses them. Pages left out, and why: cluster.md (starts Dask
-clusters and needs files the text leaves to the reader), denoising.md (2,000,000 patches on a GPU),
+them small data (and files: cluster.md's ``patches.npy`` and ``corpus.ldac``), before the block that first
+uses them. Left out, and why: cluster.md's GPU block, denoising.md (2,000,000 patches on a GPU),
 topics.md (a 50-lap fit of the Wikipedia corpus, about 17 minutes here), conventions.md (model fragments
 cut with ``...``), memory_bounded.md's last block (all of Fashion-MNIST, about half an hour).
 """
@@ -33,6 +33,19 @@ x = torch.cat([c + torch.randn(300, 2, dtype=torch.float64)
 PAGES = {
     "quickstart.md": {0: None},
     "guide/choosing.md": {0: TOY + "family = pm.Gaussian.from_data(x)\n", 1: None},
+    "guide/cluster.md": {0: TOY + """
+import numpy as np
+family = pm.Gaussian.from_data(x)
+np.save("patches.npy", x.numpy())
+""", 1: """
+rng = np.random.default_rng(0)
+with open("corpus.ldac", "w") as f:
+    for _ in range(300):
+        ids = rng.choice(50, 8, replace=False)
+        f.write(f"{len(ids)} " + " ".join(f"{i}:{rng.integers(1, 5)}" for i in ids) + "\\n")
+with open("vocab.txt", "w") as f:
+    f.write("\\n".join(f"w{i}" for i in range(50)) + "\\n")
+"""},
     "guide/comparison.md": {0: TOY + """
 labels = torch.arange(3).repeat_interleave(300)
 heldout = x[::10]
