@@ -293,15 +293,17 @@ BATCH_FORM = ("pass the whole data and the batch's indices, model(data, batch), 
               "`with pyro.plate('data', len(data), subsample=batch) as idx:` (pyro.sample('x', ..., obs=data[idx]))")
 
 
-def _find_data_arg(args, kwargs, obs, subsample, site=None):
+def _find_data_arg(args, kwargs, obs, subsample, site=None, rows=None):
     """Where the observed data come from: the argument whose value (indexed by the data plate's
-    ``subsample``, if any) is the observed value of ``site`` (the observed site)."""
+    ``subsample``, if any, else by ``rows``, the plate's whole range, if given) is the observed value of
+    ``site`` (the observed site)."""
     candidates = [("arg", i, a) for i, a in enumerate(args)] + [("kwarg", k, a) for k, a in kwargs.items()]
+    index = subsample if subsample is not None else rows
     for kind, key, value in candidates:
         if not torch.is_tensor(value) or value.dim() != obs.dim():
             continue
         try:
-            picked = value if subsample is None else value[subsample.to(value.device)]
+            picked = value if index is None else value[index.to(value.device)]
         except (IndexError, RuntimeError):  # fewer rows than the plate's indices: not the whole data
             continue
         if picked.shape == obs.shape and bool(torch.equal(picked.to(obs.dtype), obs)):
@@ -869,6 +871,9 @@ def _recognize(model, args, kwargs, trace, dtype):
         subsample_size = subsample.shape[0]
     if subsample_size is None:
         subsample_size = size
+    # the plate's own indices (its whole range when not subsampled): where the data argument is read from, so a
+    # plate smaller than the data (its first rows observed) finds the argument and is refused below by name
+    rows = subsample
     if subsample_size == size and (subsample is None or bool((subsample == torch.arange(size)).all())):
         subsample = None
     spec = ModelSpec(
@@ -884,7 +889,7 @@ def _recognize(model, args, kwargs, trace, dtype):
         data_plate=data_plate,
         num_data=int(size),
         subsample_size=int(subsample_size),
-        data_arg=_find_data_arg(args, kwargs, obs["value"], subsample, obs),
+        data_arg=_find_data_arg(args, kwargs, obs["value"], subsample, obs, rows),
         subsample_arg=None if subsample is None else _find_subsample_arg(args, kwargs, subsample),
         one_hot=type(obs_fn).__name__ in family_cls.pyro_one_hot,
         scalar=scalar,
@@ -900,19 +905,36 @@ def _recognize(model, args, kwargs, trace, dtype):
     if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
         spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)
     data_len = spec.raw_data(args, kwargs).shape[0]
-    if subsample is not None and spec.num_data > data_len:
-        kind, key = spec.data_arg
-        names = positional_names(model)
-        name = names[key] if kind == "arg" and key < len(names) else key
-        raise ModelStructureError(
-            f"plate '{data_plate}' has size {spec.num_data}, but the data it subsamples, the model's argument "
-            f"{name!r}, holds {data_len} items: batches of its rows never cover the plate (memoized inference "
-            f"would never update the globals, and each batch would be scaled as a part of {spec.num_data} items). "
-            f"Give the plate the data's length: pyro.plate('{data_plate}', len(data), subsample=batch)")
+    _check_plate_covers_data(model, spec, data_len)
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len),
                       arg_names=positional_names(model))
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
+
+
+def _check_plate_covers_data(model, spec, data_len):
+    """Raise :class:`ModelStructureError` naming the data plate, its size, the data argument and its length
+    unless the plate has one item per row of the data argument. A larger plate (``pyro.plate('data', 100,
+    subsample=batch)`` over 60 rows) is never covered by batches of the data's rows: memoized inference held
+    the globals forever. A smaller one (``pyro.plate('data', 30, ...)`` over 60 rows) observes only the
+    data's first rows: batches silently fitted 30 of the 60 items."""
+    if spec.num_data == data_len:
+        return
+    kind, key = spec.data_arg
+    names = positional_names(model)
+    name = names[key] if kind == "arg" and key < len(names) else key
+    plate, size = spec.data_plate, spec.num_data
+    verb = "subsamples" if spec.subsample_arg is not None or spec.subsample_size < size else "observes"
+    if size > data_len:
+        why = (f"batches of its rows never cover the plate (memoized inference would never update the globals, "
+               f"and each batch would be scaled as a part of {size} items)")
+    else:
+        why = (f"the plate's indices reach only its first {size} rows, so the other {data_len - size} would never be "
+               f"fitted (and each batch would be scaled as a part of {size} items)")
+    raise ModelStructureError(
+        f"plate '{plate}' has size {size}, but the data it {verb}, the model's argument {name!r}, holds "
+        f"{data_len} items: {why}. Give the plate the data's length: pyro.plate('{plate}', len(data), "
+        f"subsample=batch) (or pyro.plate('{plate}', len(data)) without batches)")
 
 
 def _check_observed_shape(obs):

@@ -104,3 +104,22 @@ def test_data_of_another_dimension_than_the_model_name_the_observed_site_and_bot
     for call in (lambda: guide(data, None, 60), lambda: pm.fit_vb(plate_of_size, data, None, 60, K=3)):
         with pytest.raises(pm.ModelStructureError, match=message):
             call()
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_data_plate_smaller_than_the_data_is_refused(batched):
+    """``pyro.plate("data", 30, subsample=batch)`` over 60 rows: with batches, SVI with MemoizedELBO silently fitted
+    the first 30 rows only; without, recognition said "no argument matches the value of observed site 'x'"."""
+    data = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    verb = "subsamples" if batched else "observes"
+    message = (rf"plate 'data' has size 30, but the data it {verb}, the model's argument 'data', holds 60 items: "
+               r"the plate's indices reach only its first 30 rows.*pyro.plate\('data', len\(data\), subsample=batch\)")
+    pyro.clear_param_store()
+    guide = pm.DPMixtureGuide(plate_of_size, K=3)
+    svi = SVI(plate_of_size, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    with pytest.raises(pm.ModelStructureError, match=message):
+        svi.step(data, torch.arange(10) if batched else None, 30)
+    pyro.clear_param_store()
+    for fit in (pm.fit_vb, pm.fit_memoized):
+        with pytest.raises(pm.ModelStructureError, match=message):
+            fit(plate_of_size, data, torch.arange(10) if batched else None, 30, K=3)
