@@ -29,6 +29,7 @@ import torch
 from pyro import poutine
 
 from ..allocation import stick_breaking_weights
+from ..checks import as_index_tensor
 from ..posterior.relational import check_hyperparameters
 from .structure import (
     ArgumentReader,
@@ -56,14 +57,23 @@ def batch_pairs(src, dst, nodes):
         for nodes in torch.randperm(N).chunk(B):
             svi.step(src, dst, y, batch_pairs(src, dst, nodes))
 
-    :raises ValueError: unless ``src`` and ``dst`` list one node per pair each (one length).
+    :raises ValueError: unless ``src`` and ``dst`` list one node per pair each (one length), and unless
+        ``src``, ``dst`` and ``nodes`` are whole-number node ids (``nodes`` a 1-D array of them, or one id),
+        naming the argument: a fraction was truncated to another node (``0.5`` to node 0), silently.
     """
-    src, dst = torch.as_tensor(src, dtype=torch.long), torch.as_tensor(dst, dtype=torch.long)
+    src, dst = as_index_tensor(src, None, "src"), as_index_tensor(dst, None, "dst")
     if src.shape != dst.shape:
         raise ValueError(f"src and dst must list one node per pair each; got shapes {tuple(src.shape)} and "
                          f"{tuple(dst.shape)}")
-    nodes = torch.as_tensor(nodes, dtype=torch.long, device=src.device)
-    return torch.nonzero(torch.isin(torch.minimum(src, dst), nodes)).squeeze(-1)
+    form = "nodes must be a 1-D array of node ids (e.g. torch.tensor([0, 4, 7]))"
+    try:
+        given = torch.as_tensor(nodes)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{form}; got {type(nodes).__name__}") from None
+    if given.dim() > 1:
+        raise ValueError(f"{form}; got shape {tuple(given.shape)}, dtype {given.dtype}")
+    ids = as_index_tensor(given, None, "nodes")
+    return torch.nonzero(torch.isin(torch.minimum(src, dst), ids.to(src.device))).squeeze(-1)
 
 
 def is_relational(observed, roles):

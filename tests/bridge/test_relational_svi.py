@@ -286,3 +286,23 @@ def test_fit_vb_and_fit_memoized_point_a_relational_model_to_svi_with_its_guide(
                                                       r"model is an HDP relational model: fit it with SVI\(model, "
                                                       r"pyro_memo.RelationalGuide\(model\)"):
             fit(HDPRelationalModel(10, 2), src, dst, y)
+
+
+@pytest.mark.parametrize("nodes, match", [
+    (torch.tensor([0.5, 2.0]), r"nodes must be whole-number ids; found fractions"),
+    ([0.5], r"nodes must be whole-number ids; found fractions"),
+    (torch.tensor([[0, 1]]), r"nodes must be a 1-D array of node ids \(e.g. torch.tensor\(\[0, 4, 7\]\)\); got shape "
+                             r"\(1, 2\), dtype torch.int64"),
+    (torch.tensor([True, False]), r"nodes must be whole-number ids; got dtype torch.bool"),
+])
+def test_batch_pairs_refuses_node_ids_that_are_not_whole_numbers_in_one_dimension(nodes, match):
+    """``batch_pairs(src, dst, torch.tensor([0.5]))`` truncated 0.5 to node 0 and returned node 0's pairs, silently;
+    a 2-D ``nodes`` was flattened and a bool mask read as the ids 1 and 0."""
+    src, dst = torch.triu_indices(6, 6, 1)
+    with pytest.raises(ValueError, match=match):
+        batch_pairs(src, dst, nodes)
+    with pytest.raises(ValueError, match=r"src must be whole-number ids; found fractions"):
+        batch_pairs(src + 0.5, dst, [0])
+    expected = batch_pairs(src, dst, torch.tensor([0, 2]))
+    for same in ([0, 2], torch.tensor([0.0, 2.0]), torch.tensor([0, 2]).numpy()):
+        assert torch.equal(batch_pairs(src, dst, same), expected)
