@@ -874,6 +874,7 @@ def _recognize(model, args, kwargs, trace, dtype):
     # the plate's own indices (its whole range when not subsampled): where the data argument is read from, so a
     # plate smaller than the data (its first rows observed) finds the argument and is refused below by name
     rows = subsample
+    _check_observed_rows(obs, data_plate, size, subsample_size)
     if subsample_size == size and (subsample is None or bool((subsample == torch.arange(size)).all())):
         subsample = None
     spec = ModelSpec(
@@ -910,6 +911,21 @@ def _recognize(model, args, kwargs, trace, dtype):
                       arg_names=positional_names(model))
     verify_wiring(model, args, kwargs, spec, trace)
     return spec
+
+
+def _check_observed_rows(obs, plate, size, subsample_size):
+    """Raise :class:`ModelStructureError` naming the observed site, its plate and both sizes if the site
+    observes another number of items than its plate holds (``pyro.plate('data', 21)`` with ``obs=data`` of 20
+    rows): recognition otherwise found no argument the observation came from."""
+    value = obs["value"]
+    if value.dim() - len(obs["fn"].event_shape) != 1 or value.shape[0] == subsample_size:
+        return
+    holds = f"size {size}" if subsample_size == size else f"size {size}, subsampled to {subsample_size}"
+    raise ModelStructureError(
+        f"observed site '{obs['name']}' observes {value.shape[0]} items, but its plate '{plate}' ({holds}) holds "
+        f"{subsample_size}: observe one item per index of the plate. Give the plate the data's length: "
+        f"pyro.plate('{plate}', len(data), subsample=batch) as idx, with obs=data[idx] (or pyro.plate('{plate}', "
+        f"len(data)) with obs=data, without batches)")
 
 
 def _check_plate_covers_data(model, spec, data_len):

@@ -123,3 +123,28 @@ def test_a_data_plate_smaller_than_the_data_is_refused(batched):
     for fit in (pm.fit_vb, pm.fit_memoized):
         with pytest.raises(pm.ModelStructureError, match=message):
             fit(plate_of_size, data, torch.arange(10) if batched else None, 30, K=3)
+
+
+def plate_over_the_data(data, N):
+    """``plate_of_size`` observing the whole data in a plate of size ``N``, without batches."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 0.8))
+    with pyro.plate("components", T):
+        lam = pyro.sample("lam", dist.Wishart(torch.tensor(4.0), covariance_matrix=torch.eye(2)))
+        mu = pyro.sample("mu", dist.MultivariateNormal(torch.zeros(2), precision_matrix=0.1 * lam))
+    with pyro.plate("data", N):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.MultivariateNormal(mu[z], precision_matrix=lam[z]), obs=data)
+
+
+@pytest.mark.parametrize("N", [21, 19])
+def test_a_plate_of_another_size_than_the_observed_items_names_the_plate_and_both_sizes(N):
+    """``pyro.plate("data", 21)`` with ``obs=data`` of 20 rows read "the observed data must be passed to the model
+    as an argument (positional or keyword); no argument matches the value of observed site 'x'"."""
+    data = torch.randn(20, 2, generator=torch.Generator().manual_seed(0))
+    pyro.clear_param_store()
+    with pytest.raises(pm.ModelStructureError, match=rf"observed site 'x' observes 20 items, but its plate 'data' "
+                                                     rf"\(size {N}\) holds {N}.*pyro.plate\('data', len\(data\)"):
+        pm.fit_vb(plate_over_the_data, data, N, K=3)
+    assert pm.fit_vb(plate_over_the_data, data, 20, K=3).guide is not None
+
