@@ -63,6 +63,7 @@ from .structure import (
     _find_sticks,
     _plates,
     as_batch_ids,
+    model_error,
     positional_names,
 )
 from .wiring_check import verify_wiring
@@ -740,10 +741,13 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
                 trace = tracer.get_trace(*args, **kwargs)
         except Exception as err:
             _check_batch_arguments(model, args, kwargs, tracer.trace)  # the plates the trace reached
+            original, cause = model_error(err)  # the cause, without the table of shapes Pyro's trace appends
             if isinstance(err, (ModelStructureError, NonFiniteDataError)):  # the model checked its data
-                raise
+                if original is err:
+                    raise
+                raise original from err
             raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "
-                                      f"{err}{_argument_hint(model, args, kwargs)}") from err
+                                      f"{cause}{_argument_hint(model, args, kwargs)}") from err
         _check_batch_arguments(model, args, kwargs, trace)
         try:
             with _quiet_wishart():

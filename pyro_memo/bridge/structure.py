@@ -3,6 +3,7 @@ they raise, the unwrapping of Pyro distributions, plates, and the sticks."""
 
 import hashlib
 import inspect
+import re
 
 import pyro.distributions as dist
 import torch
@@ -12,6 +13,35 @@ from ..checks import as_index_tensor
 
 class ModelStructureError(ValueError):
     """A Pyro model does not follow the conventions pyro-memo recognises."""
+
+
+#: where Pyro's trace appends its table of the sites' shapes to an exception raised inside the model
+_TRACE_SHAPES = re.compile(r"\n[ \t]*Trace Shapes:")
+
+
+def model_error(err, max_lines=6):
+    """The cause ``err`` (an exception raised inside a traced model) states, without the "Trace Shapes:" table
+    Pyro's trace appends to its text (the sites' shapes, a screenful, after the actual cause): Pyro re-raises
+    ``type(err)(message + table)`` from the original, which is returned when it is there; else ``err``, or one
+    of its type with the table cut off. A message of more than ``max_lines`` lines (a tensor's values printed
+    in a constraint's error) keeps its first ones and says how many it leaves out."""
+    cause = err.__cause__
+    text = str(err)
+    match = _TRACE_SHAPES.search(text)
+    if match is None:
+        original = err
+    elif type(cause) is type(err) and text.startswith(str(cause)):
+        original = cause
+    else:
+        try:
+            original = type(err)(text[:match.start()])
+        except Exception:  # noqa: BLE001 - an exception type with other arguments: its text is what matters
+            original = ValueError(text[:match.start()])
+    lines = str(original).rstrip().split("\n")
+    message = "\n".join(lines[:max_lines])
+    if len(lines) > max_lines:
+        message += f"\n... ({len(lines) - max_lines} more lines)"
+    return original, message
 
 
 def _base(fn):

@@ -148,3 +148,33 @@ def test_a_plate_of_another_size_than_the_observed_items_names_the_plate_and_bot
         pm.fit_vb(plate_over_the_data, data, N, K=3)
     assert pm.fit_vb(plate_over_the_data, data, 20, K=3).guide is not None
 
+
+def failing_model(data, how):
+    """``plate_over_the_data`` failing in its observation: a negative scale (torch's constraint error, with the
+    values), or its own check of the data (a ModelStructureError)."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 0.8))
+    with pyro.plate("components", T):
+        mu = pyro.sample("mu", dist.Normal(torch.zeros(2), 1.0).to_event(1))
+    with pyro.plate("data", len(data)):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        if how == "own check":
+            raise pm.ModelStructureError("the model's own check: data must be standardised")
+        pyro.sample("x", dist.Normal(mu[z], -torch.ones(2)).to_event(1), obs=data)
+
+
+def test_a_model_that_fails_when_traced_reports_the_cause_without_pyros_table_of_shapes():
+    """Pyro's trace appends "Trace Shapes:" and a table of every site's shapes to an error raised in the model: the
+    error pyro-memo raised ended in that table (and, for a constraint, all 200 rows of the offending values)."""
+    data = torch.randn(200, 2, generator=torch.Generator().manual_seed(0))
+    pyro.clear_param_store()
+    with pytest.raises(pm.ModelStructureError, match=r"tracing the model with the given arguments raised ValueError: "
+                                                     r"Expected parameter scale") as caught:
+        pm.fit_vb(failing_model, data, "negative scale", K=3)
+    message = str(caught.value)
+    assert "Trace Shapes" not in message and "Sample Sites" not in message
+    assert len(message.splitlines()) <= 7 and "more lines)" in message
+    assert isinstance(caught.value.__cause__, ValueError)  # chained: the traceback still shows Pyro's error
+    with pytest.raises(pm.ModelStructureError) as caught:
+        pm.fit_vb(failing_model, data, "own check", K=3)
+    assert str(caught.value) == "the model's own check: data must be standardised"
