@@ -94,6 +94,27 @@ def _refuse_relational(spec, name):
                                   "nodes (pyro_memo.batch_pairs), or with pyro_memo.relational.MemoizedRelational")
 
 
+def _model_name(model):
+    return getattr(model, "__qualname__", None) or type(model).__name__
+
+
+def _check_guide(model, guide, name):
+    """Raise :class:`ValueError` unless ``guide`` (given to ``name``) is a guide of ``model``: a fit with a guide
+    recognises and fits the guide's own model, so a guide of another model silently fitted that one, not
+    ``model`` (another prior, another likelihood), and returned its ELBO."""
+    if guide is None:
+        return
+    own = getattr(guide, "model", None)
+    if own is None:
+        raise TypeError(f"{name}'s guide must be a pyro_memo guide (DPMixtureGuide or HDPGuide); got "
+                        f"{type(guide).__name__}")
+    if own is not model and own != model:
+        raise ValueError(f"{name}: the guide was built for another model ({_model_name(own)!r}, object "
+                         f"{id(own):#x}) than the one passed ({_model_name(model)!r}, object {id(model):#x}); a fit "
+                         f"with a guide fits the guide's model. Pass the guide's own model ({name}(guide.model, ...)) "
+                         f"or leave guide out to start from {name}(model, ...)")
+
+
 def _hdp_options(spec, K, batches, shuffle=True, init=None):
     """Refuse options an HDP fit cannot honour (none is silently ignored)."""
     if K is not None and as_positive_int(K, "K") != spec.K:
@@ -113,7 +134,8 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :param model: a DP-mixture Pyro model (see ``pyro_memo.bridge.recognition``).
     :param args: the model's positional arguments (the data among them).
     :param int K: truncation level (default ``T - 1``).
-    :param DPMixtureGuide guide: an existing guide to continue from, else a new one.
+    :param DPMixtureGuide guide: an existing guide of ``model`` to continue from, else a new one (a guide built
+        for another model raises :class:`ValueError`).
     :param int max_iter: iteration limit.
     :param float tol: relative ELBO tolerance.
     :param str init: ``"kmeans++"`` (default) or ``"random"`` initial responsibilities of a new guide
@@ -131,6 +153,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :warns ConvergenceWarning: when the fit stops at ``max_iter`` before the ELBO converged.
     """
     seed = as_seed(seed)
+    _check_guide(model, guide, "fit_vb")
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
     _refuse_relational(spec, "fit_vb")
     if spec is not None and spec.kind == "hdp":
@@ -161,7 +184,8 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
         are permuted once (``seed``) and cut into ``num_batches`` slices.
     :param int num_batches: ``B`` when ``batches`` is not given.
     :param int K: truncation level (default ``T - 1``).
-    :param DPMixtureGuide guide: an existing guide to continue from, else a new one.
+    :param DPMixtureGuide guide: an existing guide of ``model`` to continue from, else a new one (a guide built
+        for another model raises :class:`ValueError`).
     :param int laps: maximum passes through the data.
     :param float tol: relative ELBO tolerance per lap.
     :param int seed: seed of the batch order (and of the permutation).
@@ -184,6 +208,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     from .hdp_guide import HDPGuide
 
     seed = as_seed(seed)
+    _check_guide(model, guide, "fit_memoized")
     spec = guide.spec if guide is not None and guide.spec is not None else recognize_model(model, *args, **kwargs)
     _refuse_relational(spec, "fit_memoized")
     if spec.kind == "hdp" or isinstance(guide, HDPGuide):

@@ -178,3 +178,28 @@ def test_a_model_that_fails_when_traced_reports_the_cause_without_pyros_table_of
     with pytest.raises(pm.ModelStructureError) as caught:
         pm.fit_vb(failing_model, data, "own check", K=3)
     assert str(caught.value) == "the model's own check: data must be standardised"
+
+
+def sharp_plate_of_size(data, batch=None, N=None):
+    """``plate_of_size`` with another prior: a model of its own (the same data, another ELBO)."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 0.8))
+    with pyro.plate("components", T):
+        lam = pyro.sample("lam", dist.Wishart(torch.tensor(9.0), covariance_matrix=torch.eye(2)))
+        mu = pyro.sample("mu", dist.MultivariateNormal(torch.zeros(2), precision_matrix=2.0 * lam))
+    with pyro.plate("data", N, subsample=batch) as idx:
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.MultivariateNormal(mu[z], precision_matrix=lam[z]), obs=data[idx])
+
+
+@pytest.mark.parametrize("fit", [pm.fit_vb, pm.fit_memoized])
+def test_a_fit_given_a_guide_of_another_model_is_refused(fit):
+    """``fit_vb(model_b, data, guide=guide_of_model_a)`` fitted model A (the guide's) and returned its ELBO, silently
+    ignoring model B."""
+    data = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    pyro.clear_param_store()
+    guide = fit(plate_of_size, data, None, 60, K=3).guide
+    with pytest.raises(ValueError, match=rf"{fit.__name__}: the guide was built for another model \('plate_of_size'.*"
+                                         r"than the one passed \('sharp_plate_of_size'.*Pass the guide's own model"):
+        fit(sharp_plate_of_size, data, None, 60, guide=guide)
+    assert fit(plate_of_size, data, None, 60, guide=guide).guide is guide  # its own model continues
