@@ -115,6 +115,18 @@ def _check_guide(model, guide, name):
                          f"or leave guide out to start from {name}(model, ...)")
 
 
+def _check_guide_K(guide, K, name):
+    """Raise :class:`ValueError` if ``K`` is given with a :class:`DPMixtureGuide` of another truncation: the guide
+    keeps its own ``K`` (its parameters have that many components), so ``K`` was silently ignored."""
+    if K is None or not isinstance(guide, DPMixtureGuide):
+        return
+    K = as_positive_int(K, "K")
+    if guide.K != K:
+        own = f"K = {guide.K}" if guide.K is not None else "no K (it takes the model's T - 1)"
+        raise ValueError(f"{name}: K = {K}, but the guide was built with {own}, and a guide keeps its truncation; "
+                         f"build the guide with it, pyro_memo.DPMixtureGuide(model, K={K}), or leave K out")
+
+
 def _hdp_options(spec, K, batches, shuffle=True, init=None):
     """Refuse options an HDP fit cannot honour (none is silently ignored)."""
     if K is not None and as_positive_int(K, "K") != spec.K:
@@ -133,7 +145,8 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
 
     :param model: a DP-mixture Pyro model (see ``pyro_memo.bridge.recognition``).
     :param args: the model's positional arguments (the data among them).
-    :param int K: truncation level (default ``T - 1``).
+    :param int K: truncation level (default ``T - 1``); with ``guide``, the guide's own (another raises
+        :class:`ValueError`).
     :param DPMixtureGuide guide: an existing guide of ``model`` to continue from, else a new one (a guide built
         for another model raises :class:`ValueError`).
     :param int max_iter: iteration limit.
@@ -154,6 +167,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     """
     seed = as_seed(seed)
     _check_guide(model, guide, "fit_vb")
+    _check_guide_K(guide, K, "fit_vb")
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
     _refuse_relational(spec, "fit_vb")
     if spec is not None and spec.kind == "hdp":
@@ -183,7 +197,8 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     :param batches: optional list of index tensors, the fixed batches; by default the data
         are permuted once (``seed``) and cut into ``num_batches`` slices.
     :param int num_batches: ``B`` when ``batches`` is not given.
-    :param int K: truncation level (default ``T - 1``).
+    :param int K: truncation level (default ``T - 1``); with ``guide``, the guide's own (another raises
+        :class:`ValueError`).
     :param DPMixtureGuide guide: an existing guide of ``model`` to continue from, else a new one (a guide built
         for another model raises :class:`ValueError`).
     :param int laps: maximum passes through the data.
@@ -209,6 +224,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
 
     seed = as_seed(seed)
     _check_guide(model, guide, "fit_memoized")
+    _check_guide_K(guide, K, "fit_memoized")
     spec = guide.spec if guide is not None and guide.spec is not None else recognize_model(model, *args, **kwargs)
     _refuse_relational(spec, "fit_memoized")
     if spec.kind == "hdp" or isinstance(guide, HDPGuide):
