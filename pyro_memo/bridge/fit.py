@@ -147,8 +147,8 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :param args: the model's positional arguments (the data among them).
     :param int K: truncation level (default ``T - 1``); with ``guide``, the guide's own (another raises
         :class:`ValueError`).
-    :param DPMixtureGuide guide: an existing guide of ``model`` to continue from, else a new one (a guide built
-        for another model raises :class:`ValueError`).
+    :param DPMixtureGuide guide: an existing guide of ``model`` to continue from (an :class:`~pyro_memo.HDPGuide`
+        for an HDP topic model), else a new one (a guide built for another model raises :class:`ValueError`).
     :param int max_iter: iteration limit.
     :param float tol: relative ELBO tolerance.
     :param str init: ``"kmeans++"`` (default) or ``"random"`` initial responsibilities of a new guide
@@ -168,11 +168,16 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     seed = as_seed(seed)
     _check_guide(model, guide, "fit_vb")
     _check_guide_K(guide, K, "fit_vb")
+    from .hdp_guide import HDPGuide
+
     spec = recognize_model(model, *args, **kwargs) if guide is None else None
+    if guide is not None and not isinstance(guide, DPMixtureGuide):  # an HDP guide continues its topic model
+        spec = guide.spec if getattr(guide, "spec", None) is not None else recognize_model(model, *args, **kwargs)
     _refuse_relational(spec, "fit_vb")
     if spec is not None and spec.kind == "hdp":
         _hdp_options(spec, K, None, init=init)
-        result = _fit_hdp(spec, model, args, kwargs, 1, max_iter, tol, seed, None, None)
+        result = _fit_hdp(spec, model, args, kwargs, 1, max_iter, tol, seed,
+                          guide if isinstance(guide, HDPGuide) else None, None)
         _warn_unconverged(result.converged, max_iter, "laps (max_iter)")
         return result
     if guide is None:

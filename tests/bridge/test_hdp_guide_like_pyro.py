@@ -305,3 +305,15 @@ def test_the_initial_topics_count_the_picked_documents_words_alone():
         pick = torch.randint(D, (int(torch.randint(1, 8, (1,), generator=g)),), generator=g)
         table = torch.zeros(D, V, dtype=F64).index_put_((doc, word), torch.ones(N, dtype=F64), accumulate=True)
         assert torch.equal(picked_counts(doc, word, pick, V), table[pick])
+
+
+def test_fit_vb_continues_from_an_hdp_guide_as_fit_memoized_does():
+    """``fit_vb(model, ..., guide=hdp_guide)`` raised AttributeError "'HDPSpec' object has no attribute 'data'" (it took
+    every guide for a DP mixture's); ``fit_memoized`` continued from it."""
+    doc_of, words, D, V = corpus(0)
+    pyro.clear_param_store()
+    first = pm.fit_vb(model, doc_of, words, D, V, max_iter=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning
+        again = pm.fit_vb(model, doc_of, words, D, V, guide=first.guide, max_iter=20)
+    assert again.guide is first.guide and again.elbo >= first.elbo - 1e-6
