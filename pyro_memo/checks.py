@@ -28,6 +28,22 @@ def as_count(value, name):
     return int(value)
 
 
+def as_bool(value, name):
+    """``value`` as a ``bool`` if it is one (Python's or numpy's), else :class:`ValueError` naming ``name``: a
+    string such as ``"no"`` or ``"False"`` is truthy and silently meant yes."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise ValueError(f"{name} must be True or False; got {value!r}")
+
+
+def check_callback(callback, name="callback"):
+    """Raise :class:`ValueError` naming ``name`` unless ``callback`` is ``None`` or callable: a fit calls it after
+    its first lap, which then failed with Python's "'int' object is not callable", the lap's work lost."""
+    if callback is not None and not callable(callback):
+        raise ValueError(f"{name} must be a function callback(lap, elbo, posterior) or None; got "
+                         f"{type(callback).__name__} {callback!r:.40}")
+
+
 def as_positive_float(value, name):
     """``value`` as a ``float`` if it is a positive finite number, else :class:`ValueError` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):

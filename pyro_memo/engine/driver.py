@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..checks import as_non_negative_float, as_positive_int, as_seed
+from ..checks import as_bool, as_non_negative_float, as_positive_int, as_seed, check_callback
 from ..data.batch_source import batch_digest
 from ..families import PRODUCT_CACHE
 from ..memo import MemoState
@@ -123,7 +123,7 @@ class Driver:
     def __init__(self, laps=50, seed=0, shuffle=True, threads=None):
         self.laps = as_positive_int(laps, "laps")
         self.seed = as_seed(seed)
-        self.shuffle = shuffle
+        self.shuffle = as_bool(shuffle, "shuffle")
         self.thread_policy = ThreadPolicy(threads)
 
     @property
@@ -424,6 +424,7 @@ class MemoizedDriver(Driver):
             (:mod:`~pyro_memo.engine.executors`).
         :rtype: FitResult (with ``lap_seconds``, ``state`` and ``batch_elbos``)
         """
+        check_callback(callback)
         self.executor = as_executor(executor)
         self.relax_counts = {"proposed": 0, "accepted": 0}
         try:

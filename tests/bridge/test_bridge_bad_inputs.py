@@ -219,3 +219,17 @@ def test_a_fit_given_a_guide_and_another_K_is_refused(fit):
     pyro.clear_param_store()
     with pytest.raises(ValueError, match=r"K = 2, but the guide was built with no K \(it takes the model's T - 1\)"):
         fit(plate_of_size, data, None, 60, K=2, guide=pm.DPMixtureGuide(plate_of_size))
+
+
+@pytest.mark.parametrize("option, match", [
+    (dict(shuffle="no"), r"shuffle must be True or False; got 'no'"),
+    (dict(shuffle=None), r"shuffle must be True or False; got None"),
+    (dict(callback=5), r"callback must be a function callback\(lap, elbo, posterior\) or None; got int 5"),
+])
+def test_fit_memoized_refuses_a_shuffle_that_is_no_bool_and_a_callback_that_is_no_function(option, match):
+    """``shuffle="no"`` (truthy) shuffled the batches, silently; ``callback=5`` ran the first lap, then raised Python's
+    "'int' object is not callable"."""
+    data = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    pyro.clear_param_store()
+    with pytest.raises(ValueError, match=match):
+        pm.fit_memoized(plate_of_size, data, None, 60, K=3, **option)
