@@ -404,7 +404,10 @@ def _recognise_components(obs_fn, obs_name, comp_sites, scalar=False):
             names = {role: by_type[t][0] for role, (t, _) in fam.pyro_components.items()}
             sites = {role: (_base(comp_sites[n]["fn"]), comp_sites[n]["value"]) for role, n in names.items()}
             known = _observation_constants(fam, obs_fn, obs_name, scalar)
-            hyper = dict(fam.prior_from_pyro(sites, _Reader(names)), **known)
+            try:
+                hyper = dict(fam.prior_from_pyro(sites, _Reader(names)), **known)
+            except (RuntimeError, IndexError) as err:  # the sites' shapes do not fit the family's form
+                raise _component_shapes_error(fam, names, comp_sites, obs_name) from err
             return fam, {k: torch.as_tensor(v).detach() for k, v in hyper.items()}, names
     found = set(by_type)
 
@@ -418,6 +421,20 @@ def _recognise_components(obs_fn, obs_name, comp_sites, scalar=False):
         f"{_component_types(nearest)}; found {{{', '.join(f'{n!r}: {t!r}' for t, ns in by_type.items() for n in ns)}}}"
         f"; the {kind} forms pyro-memo fits: {supported_forms()[kind]}"
     )
+
+
+def _component_shapes_error(fam, names, comp_sites, obs_name):
+    """The error for component sites of the types a family reads but of other shapes than its form (a Gamma of
+    shape ``(T,)`` beside a Normal of shape ``(T, D)``): each site's distribution and shapes, and the form."""
+    found = "; ".join(f"'{n}' {type(_base(comp_sites[n]['fn'])).__name__} of shape "
+                      f"{tuple(comp_sites[n]['value'].shape)} (event shape {tuple(comp_sites[n]['fn'].event_shape)})"
+                      for n in names.values())
+    form = ", ".join(f"{role} ~ {t}" + (f" with {k} event dim (.to_event({k}))" if k else "")
+                     for role, (t, k) in fam.pyro_components.items())
+    return ModelStructureError(
+        f"observed site '{obs_name}' and component sites {sorted(names.values())} have the types of the {fam.name} "
+        f"family, but not its shapes: {found}. The {fam.name} family reads {form}, each one per component in the "
+        f"plate of size T, with the observation's dimension D")
 
 
 def _observation_constants(fam, obs_fn, obs_name, scalar=False):

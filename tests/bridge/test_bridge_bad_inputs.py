@@ -233,3 +233,28 @@ def test_fit_memoized_refuses_a_shuffle_that_is_no_bool_and_a_callback_that_is_n
     pyro.clear_param_store()
     with pytest.raises(ValueError, match=match):
         pm.fit_memoized(plate_of_size, data, None, 60, K=3, **option)
+
+
+def scale_per_component(data):
+    """A Normal observation whose per-component scale is a Gamma site of shape (T,): the diag-gauss family's site
+    types (Gamma, Normal), not its form (a Gamma precision of shape (T, D), .to_event(1))."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 0.8))
+    with pyro.plate("components", T):
+        mu = pyro.sample("mu", dist.Normal(torch.zeros(2), 3.0).to_event(1))
+        sigma = pyro.sample("sigma", dist.Gamma(2.0, 2.0))
+    with pyro.plate("data", len(data)):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Normal(mu[z], sigma[z][:, None]).to_event(1), obs=data)
+
+
+def test_component_sites_of_a_familys_types_but_other_shapes_name_the_sites_and_the_form():
+    """The model read "pyro-memo could not read this model (RuntimeError: expand(torch.FloatTensor{[6, 2]},
+    size=[6]): the number of sizes provided (1) must be greater or equal ...)"."""
+    data = torch.randn(20, 2, generator=torch.Generator().manual_seed(0))
+    pyro.clear_param_store()
+    with pytest.raises(pm.ModelStructureError, match=re.escape(
+            f"have the types of the diag-gauss family, but not its shapes: 'sigma' Gamma of shape ({T},) (event shape "
+            f"()); 'mu' Normal of shape ({T}, 2) (event shape (2,)). The diag-gauss family reads lambda ~ Gamma with 1 "
+            "event dim (.to_event(1))")):
+        pm.fit_vb(scale_per_component, data, K=3)
