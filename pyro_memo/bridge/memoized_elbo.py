@@ -101,7 +101,8 @@ class MemoizedELBO(ELBO):
         if isinstance(guide, RelationalGuide):
             posterior = guide.posterior_for(*args, **kwargs)
             key, summary, size = guide.batch_step(posterior, *args, **kwargs)
-            return _Batch(posterior, key, summary, size, len(spec.pairs(args, kwargs)[0]), "pairs")
+            return _Batch(posterior, key, summary, size, len(spec.pairs(args, kwargs)[0]), "pairs",
+                          spec.batch_indices(args, kwargs))
         if isinstance(guide, HDPGuide):
             posterior, batch = guide.posterior, spec.batch(args, kwargs)
             saved = None if store or guide.doc_topic_counts is None else guide.doc_topic_counts.clone()
@@ -109,7 +110,8 @@ class MemoizedELBO(ELBO):
             if not store:
                 guide.doc_topic_counts = saved
             key = batch_key(spec.batch_indices(args, kwargs))
-            return _Batch(posterior, key, summary, summary.num_items, spec.plate_size(args, kwargs), "documents")
+            return _Batch(posterior, key, summary, summary.num_items, spec.plate_size(args, kwargs), "documents",
+                          spec.batch_indices(args, kwargs))
         size, indices, subsample_size = spec.plate_args(args, kwargs)
         if indices is None and subsample_size != size:
             raise ValueError(
@@ -120,7 +122,7 @@ class MemoizedELBO(ELBO):
             check_subsample(indices, size, f"the subsample of plate '{spec.data_plate}'")
         posterior = guide.posterior
         _, summary = posterior.local_step(spec.data(args, kwargs, indices))
-        return _Batch(posterior, batch_key(indices), summary, summary.num_items, size, "items")
+        return _Batch(posterior, batch_key(indices), summary, summary.num_items, size, "items", indices)
 
     def loss(self, model, guide, *args, **kwargs):
         """Negative exact memoized ELBO with the current batch's summary refreshed (the memo is unchanged).
@@ -147,6 +149,8 @@ class MemoizedELBO(ELBO):
         else:
             _check_fixed(guide, batch)
         guide.memo.replace(batch.key, batch.summary)
+        if batch.ids is not None:
+            _memo_ids(guide)[batch.key] = torch.as_tensor(batch.ids).reshape(-1).cpu()
         if isinstance(guide, RelationalGuide):
             guide.memo_pairs[batch.key] = batch.size
         total = guide.memo.total
@@ -188,6 +192,8 @@ class _Batch(NamedTuple):
     size: int
     plate_size: int
     unit: str
+    #: the batch's ids (items, documents, pairs: the plate's subsample), ``None`` for the whole data
+    ids: object = None
 
     @property
     def whole(self):
@@ -205,12 +211,42 @@ def _one_whole_summary(guide, batch):
     return len(guide.memo.batches) == 1 and _held(guide) >= batch.plate_size
 
 
+def _memo_ids(guide):
+    """The ids of each batch the guide's memo holds (key -> 1-D tensor), kept on the memo object itself, so that
+    a fresh memo (a new fit, a whole-data step) starts with none."""
+    memo = guide.memo
+    if getattr(memo, "batch_ids", None) is None:
+        memo.batch_ids = {}
+    return memo.batch_ids
+
+
+def _check_disjoint(guide, batch):
+    """Raise :class:`ValueError` if the new ``batch`` shares ids with a batch the memo holds (when the memo knows
+    every held batch's ids): overlapping fixed batches (``arange(0, 30)`` and ``arange(15, 45)`` of 60 items)
+    count their shared items twice and, once they add up to the data's size, hold the memo "complete" with
+    other items never seen, a silently wrong fit."""
+    known = _memo_ids(guide)
+    if batch.ids is None or not known or any(key not in known for key in guide.memo.batches):
+        return
+    ids = torch.as_tensor(batch.ids).reshape(-1).cpu()
+    shared = torch.isin(ids, torch.cat([known[key] for key in guide.memo.batches]))
+    if bool(shared.any()):
+        raise ValueError(
+            f"memoized inference needs fixed batches that partition the data: this batch's {batch.size} "
+            f"{batch.unit} share {int(shared.sum())} with the {len(guide.memo.batches)} batches seen before "
+            f"(first: {int(ids[shared][0])}), which would be counted twice. Split the indices once, each in one batch "
+            f"(e.g. batches = torch.randperm(N).split(B) before the first lap), and visit the same batches every lap")
+
+
 def _check_fixed(guide, batch):
     """Raise :class:`ValueError` if ``batch`` is a new index set that, beside the batches the memo holds,
     would count more than the data's items: its batches are not fixed, and their summaries would
     count some items twice."""
     held = _held(guide)
-    if batch.key in guide.memo.batches or held + batch.size <= batch.plate_size:
+    if batch.key in guide.memo.batches:
+        return
+    if held + batch.size <= batch.plate_size:  # fits beside the memo's batches in number: are they disjoint?
+        _check_disjoint(guide, batch)
         return
     if _one_whole_summary(guide, batch):
         raise ValueError(

@@ -189,3 +189,21 @@ def test_batch_ids_outside_the_plate_are_named_on_the_first_call(kind):
     guide.setup(*call(splits(n, 0)[0]))
     with pytest.raises(ValueError, match=rf"argument {re.escape(BATCH_ARGUMENT[kind])} must be non-negative"):
         guide(*args, torch.tensor([-1, 0]))
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_fixed_batches_that_overlap_are_refused_before_their_shared_items_count_twice(kind):
+    """Batches ``[n/2, n)`` and ``[n/4, 3n/4)``: together they hold n ids, so the memo read as complete and the globals
+    moved on a summary that counted ``[n/2, 3n/4)`` twice and never saw ``[0, n/4)``, silently, every lap (a relational
+    model's batches of nodes: their pairs)."""
+    pyro.clear_param_store()
+    model, guide, call, n = CASES[kind](0)
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    first, overlapping = torch.arange(n // 2, n), torch.arange(n // 4, n // 4 + n // 2)  # (nodes: fewer pairs)
+    svi.step(*call(first))
+    for evaluate in (svi.evaluate_loss, svi.step):
+        with pytest.raises(ValueError, match=r"needs fixed batches that partition the data: this batch's \d+ \w+ "
+                                             r"share \d+ with the 1 batches seen before \(first: \d+\)"):
+            evaluate(*call(overlapping))
+    rest = torch.arange(0, n // 2)  # the disjoint batches go on
+    assert all(torch.isfinite(torch.tensor(svi.step(*call(b)))) for b in (rest, first, rest))
