@@ -1,5 +1,6 @@
 """Fit a recognised Pyro model (DP mixture or HDP topic model) with memoized or full-batch VB."""
 
+import inspect
 import warnings
 from dataclasses import dataclass, field
 
@@ -127,6 +128,31 @@ def _check_guide_K(guide, K, name):
                          f"build the guide with it, pyro_memo.DPMixtureGuide(model, K={K}), or leave K out")
 
 
+#: each fit's own options (its other keyword arguments go to the model)
+_FIT_OPTIONS = {"fit_vb": ("K", "guide", "max_iter", "tol", "init", "seed"),
+                "fit_memoized": ("batches", "num_batches", "K", "guide", "laps", "tol", "seed", "shuffle", "callback",
+                                 "overrelax")}
+
+
+def _check_options(model, kwargs, name):
+    """Raise :class:`ValueError` for a keyword argument that is the other fit's option (``laps`` given to
+    ``fit_vb``, ``max_iter`` to ``fit_memoized``) and that the model does not take: it went to the model, and the
+    error blamed the model ("tracing the model ... raised TypeError: model() got an unexpected keyword argument
+    'laps'")."""
+    other = "fit_memoized" if name == "fit_vb" else "fit_vb"
+    try:
+        params = inspect.signature(model).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    for key in kwargs:
+        if key not in params and key in _FIT_OPTIONS[other]:
+            raise ValueError(f"{name} has no option {key!r} (it is {other}'s), and the model takes no argument "
+                             f"{key!r}; {name}'s options are {', '.join(_FIT_OPTIONS[name])} (its other keyword "
+                             f"arguments go to the model)")
+
+
 def _hdp_options(spec, K, batches, shuffle=True, init=None):
     """Refuse options an HDP fit cannot honour (none is silently ignored)."""
     if K is not None and as_positive_int(K, "K") != spec.K:
@@ -166,6 +192,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     :warns ConvergenceWarning: when the fit stops at ``max_iter`` before the ELBO converged.
     """
     seed = as_seed(seed)
+    _check_options(model, kwargs, "fit_vb")
     _check_guide(model, guide, "fit_vb")
     _check_guide_K(guide, K, "fit_vb")
     from .hdp_guide import HDPGuide
@@ -228,6 +255,7 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     from .hdp_guide import HDPGuide
 
     seed = as_seed(seed)
+    _check_options(model, kwargs, "fit_memoized")
     _check_guide(model, guide, "fit_memoized")
     _check_guide_K(guide, K, "fit_memoized")
     spec = guide.spec if guide is not None and guide.spec is not None else recognize_model(model, *args, **kwargs)

@@ -258,3 +258,18 @@ def test_component_sites_of_a_familys_types_but_other_shapes_name_the_sites_and_
             f"()); 'mu' Normal of shape ({T}, 2) (event shape (2,)). The diag-gauss family reads lambda ~ Gamma with 1 "
             "event dim (.to_event(1))")):
         pm.fit_vb(scale_per_component, data, K=3)
+
+
+@pytest.mark.parametrize("fit, option, other", [
+    (pm.fit_vb, dict(laps=3), "fit_memoized"), (pm.fit_vb, dict(num_batches=3), "fit_memoized"),
+    (pm.fit_memoized, dict(max_iter=5), "fit_vb"), (pm.fit_memoized, dict(init="random"), "fit_vb"),
+])
+def test_the_other_fits_option_is_named_as_such_not_blamed_on_the_model(fit, option, other):
+    """``fit_vb(model, data, laps=3)`` passed ``laps`` to the model and read "tracing the model with the given arguments
+    raised TypeError: plate_of_size() got an unexpected keyword argument 'laps'"."""
+    data = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    pyro.clear_param_store()
+    (key,) = option
+    with pytest.raises(ValueError, match=rf"{fit.__name__} has no option '{key}' \(it is {other}'s\), and the model "
+                                         rf"takes no argument '{key}'; {fit.__name__}'s options are"):
+        fit(plate_of_size, data, None, 60, K=3, **option)
