@@ -220,7 +220,7 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     return result
 
 
-def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None, laps=50, tol=1e-8,
+def fit_memoized(model, *args, batches=None, num_batches=None, K=None, guide=None, laps=50, tol=1e-8,
                  seed=0, shuffle=True, callback=None, overrelax=None, **kwargs):
     """Recognise ``model`` and run memoized online VB on its data (Hughes & Sudderth 2013, §3).
 
@@ -228,7 +228,8 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     :param args: the model's positional arguments (the data among them).
     :param batches: optional list of index tensors, the fixed batches; by default the data
         are permuted once (``seed``) and cut into ``num_batches`` slices.
-    :param int num_batches: ``B`` when ``batches`` is not given.
+    :param int num_batches: ``B`` when ``batches`` is not given (default 10; with ``batches``, a
+        :class:`ValueError`: the batches fix their number).
     :param int K: truncation level (default ``T - 1``); with ``guide``, the guide's own (another raises
         :class:`ValueError`).
     :param DPMixtureGuide guide: an existing guide of ``model`` to continue from, else a new one (a guide built
@@ -255,6 +256,10 @@ def fit_memoized(model, *args, batches=None, num_batches=10, K=None, guide=None,
     from .hdp_guide import HDPGuide
 
     seed = as_seed(seed)
+    if batches is not None and num_batches is not None:
+        raise ValueError(f"fit_memoized: give batches or num_batches, not both (the batches given fix their number; "
+                         f"num_batches = {num_batches!r} would be ignored)")
+    num_batches = 10 if num_batches is None else num_batches
     _check_options(model, kwargs, "fit_memoized")
     _check_guide(model, guide, "fit_memoized")
     _check_guide_K(guide, K, "fit_memoized")

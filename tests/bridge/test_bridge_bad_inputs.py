@@ -273,3 +273,15 @@ def test_the_other_fits_option_is_named_as_such_not_blamed_on_the_model(fit, opt
     with pytest.raises(ValueError, match=rf"{fit.__name__} has no option '{key}' \(it is {other}'s\), and the model "
                                          rf"takes no argument '{key}'; {fit.__name__}'s options are"):
         fit(plate_of_size, data, None, 60, K=3, **option)
+
+
+def test_fit_memoized_refuses_batches_and_num_batches_together():
+    """``fit_memoized(model, data, batches=four_batches, num_batches=2)`` fitted the four batches, silently ignoring
+    num_batches."""
+    data = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    batches = list(torch.arange(60).split(15))
+    pyro.clear_param_store()
+    with pytest.raises(ValueError, match=r"fit_memoized: give batches or num_batches, not both \(the batches given fix "
+                                         r"their number; num_batches = 2 would be ignored\)"):
+        pm.fit_memoized(plate_of_size, data, None, 60, K=3, batches=batches, num_batches=2)
+    assert len(pm.fit_memoized(plate_of_size, data, None, 60, K=3, batches=batches).guide.memo.batches) == 4
