@@ -200,17 +200,33 @@ def _int_vectors(args, kwargs):
             if torch.is_tensor(v) and v.dim() == 1 and not v.is_floating_point() and v.dtype != torch.bool]
 
 
-def _find_pair_args(args, kwargs, trace, roles, membership, obs, P, subsample):
+def _reads_nodes(v, rows, pi, probs):
+    """Whether the node ids ``v`` (at ``rows``) give the role probabilities ``probs`` as rows of ``pi``."""
+    return int(v.min()) >= 0 and int(v.max()) < len(pi) and (len(rows) == 0 or int(rows.max()) < len(v)) \
+        and bool(torch.allclose(probs, pi[v[rows]], rtol=1e-6, atol=1e-9))
+
+
+def _find_pair_args(args, kwargs, trace, roles, membership, obs, P, subsample, names=()):
     """``(src_arg, dst_arg, y_arg)``: the arguments whose rows (under the batch) give each role's
-    node and the observed links."""
+    node and the observed links; ``names``: the model's positional parameter names, for errors."""
     pi = trace.nodes[membership]["value"].double()
     rows = torch.arange(P) if subsample is None else subsample
     found = []
     for role in roles:
         probs = _base(trace.nodes[role]["fn"]).probs.double().reshape(len(rows), -1)
         hit = [(kind, key) for kind, key, v in _int_vectors(args, kwargs)
-               if len(v) == P and int(v.min()) >= 0 and int(v.max()) < len(pi)
-               and bool(torch.allclose(probs, pi[v[rows]], rtol=1e-6, atol=1e-9))]
+               if len(v) == P and _reads_nodes(v, rows, pi, probs)]
+        other = next(((kind, key, v) for kind, key, v in _int_vectors(args, kwargs)
+                      if len(v) != P and _reads_nodes(v, rows, pi, probs)), None)
+        if not hit and other is not None:  # the node ids of a plate of another size than the pairs they list
+            kind, key, v = other
+            name = names[key] if kind == "arg" and key < len(names) else key
+            plate = next(iter(obs["cond_indep_stack"])).name
+            raise ModelStructureError(
+                f"pair plate '{plate}' has size {P}, but the node ids its role site '{role}' reads, the model's "
+                f"argument {name!r}, list {len(v)} pairs: the plate must have one index per pair listed (a smaller "
+                f"plate leaves pairs out of the fit). Give the plate the pairs' number: pyro.plate('{plate}', "
+                f"len(src), subsample=batch)")
         if not hit:
             raise ModelStructureError(
                 f"role site '{role}': its probabilities must be the memberships pi[src] of site '{membership}' with "
@@ -269,7 +285,7 @@ def recognize_relational(model, args, kwargs, trace, plates, obs, roles, global_
     if subsample is not None and len(subsample) == P and bool(torch.equal(subsample, torch.arange(P))):
         subsample = None
     src_arg, dst_arg, y_arg = _find_pair_args(args, kwargs, trace, [r["name"] for r in roles], membership["name"],
-                                              obs, int(P), subsample)
+                                              obs, int(P), subsample, positional_names(model))
     subsample_arg = None
     if subsample is not None:
         subsample_arg = next(((kind, key) for kind, key, v in _int_vectors(args, kwargs)

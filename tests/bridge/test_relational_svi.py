@@ -306,3 +306,37 @@ def test_batch_pairs_refuses_node_ids_that_are_not_whole_numbers_in_one_dimensio
     expected = batch_pairs(src, dst, torch.tensor([0, 2]))
     for same in ([0, 2], torch.tensor([0.0, 2.0]), torch.tensor([0, 2]).numpy()):
         assert torch.equal(batch_pairs(src, dst, same), expected)
+
+
+def pairs_in_a_plate_of(P):
+    """The relational model of ``_model_variant`` with its pair plate of size ``P`` (not ``len(src)``)."""
+    N, K, eps = 10, 2, 1e-3
+
+    def model(src, dst, y=None, batch=None):
+        with pyro.plate("sticks", K):
+            u = pyro.sample("u", dist.Beta(torch.tensor(1.0, dtype=torch.float64), 2.0))
+            w = pyro.sample("w", dist.Beta(torch.tensor(2.0, dtype=torch.float64), 2.0))
+        beta = stick_breaking_weights(u)
+        with pyro.plate("nodes", N):
+            pi = pyro.sample("pi", dist.Dirichlet(0.5 * beta))
+        tail = torch.cat([w, w.new_full((1,), eps)])
+        with pyro.plate("pairs", P, subsample=batch) as d:
+            s = pyro.sample("s", dist.Categorical(pi[src[d]]))
+            r = pyro.sample("r", dist.Categorical(pi[dst[d]]))
+            prob = torch.where(s == r, tail[s], torch.full_like(tail[s], eps))
+            pyro.sample("y", dist.Bernoulli(prob), obs=None if y is None else y[d])
+
+    return model
+
+
+@pytest.mark.parametrize("P, batch", [(30, None), (30, torch.arange(10)), (60, torch.arange(10))])
+def test_a_pair_plate_of_another_size_than_the_pairs_names_the_plate_and_the_node_ids(P, batch):
+    """``pyro.plate("pairs", 30, subsample=batch)`` over 45 pairs read "role site 's': its probabilities must be the
+    memberships pi[src] of site 'pi' with src the pairs' node ids, an integer argument ..." (src is one)."""
+    src, dst = torch.triu_indices(10, 10, 1)
+    y = (torch.arange(len(src)) % 7 == 0).double()
+    with pytest.raises(ModelStructureError, match=rf"pair plate 'pairs' has size {P}, but the node ids its role site "
+                                                  r"'s' reads, the model's argument 'src', list 45 pairs.*"
+                                                  r"pyro.plate\('pairs', len\(src\), subsample=batch\)"):
+        recognize_model(pairs_in_a_plate_of(P), src, dst, y, batch)
+    assert recognize_model(pairs_in_a_plate_of(45), src, dst, y, batch).pair_plate == "pairs"
