@@ -8,9 +8,10 @@ from torch.distributions import constraints, transform_to
 from ..allocation import DPSticks
 from ..checks import as_positive_int, as_seed
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
+from .call_specs import check_kind
 from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
 from .readouts import GlobalSiteReadouts, as_num_samples
-from .recognition import ModelStructureError, recognize_model
+from .recognition import recognize_model
 from .structure import call_signature
 
 #: constraint names a family may declare in ``pyro_constraints`` (others: positive)
@@ -102,10 +103,7 @@ class DPMixtureGuide(GlobalSiteReadouts):
 
     def adopt(self, spec):
         """Take ``spec`` (from :func:`recognize_model`) as this guide's model description and fix ``K``."""
-        if spec.kind != "dp":
-            guide = {"hdp": "HDPGuide", "relational": "RelationalGuide"}.get(spec.kind, "HDPGuide")
-            raise ModelStructureError(f"DPMixtureGuide needs a DP-mixture model; this model is recognised as "
-                                      f"'{spec.kind}': use pyro_memo.{guide}")
+        check_kind(spec, "dp", "DPMixtureGuide")
         T = spec.T
         K = max(T - 1, 1) if self.K is None else int(self.K)
         if not 1 <= K <= T:

@@ -11,11 +11,11 @@ from ..allocation.concentration import GammaConcentration, learnable
 from ..checks import as_non_negative_float, as_positive_int, as_seed
 from ..inference import SummaryCache
 from ..topics import HDPPosterior
+from .call_specs import spec_for_call
 from .hdp_gap import expected_normaliser_gap
 from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
 from .readouts import GlobalSiteReadouts, as_num_samples
-from .recognition import ModelStructureError, recognize_model
-from .structure import adds_arguments, call_signature
+from .structure import call_signature
 
 _CONSTRAINTS = {"rho": constraints.unit_interval, "omega": constraints.positive, "lam": constraints.positive,
                 "q_alpha": constraints.positive, "q_gamma": constraints.positive}
@@ -86,16 +86,7 @@ class HDPGuide(GlobalSiteReadouts):
     def setup(self, *args, **kwargs):
         """Recognise the model (once per call signature: a call that adds the batch's indices is read
         again) and initialise the globals if missing (idempotent)."""
-        key = call_signature(args, kwargs)
-        if key not in self._specs and self._specs and not any(adds_arguments(key, k) for k in self._specs):
-            self._specs[key] = self.spec  # e.g. Predictive's call without the data: the model as read before
-        if key not in self._specs:
-            spec = recognize_model(self.model, *args, **kwargs)
-            if spec.kind != "hdp":
-                raise ModelStructureError("HDPGuide needs an HDP topic model; this model is a DP mixture: use "
-                                          "pyro_memo.DPMixtureGuide")
-            self._specs[key] = spec
-        self.spec = self._specs[key]
+        self.spec = spec_for_call(self, "hdp", args, kwargs)
         K, V = self.spec.K, self.spec.V
         check_shapes(self.prefix, self._names(), {"rho": (K,), "omega": (K,), "lam": (K, V), "q_alpha": (2,),
                                                   "q_gamma": (2,)})

@@ -14,11 +14,11 @@ from ..inference import SummaryCache
 from ..models.hdp_relational import HDPRelationalGuide, sample_pair_roles
 from ..posterior.relational_tied import TiedRelationalPosterior, graph_pairs
 from ..relational import MemoizedRelational, NodeBatches
+from .call_specs import spec_for_call
 from .param_store import DataFingerprint, check_shapes, default_prefix, fingerprint, require_params
 from .readouts import GlobalSiteReadouts, as_num_samples
-from .recognition import ModelStructureError, recognize_model
 from .relational_gap import relational_normaliser_gap
-from .structure import adds_arguments, batch_key, call_signature, check_subsample
+from .structure import batch_key, check_subsample
 
 __all__ = ["RelationalGuide", "observed_graph"]
 
@@ -97,16 +97,7 @@ class RelationalGuide(GlobalSiteReadouts):
     def setup(self, *args, **kwargs):
         """Recognise the model (once per call signature: a call that adds the batch's pairs is read
         again) and initialise the globals if missing (idempotent)."""
-        key = call_signature(args, kwargs)
-        if key not in self._specs and self._specs and not any(adds_arguments(key, k) for k in self._specs):
-            self._specs[key] = self.spec  # e.g. Predictive's call without the data: the model as read before
-        if key not in self._specs:
-            spec = recognize_model(self.model, *args, **kwargs)
-            if spec.kind != "relational":
-                raise ModelStructureError(f"RelationalGuide needs an HDP relational model; this model is a "
-                                          f"{spec.kind} model: use pyro_memo.DPMixtureGuide or pyro_memo.HDPGuide")
-            self._specs[key] = spec
-        self.spec = self._specs[key]
+        self.spec = spec_for_call(self, "relational", args, kwargs)
         N, K = self.spec.N, self.spec.K
         check_shapes(self.prefix, self._names(), {"theta": (N, K + 1), "rho": (K,), "omega": (K,), "w_a": (K,),
                                                   "w_b": (K,)})

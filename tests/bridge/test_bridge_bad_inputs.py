@@ -2,6 +2,7 @@
 models it recognises: one ValueError naming the argument or site, never torch's error or a silent result.
 For the DP, HDP and relational guides alike."""
 
+import itertools
 import re
 
 import pyro
@@ -285,3 +286,19 @@ def test_fit_memoized_refuses_batches_and_num_batches_together():
                                          r"their number; num_batches = 2 would be ignored\)"):
         pm.fit_memoized(plate_of_size, data, None, 60, K=3, batches=batches, num_batches=2)
     assert len(pm.fit_memoized(plate_of_size, data, None, 60, K=3, batches=batches).guide.memo.batches) == 4
+
+
+GUIDES = {"dp": pm.DPMixtureGuide, "hdp": pm.HDPGuide, "relational": pm.RelationalGuide}
+KIND_NAMES = {"dp": "a DP mixture", "hdp": "an HDP topic model", "relational": "an HDP relational model"}
+
+
+@pytest.mark.parametrize(("guide_kind", "model_kind"), list(itertools.permutations(GUIDES, 2)))
+def test_a_guide_given_another_kind_of_model_names_the_kind_and_the_guide_that_takes_it(guide_kind, model_kind):
+    """An ``HDPGuide`` of a relational model said "this model is a DP mixture: use pyro_memo.DPMixtureGuide"."""
+    pyro.clear_param_store()
+    model, _, call, n = CASES[model_kind](0)
+    guide = GUIDES[guide_kind](model)
+    message = (f"{GUIDES[guide_kind].__name__} needs {KIND_NAMES[guide_kind]}; this model is "
+               f"{KIND_NAMES[model_kind]}: use pyro_memo.{GUIDES[model_kind].__name__}")
+    with pytest.raises(pm.ModelStructureError, match=re.escape(message)):
+        guide(*call(splits(n, 0)[0]))

@@ -53,7 +53,7 @@ def test_generating_needs_a_positive_whole_number_of_items(num_data):
 def test_a_relational_model_given_to_the_dp_guide_is_pointed_to_the_relational_guide():
     src, dst = torch.triu_indices(6, 6, 1)
     y = (torch.arange(len(src)) % 3 == 0).double()
-    with pytest.raises(pm.ModelStructureError, match="recognised as 'relational': use pyro_memo.RelationalGuide"):
+    with pytest.raises(pm.ModelStructureError, match="is an HDP relational model: use pyro_memo.RelationalGuide"):
         pm.DPMixtureGuide(HDPRelationalModel(6, 2)).setup(src, dst, y)
 
 
