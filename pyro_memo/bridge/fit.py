@@ -118,14 +118,16 @@ def _check_guide(model, guide, name):
 
 def _check_guide_K(guide, K, name):
     """Raise :class:`ValueError` if ``K`` is given with a :class:`DPMixtureGuide` of another truncation: the guide
-    keeps its own ``K`` (its parameters have that many components), so ``K`` was silently ignored."""
+    keeps its own ``K`` (its parameters have that many components), so ``K`` was silently ignored. A guide built
+    without ``K`` that has not read its model yet takes this ``K``."""
     if K is None or not isinstance(guide, DPMixtureGuide):
         return
     K = as_positive_int(K, "K")
-    if guide.K != K:
-        own = f"K = {guide.K}" if guide.K is not None else "no K (it takes the model's T - 1)"
-        raise ValueError(f"{name}: K = {K}, but the guide was built with {own}, and a guide keeps its truncation; "
-                         f"build the guide with it, pyro_memo.DPMixtureGuide(model, K={K}), or leave K out")
+    if guide.K is None and guide.spec is None:
+        guide.K = K
+    elif guide.K != K:
+        raise ValueError(f"{name}: K = {K}, but the guide was built with K = {guide.K}, and a guide keeps its "
+                         f"truncation; build the guide with it, pyro_memo.DPMixtureGuide(model, K={K}), or leave K out")
 
 
 #: each fit's own options (its other keyword arguments go to the model)

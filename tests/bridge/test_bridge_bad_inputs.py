@@ -209,7 +209,7 @@ def test_a_fit_given_a_guide_of_another_model_is_refused(fit):
 @pytest.mark.parametrize("fit", [pm.fit_vb, pm.fit_memoized])
 def test_a_fit_given_a_guide_and_another_K_is_refused(fit):
     """``fit_vb(model, data, K=2, guide=guide)`` with a guide of K = 4 fitted K = 4 components, silently ignoring
-    K; so did a new ``DPMixtureGuide(model)`` (K = T - 1)."""
+    K; a new ``DPMixtureGuide(model)`` (no K) takes the fit's K."""
     data = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
     pyro.clear_param_store()
     guide = fit(plate_of_size, data, None, 60, K=4).guide
@@ -217,9 +217,9 @@ def test_a_fit_given_a_guide_and_another_K_is_refused(fit):
                                          r"pyro_memo.DPMixtureGuide\(model, K=2\)"):
         fit(plate_of_size, data, None, 60, K=2, guide=guide)
     assert fit(plate_of_size, data, None, 60, K=4, guide=guide).guide.K == 4
-    pyro.clear_param_store()
-    with pytest.raises(ValueError, match=r"K = 2, but the guide was built with no K \(it takes the model's T - 1\)"):
-        fit(plate_of_size, data, None, 60, K=2, guide=pm.DPMixtureGuide(plate_of_size))
+    pyro.clear_param_store()  # a guide built without K that has not read its model takes the fit's K
+    fresh = fit(plate_of_size, data, None, 60, K=2, guide=pm.DPMixtureGuide(plate_of_size))
+    assert fresh.guide.K == 2 and fresh.posterior.K == 2
 
 
 @pytest.mark.parametrize("option, match", [
