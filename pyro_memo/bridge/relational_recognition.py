@@ -49,6 +49,20 @@ RELATIONAL_FORM = ("u ~ Beta(1, gamma) in a plate of size K; pi ~ Dirichlet(alph
 __all__ = ["RELATIONAL_FORM", "RelationalSpec", "batch_pairs", "is_relational", "recognize_relational"]
 
 
+def _node_ids(value, name):
+    """``value`` (a pair list's node ids, :func:`batch_pairs`'s ``src`` or ``dst``) as a long tensor, else a
+    :class:`ValueError` naming ``name``: ``None`` or an object torch cannot read raised torch's own
+    "Could not infer dtype of NoneType"."""
+    form = f"{name} must be a 1-D array of node ids, one per pair (e.g. torch.tensor([0, 0, 1]))"
+    if value is None:
+        raise ValueError(f"{form}; got None")
+    try:
+        given = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{form}; got {type(value).__name__}") from None
+    return as_index_tensor(given, None, name)
+
+
 def batch_pairs(src, dst, nodes):
     """The positions of the pairs whose smaller node is in ``nodes``: a batch of nodes' pairs, as
     the pair plate's ``subsample``. Batches of nodes that partition the nodes give batches of pairs
@@ -57,11 +71,12 @@ def batch_pairs(src, dst, nodes):
         for nodes in torch.randperm(N).chunk(B):
             svi.step(src, dst, y, batch_pairs(src, dst, nodes))
 
-    :raises ValueError: unless ``src`` and ``dst`` list one node per pair each (one length), and unless
+    :raises ValueError: unless ``src`` and ``dst`` are arrays (not ``None``) listing one node per pair each
+        (one length), and unless
         ``src``, ``dst`` and ``nodes`` are whole-number node ids (``nodes`` a 1-D array of them, or one id),
         naming the argument: a fraction was truncated to another node (``0.5`` to node 0), silently.
     """
-    src, dst = as_index_tensor(src, None, "src"), as_index_tensor(dst, None, "dst")
+    src, dst = _node_ids(src, "src"), _node_ids(dst, "dst")
     if src.shape != dst.shape:
         raise ValueError(f"src and dst must list one node per pair each; got shapes {tuple(src.shape)} and "
                          f"{tuple(dst.shape)}")

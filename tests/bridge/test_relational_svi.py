@@ -151,6 +151,18 @@ def test_a_pair_batch_with_repeats_and_pair_lists_of_two_lengths_are_refused():
         batch_pairs(src, dst[:-1], torch.tensor([0, 1]))
 
 
+@pytest.mark.parametrize("missing", ["src", "dst"])
+def test_batch_pairs_refuses_missing_node_ids_naming_the_argument(missing):
+    """batch_pairs(None, dst, nodes) raised torch's raw "Could not infer dtype of NoneType"."""
+    src, dst, _ = random_pairs(2, N=10)
+    given = {"src": src, "dst": dst, missing: None}
+    with pytest.raises(ValueError, match=rf"^{missing} must be a 1-D array of node ids, one per pair .*; got None$"):
+        batch_pairs(given["src"], given["dst"], torch.tensor([0, 1]))
+    given[missing] = object()
+    with pytest.raises(ValueError, match=rf"^{missing} must be a 1-D array of node ids.*; got object$"):
+        batch_pairs(given["src"], given["dst"], torch.tensor([0, 1]))
+
+
 def _fit_svi(model, src, dst, y, batches, laps, prefix="svi"):
     pyro.clear_param_store()
     guide = RelationalGuide(model, prefix=prefix, seed=0)
