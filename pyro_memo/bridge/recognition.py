@@ -40,6 +40,7 @@ family's prior log-density. Anything else raises :class:`ModelStructureError`.
 """
 
 import inspect
+import re
 import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -64,6 +65,7 @@ from .structure import (
     _plates,
     as_batch_ids,
     model_error,
+    plate_size_error,
     positional_names,
 )
 from .wiring_check import verify_wiring
@@ -758,6 +760,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
                 trace = tracer.get_trace(*args, **kwargs)
         except Exception as err:
             _check_batch_arguments(model, args, kwargs, tracer.trace)  # the plates the trace reached
+            _check_plate_sizes(model, args, kwargs, tracer.trace, err)
             original, cause = model_error(err)  # the cause, without the table of shapes Pyro's trace appends
             if isinstance(err, (ModelStructureError, NonFiniteDataError)):  # the model checked its data
                 if original is err:
@@ -801,6 +804,32 @@ def _check_batch_arguments(model, args, kwargs, trace):
         for arg, value in named:
             if value is site["value"]:
                 as_batch_ids(value, site["fn"].size, f"the model's argument {arg!r} (the subsample of plate '{name}')")
+
+
+_OUT_OF_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for dimension 0 with size (\d+)")
+
+
+def _check_plate_sizes(model, args, kwargs, trace, err):
+    """Raise :func:`.structure.plate_size_error` if the failed trace ``err`` indexed past the end of an argument of
+    the call inside a plate larger than it (``pyro.plate("pairs", 60)`` over 45 pairs: torch's bare "index 45 is
+    out of bounds for dimension 0 with size 45"), naming the plate, its size, the argument and its length."""
+    from pyro.poutine.subsample_messenger import _Subsample
+
+    cause = err.__cause__ if err.__cause__ is not None else err
+    match = _OUT_OF_BOUNDS.search(str(cause)) if isinstance(cause, IndexError) else None
+    if match is None:
+        return
+    index, length = int(match.group(1)), int(match.group(2))
+    plates = [(name, site) for name, site in trace.nodes.items() if site["type"] == "sample"
+              and isinstance(site["fn"], _Subsample) and site["value"] is not None and site["fn"].size > length
+              and bool((torch.as_tensor(site["value"]) == index).any())]
+    arguments = [(name, value) for name, value in _named_arguments(model, args, kwargs)
+                 if torch.is_tensor(value) and value.dim() >= 1 and len(value) == length]
+    if plates and arguments:
+        name, site = plates[-1]  # the innermost plate the trace entered
+        ids = [a for a in arguments if a[1].dim() == 1 and not a[1].is_floating_point()]  # node ids first
+        arg = (ids or arguments)[0][0]
+        raise plate_size_error(name, site["fn"].size, arg, length) from err
 
 
 def _argument_hint(model, args, kwargs):

@@ -37,6 +37,7 @@ from .structure import (
     _base,
     _constant_over_components,
     _plates,
+    plate_size_error,
     positional_names,
     single_plate,
 )
@@ -237,11 +238,8 @@ def _find_pair_args(args, kwargs, trace, roles, membership, obs, P, subsample, n
             kind, key, v = other
             name = names[key] if kind == "arg" and key < len(names) else key
             plate = next(iter(obs["cond_indep_stack"])).name
-            raise ModelStructureError(
-                f"pair plate '{plate}' has size {P}, but the node ids its role site '{role}' reads, the model's "
-                f"argument {name!r}, list {len(v)} pairs: the plate must have one index per pair listed (a smaller "
-                f"plate leaves pairs out of the fit). Give the plate the pairs' number: pyro.plate('{plate}', "
-                f"len(src), subsample=batch)")
+            raise plate_size_error(plate, P, name, len(v), ("pair", "pairs"),
+                                   f"the node ids its role site '{role}' reads", kind="pair ")
         if not hit:
             raise ModelStructureError(
                 f"role site '{role}': its probabilities must be the memberships pi[src] of site '{membership}' with "

@@ -44,6 +44,21 @@ def model_error(err, max_lines=6):
     return original, message
 
 
+def plate_size_error(plate, size, arg, length, items=("entry", "entries"), reader=None, kind=""):
+    """The :class:`ModelStructureError` for a plate of ``size`` indices over the model's argument ``arg``, which
+    lists ``length`` ``items`` (singular, plural): a larger plate indexes past the argument's end (torch's bare
+    "index 45 is out of bounds"), a smaller one leaves items out of the fit. ``reader``: what reads the argument
+    in the plate (a plural noun phrase, e.g. "the node ids its role site 's' reads"); ``kind``: the plate's kind
+    (``"pair "``)."""
+    item, plural = items
+    subject = (f"{reader}, the model's argument {arg!r}, list" if reader is not None
+               else f"the model's argument {arg!r}, which the model indexes in that plate, lists")
+    return ModelStructureError(
+        f"{kind}plate '{plate}' has size {size}, but {subject} {length} {plural}: the plate must have one index per "
+        f"{item} listed (a larger plate indexes past them, a smaller one leaves {plural} out of the fit). Give the "
+        f"plate the {plural}' number: pyro.plate('{plate}', len({arg}), subsample=batch)")
+
+
 def _base(fn):
     """Strip Independent / Expanded / masked wrappers off a distribution."""
     while True:

@@ -352,3 +352,20 @@ def test_a_pair_plate_of_another_size_than_the_pairs_names_the_plate_and_the_nod
                                                   r"pyro.plate\('pairs', len\(src\), subsample=batch\)"):
         recognize_model(pairs_in_a_plate_of(P), src, dst, y, batch)
     assert recognize_model(pairs_in_a_plate_of(45), src, dst, y, batch).pair_plate == "pairs"
+
+
+@pytest.mark.parametrize("batch", [None, torch.tensor([0, 50])])
+def test_a_pair_plate_larger_than_the_pairs_names_the_plate_its_size_and_the_pairs(batch):
+    """``pyro.plate("pairs", 60)`` over 45 pairs, without a batch (or a batch past the pairs), read torch's bare
+    "tracing the model ... raised IndexError: index 45 is out of bounds for dimension 0 with size 45"."""
+    src, dst = torch.triu_indices(10, 10, 1)
+    y = (torch.arange(len(src)) % 7 == 0).double()
+    expected = (r"^plate 'pairs' has size 60, but the model's argument 'src', which the model indexes in that plate, "
+                r"lists 45 entries: .*pyro.plate\('pairs', len\(src\), subsample=batch\)$")
+    with pytest.raises(ModelStructureError, match=expected):
+        recognize_model(pairs_in_a_plate_of(60), src, dst, y, batch)
+    model = pairs_in_a_plate_of(60)
+    pyro.clear_param_store()
+    svi = SVI(model, RelationalGuide(model, prefix="large"), ClosedFormOptimizer(), MemoizedELBO())
+    with pytest.raises(ModelStructureError, match=expected):
+        svi.step(src, dst, y, batch)
