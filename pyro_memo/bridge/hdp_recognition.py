@@ -43,6 +43,7 @@ from .structure import (
     _plates,
     check_subsample,
     positional_names,
+    probe_trace,
     single_plate,
 )
 
@@ -312,8 +313,8 @@ def _read_alpha(model, args, kwargs, stick, doc_site):
     weights are powers of two (``beta_1 = 1/2``), so the value read is exact and does not depend
     on random draws."""
     half = torch.full_like(stick["value"], 0.5)
-    with torch.no_grad(), poutine.block():
-        trace = poutine.trace(poutine.condition(model, data={stick["name"]: half})).get_trace(*args, **kwargs)
+    trace = probe_trace(model, args, kwargs, {stick["name"]: half},
+                        f"stick site '{stick['name']}' at 1/2 (reading alpha)")
     site = trace.nodes[doc_site["name"]]
     conc = _base(site["fn"]).concentration.expand(site["value"].shape)
     return 2.0 * float(_constant_over_components(conc, 1, doc_site["name"], "concentration")[0])
@@ -464,8 +465,8 @@ def _latent_concentrations(model, args, kwargs, global_sites, T):
         probe = site["value"].detach() * 0 + (0.5 + 1.37 * value)
         data = {name: probe}
         data.update({s["name"]: torch.full_like(s["value"], 0.5) for s in sticks})
-        with torch.no_grad(), poutine.block():
-            cond = poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
+        cond = probe_trace(model, args, kwargs, data, f"site '{name}' at {float(probe):.6g} and the sticks at 1/2 "
+                           "(reading which concentration it is)")
         v = float(probe)
         roles = []
         for s in sticks:
@@ -569,8 +570,7 @@ def verify_hdp_wiring(model, args, kwargs, spec):
         data[spec.alpha_site] = torch.tensor(alpha, **like)
     if spec.gamma_site is not None:
         data[spec.gamma_site] = torch.tensor(float(0.2 + 3 * torch.rand((), generator=g, dtype=torch.float64)), **like)
-    with torch.no_grad(), poutine.block():
-        trace = poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
+    trace = probe_trace(model, args, kwargs, data, f"sites {sorted(data)} at random values (checking its wiring)")
     if spec.gamma_site is not None:
         c0 = _base(trace.nodes[spec.stick_site]["fn"]).concentration0.double()
         want = data[spec.gamma_site].double()

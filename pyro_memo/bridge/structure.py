@@ -7,6 +7,7 @@ import re
 
 import pyro.distributions as dist
 import torch
+from pyro import poutine
 
 from ..checks import as_index_tensor
 
@@ -42,6 +43,26 @@ def model_error(err, max_lines=6):
     if len(lines) > max_lines:
         message += f"\n... ({len(lines) - max_lines} more lines)"
     return original, message
+
+
+def probe_trace(model, args, kwargs, data, what):
+    """The trace of ``model(*args, **kwargs)`` with the sites of ``data`` conditioned on its values (a probe of
+    recognition or its wiring check, without gradients, invisible to the caller's handlers). A model that fails
+    there raises one :class:`ModelStructureError` naming ``what`` the probe set and the cause (:func:`model_error`,
+    without the "Trace Shapes:" table Pyro's trace appends); pyro-memo's own errors raised by the model pass as
+    they are."""
+    from ..families.base import NonFiniteDataError
+
+    try:
+        with torch.no_grad(), poutine.block():
+            return poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
+    except Exception as err:
+        original, cause = model_error(err)
+        if isinstance(err, (ModelStructureError, NonFiniteDataError)):  # the model checked its data
+            if original is err:
+                raise
+            raise original from err
+        raise ModelStructureError(f"tracing the model with {what} raised {type(original).__name__}: {cause}") from err
 
 
 def plate_size_error(plate, size, arg, length, items=("entry", "entries"), reader=None, kind=""):

@@ -1,11 +1,10 @@
 """Numerical checks that a recognised model really is the DP mixture its spec describes."""
 
 import torch
-from pyro import poutine
 
 from ..allocation import stick_breaking_weights
 from ..models.component_sites import index_components
-from .structure import ModelStructureError, _base
+from .structure import ModelStructureError, _base, probe_trace
 
 
 def _close(a, b, dtype):
@@ -25,8 +24,8 @@ def verify_wiring(model, args, kwargs, spec, trace):
     if spec.stick_site is not None:
         v = torch.rand(spec.T - 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         v = (0.05 + 0.9 * v).to(dtype=model_dtype, device=spec.extra["model_device"])
-        with torch.no_grad(), poutine.block():
-            cond = poutine.trace(poutine.condition(model, data={spec.stick_site: v})).get_trace(*args, **kwargs)
+        cond = probe_trace(model, args, kwargs, {spec.stick_site: v},
+                           f"stick site '{spec.stick_site}' at random values (checking its wiring)")
         probs = _base(cond.nodes[spec.assignment_site]["fn"]).probs
         expected = stick_breaking_weights(v.double())
         if not _close(probs.double().reshape(-1, spec.T), expected.expand(probs.reshape(-1, spec.T).shape),

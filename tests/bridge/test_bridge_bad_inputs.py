@@ -302,3 +302,36 @@ def test_a_guide_given_another_kind_of_model_names_the_kind_and_the_guide_that_t
                f"{KIND_NAMES[model_kind]}: use pyro_memo.{GUIDES[model_kind].__name__}")
     with pytest.raises(pm.ModelStructureError, match=re.escape(message)):
         guide(*call(splits(n, 0)[0]))
+
+
+def _failing_after(model, n):
+    """``model``, raising a RuntimeError on each call after its first ``n`` (recognition's probe traces)."""
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        out = model(*args, **kwargs)
+        if len(calls) > n:
+            raise RuntimeError("the model fails on this call")
+        return out
+
+    return wrapped
+
+
+@pytest.mark.parametrize("kind, n, probe", [
+    ("dp", 1, r"stick site 'beta' at random values \(checking its wiring\)"),
+    ("hdp", 1, r"stick site 'b' at 1/2 \(reading alpha\)"),
+    ("hdp", 2, r"sites \['b', 'c', 'topic'\] at random values \(checking its wiring\)"),
+])
+def test_a_model_failing_in_a_probe_trace_reads_its_cause_without_pyros_table_of_shapes(kind, n, probe):
+    """The probe traces of the DP wiring check and of HDP recognition re-raised Pyro's error with its long
+    "Trace Shapes:" table (in "pyro-memo could not read this model (RuntimeError: ...)")."""
+    from tests.bridge.test_hdp_bridge import corpus, plain_topic_model
+    from tests.bridge.test_recognition import diag_model, two_blobs
+
+    model, args = (diag_model, (two_blobs(),)) if kind == "dp" else (plain_topic_model, corpus(0))
+    with pytest.raises(pm.ModelStructureError) as info:
+        pm.recognize_model(_failing_after(model, n), *args)
+    assert re.fullmatch(rf"tracing the model with {probe} raised RuntimeError: the model fails on this call",
+                        str(info.value))
+    assert isinstance(info.value.__cause__, RuntimeError)
