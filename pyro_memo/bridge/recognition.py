@@ -783,11 +783,23 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
 
 def _named_arguments(model, args, kwargs):
     """``(name, value)`` of each argument of the call: the model's parameter names where its signature
-    binds them, else ``"#i"`` for the ``i``-th positional one."""
+    binds them (``"args[i]"`` for the ``i``-th caught by ``*args``, a keyword's own name where ``**kwargs``
+    catches it), else ``"#i"`` for the ``i``-th positional one."""
     try:
-        return list(inspect.signature(model).bind_partial(*args, **kwargs).arguments.items())
+        signature = inspect.signature(model)
+        bound = signature.bind_partial(*args, **kwargs).arguments
     except (TypeError, ValueError):  # no signature, or one the arguments do not fit
         return [*((f"#{i}", a) for i, a in enumerate(args)), *kwargs.items()]
+    named = []
+    for name, value in bound.items():
+        kind = signature.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            named += [(f"{name}[{i}]", a) for i, a in enumerate(value)]
+        elif kind == inspect.Parameter.VAR_KEYWORD:
+            named += list(value.items())
+        else:
+            named.append((name, value))
+    return named
 
 
 def _check_batch_arguments(model, args, kwargs, trace):

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import pyro.distributions as dist
 import torch
-from pyro import poutine
 
 from ..allocation import stick_breaking_weights
 from ..checks import as_index_tensor
@@ -39,6 +38,7 @@ from .structure import (
     _plates,
     plate_size_error,
     positional_names,
+    probe_trace,
     single_plate,
 )
 
@@ -183,8 +183,9 @@ def _single_plate(site, what):
 
 
 def _trace(model, args, kwargs, data):
-    with torch.no_grad(), poutine.block():
-        return poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
+    """A probe trace with the sites of ``data`` set (:func:`.structure.probe_trace`: a model that fails there is
+    refused naming the sites set and the cause, without Pyro's table of shapes)."""
+    return probe_trace(model, args, kwargs, data, f"sites {sorted(data)} set (reading the relational form)")
 
 
 def _concentration(site):

@@ -322,16 +322,34 @@ def _failing_after(model, n):
     ("dp", 1, r"stick site 'beta' at random values \(checking its wiring\)"),
     ("hdp", 1, r"stick site 'b' at 1/2 \(reading alpha\)"),
     ("hdp", 2, r"sites \['b', 'c', 'topic'\] at random values \(checking its wiring\)"),
+    ("relational", 1, r"sites \[[^]]*\] set \(reading the relational form\)"),
 ])
 def test_a_model_failing_in_a_probe_trace_reads_its_cause_without_pyros_table_of_shapes(kind, n, probe):
-    """The probe traces of the DP wiring check and of HDP recognition re-raised Pyro's error with its long
-    "Trace Shapes:" table (in "pyro-memo could not read this model (RuntimeError: ...)")."""
+    """The probe traces of the DP wiring check and of HDP and relational recognition re-raised Pyro's error with
+    its long "Trace Shapes:" table (in "pyro-memo could not read this model (RuntimeError: ...)")."""
     from tests.bridge.test_hdp_bridge import corpus, plain_topic_model
     from tests.bridge.test_recognition import diag_model, two_blobs
 
-    model, args = (diag_model, (two_blobs(),)) if kind == "dp" else (plain_topic_model, corpus(0))
+    model, args = {"dp": lambda: (diag_model, (two_blobs(),)), "hdp": lambda: (plain_topic_model, corpus(0)),
+                   "relational": lambda: CASES["relational"](0)[::2]}[kind]()
+    if kind == "relational":
+        args = args(None)
     with pytest.raises(pm.ModelStructureError) as info:
         pm.recognize_model(_failing_after(model, n), *args)
     assert re.fullmatch(rf"tracing the model with {probe} raised RuntimeError: the model fails on this call",
                         str(info.value))
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_a_model_taking_star_args_that_fails_is_not_told_its_args_are_a_tuple():
+    """A model written ``def wrapped(*args, **kwargs)`` whose trace failed was told "the model's argument 'args' is a
+    tuple: give the model torch tensors", though every argument was one; a numpy argument is named ``args[0]``."""
+    from tests.bridge.test_recognition import diag_model, two_blobs
+
+    data = two_blobs()
+    with pytest.raises(pm.ModelStructureError) as info:
+        pm.recognize_model(_failing_after(diag_model, 0), data)
+    assert str(info.value) == ("tracing the model with the given arguments raised RuntimeError: the model fails on "
+                               "this call")
+    with pytest.raises(pm.ModelStructureError, match=r"the model's argument 'args\[0\]' is a numpy array"):
+        pm.recognize_model(_failing_after(diag_model, 0), data.numpy())
