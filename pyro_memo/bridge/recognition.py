@@ -457,14 +457,22 @@ def _observation_constants(fam, obs_fn, obs_name, scalar=False):
     return fam.pyro_observation_constants(obs_fn, constant)
 
 
-def _sample_sites(trace):
+def _plate_sites(trace):
+    """``(name, site)`` of each plate a trace entered (Pyro records a plate as a sample site of a ``_Subsample``
+    distribution, its value the subsample's indices), in the order entered."""
     from pyro.poutine.subsample_messenger import _Subsample
 
+    return [(name, site) for name, site in trace.nodes.items()
+            if site["type"] == "sample" and isinstance(site["fn"], _Subsample)]
+
+
+def _sample_sites(trace):
     plates, sites = {}, []
+    plate_names = {name for name, _ in _plate_sites(trace)}
     for name, site in trace.nodes.items():
         if site["type"] != "sample":
             continue
-        if isinstance(site["fn"], _Subsample):
+        if name in plate_names:
             plates[name] = (site["fn"].size, site["fn"].subsample_size, site["value"])
         elif site["infer"].get("_deterministic"):
             continue  # pyro.deterministic: a recorded value, no density
@@ -807,11 +815,9 @@ def _check_batch_arguments(model, args, kwargs, trace):
     the call that is not a 1-D integer tensor of ids in ``[0, size)`` (:func:`.structure.as_batch_ids`):
     a 2-D batch otherwise reads as rows of items and recognition finds no data argument, a float one fails
     in the model's own ``data[idx]``."""
-    from pyro.poutine.subsample_messenger import _Subsample
-
     named = _named_arguments(model, args, kwargs)
-    for name, site in trace.nodes.items():
-        if site["type"] != "sample" or not isinstance(site["fn"], _Subsample) or site["value"] is None:
+    for name, site in _plate_sites(trace):
+        if site["value"] is None:
             continue
         for arg, value in named:
             if value is site["value"]:
@@ -825,16 +831,13 @@ def _check_plate_sizes(model, args, kwargs, trace, err):
     """Raise :func:`.structure.plate_size_error` if the failed trace ``err`` indexed past the end of an argument of
     the call inside a plate larger than it (``pyro.plate("pairs", 60)`` over 45 pairs: torch's bare "index 45 is
     out of bounds for dimension 0 with size 45"), naming the plate, its size, the argument and its length."""
-    from pyro.poutine.subsample_messenger import _Subsample
-
     cause = err.__cause__ if err.__cause__ is not None else err
     match = _OUT_OF_BOUNDS.search(str(cause)) if isinstance(cause, IndexError) else None
     if match is None:
         return
     index, length = int(match.group(1)), int(match.group(2))
-    plates = [(name, site) for name, site in trace.nodes.items() if site["type"] == "sample"
-              and isinstance(site["fn"], _Subsample) and site["value"] is not None and site["fn"].size > length
-              and bool((torch.as_tensor(site["value"]) == index).any())]
+    plates = [(name, site) for name, site in _plate_sites(trace) if site["value"] is not None
+              and site["fn"].size > length and bool((torch.as_tensor(site["value"]) == index).any())]
     arguments = [(name, value) for name, value in _named_arguments(model, args, kwargs)
                  if torch.is_tensor(value) and value.dim() >= 1 and len(value) == length]
     if plates and arguments:

@@ -50,17 +50,19 @@ RELATIONAL_FORM = ("u ~ Beta(1, gamma) in a plate of size K; pi ~ Dirichlet(alph
 __all__ = ["RELATIONAL_FORM", "RelationalSpec", "batch_pairs", "is_relational", "recognize_relational"]
 
 
-def _node_ids(value, name):
-    """``value`` (a pair list's node ids, :func:`batch_pairs`'s ``src`` or ``dst``) as a long tensor, else a
-    :class:`ValueError` naming ``name``: ``None`` or an object torch cannot read raised torch's own
-    "Could not infer dtype of NoneType"."""
-    form = f"{name} must be a 1-D array of node ids, one per pair (e.g. torch.tensor([0, 0, 1]))"
+def _node_ids(value, name, form, flat=False):
+    """``value`` (node ids: :func:`batch_pairs`'s ``src``, ``dst`` or ``nodes``) as a long tensor, else a
+    :class:`ValueError` naming ``name`` that starts with ``form`` (the form expected): ``None`` or an object torch
+    cannot read raised torch's own "Could not infer dtype of NoneType"; with ``flat``, more than one dimension
+    is refused too."""
     if value is None:
         raise ValueError(f"{form}; got None")
     try:
         given = torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError):
         raise ValueError(f"{form}; got {type(value).__name__}") from None
+    if flat and given.dim() > 1:
+        raise ValueError(f"{form}; got shape {tuple(given.shape)}, dtype {given.dtype}")
     return as_index_tensor(given, None, name)
 
 
@@ -77,18 +79,12 @@ def batch_pairs(src, dst, nodes):
         ``src``, ``dst`` and ``nodes`` are whole-number node ids (``nodes`` a 1-D array of them, or one id),
         naming the argument: a fraction was truncated to another node (``0.5`` to node 0), silently.
     """
-    src, dst = _node_ids(src, "src"), _node_ids(dst, "dst")
+    pair_ids = "{} must be a 1-D array of node ids, one per pair (e.g. torch.tensor([0, 0, 1]))"
+    src, dst = _node_ids(src, "src", pair_ids.format("src")), _node_ids(dst, "dst", pair_ids.format("dst"))
     if src.shape != dst.shape:
         raise ValueError(f"src and dst must list one node per pair each; got shapes {tuple(src.shape)} and "
                          f"{tuple(dst.shape)}")
-    form = "nodes must be a 1-D array of node ids (e.g. torch.tensor([0, 4, 7]))"
-    try:
-        given = torch.as_tensor(nodes)
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"{form}; got {type(nodes).__name__}") from None
-    if given.dim() > 1:
-        raise ValueError(f"{form}; got shape {tuple(given.shape)}, dtype {given.dtype}")
-    ids = as_index_tensor(given, None, "nodes")
+    ids = _node_ids(nodes, "nodes", "nodes must be a 1-D array of node ids (e.g. torch.tensor([0, 4, 7]))", flat=True)
     return torch.nonzero(torch.isin(torch.minimum(src, dst), ids.to(src.device))).squeeze(-1)
 
 
