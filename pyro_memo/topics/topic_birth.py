@@ -11,6 +11,15 @@ target by them. During a lap every batch runs a second local step under the curr
 replacement, building a complete candidate memo; after the lap the candidate's sticks are optimised and
 the birth is kept only if the exact bound rises.
 
+Only the documents that hold the target run that second local step (at least ``hold_tokens`` of its
+expected tokens; on 20-token LDA documents 20-50% of them). The others keep the responsibilities of the
+fit's own local step, the target's share of each token spread over the other topics in proportion, none
+on the fresh topics, and their Dirichlets refit to them: a valid (restricted) local posterior under the
+candidate, so its bound is exact and a birth is still kept only when the exact bound rises. Splitting the
+target's weight among the fresh topics leaves every other topic's expected log weight in such a document
+unchanged (up to the target's share, below ``hold_tokens``), so the candidate's own local step would
+change its responsibilities little.
+
 Where the target's tokens come from (``collect``): by default (``"lap"``) from every batch of one lap,
 the collection phase of Hughes & Sudderth (2013, §3.1): while the lap visits the batches, the
 documents holding the largest topic not tried since the last accepted birth give up their target tokens
@@ -26,9 +35,10 @@ import numpy as np
 import torch
 
 from ..allocation.hdp_sticks import split_sticks, sticks_from_sizes
+from ..checks import as_non_negative_float
 from .candidate_memo import CandidateMemoMove, tried_topics
 from .corpus import Corpus
-from .hdp_posterior import HDPPosterior
+from .hdp_posterior import HDPPosterior, expected_log_dirichlet
 from .topic_init import kmeans_topics
 
 #: where a birth's target tokens come from (see the module docstring)
@@ -63,6 +73,15 @@ def smallest_docs(tokens, max_docs):
     return tuple(a[keep] for a in tokens)
 
 
+def _restrict(batch, docs, tokens):
+    """``(part, rows)``: the documents ``docs`` (a ``(num_docs,)`` mask) of ``batch`` as a batch of their
+    own, numbered in order, with ``tokens`` (``(T,)``, their tokens); ``rows`` their numbers in ``batch``."""
+    doc, word, count, _ = batch
+    rows = torch.nonzero(docs).squeeze(1)
+    number = torch.cumsum(docs, 0) - 1
+    return (number[doc[tokens]], word[tokens], count[tokens], len(rows)), rows
+
+
 class TopicBirthMove(CandidateMemoMove):
     """Exact-bound births of HDP topics, as a move of :class:`~pyro_memo.topics.MemoizedHDP`.
 
@@ -80,6 +99,10 @@ class TopicBirthMove(CandidateMemoMove):
         of the corpus) lost to it at 3 of 4 k-means seeds, and split by the whole lap's won at all 4.
     :param int max_docs: a collection keeps at most this many documents (Hughes & Sudderth's 2013 §3.1
         targeted subsample of at most ``N' = 10^4``).
+    :param float hold_tokens: the documents holding at least this many of the target's expected tokens
+        run the candidate's local step; the others keep their responsibilities without the target (see
+        the module docstring). ``0``: every document runs it. On LDA documents a topic's expected count in
+        a document was either above 0.5 or below 1e-6, so the default 0.01 separates them.
     """
 
     name = "birth"
@@ -87,7 +110,8 @@ class TopicBirthMove(CandidateMemoMove):
     #: documents of 20 bars the first birth from K = 1 gained more with 10 than with 100)
     refine_local_iters = 10
 
-    def __init__(self, num_new=3, min_tokens=50.0, refine_steps=10, collect="lap", max_docs=10_000):
+    def __init__(self, num_new=3, min_tokens=50.0, refine_steps=10, collect="lap", max_docs=10_000,
+                 hold_tokens=0.01):
         if int(num_new) < 2:
             raise ValueError(f"num_new must be at least 2; got {num_new}")
         if int(refine_steps) < 0:
@@ -96,6 +120,7 @@ class TopicBirthMove(CandidateMemoMove):
             raise ValueError(f"collect must be one of {', '.join(COLLECT)}; got {collect!r}")
         if int(max_docs) < int(num_new):
             raise ValueError(f"max_docs must be at least num_new ({num_new}); got {max_docs}")
+        self.hold_tokens = as_non_negative_float(hold_tokens, "hold_tokens")
         super().__init__()
         self.num_new, self.min_tokens, self.refine_steps = int(num_new), float(min_tokens), int(refine_steps)
         self.collect, self.max_docs = collect, int(max_docs)
@@ -212,15 +237,51 @@ class TopicBirthMove(CandidateMemoMove):
                 tried_topics(state, self.name, post.K).append(self.target)
                 self.target = None
                 return summary
-        doc, word, count, num_docs = batch
         # the candidate's batch step runs under the current globals with the split, so it
         # keeps pace with the main fit's updates during the lap
         self.candidate = self._candidate(post)
-        _, counts, candidate, _ = self.candidate.local_step(doc, word, count, num_docs,
-                                                            max_iter=self.driver.local_iters, tol=self.driver.local_tol,
-                                                            sparse_L=self.driver.sparse_L)
-        self.batches[key] = (counts, candidate)
+        self.batches[key] = self._candidate_step(batch, local)
         return summary
+
+    def _candidate_step(self, batch, local):
+        """``(counts, summary)`` of ``batch`` under the candidate: the candidate's local step on the
+        documents holding the target, the others' responsibilities ``local.resp`` without it (see the
+        module docstring); the documents keep their order in ``counts`` ``(num_docs, K')``."""
+        doc, word, count, num_docs = batch
+        cand = self.candidate
+        holding = local.counts[:, self.target] >= self.hold_tokens
+        if bool(holding.all()):
+            return self._local_step(cand, batch)
+        counts = cand.lam.new_empty(num_docs, cand.K)
+        held, summary = holding[doc], None
+        if bool(holding.any()):
+            part, rows = _restrict(batch, holding, held)
+            counts[rows], summary = self._local_step(cand, part)
+        part, rows = _restrict(batch, ~holding, ~held)
+        counts[rows], rest = self._without_target(cand, part, local.resp[~held])
+        return counts, rest if summary is None else summary + rest
+
+    def _local_step(self, cand, batch):
+        """``(counts, summary)``: the candidate's document-level local step of ``batch``."""
+        driver = self.driver
+        _, counts, summary, _ = cand.local_step(*batch, max_iter=driver.local_iters, tol=driver.local_tol,
+                                                sparse_L=driver.sparse_L)
+        return counts, summary
+
+    def _without_target(self, cand, batch, resp):
+        """``(counts, summary)`` under the candidate of the documents of ``batch`` whose tokens keep their
+        responsibilities ``resp`` ``(T, K)`` but the target's, renormalised, with none on the fresh topics,
+        and whose Dirichlets are :math:`\\theta_d = \\alpha E[\\beta] + N_d` (the optimum given them)."""
+        doc, word, count, num_docs = batch
+        keep = [k for k in range(resp.shape[1]) if k != self.target]
+        resp = resp[:, keep].to(cand.dtype)
+        resp = resp / resp.sum(1, keepdim=True).clamp_min(torch.finfo(resp.dtype).tiny)
+        resp = torch.cat([resp, resp.new_zeros(len(resp), self.new_lam.shape[0])], 1)
+        count = count.to(cand.dtype)
+        counts = resp.new_zeros(num_docs, cand.K).index_add_(0, doc, resp * count[:, None])
+        prior = cand.alpha * cand.expected_beta()
+        theta = torch.cat([counts + prior[:-1], prior[-1:].expand(num_docs, 1)], 1)
+        return counts, cand.summarize(doc, word, count, resp, theta, expected_log_dirichlet(theta), counts)
 
     def end_lap(self, state, driver):
         """The candidate's acceptance (``CandidateMemoMove``), then the creation of the
