@@ -150,7 +150,7 @@ class MemoizedELBO(ELBO):
             _check_fixed(guide, batch)
         guide.memo.replace(batch.key, batch.summary)
         if batch.ids is not None:
-            _memo_ids(guide)[batch.key] = torch.as_tensor(batch.ids).reshape(-1).cpu()
+            guide.memo.batch_ids[batch.key] = torch.as_tensor(batch.ids).reshape(-1).cpu()
         if isinstance(guide, RelationalGuide):
             guide.memo_pairs[batch.key] = batch.size
         total = guide.memo.total
@@ -211,21 +211,12 @@ def _one_whole_summary(guide, batch):
     return len(guide.memo.batches) == 1 and _held(guide) >= batch.plate_size
 
 
-def _memo_ids(guide):
-    """The ids of each batch the guide's memo holds (key -> 1-D tensor), kept on the memo object itself, so that
-    a fresh memo (a new fit, a whole-data step) starts with none."""
-    memo = guide.memo
-    if getattr(memo, "batch_ids", None) is None:
-        memo.batch_ids = {}
-    return memo.batch_ids
-
-
 def _check_disjoint(guide, batch):
     """Raise :class:`ValueError` if the new ``batch`` shares ids with a batch the memo holds (when the memo knows
     every held batch's ids): overlapping fixed batches (``arange(0, 30)`` and ``arange(15, 45)`` of 60 items)
     count their shared items twice and, once they add up to the data's size, hold the memo "complete" with
     other items never seen, a silently wrong fit."""
-    known = _memo_ids(guide)
+    known = guide.memo.batch_ids
     if batch.ids is None or not known or any(key not in known for key in guide.memo.batches):
         return
     ids = torch.as_tensor(batch.ids).reshape(-1).cpu()

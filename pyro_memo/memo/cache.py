@@ -9,12 +9,14 @@ class SummaryCache:
     cache holds ``B`` summaries of size ``O(K D^2)`` each, never ``O(N K)``.
 
     Batches are identified by any hashable key (a batch number, or a digest of a Pyro
-    data plate's subsample indices).
+    data plate's subsample indices). ``batch_ids`` holds, where the caller knows them, each batch's
+    item ids (key -> 1-D tensor): the Pyro bridge refuses a batch that shares items with one held.
     """
 
     def __init__(self):
         self.batches = {}
         self.total = None
+        self.batch_ids = {}
 
     def __len__(self):
         return len(self.batches)
