@@ -172,7 +172,9 @@ def fit_vb(model, *args, K=None, guide=None, max_iter=200, tol=1e-8, init="kmean
     """Recognise ``model``, run full-batch VB on its data and store the result in ``guide``.
 
     :param model: a DP-mixture Pyro model (see ``pyro_memo.bridge.recognition``).
-    :param args: the model's positional arguments (the data among them).
+    :param args: the model's positional arguments (the data among them). Full-batch VB fits every item the
+        model's data hold: a subsample argument (a batch of ids, as an SVI loop passes) is ignored; for a fit
+        in batches use :func:`~pyro_memo.fit_memoized`.
     :param int K: truncation level (default ``T - 1``); with ``guide``, the guide's own (another raises
         :class:`ValueError`).
     :param DPMixtureGuide guide: an existing guide of ``model`` to continue from (an :class:`~pyro_memo.HDPGuide`
