@@ -9,7 +9,7 @@ after estimating its weights on the other half; bnpy's published scores hold out
 document's word *types* (never seen in the observed part); both are printed at the end.
 
     python benchmarks/bench_hdp_wiki.py [--K 100] [--batches 20] [--minutes 25] [--eval-every 3] [--float32]
-        [--moves birth,merge] [--init kmeans|documents] [--incremental-first-lap]
+        [--moves birth,merge] [--birth-targets 3] [--init kmeans|documents] [--incremental-first-lap]
     python benchmarks/bench_hdp_wiki.py --gensim-only 900
 """
 
@@ -20,7 +20,7 @@ import torch
 from _common import document_split, make_parser, save_topic_posterior
 
 from pyro_memo.comparison import bag_of_words
-from pyro_memo.topics import MemoizedHDP, document_completion, split_tokens, top_words
+from pyro_memo.topics import MemoizedHDP, TopicBirthMove, document_completion, split_tokens, top_words
 
 
 def run_gensim(train, test, seconds, seed=0):
@@ -63,6 +63,8 @@ def main():
     parser.add_argument("--gensim-only", type=float, metavar="SECONDS",
                         help="run only gensim's HdpModel for this many seconds (to compare with an earlier run)")
     parser.add_argument("--moves", default="", help="topic moves for the memoized fit, e.g. birth,merge")
+    parser.add_argument("--birth-targets", type=int, default=1,
+                        help="topics each birth candidate splits (TopicBirthMove's num_targets)")
     parser.add_argument("--init", choices=("kmeans", "documents"), default="kmeans", help="initial topics")
     parser.add_argument("--incremental-first-lap", action="store_true",
                         help="refit the globals after every batch of lap 1 (the classic schedule)")
@@ -80,7 +82,8 @@ def main():
     print(f"{corpus}; train {train.num_docs} docs / {train.num_tokens:.0f} tokens, test {test.num_docs} docs; "
           f"K = {args.K}, {args.batches} batches, budget {args.minutes:g} min, "
           f"{'float32' if args.float32 else 'float64'}, {torch.get_num_threads()} threads; init {args.init}"
-          f"{', incremental first lap' if args.incremental_first_lap else ''}; moves {args.moves or 'none'}",
+          f"{', incremental first lap' if args.incremental_first_lap else ''}; moves {args.moves or 'none'}"
+          f"{f' ({args.birth_targets} birth targets)' if args.birth_targets != 1 else ''}",
           flush=True)
     if args.gensim_only:
         score, elapsed, effective = run_gensim(train, test, args.gensim_only, args.seed)
@@ -95,6 +98,8 @@ def main():
     def callback(lap, elbo, posterior):
         elapsed = time.perf_counter() - start
         line = f"lap {lap + 1}: bound {elbo / train.num_tokens:.4f}/token, {elapsed:.0f} s"
+        if args.moves:
+            line += f", K {posterior.K}"
         if args.alpha_prior or args.gamma_prior or args.learn_lam0:
             line += (f", alpha {float(posterior.alpha):.4f}, gamma {float(posterior.gamma):.3f}, "
                      f"lam0 {float(posterior.lam0):.4f}")
@@ -107,10 +112,16 @@ def main():
 
     priors = {f"{name}_prior": tuple(float(v) for v in text.split(","))
               for name, text in (("alpha", args.alpha_prior), ("gamma", args.gamma_prior)) if text}
+    moves = [TopicBirthMove(num_targets=args.birth_targets) if m.strip() == "birth" else m.strip()
+             for m in args.moves.split(",") if m.strip()]
     model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps, seed=args.seed,
-                        dtype=dtype, moves=args.moves, init=args.init,
+                        dtype=dtype, moves=moves, init=args.init,
                         incremental_first_lap=args.incremental_first_lap, learn_lam0=args.learn_lam0, **priors)
     fit = model.fit(train, args.batches, callback=callback)
+    if args.moves:  # per lap, each move's accepted / proposed
+        for lap, log in enumerate(fit.state.move_log, 1):
+            counts = ", ".join(f"{name} {v['accepted']}/{v['proposed']}" for name, v in log.items())
+            print(f"moves, lap {lap}: {counts}")
     seconds = time.perf_counter() - start
     final = document_completion(fit.posterior, test)
     bnpy_protocol = document_completion(fit.posterior, test, fraction=0.8, split="types")

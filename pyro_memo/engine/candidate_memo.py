@@ -85,5 +85,9 @@ class CandidateMemoMove(Move):
                 self.record_gain(state, *gain)
                 state.tried_components(self.name, state.posterior.K, reset=True)
             else:
-                state.tried_components(self.name, state.posterior.K).append(self.target)
+                self.mark_tried(state)
         self.target, self.candidate, self.batches = None, None, {}
+
+    def mark_tried(self, state):
+        """A rejected candidate: its target counts as tried (:meth:`~pyro_memo.MemoState.tried_components`)."""
+        state.tried_components(self.name, state.posterior.K).append(self.target)

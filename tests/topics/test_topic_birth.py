@@ -18,46 +18,51 @@ from tests.topics.test_topic_merge import assert_moves_kept_the_memo_exact
 def test_accepted_births_raise_the_exact_bound_and_keep_the_memo_exact(seed):
     corpus = random_corpus(seed)
     B = 1 + seed % 3
-    fit = MemoizedHDP(K=2, laps=8, tol=0, seed=seed, moves=[TopicBirthMove(num_new=2 + seed % 2, min_tokens=5),
-                                                            "merge"]).fit(corpus, B)
+    birth = TopicBirthMove(num_new=2 + seed % 2, min_tokens=5, num_targets=1 + seed % 3 // 2 * 2)  # 1, 1, 3
+    fit = MemoizedHDP(K=2, laps=8, tol=0, seed=seed, moves=[birth, "merge"]).fit(corpus, B)
     assert [m.name for m in MemoizedHDP(moves="merge,birth").moves] == ["birth", "merge"]
     assert all(set(lap) == {"birth", "merge"} for lap in fit.state.move_log)
     assert_moves_kept_the_memo_exact(fit, corpus)
 
 
-def test_candidate_replaces_the_target_and_keeps_the_other_weights():
+@pytest.mark.parametrize("num_targets", [1, 2])
+def test_candidate_replaces_the_targets_and_keeps_the_other_weights(num_targets):
     corpus = random_corpus(1, num_docs=80)
     model = MemoizedHDP(K=4, laps=2, seed=0)
     fit = model.fit(corpus, 2)
-    move = TopicBirthMove(num_new=3, min_tokens=1, collect="batch")  # the target chosen at the lap's start
-    move.start_lap(fit.state, model)
-    target = move.target
-    assert target == int(torch.argmax(fit.state.cache.total.topic_counts))
+    move = TopicBirthMove(num_new=3, min_tokens=1, collect="batch", num_targets=num_targets)
+    move.start_lap(fit.state, model)  # the targets chosen at the lap's start, largest first
+    sizes = fit.state.cache.total.topic_counts
+    assert move.targets == torch.argsort(sizes, descending=True)[:num_targets].tolist()
     doc, word, count = corpus.tokens()
     resp, _, _, _ = fit.posterior.local_step(doc, word, count, corpus.num_docs)
     post = fit.posterior
-    move.new_lam = move._new_topics((doc, word, count, corpus.num_docs), resp, post, seed=0)
-    assert move.new_lam.shape == (3, corpus.vocab_size)
-    # the new topics carry the target's expected tokens in all
-    torch.testing.assert_close((move.new_lam - post.lam0).sum(), fit.state.cache.total.topic_counts[target])
+    move.new_lams = [move._new_topics((doc, word, count, corpus.num_docs), resp, post, t, seed=0) for t in move.targets]
     cand = move._candidate(post)
-    keep = [k for k in range(post.K) if k != target]
-    torch.testing.assert_close(cand.lam[:-3], post.lam[keep])
+    keep = [k for k in range(post.K) if k not in move.targets]
+    torch.testing.assert_close(cand.lam[:len(keep)], post.lam[keep])
     old, new = expected_beta(post.rho), expected_beta(cand.rho)
     torch.testing.assert_close(new[:len(keep)], old[keep], rtol=1e-6, atol=1e-9)
-    torch.testing.assert_close(new[len(keep):-1].sum(), old[target], rtol=1e-6, atol=1e-9)
+    for i, (target, lam) in enumerate(zip(move.targets, move.new_lams, strict=True)):
+        assert lam.shape == (3, corpus.vocab_size)
+        # each target's new topics carry its expected tokens in all, and its weight, in its order
+        torch.testing.assert_close((lam - post.lam0).sum(), sizes[target])
+        fresh = slice(len(keep) + 3 * i, len(keep) + 3 * (i + 1))
+        torch.testing.assert_close(cand.lam[fresh], lam)
+        torch.testing.assert_close(new[fresh].sum(), old[target], rtol=1e-6, atol=1e-9)
+    assert cand.K == post.K + 2 * num_targets
 
 
 def _candidate_move(fit, model, batch, resp, **settings):
     """A birth move of the largest topic of ``fit`` with its fresh topics and candidate made from ``batch``."""
     move = TopicBirthMove(collect="batch", **settings)
     move.start_lap(fit.state, model)
-    move.new_lam = move._new_topics(batch, resp, fit.posterior, seed=0)
+    move.new_lams = [move._new_topics(batch, resp, fit.posterior, t, seed=0) for t in move.targets]
     move.candidate = move._candidate(fit.posterior)
     return move
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(4))
 def test_the_candidate_step_of_a_batch_is_the_sum_of_its_documents_steps(seed):
     """Documents holding the target run the candidate's local step and the others keep theirs without it,
     each document on its own: the batch's candidate counts and summary are those of its documents taken
@@ -68,8 +73,8 @@ def test_the_candidate_step_of_a_batch_is_the_sum_of_its_documents_steps(seed):
     doc, word, count = corpus.tokens()
     batch = (doc, word, count, corpus.num_docs)
     resp, counts, _, _ = fit.posterior.local_step(*batch, max_iter=15, tol=0)
-    move = _candidate_move(fit, model, batch, resp, min_tokens=1)
-    holding = counts[:, move.target] >= move.hold_tokens
+    move = _candidate_move(fit, model, batch, resp, min_tokens=1, num_targets=1 + seed % 2)
+    holding = (counts[:, move.targets] >= move.hold_tokens).any(1)
     assert 0 < int(holding.sum()) < corpus.num_docs  # both kinds of document
     both, summary = move._candidate_step(batch, DocumentLocal(resp, counts))
     parts, total = [], None
@@ -83,7 +88,7 @@ def test_the_candidate_step_of_a_batch_is_the_sum_of_its_documents_steps(seed):
     for name in ("word_counts", "sum_log_pi", "doc_term", "entropy"):
         torch.testing.assert_close(getattr(summary, name), getattr(total, name))
     assert summary.num_docs == corpus.num_docs
-    fresh = both[:, -move.new_lam.shape[0]:]
+    fresh = both[:, fit.posterior.K - len(move.targets):]
     assert float(fresh[~holding].abs().max()) == 0.0  # the fresh topics only in documents holding the target
     torch.testing.assert_close(both.sum(1), counts.sum(1))  # every token assigned
 
@@ -104,7 +109,7 @@ def test_the_targeted_candidate_step_is_as_good_as_every_documents(seed):
         move = _candidate_move(fit, model, batch, resp, hold_tokens=hold)
         summary = move._candidate_step(batch, DocumentLocal(resp, counts))[1]
         bounds.append(float(move.candidate.optimal_for(summary).elbo(summary)) / corpus.num_tokens)
-    assert float((counts[:, move.target] >= 0.01).float().mean()) < 0.6
+    assert float((counts[:, move.targets[0]] >= 0.01).float().mean()) < 0.6
     assert bounds[1] > bounds[0] - 1e-4
 
 
@@ -162,7 +167,7 @@ def test_refined_fresh_topics_make_a_better_candidate():
     for steps in (0, 10):
         move = TopicBirthMove(num_new=4, refine_steps=steps, collect="batch")
         move.start_lap(fit.state, model)
-        move.new_lam = move._new_topics(batch, resp, post, seed=0)
+        move.new_lams = [move._new_topics(batch, resp, post, move.target, seed=0)]
         candidate = move._candidate(post)
         summary = candidate.local_step(*batch)[2]
         bounds.append(float(candidate.optimal_for(summary).elbo(summary)))
@@ -181,19 +186,34 @@ def test_bad_birth_settings_raise():
     for bad in (-0.5, float("nan")):
         with pytest.raises(ValueError, match="hold_tokens must be a non-negative finite number"):
             TopicBirthMove(hold_tokens=bad)
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="num_targets must be a positive integer"):
+            TopicBirthMove(num_targets=bad)
 
 
-def test_a_resumed_fit_with_moves_goes_on_alike(tmp_path):
+@pytest.mark.parametrize("num_targets", [1, 2])
+def test_a_resumed_fit_with_moves_goes_on_alike(tmp_path, num_targets):
     from pyro_memo.topics.checkpoint import load_hdp_state, save_hdp_state
 
     corpus, _, _ = bars_corpus(80, 60, alpha=0.2, seed=6)
-    moves = "birth,delete,merge"
-    direct = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves).fit(corpus, 2)
-    first = MemoizedHDP(K=2, laps=3, tol=0, seed=0, moves=moves).fit(corpus, 2)
+
+    def moves():
+        return [TopicBirthMove(num_targets=num_targets), "delete", "merge"]
+
+    direct = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves()).fit(corpus, 2)
+    first = MemoizedHDP(K=2, laps=3, tol=0, seed=0, moves=moves()).fit(corpus, 2)
     save_hdp_state(tmp_path / "state.pt", first.state)
     state = load_hdp_state(tmp_path / "state.pt")
     assert state.tried_topics == first.state.tried_topics
-    resumed = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves).fit(corpus, 2, state=state)
+    resumed = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves()).fit(corpus, 2, state=state)
     assert any(g["move"] == "birth" for g in direct.state.move_gains)
     np.testing.assert_allclose(resumed.elbo_trace, direct.elbo_trace, rtol=1e-10)
     assert resumed.state.move_log == direct.state.move_log
+
+
+def test_a_checkpoint_of_one_target_births_loads_as_one_target():
+    """Checkpoints written before ``num_targets`` hold one pending target and its fresh topics."""
+    move, lam = TopicBirthMove(), torch.ones(3, 5)
+    move.load_state_dict({"pending": {"target": 2, "K": 4, "gains": 1, "new_lam": lam}})
+    assert move.pending == {"targets": [2], "K": 4, "gains": 1, "new_lam": [lam]}
+    assert move.state_dict()["pending"]["targets"] == [2]
