@@ -24,7 +24,8 @@ from pyro_memo.topics import MemoizedHDP, TopicBirthMove, document_completion, s
 
 #: the fits of each seed, in order: name, TopicBirthMove's settings (``None``: fixed K = 20); "every document"
 #: runs the candidate's local step on every document, not only on those holding the target (``hold_tokens=0``)
-VARIANTS = (("births, lap collected", {}), ("births, 3 targets", {"num_targets": 3}),
+VARIANTS = (("births, lap collected", {}), ("births, refine every", {"refine": "every"}),
+            ("births, 3 targets", {"num_targets": 3}),
             ("births, every document", {"hold_tokens": 0.0}),
             ("births, one batch", {"collect": "batch"}), ("fixed K = 20", None))
 

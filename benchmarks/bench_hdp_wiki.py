@@ -65,6 +65,8 @@ def main():
     parser.add_argument("--moves", default="", help="topic moves for the memoized fit, e.g. birth,merge")
     parser.add_argument("--birth-targets", type=int, default=1,
                         help="topics each birth candidate splits (TopicBirthMove's num_targets)")
+    parser.add_argument("--birth-refine", choices=("first", "every"), default="first",
+                        help="which births' fresh topics are refined (TopicBirthMove's refine)")
     parser.add_argument("--init", choices=("kmeans", "documents"), default="kmeans", help="initial topics")
     parser.add_argument("--incremental-first-lap", action="store_true",
                         help="refit the globals after every batch of lap 1 (the classic schedule)")
@@ -83,7 +85,8 @@ def main():
           f"K = {args.K}, {args.batches} batches, budget {args.minutes:g} min, "
           f"{'float32' if args.float32 else 'float64'}, {torch.get_num_threads()} threads; init {args.init}"
           f"{', incremental first lap' if args.incremental_first_lap else ''}; moves {args.moves or 'none'}"
-          f"{f' ({args.birth_targets} birth targets)' if args.birth_targets != 1 else ''}",
+          f"{f' ({args.birth_targets} birth targets)' if args.birth_targets != 1 else ''}"
+          f"{' (every birth refined)' if args.birth_refine == 'every' else ''}",
           flush=True)
     if args.gensim_only:
         score, elapsed, effective = run_gensim(train, test, args.gensim_only, args.seed)
@@ -112,7 +115,8 @@ def main():
 
     priors = {f"{name}_prior": tuple(float(v) for v in text.split(","))
               for name, text in (("alpha", args.alpha_prior), ("gamma", args.gamma_prior)) if text}
-    moves = [TopicBirthMove(num_targets=args.birth_targets) if m.strip() == "birth" else m.strip()
+    moves = [TopicBirthMove(num_targets=args.birth_targets, refine=args.birth_refine) if m.strip() == "birth"
+             else m.strip()
              for m in args.moves.split(",") if m.strip()]
     model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps, seed=args.seed,
                         dtype=dtype, moves=moves, init=args.init,

@@ -47,6 +47,8 @@ from .topic_init import kmeans_topics
 
 #: where a birth's target tokens come from (see the module docstring)
 COLLECT = ("lap", "batch")
+#: which births' fresh topics are refined (``TopicBirthMove``'s ``refine``)
+REFINE = ("first", "every")
 
 
 def target_tokens(batch, resp, target):
@@ -91,12 +93,16 @@ class TopicBirthMove(CandidateMemoMove):
 
     :param int num_new: topics that replace the target (at least 2).
     :param float min_tokens: the collected target tokens must be at least this many.
-    :param int refine_steps: VB iterations (local step, then global step) of the first birth's fresh
-        topics alone on the target's tokens before the candidate lap (``0``: the k-means topics as they
-        are). Only from ``K = 1``: a first birth rejected there ends the fit's growth (the one topic stays
-        tried while ``K`` does not change), and on 20-token LDA documents the k-means topics of one batch
-        lost to the one topic on 2 of 3 seeds; from ``K > 1`` the refined topics were measured worse (a
-        bars fit from K = 12 kept a blend of two bars, held-out -2.78 against -2.69 nats per token).
+    :param int refine_steps: VB iterations (local step, then global step) of a birth's fresh topics alone
+        on the target's tokens before the candidate lap (``0``: the k-means topics as they are); which
+        births, see ``refine``.
+    :param str refine: ``"first"`` (default): only the first birth's, from ``K = 1``: a first birth rejected
+        there ends the fit's growth (the one topic stays tried while ``K`` does not change), and on
+        20-token LDA documents the k-means topics of one batch lost to the one topic on 2 of 3 seeds.
+        ``"every"``: every birth's. From ``K > 1`` refining was measured mixed: a bars fit from K = 12 with
+        one-batch collections kept a blend of two bars (held-out -2.78 against -2.69 nats per token); with
+        lap collections, from K = 1 on Wikipedia (20 laps) -7.858 held-out against -7.867 in 11% more time,
+        but on LDA and bars (3 seeds each) a lower bound on 2 seeds of 3.
     :param str collect: ``"lap"`` (default): the target's tokens of every batch, collected in the lap before
         the candidate's; ``"batch"``: those of the first batch of the candidate's lap (see the module
         docstring). On 20-token LDA documents a blend of two topics split by one batch's tokens (a quarter
@@ -120,7 +126,7 @@ class TopicBirthMove(CandidateMemoMove):
     refine_local_iters = 10
 
     def __init__(self, num_new=3, min_tokens=50.0, refine_steps=10, collect="lap", max_docs=10_000,
-                 hold_tokens=0.01, num_targets=1):
+                 hold_tokens=0.01, num_targets=1, refine="first"):
         if int(num_new) < 2:
             raise ValueError(f"num_new must be at least 2; got {num_new}")
         if int(refine_steps) < 0:
@@ -131,6 +137,9 @@ class TopicBirthMove(CandidateMemoMove):
             raise ValueError(f"max_docs must be at least num_new ({num_new}); got {max_docs}")
         self.hold_tokens = as_non_negative_float(hold_tokens, "hold_tokens")
         self.num_targets = as_positive_int(num_targets, "num_targets")
+        if refine not in REFINE:
+            raise ValueError(f"refine must be one of {', '.join(REFINE)}; got {refine!r}")
+        self.refine = refine
         super().__init__()
         self.num_new, self.min_tokens, self.refine_steps = int(num_new), float(min_tokens), int(refine_steps)
         self.collect, self.max_docs = collect, int(max_docs)
@@ -204,9 +213,9 @@ class TopicBirthMove(CandidateMemoMove):
         globals optimal for its summary, of an HDP whose topics are the fresh ones alone, started from
         the pooled counts ``centers``, on the target's tokens ``restricted`` (Hughes & Sudderth 2013
         §3.1, creation; bnpy's ``b_nRefineSteps``). It only shapes the proposal: acceptance still
-        compares the exact bounds of the full data. Only for the first birth (``post.K == 1``; see
-        ``refine_steps``)."""
-        if self.refine_steps == 0 or post.K > 1:
+        compares the exact bounds of the full data. With ``refine="first"`` only for the first birth
+        (``post.K == 1``)."""
+        if self.refine_steps == 0 or (post.K > 1 and self.refine == "first"):
             return centers
         lam0 = float(post.lam0)
         rho, omega = sticks_from_sizes(centers.sum(1), post.gamma, restricted.num_docs)

@@ -154,15 +154,21 @@ def test_births_from_one_topic_pass_a_fixed_K_fit_on_short_lda_documents(seed):
     assert_moves_kept_the_memo_exact(fit, corpus)
 
 
+def short_bars_in_one_batch(K, laps):
+    """``(model, fit, batch, resp)``: a fit of 300 ten-token bars documents in one batch, and the whole
+    corpus's responsibilities under its globals."""
+    corpus, _, _ = bars_corpus(300, 10, side=10, alpha=0.05, seed=0)
+    model = MemoizedHDP(K=K, laps=laps, seed=0)
+    fit = model.fit(corpus, 1)
+    batch = (*corpus.tokens(), corpus.num_docs)
+    return model, fit, batch, fit.posterior.local_step(*batch)[0]
+
+
 def test_refined_fresh_topics_make_a_better_candidate():
     """With the whole corpus in one batch, the candidate whose fresh topics were refined has a higher
     exact bound after its local step than the one with the k-means topics they start from."""
-    corpus, _, _ = bars_corpus(300, 10, side=10, alpha=0.05, seed=0)
-    model = MemoizedHDP(K=1, laps=1, seed=0)
-    fit = model.fit(corpus, 1)
+    model, fit, batch, resp = short_bars_in_one_batch(K=1, laps=1)
     post = fit.posterior
-    batch = (*corpus.tokens(), corpus.num_docs)
-    resp = post.local_step(*batch)[0]
     bounds = []
     for steps in (0, 10):
         move = TopicBirthMove(num_new=4, refine_steps=steps, collect="batch")
@@ -174,6 +180,20 @@ def test_refined_fresh_topics_make_a_better_candidate():
     assert bounds[1] > bounds[0]
 
 
+def test_every_birth_refined_on_request():
+    """From K > 1 the fresh topics are the k-means ones unless ``refine="every"``, which refines them
+    (different topics, the same expected tokens)."""
+    model, fit, batch, resp = short_bars_in_one_batch(K=4, laps=2)
+    post = fit.posterior
+    made = []
+    for refine in ("first", "every"):
+        move = TopicBirthMove(num_new=3, collect="batch", refine=refine)
+        move.start_lap(fit.state, model)
+        made.append(move._new_topics(batch, resp, post, move.target, seed=0))
+    torch.testing.assert_close(made[0].sum(), made[1].sum())
+    assert float((made[0] - made[1]).abs().max()) > 1.0
+
+
 def test_bad_birth_settings_raise():
     with pytest.raises(ValueError, match="num_new must be at least 2"):
         TopicBirthMove(num_new=1)
@@ -183,6 +203,8 @@ def test_bad_birth_settings_raise():
         TopicBirthMove(collect="corpus")
     with pytest.raises(ValueError, match="max_docs must be at least num_new"):
         TopicBirthMove(max_docs=2)
+    with pytest.raises(ValueError, match="refine must be one of first, every"):
+        TopicBirthMove(refine="all")
     for bad in (-0.5, float("nan")):
         with pytest.raises(ValueError, match="hold_tokens must be a non-negative finite number"):
             TopicBirthMove(hold_tokens=bad)
