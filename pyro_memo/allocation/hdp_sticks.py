@@ -311,6 +311,9 @@ def damped_newton(rho, omega, num_docs, sum_log_pi, alpha, gamma, limit, max_ite
         c = torch.where(at_limit, torch.zeros_like(h_rw), -s_r * h_rw * w)
         b = torch.where(at_limit, torch.ones_like(h_ww), -(w ** 2) * h_ww - d_w * w)
         scale = float(torch.cat([A.diagonal().abs(), b.abs()]).max())
+        if not math.isfinite(scale):
+            break
+        scale = max(scale, torch.finfo(torch.float64).tiny)  # so that the damping grows from zero
         while True:
             step = _damped_step(A, b, c, g_r, g_w, mu, eye)
             if step is not None:

@@ -255,6 +255,15 @@ def test_damped_newton_reaches_a_stationary_point_from_far_starts_without_l_bfgs
     assert largest((d_w * w)[free]) < 1e-11 * abs(best)
 
 
+def test_damped_newton_returns_the_start_where_the_objective_is_not_a_number():
+    """A NaN in the summary makes every damping fail: the steps stop (they looped for ever, the damping's
+    scale NaN) and the start comes back."""
+    rho, omega = torch.tensor([0.5, 0.3], dtype=torch.float64), torch.tensor([5.0, 3.0], dtype=torch.float64)
+    sum_log_pi = torch.tensor([-10.0, float("nan"), -3.0], dtype=torch.float64)
+    r, w, _ = hdp_sticks.damped_newton(rho, omega, 10, sum_log_pi, 1.0, 2.0, omega_limit(10, 2.0))
+    torch.testing.assert_close((r, w), (rho, omega))  # through logit and log and back
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_stick_optimizer_finds_a_stationary_point_and_never_lowers_the_objective(seed):
     rng = np.random.default_rng(seed)
