@@ -81,15 +81,34 @@ def term_scale(fit):
     return sum(abs(float(v)) for v in fit.posterior.elbo_terms(fit.state.cache.total).values())
 
 
+def before_the_first_move(*fits):
+    """The laps (indices into ``elbo_trace``) of these fits before either kept a move (all when none did).
+
+    A move's proposal is a discrete choice that float32 rounding can flip: on ``hdp-moves`` both fits keep a
+    birth at lap 3, but the KL k-means of the collected tokens gave fresh topics differing by up to 7 of their
+    70 counts, and the fits then climbed to optima 7.2 nats apart (2.5e-4 of the terms' magnitudes) by lap 20,
+    with the same moves kept. Until then they follow each other (lap 2: 0.016 nats apart)."""
+    kept = [lap for fit in fits for lap, log in enumerate(fit.state.move_log)
+            if any(counts["accepted"] for counts in log.values())]
+    return range(min(kept, default=len(fits[0].elbo_trace)))
+
+
 @pytest.mark.slow
 def test_the_float32_local_step_follows_the_float64_objective(fits):
     full, mixed, _ = fits
     assert len(mixed.elbo_trace) == len(full.elbo_trace)
     # every lap is run, unless a fit with moves converged sooner (no move left to try, the objective flat)
     assert len(full.elbo_trace) == LAPS or (full.converged and mixed.converged)
-    for lap in (0, -1):  # lap 1 (from the same initial globals) and the last
+    laps = before_the_first_move(full, mixed)
+    for lap in (laps[0], laps[-1]):  # lap 1 (from the same initial globals) and the last before a kept move
         assert abs(mixed.elbo_trace[lap] - full.elbo_trace[lap]) <= REL * term_scale(full)
+    assert kept_moves(mixed) == kept_moves(full)  # the same moves kept at the same laps
     assert mixed.elbo_trace != full.elbo_trace  # the local step did run in float32
+
+
+def kept_moves(fit):
+    """Per lap, the moves kept and how many times."""
+    return [{name: c["accepted"] for name, c in log.items() if c["accepted"]} for log in fit.state.move_log]
 
 
 def test_globals_memo_and_objective_stay_float64(short_fits):
