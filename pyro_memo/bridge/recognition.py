@@ -64,7 +64,7 @@ from .structure import (
     _find_sticks,
     _plates,
     as_batch_ids,
-    model_error,
+    model_failure,
     plate_size_error,
     positional_names,
 )
@@ -769,11 +769,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
         except Exception as err:
             _check_batch_arguments(model, args, kwargs, tracer.trace)  # the plates the trace reached
             _check_plate_sizes(model, args, kwargs, tracer.trace, err)
-            original, cause = model_error(err)  # the cause, without the table of shapes Pyro's trace appends
-            if isinstance(err, (ModelStructureError, NonFiniteDataError)):  # the model checked its data
-                if original is err:
-                    raise
-                raise original from err
+            _, cause = model_failure(err)  # the cause, without the table of shapes Pyro's trace appends
             raise ModelStructureError(f"tracing the model with the given arguments raised {type(err).__name__}: "
                                       f"{cause}{_argument_hint(model, args, kwargs)}") from err
         _check_batch_arguments(model, args, kwargs, trace)

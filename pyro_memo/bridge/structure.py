@@ -51,18 +51,26 @@ def probe_trace(model, args, kwargs, data, what):
     there raises one :class:`ModelStructureError` naming ``what`` the probe set and the cause (:func:`model_error`,
     without the "Trace Shapes:" table Pyro's trace appends); pyro-memo's own errors raised by the model pass as
     they are."""
-    from ..families.base import NonFiniteDataError
-
     try:
         with torch.no_grad(), poutine.block():
             return poutine.trace(poutine.condition(model, data=data)).get_trace(*args, **kwargs)
     except Exception as err:
-        original, cause = model_error(err)
-        if isinstance(err, (ModelStructureError, NonFiniteDataError)):  # the model checked its data
-            if original is err:
-                raise
-            raise original from err
+        original, cause = model_failure(err)
         raise ModelStructureError(f"tracing the model with {what} raised {type(original).__name__}: {cause}") from err
+
+
+def model_failure(err):
+    """:func:`model_error` of an exception a traced model raised (call it while handling ``err``), but for
+    pyro-memo's own errors (:class:`ModelStructureError`, ``NonFiniteDataError``: the model checked its data),
+    which are raised again as they are, the original one where Pyro's trace wrapped it."""
+    from ..families.base import NonFiniteDataError
+
+    original, cause = model_error(err)
+    if isinstance(err, (ModelStructureError, NonFiniteDataError)):
+        if original is err:
+            raise err
+        raise original from err
+    return original, cause
 
 
 def plate_size_error(plate, size, arg, length, items=("entry", "entries"), reader=None, kind=""):
