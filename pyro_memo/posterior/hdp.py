@@ -206,10 +206,15 @@ class GroupedHDPPosterior(VariationalPosterior):
         phi = table if index is None else table.index_select(0, index)
         weights = group_weights(counts, prior)[0]
         resp, counts = self._final_responsibilities(phi, doc, count, weights, num_docs, L)
-        theta = torch.cat([counts + prior[:K], prior[K:].expand(num_docs, 1)], 1)
-        e_log_pi = expected_log_dirichlet(theta)
-        summary = self.summarize(doc, items, count, resp, theta, e_log_pi, counts)
+        summary = self.summary_of(doc, items, count, resp, counts)
         return (resp if L is None else resp.dense()), counts, summary, iterations
+
+    def summary_of(self, doc, items, count, resp, counts):
+        """The summary of responsibilities ``resp`` whose group counts are ``counts`` ``(num_docs, K)``, each
+        group's Dirichlet :math:`\\theta_d = \\alpha E[\\beta] + N_d` (its optimum given them)."""
+        prior = self.alpha * self.expected_beta()
+        theta = torch.cat([counts + prior[:-1], prior[-1:].expand(len(counts), 1)], 1)
+        return self.summarize(doc, items, count, resp, theta, expected_log_dirichlet(theta), counts)
 
     @staticmethod
     def _final_responsibilities(phi, doc, count, weights, num_docs, L):

@@ -42,7 +42,7 @@ from ..allocation.hdp_sticks import split_sticks, sticks_from_sizes
 from ..checks import as_non_negative_float, as_positive_int
 from .candidate_memo import CandidateMemoMove, tried_topics
 from .corpus import Corpus
-from .hdp_posterior import HDPPosterior, expected_log_dirichlet
+from .hdp_posterior import HDPPosterior
 from .topic_init import kmeans_topics
 
 #: where a birth's target tokens come from (see the module docstring)
@@ -313,9 +313,7 @@ class TopicBirthMove(CandidateMemoMove):
         resp = torch.cat([resp, resp.new_zeros(len(resp), cand.K - len(keep))], 1)
         count = count.to(cand.dtype)
         counts = resp.new_zeros(num_docs, cand.K).index_add_(0, doc, resp * count[:, None])
-        prior = cand.alpha * cand.expected_beta()
-        theta = torch.cat([counts + prior[:-1], prior[-1:].expand(num_docs, 1)], 1)
-        return counts, cand.summarize(doc, word, count, resp, theta, expected_log_dirichlet(theta), counts)
+        return counts, cand.summary_of(doc, word, count, resp, counts)
 
     def end_lap(self, state, driver):
         """The candidate's acceptance (``CandidateMemoMove``), then the creation of the
