@@ -102,7 +102,7 @@ class MemoizedELBO(ELBO):
             posterior = guide.posterior_for(*args, **kwargs)
             key, summary, size = guide.batch_step(posterior, *args, **kwargs)
             return _Batch(posterior, key, summary, size, len(spec.pairs(args, kwargs)[0]), "pairs",
-                          spec.batch_indices(args, kwargs))
+                          _flat_ids(spec.batch_indices(args, kwargs)))
         if isinstance(guide, HDPGuide):
             posterior, batch = guide.posterior, spec.batch(args, kwargs)
             saved = None if store or guide.doc_topic_counts is None else guide.doc_topic_counts.clone()
@@ -111,7 +111,7 @@ class MemoizedELBO(ELBO):
                 guide.doc_topic_counts = saved
             key = batch_key(spec.batch_indices(args, kwargs))
             return _Batch(posterior, key, summary, summary.num_items, spec.plate_size(args, kwargs), "documents",
-                          spec.batch_indices(args, kwargs))
+                          _flat_ids(spec.batch_indices(args, kwargs)))
         size, indices, subsample_size = spec.plate_args(args, kwargs)
         if indices is None and subsample_size != size:
             raise ValueError(
@@ -122,7 +122,7 @@ class MemoizedELBO(ELBO):
             check_subsample(indices, size, f"the subsample of plate '{spec.data_plate}'")
         posterior = guide.posterior
         _, summary = posterior.local_step(spec.data(args, kwargs, indices))
-        return _Batch(posterior, batch_key(indices), summary, summary.num_items, size, "items", indices)
+        return _Batch(posterior, batch_key(indices), summary, summary.num_items, size, "items", _flat_ids(indices))
 
     def loss(self, model, guide, *args, **kwargs):
         """Negative exact memoized ELBO with the current batch's summary refreshed (the memo is unchanged).
@@ -150,7 +150,7 @@ class MemoizedELBO(ELBO):
             _check_fixed(guide, batch)
         guide.memo.replace(batch.key, batch.summary)
         if batch.ids is not None:
-            guide.memo.batch_ids[batch.key] = torch.as_tensor(batch.ids).reshape(-1).cpu()
+            guide.memo.batch_ids[batch.key] = batch.ids
         if isinstance(guide, RelationalGuide):
             guide.memo_pairs[batch.key] = batch.size
         total = guide.memo.total
@@ -192,13 +192,19 @@ class _Batch(NamedTuple):
     size: int
     plate_size: int
     unit: str
-    #: the batch's ids (items, documents, pairs: the plate's subsample), ``None`` for the whole data
+    #: the batch's ids (items, documents, pairs: the plate's subsample) flattened on the CPU (``_flat_ids``),
+    #: ``None`` for the whole data
     ids: object = None
 
     @property
     def whole(self):
         """Whether the batch is the whole data."""
         return self.size >= self.plate_size
+
+
+def _flat_ids(indices):
+    """The plate subsample ``indices`` as one flat CPU tensor (``None`` stays ``None``)."""
+    return None if indices is None else torch.as_tensor(indices).reshape(-1).cpu()
 
 
 def _held(guide):
@@ -219,7 +225,7 @@ def _check_disjoint(guide, batch):
     known = guide.memo.batch_ids
     if batch.ids is None or not known or any(key not in known for key in guide.memo.batches):
         return
-    ids = torch.as_tensor(batch.ids).reshape(-1).cpu()
+    ids = batch.ids
     shared = torch.isin(ids, torch.cat([known[key] for key in guide.memo.batches]))
     if bool(shared.any()):
         raise ValueError(
