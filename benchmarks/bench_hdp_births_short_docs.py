@@ -2,8 +2,9 @@
 completion and seconds, with each birth's fresh topics made from the target's tokens of a whole lap
 (the default, ``collect="lap"``), likewise with the candidate's local step run on every document rather
 than on those holding the target alone (``hold_tokens=0``, the births before 2026-12-02), and from the first
-batch of the candidate's lap (``collect="batch"``, the births before the collection lap), and a fixed K = 20
-fit for reference, interleaved in one session.
+batch of the candidate's lap (``collect="batch"``, the births before the collection lap), with a candidate
+that fell short running on for up to two laps (``patience=2``), and a fixed K = 20 fit for reference,
+interleaved in one session (``--variants`` picks some of them).
 (Records before 2026-12-02 compared refined first births, ``refine_steps=10``, with k-means-only ones,
 ``refine_steps=0``, both collecting one batch.)
 
@@ -26,6 +27,7 @@ from pyro_memo.topics import MemoizedHDP, TopicBirthMove, document_completion, s
 #: runs the candidate's local step on every document, not only on those holding the target (``hold_tokens=0``)
 VARIANTS = (("births, lap collected", {}), ("births, refine every", {"refine": "every"}),
             ("births, 3 targets", {"num_targets": 3}),
+            ("births, patience 2", {"patience": 2}),
             ("births, every document", {"hold_tokens": 0.0}),
             ("births, one batch", {"collect": "batch"}), ("fixed K = 20", None))
 
@@ -57,18 +59,24 @@ def main():
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--data", choices=("lda", "bars"), default="lda")
     parser.add_argument("--laps", type=int, default=50)
+    parser.add_argument("--variants", default=None,
+                        help="names of the fits to run, separated by ';' (default: all)")
     args = parser.parse_args()
+    variants = VARIANTS
+    if args.variants:
+        wanted = [v.strip() for v in args.variants.split(";")]
+        variants = [v for v in VARIANTS if v[0] in wanted]
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         train, test = split_documents(corpus_of(args.data, seed), 0.2, seed=0)
-        for name, settings in VARIANTS:
+        for name, settings in variants:
             r = run(train, test, seed, args.laps, settings)
             rows.append((seed, name, r))
             print(f"{args.data} seed {seed} {name:23s} K {r['K']:3d} (>1%: {r['topics']:3d})  bound/token "
                   f"{r['bound']:.4f}  held-out {r['heldout']:.4f}  {r['seconds']:6.1f} s ({r['laps']} laps)",
                   flush=True)
     print()
-    for name, _ in VARIANTS:
+    for name, _ in variants:
         mine = [r for _, n, r in rows if n == name]
         print(f"{name:23s} mean held-out {sum(r['heldout'] for r in mine) / len(mine):.4f}, topics > 1% "
               f"{[r['topics'] for r in mine]}, mean {sum(r['seconds'] for r in mine) / len(mine):.1f} s")

@@ -39,7 +39,6 @@ nitpick_ignore_regex = [
 # Internal bases of documented classes, named on their "Bases:" lines (not in the API reference).
 nitpick_ignore = [
     ("py:class", "pyro_memo.bridge.structure.ArgumentReader"),
-    ("py:class", "pyro_memo.engine.candidate_memo.CandidateMemoMove"),
     ("py:class", "pyro_memo.inference.dp_steps.DPMixtureSteps"),
     ("py:class", "pyro_memo.topics.memoized_hdp.HDPSteps"),
 ]

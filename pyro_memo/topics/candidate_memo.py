@@ -1,8 +1,8 @@
 """The topic moves' candidate memo: the engine's (:mod:`pyro_memo.engine.candidate_memo`)."""
 
-from ..engine.candidate_memo import CandidateMemoMove, accept_if_better
+from ..engine.candidate_memo import CandidateMemoMove
 
-__all__ = ["CandidateMemoMove", "accept_if_better", "tried_topics"]
+__all__ = ["CandidateMemoMove", "tried_topics"]
 
 
 def tried_topics(state, name, K, reset=False):

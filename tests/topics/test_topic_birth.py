@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from pyro_memo.data import lda_corpus
+from pyro_memo.engine.candidate_memo import candidate_total
 from pyro_memo.synthetic import bars_corpus
 from pyro_memo.topics import MemoizedHDP, TopicBirthMove, document_completion, split_documents
 from pyro_memo.topics.hdp_sticks import expected_beta
@@ -23,6 +24,96 @@ def test_accepted_births_raise_the_exact_bound_and_keep_the_memo_exact(seed):
     assert [m.name for m in MemoizedHDP(moves="merge,birth").moves] == ["birth", "merge"]
     assert all(set(lap) == {"birth", "merge"} for lap in fit.state.move_log)
     assert_moves_kept_the_memo_exact(fit, corpus)
+
+
+class RecordedBirth(TopicBirthMove):
+    """A birth move that records, for each lap, its targets, the laps its candidate ran before, whether the
+    candidate was kept or runs on, and checks that one that runs on steps under the optimum it was handed."""
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.events = []
+
+    def start_lap(self, state, driver):
+        handed = None if self.continued is None else self.continued["posterior"]
+        super().start_lap(state, driver)
+        self.events.append({"lap": state.laps_done, "targets": list(self.targets), "ran": self.laps_run,
+                            "handed": handed, "continuing": self.continuing})
+
+    def visit_batch(self, state, key, batch, local, summary):
+        running = self.continuing
+        summary = super().visit_batch(state, key, batch, local, summary)
+        if running is not None:  # the batch stepped under the candidate's globals, then refit them
+            assert self.candidate is running and self.continuing is not running
+        return summary
+
+    def end_lap(self, state, driver):
+        if self.continuing is not None:  # every batch's summary replaced the last lap's in the candidate's memo
+            assert set(self.running.batches) == set(self.batches)
+            assert all(self.running.batches[k] is s for k, (_, s) in self.batches.items())
+            torch.testing.assert_close(self.running.total.word_counts, candidate_total(self.batches).word_counts)
+        gains = len(state.move_gains)
+        super().end_lap(state, driver)
+        self.events[-1].update(kept=len(state.move_gains) > gains, runs_on=self.continued is not None,
+                               tried=list(state.tried_components(self.name, state.posterior.K)))
+
+
+def assert_candidates_ran_on_as_promised(events, patience):
+    """A candidate that fell short ran on, from the optimum of its last memo, for at most ``patience`` laps
+    more with the same targets; after its last lap its targets counted as tried."""
+    for event, after in zip(events, events[1:] + [None], strict=True):
+        if not event["targets"] or "kept" not in event:
+            continue
+        assert event["ran"] <= patience
+        if event["kept"]:
+            assert not event["runs_on"]
+        elif event["ran"] < patience:
+            assert event["runs_on"]
+            if after is not None:
+                assert after["targets"] == event["targets"] and after["ran"] == event["ran"] + 1
+                assert torch.equal(after["continuing"].lam, after["handed"].lam)
+                assert torch.equal(after["continuing"].rho, after["handed"].rho)
+        else:
+            assert not event["runs_on"] and set(event["targets"]) <= set(event["tried"])
+            if after is not None:
+                assert after["ran"] == 0 and after["continuing"] is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_candidate_that_fell_short_runs_on_and_is_kept_only_on_an_exact_increase(seed):
+    """``patience=2`` on random corpora and bars: every kept birth raised the exact bound (those that ran on
+    too) and the memo stayed exact, and each candidate ran on as promised."""
+    corpus = random_corpus(seed) if seed % 2 else bars_corpus(80, 30, alpha=0.2, seed=seed)[0]
+    birth = RecordedBirth(num_new=2 + seed % 2, min_tokens=5, patience=2, num_targets=1 + seed % 3 // 2)
+    fit = MemoizedHDP(K=2, laps=10, tol=0, seed=seed, moves=[birth]).fit(corpus, 1 + seed % 3)
+    assert_moves_kept_the_memo_exact(fit, corpus)
+    assert_candidates_ran_on_as_promised(birth.events, 2)
+    assert sum(e.get("runs_on", False) for e in birth.events) >= 2
+
+
+def test_a_candidate_kept_after_running_on_raised_the_bound():
+    """On bars (seed 7) births that lost after their first lap were kept after running on, each raising the
+    exact bound, with the memo exact."""
+    corpus = bars_corpus(80, 30, alpha=0.2, seed=7)[0]
+    birth = RecordedBirth(num_new=3, min_tokens=5, patience=2)
+    fit = MemoizedHDP(K=2, laps=10, tol=0, seed=7, moves=[birth]).fit(corpus, 2)
+    late = [e for e in birth.events if e.get("kept") and e["ran"] > 0]
+    assert len(late) >= 2
+    assert len(fit.state.move_gains) == sum(e.get("kept", False) for e in birth.events)
+    assert_moves_kept_the_memo_exact(fit, corpus)
+
+
+def test_a_fit_does_not_stop_while_a_candidate_runs_on():
+    """With a tolerance every lap meets, the fit stops at the first lap where no birth was kept and none
+    runs on (a candidate that runs on is not converged)."""
+    corpus = random_corpus(1)
+    birth = RecordedBirth(num_new=3, min_tokens=5, patience=2)
+    fit = MemoizedHDP(K=2, laps=30, tol=1.0, seed=1, moves=[birth]).fit(corpus, 2)
+    done = [e for e in birth.events if "kept" in e]
+    assert any(e["runs_on"] and not e["kept"] for e in done)
+    assert all(e["kept"] or e["runs_on"] for e in done[1:-1])
+    assert not (done[-1]["kept"] or done[-1]["runs_on"])
+    assert fit.converged and len(fit.elbo_trace) < 30
 
 
 @pytest.mark.parametrize("num_targets", [1, 2])
@@ -211,23 +302,29 @@ def test_bad_birth_settings_raise():
     for bad in (0, -1, 1.5):
         with pytest.raises(ValueError, match="num_targets must be a positive integer"):
             TopicBirthMove(num_targets=bad)
+    for bad in (-1, 0.5, True):
+        with pytest.raises(ValueError, match="patience must be a non-negative integer"):
+            TopicBirthMove(patience=bad)
 
 
-@pytest.mark.parametrize("num_targets", [1, 2])
-def test_a_resumed_fit_with_moves_goes_on_alike(tmp_path, num_targets):
+@pytest.mark.parametrize("num_targets,patience", [(1, 0), (2, 0), (1, 2)])
+def test_a_resumed_fit_with_moves_goes_on_alike(tmp_path, num_targets, patience):
     from pyro_memo.topics.checkpoint import load_hdp_state, save_hdp_state
 
     corpus, _, _ = bars_corpus(80, 60, alpha=0.2, seed=6)
 
     def moves():
-        return [TopicBirthMove(num_targets=num_targets), "delete", "merge"]
+        return [TopicBirthMove(num_targets=num_targets, patience=patience), "delete", "merge"]
 
-    direct = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves()).fit(corpus, 2)
-    first = MemoizedHDP(K=2, laps=3, tol=0, seed=0, moves=moves()).fit(corpus, 2)
+    # with patience, the checkpoint is written while a rejected birth's candidate runs on (laps 6 and 7)
+    saved_at, laps = (3, 6) if patience == 0 else (6, 9)
+    direct = MemoizedHDP(K=2, laps=laps, tol=0, seed=0, moves=moves()).fit(corpus, 2)
+    first = MemoizedHDP(K=2, laps=saved_at, tol=0, seed=0, moves=moves()).fit(corpus, 2)
+    assert (first.state.move_states["birth"]["continued"] is not None) == (patience > 0)
     save_hdp_state(tmp_path / "state.pt", first.state)
     state = load_hdp_state(tmp_path / "state.pt")
     assert state.tried_topics == first.state.tried_topics
-    resumed = MemoizedHDP(K=2, laps=6, tol=0, seed=0, moves=moves()).fit(corpus, 2, state=state)
+    resumed = MemoizedHDP(K=2, laps=laps, tol=0, seed=0, moves=moves()).fit(corpus, 2, state=state)
     assert any(g["move"] == "birth" for g in direct.state.move_gains)
     np.testing.assert_allclose(resumed.elbo_trace, direct.elbo_trace, rtol=1e-10)
     assert resumed.state.move_log == direct.state.move_log
