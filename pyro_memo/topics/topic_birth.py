@@ -123,7 +123,10 @@ class TopicBirthMove(CandidateMemoMove):
     :param int patience: laps a candidate that fell short runs on, under the optimum of its last memo,
         before it is rejected (:class:`~pyro_memo.engine.candidate_memo.CandidateMemoMove`); the next
         targets' tokens are collected meanwhile. Fresh topics start behind a fit that has run many laps:
-        on Wikipedia (21 topics) four of six splits that lost after one lap won after three.
+        on Wikipedia (21 topics) four of six splits that lost after one lap won after three. From K = 1 on
+        Wikipedia (30 laps) ``patience=2`` reached -7.855 nats per token held out with 22 topics against
+        -7.864 with 20; on LDA and bars (3 seeds each) it moved no bound by more than 1e-4 per token, so
+        the default is 0.
     """
 
     name = "birth"
