@@ -13,8 +13,8 @@ memoized fit beside the main one, from the optimum of its last memo: after each 
 the candidate's globals, its summary replaces the batch's in the candidate's memo and the globals are
 refit to it (eq. 11, as the main fit's are), and the two are compared again at the lap's end. Fresh
 components start behind a fit that has run many laps; on Wikipedia (21 topics, six three-way splits, the
-whole corpus one batch) the gain of a split over the fit grew by 0.0006-0.0015 nats per token with each
-lap it ran, and four of the six splits that lost after one lap won after three.
+whole corpus one batch) every split lost to the fit after one lap, its gain rose by 0.0005-0.0015 nats
+per token in the second, and four of the six won after three.
 """
 
 import torch

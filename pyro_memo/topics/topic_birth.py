@@ -31,8 +31,7 @@ first batch of the candidate's own lap alone.
 With ``num_targets`` above one, one candidate splits that many of the largest untried topics at once, each
 into its own fresh topics (their tokens collected in the same lap), and is kept or rejected as a whole; a
 rejected candidate's targets all count as tried. With ``patience``, a candidate that fell short runs on for
-up to that many laps, its documents' local steps run under the optimum of its last memo, before it is
-rejected.
+up to that many laps, a memoized fit of its own from the optimum of its last memo, before it is rejected.
 """
 
 import zlib
@@ -120,8 +119,9 @@ class TopicBirthMove(CandidateMemoMove):
         topics and -7.867 with one, in the same time; on 20-token LDA documents (3 seeds) the bound was higher
         or equal on every seed, but on bars (3 seeds) lower on every seed, so the default stays one
         (``benchmarks/results/bench_hdp_births_short_docs.txt``, ``bench_hdp_wiki_births.txt``).
-    :param int patience: laps a candidate that fell short runs on, under the optimum of its last memo,
-        before it is rejected (:class:`~pyro_memo.engine.candidate_memo.CandidateMemoMove`); the next
+    :param int patience: laps a candidate that fell short runs on, a memoized fit of its own from the
+        optimum of its last memo, before it is rejected
+        (:class:`~pyro_memo.engine.candidate_memo.CandidateMemoMove`); the next
         targets' tokens are collected meanwhile. Fresh topics start behind a fit that has run many laps:
         on Wikipedia (21 topics) four of six splits that lost after one lap won after three. From K = 1 on
         Wikipedia (30 laps) ``patience=2`` reached -7.855 nats per token held out with 22 topics against
