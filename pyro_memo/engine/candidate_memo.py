@@ -80,9 +80,10 @@ class CandidateMemoMove(Move):
     and remembers rejected targets in the state (:meth:`~pyro_memo.MemoState.tried_components`).
 
     :param int patience: laps a candidate that fell short runs on (see the module docstring) before it
-        is rejected. A subclass that takes it calls :meth:`take_continued` in ``start_lap`` and builds
-        the lap's candidate steps under the globals it returns; a move kept meanwhile (the components
-        renumbered) ends the continuation.
+        is rejected. A subclass that takes it calls :meth:`take_continued` in ``start_lap``, runs the
+        lap's candidate steps under the globals it returns and, after each, takes the refit globals
+        from :meth:`run_on`; a move kept meanwhile (the components renumbered) ends the continuation.
+        (The relational moves instead refine their candidate at the lap's end, over the batches they keep.)
     """
 
     name = None
@@ -109,7 +110,7 @@ class CandidateMemoMove(Move):
                 self.record_gain(state, current, value)
                 state.tried_components(self.name, state.posterior.K, reset=True)
             elif laps <= self.patience:
-                self.continued = {"posterior": optimum, "batches": self.batches, "plan": self.plan(), "laps": laps,
+                self.continued = {"posterior": optimum, "batches": self.batches, "plan": self.kept_plan(), "laps": laps,
                                   "K": state.posterior.K, "gains": len(state.move_gains)}
             else:
                 self.mark_tried(state)
@@ -117,7 +118,7 @@ class CandidateMemoMove(Move):
 
     def take_continued(self, state, dtype=None, device=None):
         """In ``start_lap``: ``(globals, plan)`` of the candidate that runs on this lap (the optimum of its
-        last memo, in ``running``, and what :meth:`plan` returned for it), on the fit's ``dtype`` and
+        last memo, in ``running``, and what :meth:`kept_plan` returned for it), on the fit's ``dtype`` and
         ``device`` (those read from a checkpoint are on the CPU); or ``None`` (a new candidate: none runs
         on, or a move kept since renumbered the components)."""
         continued, self.continued, self.laps_run, self.running = self.continued, None, 0, None
@@ -136,7 +137,7 @@ class CandidateMemoMove(Move):
         self.running.replace(key, self.batches[key][1])
         return self.candidate.optimal_for(self.running.total)
 
-    def plan(self):
+    def kept_plan(self):
         """What a candidate that runs on needs of this lap's plan besides its globals (default: the target)."""
         return {"target": self.target}
 

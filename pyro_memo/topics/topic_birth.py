@@ -192,7 +192,7 @@ class TopicBirthMove(CandidateMemoMove):
         """Note ``topics`` rejected (or too small to split) since the topics were last renumbered."""
         tried_topics(state, self.name, K).extend(topics)
 
-    def plan(self):
+    def kept_plan(self):
         """A candidate that runs on keeps its targets."""
         return {"targets": list(self.targets)}
 
