@@ -91,7 +91,7 @@ class CandidateMemoMove(Move):
     def __init__(self, patience=0):
         self.target, self.candidate, self.batches, self.num_components = None, None, {}, None
         self.patience = as_count(patience, "patience")
-        #: a candidate that fell short and runs on: ``{"posterior", "batches", "plan", "laps", "K", "gains"}``
+        #: a candidate that fell short and runs on: ``{"posterior", "summaries", "plan", "laps", "K", "gains"}``
         self.continued = None
         #: the memo of the candidate that runs on this lap (:class:`~pyro_memo.inference.SummaryCache`), or ``None``
         self.running = None
@@ -110,7 +110,8 @@ class CandidateMemoMove(Move):
                 self.record_gain(state, current, value)
                 state.tried_components(self.name, state.posterior.K, reset=True)
             elif laps <= self.patience:
-                self.continued = {"posterior": optimum, "batches": self.batches, "plan": self.kept_plan(), "laps": laps,
+                summaries = {key: summary for key, (_, summary) in self.batches.items()}
+                self.continued = {"posterior": optimum, "summaries": summaries, "plan": self.kept_plan(), "laps": laps,
                                   "K": state.posterior.K, "gains": len(state.move_gains)}
             else:
                 self.mark_tried(state)
@@ -126,7 +127,7 @@ class CandidateMemoMove(Move):
             return None
         self.laps_run = continued["laps"]
         self.running = SummaryCache()
-        for key, (_, summary) in continued["batches"].items():
+        for key, summary in continued["summaries"].items():
             self.running.replace(key, summary.to(dtype, device))
         return continued["posterior"].to(dtype=dtype, device=device), continued["plan"]
 
@@ -152,12 +153,10 @@ class CandidateMemoMove(Move):
     def state_dict(self):
         continued = self.continued
         if continued is not None:
-            posterior, batches = continued["posterior"], continued["batches"]
-            summary = next(iter(batches.values()))[1]
+            posterior, summaries = continued["posterior"], continued["summaries"]
             continued = dict(continued, posterior=posterior.state_dict(), posterior_class=class_path(posterior),
-                             summary_class=class_path(summary),
-                             batches=[[key, None if warm is None else warm.cpu(), s.to(device="cpu").to_dict()]
-                                      for key, (warm, s) in batches.items()])
+                             summary_class=class_path(next(iter(summaries.values()))),
+                             summaries=[[key, s.to(device="cpu").to_dict()] for key, s in summaries.items()])
         return {"continued": continued}
 
     def load_state_dict(self, state):
@@ -168,7 +167,7 @@ class CandidateMemoMove(Move):
             where = "a move's checkpoint"
             posterior = resolve_class(continued["posterior_class"], VariationalPosterior, where)
             summary = resolve_class(continued["summary_class"], AdditiveSummary, where)
-            batches = {key: (warm, summary.from_dict(s)) for key, warm, s in continued["batches"]}
+            summaries = {key: summary.from_dict(s) for key, s in continued["summaries"]}
             continued = {k: v for k, v in continued.items() if k not in ("posterior_class", "summary_class")}
-            continued.update(posterior=posterior.from_state_dict(continued["posterior"], None), batches=batches)
+            continued.update(posterior=posterior.from_state_dict(continued["posterior"], None), summaries=summaries)
         self.continued = continued
