@@ -227,6 +227,25 @@ def random_parts(num_items, num_batches, seed=0):
     return [np.sort(part) for part in np.array_split(order, int(num_batches))]
 
 
+def _is_row(item):
+    """Whether a list's first ``item`` is a row of items (at most 1-D), not a batch; a ragged one is a row."""
+    try:
+        return np.ndim(item) < 2
+    except ValueError:
+        return True
+
+
+def _rows_as_array(rows):
+    """A list of rows as one numpy array; rows of different lengths are an error that says so."""
+    try:
+        return np.asarray(rows)
+    except ValueError as error:
+        lengths = sorted({len(row) for row in rows if hasattr(row, "__len__")})
+        if len(lengths) > 1:
+            raise ValueError(f"data rows must all have the same length; got rows of lengths {lengths}") from None
+        raise ValueError(f"data rows must make an (N, D) array of numbers: {error}") from None
+
+
 def make_batches(data, num_batches=None, shuffle_seed=None):
     """Wrap ``data`` as a :class:`~pyro_memo.data.BatchSource`.
 
@@ -263,8 +282,8 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
     if type(data).__module__.startswith("scipy.sparse"):
         raise TypeError(f"data is a sparse {type(data).__name__}; the mixture's families need a dense (N, D) array "
                         f"(x.toarray()); the HDP topic model takes sparse counts (pyro_memo.topics.from_counts)")
-    if isinstance(data, (list, tuple)) and data and np.ndim(data[0]) < 2:  # rows, not batches
-        data = np.asarray(data)
+    if isinstance(data, (list, tuple)) and data and _is_row(data[0]):  # rows, not batches
+        data = _rows_as_array(data)
     if torch.is_tensor(data) or isinstance(data, np.ndarray):
         if data.ndim != 2:
             raise ValueError(f"data must be a 2-D (N, D) array; got shape {tuple(data.shape)}")

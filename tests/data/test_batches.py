@@ -1,5 +1,5 @@
 """What make_batches and random_parts accept: arrays, lists of rows, fixed batches; and what they refuse
-with one clear error (sparse matrices, a number of batches that is not a whole number in range);
+with one clear error (sparse matrices, ragged rows, a number of batches that is not a whole number in range);
 the topic and relational fits' dtype by name."""
 
 import numpy as np
@@ -20,6 +20,13 @@ def test_a_list_of_rows_is_the_array_not_a_list_of_batches():
     assert len(rows) == len(array) == 3
     for b in range(3):
         torch.testing.assert_close(torch.as_tensor(rows.batch(b)), torch.as_tensor(array.batch(b)))
+
+
+def test_rows_of_different_lengths_are_named_not_numpys_error():
+    with pytest.raises(ValueError, match=r"data rows must all have the same length; got rows of lengths \[2, 3\]"):
+        make_batches([[1.0, 2.0, 3.0], [1.0, 2.0]])
+    with pytest.raises(ValueError, match=r"data rows must make an \(N, D\) array of numbers"):
+        pm.MemoizedVB(pm.Gaussian.from_data(np.ones((4, 2))), 2, laps=1).fit([[1.0, [2.0, 3.0]], [1.0, [2.0]]])
 
 
 def test_fixed_batches_stay_batches():
