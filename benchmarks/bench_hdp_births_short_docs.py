@@ -3,7 +3,8 @@ completion and seconds, with each birth's fresh topics made from the target's to
 (the default, ``collect="lap"``), likewise with the candidate's local step run on every document rather
 than on those holding the target alone (``hold_tokens=0``, the births before 2026-12-02), and from the first
 batch of the candidate's lap (``collect="batch"``, the births before the collection lap), with a candidate
-that fell short running on for up to two laps (``patience=2``), and a fixed K = 20 fit for reference,
+that fell short running on for up to two laps (``patience=2``), with 5 and 8 fresh topics a birth
+(``num_new``, default 3), and a fixed K = 20 fit for reference,
 interleaved in one session (``--variants`` picks some of them).
 (Records before 2026-12-02 compared refined first births, ``refine_steps=10``, with k-means-only ones,
 ``refine_steps=0``, both collecting one batch.)
@@ -28,6 +29,7 @@ from pyro_memo.topics import MemoizedHDP, TopicBirthMove, document_completion, s
 VARIANTS = (("births, lap collected", {}), ("births, refine every", {"refine": "every"}),
             ("births, 3 targets", {"num_targets": 3}),
             ("births, patience 2", {"patience": 2}),
+            ("births, 5 fresh topics", {"num_new": 5}), ("births, 8 fresh topics", {"num_new": 8}),
             ("births, every document", {"hold_tokens": 0.0}),
             ("births, one batch", {"collect": "batch"}), ("fixed K = 20", None))
 

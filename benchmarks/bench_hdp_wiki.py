@@ -9,7 +9,7 @@ after estimating its weights on the other half; bnpy's published scores hold out
 document's word *types* (never seen in the observed part); both are printed at the end.
 
     python benchmarks/bench_hdp_wiki.py [--K 100] [--batches 20] [--minutes 25] [--eval-every 3] [--float32]
-        [--moves birth,merge] [--birth-targets 3] [--birth-patience 2] [--init kmeans|documents]
+        [--moves birth,merge] [--birth-targets 3] [--birth-patience 2] [--birth-new 3] [--init kmeans|documents]
         [--incremental-first-lap]
     python benchmarks/bench_hdp_wiki.py --gensim-only 900
 """
@@ -68,6 +68,8 @@ def main():
                         help="topics each birth candidate splits (TopicBirthMove's num_targets)")
     parser.add_argument("--birth-refine", choices=("first", "every"), default="first",
                         help="which births' fresh topics are refined (TopicBirthMove's refine)")
+    parser.add_argument("--birth-new", type=int, default=3,
+                        help="fresh topics that replace a birth's target (TopicBirthMove's num_new)")
     parser.add_argument("--birth-patience", type=int, default=None,
                         help="laps a birth candidate that fell short runs on (TopicBirthMove's patience)")
     parser.add_argument("--init", choices=("kmeans", "documents"), default="kmeans", help="initial topics")
@@ -90,7 +92,8 @@ def main():
           f"{', incremental first lap' if args.incremental_first_lap else ''}; moves {args.moves or 'none'}"
           f"{f' ({args.birth_targets} birth targets)' if args.birth_targets != 1 else ''}"
           f"{' (every birth refined)' if args.birth_refine == 'every' else ''}"
-          f"{f' (birth patience {args.birth_patience})' if args.birth_patience is not None else ''}",
+          f"{f' (birth patience {args.birth_patience})' if args.birth_patience is not None else ''}"
+          f"{f' ({args.birth_new} fresh topics a birth)' if args.birth_new != 3 else ''}",
           flush=True)
     if args.gensim_only:
         score, elapsed, effective = run_gensim(train, test, args.gensim_only, args.seed)
@@ -120,7 +123,7 @@ def main():
     priors = {f"{name}_prior": tuple(float(v) for v in text.split(","))
               for name, text in (("alpha", args.alpha_prior), ("gamma", args.gamma_prior)) if text}
     patience = {} if args.birth_patience is None else {"patience": args.birth_patience}
-    birth = dict(num_targets=args.birth_targets, refine=args.birth_refine, **patience)
+    birth = dict(num_targets=args.birth_targets, refine=args.birth_refine, num_new=args.birth_new, **patience)
     moves = [TopicBirthMove(**birth) if m.strip() == "birth" else m.strip()
              for m in args.moves.split(",") if m.strip()]
     model = MemoizedHDP(K=args.K, alpha=args.alpha, gamma=args.gamma, lam0=args.lam0, laps=args.laps, seed=args.seed,
