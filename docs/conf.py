@@ -41,6 +41,7 @@ nitpick_ignore = [
     ("py:class", "pyro_memo.bridge.structure.ArgumentReader"),
     ("py:class", "pyro_memo.inference.dp_steps.DPMixtureSteps"),
     ("py:class", "pyro_memo.topics.memoized_hdp.HDPSteps"),
+    ("py:class", "pyro_memo.relational.moves._CommunityMove"),
 ]
 
 autodoc_member_order = "bysource"

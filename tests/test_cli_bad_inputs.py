@@ -338,7 +338,10 @@ def cases(f):
         (fit + ["--algo", "memo", "--moves", "birth", "--birth-targets", "0"], "--birth-targets must be a positive"),
         (fit + ["--algo", "memo", "--moves", "merge,delete", "--birth-targets", "2"], "add birth to --moves"),
         (fit + ["--algo", "vb", "--birth-targets", "2"], "--birth-targets needs --algo memo"),
-        (hdp + ["--birth-targets", "2"], "--birth-targets does not apply to --model hdp"),
+        (hdp + ["--birth-targets", "2"], "--birth-targets sets the birth move; add birth to --moves"),
+        (hdp + ["--algo", "memory-bounded", "--birth-new", "4"], "--birth-new needs --algo memo"),
+        (["fit", "--model", "relational", "--birth-targets", "2"], "--birth-targets does not apply to --model "
+                                                                    "relational"),
         # truncated or empty array files, sparse matrices and corpus shards
         (["fit", str(f / "half.npz")], "half.npz: cannot read"),
         (["fit", str(f / "half.npz"), "--algo", "memo"], "half.npz: cannot read"),

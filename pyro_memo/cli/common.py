@@ -153,6 +153,18 @@ def check_positive(args, integers=(), reals=()):
             raise ValueError(f"--{name.replace('_', '-')} must be positive; got {value}")
 
 
+#: ``--birth-targets``, shared by the models whose births take it (each says what in its ``Use``)
+BIRTH_TARGETS_OPTION = Option("--birth-targets", "with --moves birth: components a birth targets at once; the "
+                                                 "birth is kept only if the exact bound rises.",
+                              {"type": int, "metavar": "T"})
+
+
+def birth_options(moves, **options):
+    """``move_options`` for a fitter: ``{"birth": options}`` where the ``--moves`` list names birth (its
+    options checked against it by the model), else none."""
+    return {"birth": options} if "birth" in [m.strip() for m in moves.split(",")] else {}
+
+
 #: options every model validates alike: integers >= 1, reals > 0, reals >= 0, integers >= 0
 POSITIVE_INTEGERS = ("K", "laps", "batches", "init_items", "sparse_L", "round_size", "workers", "birth_targets")
 POSITIVE_REALS = ("alpha", "gamma", "lam0", "passes", "seconds", "prior_scale")

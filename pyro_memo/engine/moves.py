@@ -157,8 +157,8 @@ def make_moves(names, registry, seed=0, **options):
     takes the place of its kind (its ``name``), and objects of kinds the registry lacks go last, in
     their order.
 
-    ``options`` maps a move name to its keyword arguments; moves whose constructor takes a
-    ``seed`` get ``seed``.
+    ``options`` maps a move name to its keyword arguments (a move given by name: options for one that is
+    not are an error, never silently unused); moves whose constructor takes a ``seed`` get ``seed``.
     """
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
@@ -168,6 +168,11 @@ def make_moves(names, registry, seed=0, **options):
     unknown = (set(names) | set(options)) - set(registry)
     if unknown:
         raise ValueError(f"unknown moves {sorted(unknown)}; choose from {', '.join(registry)}")
+    unnamed = sorted(set(options) - set(names))
+    if unnamed:
+        raise ValueError(f"options for the {', '.join(unnamed)} move{'s' if len(unnamed) > 1 else ''}, which the moves "
+                         f"do not name ({', '.join(names) or 'none by name'}): add it to the moves by name or "
+                         f"configure the move object itself")
     moves = []
     for name, cls in registry.items():
         if name in names:

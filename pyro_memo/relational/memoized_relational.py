@@ -89,6 +89,8 @@ class MemoizedRelational(MemoizedDriver):
     :param moves: ``"birth"``, ``"delete"``, ``"merge"`` (comma-separated) or move objects
         (``pyro_memo.relational.moves``): community changes accepted only when the exact bound
         of the whole graph rises; with ``K=1`` and births the data choose the number of communities.
+    :param dict move_options: keyword arguments per move name, for moves given by name (e.g.
+        ``{"birth": {"min_nodes": 10}}``; see :mod:`pyro_memo.relational.moves`).
     :param local_dtype: ``"float32"``: mixed precision, the batches' pairs (local step) in float32
         against globals, memo and bound in ``dtype`` (see :class:`~pyro_memo.engine.MemoizedDriver`);
         ``None`` (default): ``dtype`` throughout.
@@ -110,12 +112,13 @@ class MemoizedRelational(MemoizedDriver):
     def __init__(self, K=10, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50, tol=1e-7,
                  seed=0, dtype=torch.float64, device=None, alpha_prior=None, gamma_prior=None,
                  record_batch_elbos=False, init="spectral", moves=(), nonlinks="tied", learn_eps=False,
-                 local_dtype=None, threads=None, schedule=None, round_size=None, overrelax=None):
+                 local_dtype=None, threads=None, schedule=None, round_size=None, overrelax=None, move_options=None):
         K = as_positive_int(K, "K")
         check_hyperparameters(alpha, gamma, tau, eps)
         seed = as_seed(seed)  # one seed for the moves and the driver, drawn once from a Generator
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos,
-                         moves=make_moves(moves, RELATIONAL_MOVES, seed=seed), local_dtype=local_dtype, threads=threads,
+                         moves=make_moves(moves, RELATIONAL_MOVES, seed=seed, **(move_options or {})),
+                         local_dtype=local_dtype, threads=threads,
                          schedule=schedule, round_size=round_size, overrelax=overrelax)
         self.K, self.tau, self.eps = int(K), (float(tau[0]), float(tau[1])), float(eps)
         self.alpha = learnable(alpha, alpha_prior, "alpha_prior")

@@ -1,6 +1,6 @@
 """Community births, deletes and merges for the assortative HDP relational model, each accepted only
 when the exact bound of the whole graph rises (the engine's candidate memo,
-:mod:`pyro_memo.engine.candidate_memo`; Hughes, Kim & Sudderth 2015 §5 for the HDP's moves).
+:class:`~pyro_memo.engine.candidate_memo.CandidateMemoMove`; Hughes, Kim & Sudderth 2015 §5 for the HDP's moves).
 
 Each move changes the globals into a candidate (:func:`surgery`: the memberships' columns, the link
 probabilities' factors and the sticks' weights, and the same change of the batches' non-linked
@@ -11,7 +11,7 @@ if the candidate memo's optimal globals have a higher exact bound than the fit.
   groups of the subgraph of its members (nodes whose largest expected membership it is) by spectral
   clustering (Ng, Jordan & Weiss 2002), their number chosen by the eigengap (von Luxburg 2007). From
   ``K = 1``, a split that falls short gives way to the same groups with the one community kept for
-  the links between them (:func:`_kept_split_columns`).
+  the links between them (``_kept_split_columns()``).
 * **delete**: the smallest community holding at most ``max_share`` of the roles is removed, its
   members' mass spread over their other communities in proportion.
 * **merge**: the smallest community is merged into the one its members link to most.
@@ -37,7 +37,7 @@ def surgery(post, columns, node_columns=None):
     (``columns`` ``(K, K')``, non-negative): sticks' weights map linearly (the tail stays last),
     link probabilities' factors take the weighted mean of the sources', memberships map by
     ``node_columns`` ``(N, K, K')`` when given (a per-node change), else by ``columns``. Apply the
-    same map to the batches' factors with :func:`map_factors`."""
+    same map to the batches' factors with ``map_factors()``."""
     K = post.K
     mapped = post.theta[:, :K] @ columns if node_columns is None else \
         torch.einsum("nk,nkj->nj", post.theta[:, :K], node_columns)
@@ -164,7 +164,7 @@ def _dominant(post):
 class CommunityBirthMove(_CommunityMove):
     """Split the largest untried community into the groups of its members' subgraph, found by
     spectral clustering with their number chosen by the eigengap (at most ``parts``;
-    :func:`~pyro_memo.relational.initialization.spectral_split`).
+    ``pyro_memo.relational.initialization.spectral_split()``).
 
     Several new communities at once, as the HDP's births propose several topics (Hughes, Kim &
     Sudderth 2015 §5): in an assortative graph a two-way cut of a community made of many groups
@@ -213,7 +213,7 @@ class CommunityBirthMove(_CommunityMove):
     def replan(self, state):
         """The first birth's second candidate, once the plain split has fallen short: the same parts
         as new communities, with the one community kept for the links between them
-        (:func:`_kept_split_columns`). Only from ``K = 1``, where the one community holds every link,
+        (``_kept_split_columns()``). Only from ``K = 1``, where the one community holds every link,
         so the links between the groups to be found are its own; from ``K > 1`` such candidates were
         measured mostly rejected (a 10-block planted partition) or accepted for a few nats and then
         undone by deletes, each round trip a lap (Les Miserables: up to 5 times the fit's time)."""
@@ -282,7 +282,7 @@ def _crossing_shares(members, labels, edges):
 
 def _split(members, edges, parts, seed):
     """``(n,)`` part of each member (``0 .. J - 1``, ``2 <= J <= parts``) from the spectral clustering
-    of the members' subgraph (:func:`~pyro_memo.relational.initialization.spectral_split`); ``None``
+    of the members' subgraph (``pyro_memo.relational.initialization.spectral_split()``); ``None``
     when the subgraph has fewer links than members or shows one group."""
     n = len(members)
     e = edges.cpu()

@@ -288,6 +288,8 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
         only when the exact bound rises (logged per lap in
         ``state.move_log``, gains in ``state.move_gains``); a fit with moves converges only
         after a lap with no accepted move.
+    :param dict move_options: keyword arguments per move name, for moves given by name (e.g.
+        ``{"birth": {"num_new": 5}}``: five new topics a birth; see :class:`~pyro_memo.topics.TopicBirthMove`).
     :param int threads: the most intra-op threads of the local steps; each fit times one against this many
         and keeps the faster (:class:`~pyro_memo.engine.ThreadPolicy`). ``None``: torch's setting.
     :param local_dtype: ``"float32"``: mixed precision, the document-level local step in float32
@@ -313,13 +315,13 @@ class MemoizedHDP(HDPSteps, MemoizedDriver):
                  local_tol=1e-3, local_restart=True, seed=0, dtype=torch.float64, device=None,
                  record_batch_elbos=False, moves=(), init="kmeans", incremental_first_lap=False, family=None,
                  alpha_prior=None, gamma_prior=None, learn_lam0=False, local_dtype=None, threads=None,
-                 sparse_L=None, schedule=None, round_size=None, overrelax=None):
+                 sparse_L=None, schedule=None, round_size=None, overrelax=None, move_options=None):
         self.set_model(K, alpha, gamma, lam0, local_iters, local_tol, dtype, device, init, family, alpha_prior,
                        gamma_prior, learn_lam0, sparse_L)
         if family is not None and moves:
             raise ValueError("birth / merge / delete moves are implemented for the topic model only; fit an HDP "
                              "over a family without moves")
-        moves = make_moves(moves, TOPIC_MOVES, seed=seed)
+        moves = make_moves(moves, TOPIC_MOVES, seed=seed, **(move_options or {}))
         super().__init__(laps=laps, tol=tol, seed=seed, record_batch_elbos=record_batch_elbos, moves=moves,
                          hold_first_lap=not incremental_first_lap, local_dtype=local_dtype, threads=threads,
                          schedule=schedule, round_size=round_size, overrelax=overrelax)

@@ -237,6 +237,8 @@ def test_move_options_validate():
         make_moves("birth", birth={"targets": 2}, brith={"targets": 2})
     with pytest.raises(ValueError, match="birth move has no option target;"):
         make_moves("birth", birth={"target": 2})
+    with pytest.raises(ValueError, match=r"options for the birth move, which the moves do not name \(merge\)"):
+        make_moves("merge", birth={"targets": 2})
     with pytest.raises(ValueError, match="at least one target"):
         BirthMove(targets=0)
     with pytest.raises(ValueError, match="moves given by name"):

@@ -58,6 +58,17 @@ def test_bad_moves_are_refused():
         CommunityBirthMove(parts=1)
 
 
+def test_move_options_configure_the_moves_given_by_name():
+    fit = MemoizedRelational(moves="birth,merge", move_options={"birth": {"min_nodes": 10}, "merge": {"refine": 5}})
+    birth = next(m for m in fit.moves if m.name == "birth")
+    merge = next(m for m in fit.moves if m.name == "merge")
+    assert (birth.min_nodes, merge.refine) == (10, 5)
+    with pytest.raises(ValueError, match="birth move has no option num_new"):
+        MemoizedRelational(moves="birth", move_options={"birth": {"num_new": 3}})
+    with pytest.raises(ValueError, match="options for the delete move, which the moves do not name"):
+        MemoizedRelational(moves=[CommunityBirthMove()], move_options={"delete": {"max_share": 0.1}})
+
+
 @pytest.mark.parametrize("groups", [2, 3, 5])
 def test_the_split_finds_the_number_of_planted_groups(groups):
     from pyro_memo.data import Graph

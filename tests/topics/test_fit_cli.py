@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from pyro_memo.cli import main
 from pyro_memo.synthetic import bars_corpus
+from pyro_memo.topics import MemoizedHDP
 
 
 @pytest.mark.slow
@@ -80,6 +81,12 @@ def test_hdp_fit_reads_ldac_and_npz(tmp_path):
     (["fit", "bars", "--model", "hdp", "--gamma", "0"], "--gamma must be positive"),
     (["fit", "bars", "--model", "hdp", "--moves", "merge,split", "--algo", "memo"], "split is not available"),
     (["fit", "bars", "--model", "hdp", "--algo", "memo", "--batches", "100000"], "exceeds the number of documents"),
+    (["fit", "bars", "--model", "hdp", "--birth-new", "5"], "--birth-new sets the birth move; add birth to --moves"),
+    (["fit", "bars", "--model", "hdp", "--moves", "merge", "--birth-targets", "2"],
+     "--birth-targets sets the birth move"),
+    (["fit", "bars", "--model", "hdp", "--moves", "birth", "--birth-new", "1"], "--birth-new must be at least 2"),
+    (["fit", "bars", "--model", "hdp", "--moves", "birth", "--birth-targets", "0"],
+     "--birth-targets must be a positive integer"),
 ])
 def test_hdp_fit_errors_name_the_problem(argv, message, capsys):
     assert main(argv) == 2
@@ -115,3 +122,20 @@ def test_hdp_fit_reads_a_sharded_corpus_one_shard_per_batch_and_resumes(tmp_path
     assert "fitted one batch per shard (3 shards)" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "shards"), "--model", "hdp"]) == 2
     assert "pyro-memo fit takes shards" in capsys.readouterr().err
+
+
+def test_birth_options_reach_the_topic_birth_move(tmp_path):
+    """--birth-new and --birth-targets are TopicBirthMove's num_new and num_targets: reported in the JSON,
+    the same fit as the library's MemoizedHDP with move_options, and another fit than the defaults'."""
+    common = ["fit", "bars", "--model", "hdp", "--algo", "memo", "--K", "1", "--batches", "2", "--laps", "5",
+              "--moves", "birth,merge", "--quiet"]
+    assert main(common + ["--birth-new", "4", "--birth-targets", "2", "--json", str(tmp_path / "b.json")]) == 0
+    assert main(common + ["--json", str(tmp_path / "d.json")]) == 0
+    given, defaults = (json.loads((tmp_path / f"{n}.json").read_text()) for n in "bd")
+    assert (given["birth_new"], given["birth_targets"]) == (4, 2)
+    assert (defaults["birth_new"], defaults["birth_targets"]) == (3, 1)
+    memo = MemoizedHDP(K=1, laps=5, tol=1e-7, seed=0, moves="birth,merge",
+                       move_options={"birth": {"num_new": 4, "num_targets": 2}})
+    assert (memo.moves[0].num_new, memo.moves[0].num_targets) == (4, 2)
+    np.testing.assert_allclose(given["elbo_trace"], memo.fit(bars_corpus()[0], 2).elbo_trace, rtol=1e-9)
+    assert not np.allclose(given["elbo_trace"], defaults["elbo_trace"])

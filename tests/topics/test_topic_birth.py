@@ -307,6 +307,17 @@ def test_bad_birth_settings_raise():
             TopicBirthMove(patience=bad)
 
 
+def test_move_options_configure_the_topic_moves_given_by_name():
+    birth = MemoizedHDP(K=1, moves="merge,birth", move_options={"birth": {"num_new": 5, "patience": 1}}).moves[0]
+    assert (birth.name, birth.num_new, birth.patience) == ("birth", 5, 1)
+    with pytest.raises(ValueError, match="num_new must be at least 2"):
+        MemoizedHDP(K=1, moves="birth", move_options={"birth": {"num_new": 1}})
+    with pytest.raises(ValueError, match="birth move has no option targets"):
+        MemoizedHDP(K=1, moves="birth", move_options={"birth": {"targets": 2}})
+    with pytest.raises(ValueError, match="options for the birth move, which the moves do not name"):
+        MemoizedHDP(K=1, moves=[TopicBirthMove()], move_options={"birth": {"num_new": 5}})
+
+
 @pytest.mark.parametrize("num_targets,patience", [(1, 0), (2, 0), (1, 2)])
 def test_a_resumed_fit_with_moves_goes_on_alike(tmp_path, num_targets, patience):
     from pyro_memo.topics.checkpoint import load_hdp_state, save_hdp_state

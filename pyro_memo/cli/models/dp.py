@@ -10,7 +10,9 @@ from contextlib import contextmanager
 from ...checks import check_device
 from ..common import (
     ALPHA_PRIOR_OPTION,
+    BIRTH_TARGETS_OPTION,
     MEMORY_BOUNDED_OPTIONS,
+    birth_options,
     check_resume_matches,
     compare_progress,
     dask_executor,
@@ -76,10 +78,7 @@ register_option("fit", Option("--overrelax", "over-relaxed batch steps of memoiz
                                               "exact steps of Hughes & Sudderth 2013.",
                               {"metavar": "on|off"}))
 
-register_option("fit", Option("--birth-targets", "with --moves birth: components a birth targets per lap (default "
-                                                 "1); each gets its own subsample and fresh mixture, adopted together "
-                                                 "and kept only if the exact ELBO rises, so a fit from --K 1 grows in "
-                                                 "fewer laps.", {"type": int, "metavar": "T"}))
+register_option("fit", BIRTH_TARGETS_OPTION)
 
 _DATA = (f"a .npy or .npz file of shape (N, D), or a bundled dataset: {', '.join(DATASET_NAMES)}")
 _FIT_USES = {
@@ -117,7 +116,8 @@ _FIT_USES = {
                  "e.g. --moves birth,merge,delete --K 1 grows the model from one component; with --algo "
                  "memory-bounded: birth, merge (exact tied-bound acceptance in each epoch's model building)",
                  default="", needs=(("algo", ("memo", "memory-bounded")),)),
-    "birth_targets": Use(default=1, needs=MEMO),
+    "birth_targets": Use("components targeted per lap, each with its own subsample and fresh mixture, adopted "
+                         "together, so a fit from --K 1 grows in fewer laps", default=1, needs=MEMO),
     "json": Use("keys: elbo (total nats), elbo_trace (per lap), K, weights, lap_seconds, seconds, k_trace, "
                 "emptied (per lap, components whose expected size fell below one item: collapse), N, D, "
                 "moves (--algo memo), nmi (labelled data), ..."),
@@ -226,7 +226,7 @@ def _run(args, data, family, state, progress):
     source = data if not torch.is_tensor(data) else ArrayBatches(data, args.batches, shuffle_seed=args.seed)
     memo = MemoizedVB(family, args.K, args.alpha, laps=args.laps, tol=args.tol, init=args.init, seed=args.seed,
                       init_items=args.init_items, local_dtype=args.local_dtype, round_size=args.round_size,
-                      moves=args.moves, move_options={"birth": {"targets": args.birth_targets}},
+                      moves=args.moves, move_options=birth_options(args.moves, targets=args.birth_targets),
                       alpha_prior=parse_alpha_prior(args.alpha_prior), sparse_L=args.sparse_L,
                       sparse_candidates=args.sparse_candidates, overrelax=args.overrelax == "on")
 
