@@ -68,7 +68,7 @@ def main():
         start = time.perf_counter()
         mb = pm.MemoryBoundedVB(family, args.start_K or args.K, bound, args.epoch, lifetime=n, laps=args.build_laps,
                                 tol=1e-6, seed=args.seed, moves=args.moves,
-                                move_options={"birth": {"max_K": args.K}})
+                                move_options={"birth": {"max_K": args.K}} if "birth" in args.moves else None)
         fit = mb.fit(x)
         seconds = time.perf_counter() - start
         exact = exact_elbo(fit.posterior, x)

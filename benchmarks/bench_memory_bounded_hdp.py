@@ -98,7 +98,8 @@ def main():
     start_posterior = pm.MemoryBoundedHDP(family, args.K, 10**12, args.epoch, **settings).initial_posterior(first)
     start_K = args.start_K or args.K
     most_K = max(start_K, args.max_K or args.K) if args.moves else args.K  # the most components model building holds
-    moves = {"moves": args.moves, "move_options": {"birth": {"max_K": args.max_K or args.K}}} if args.moves else {}
+    moves = {"moves": args.moves, "move_options": {"birth": {"max_K": args.max_K or args.K}}} \
+        if "birth" in args.moves else {"moves": args.moves}
     if args.moves:
         print(f"memory-bounded VB: moves {args.moves} from K = {start_K} (at most {args.max_K or args.K})")
 
