@@ -102,6 +102,9 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         than ``n_samples``. Ignored by ``"vb"``.
     :param str moves: memoized VB only: comma-separated moves, e.g. ``"birth,merge,delete"``
         (these change the number of components); ``None`` for none.
+    :param dict move_options: keyword arguments per move of ``moves``, e.g. ``{"birth": {"targets": 4}}``
+        (see :class:`~pyro_memo.BirthMove`, :class:`~pyro_memo.MergeMove`, :class:`~pyro_memo.DeleteMove`);
+        ``None``: their defaults.
     :param int max_iter: maximum laps (iterations).
     :param float tol: stop when the ELBO's relative change over a lap is below this.
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
@@ -158,13 +161,14 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     def __init__(self, n_components=20, family="gauss", alpha=1.0, algorithm="memo", n_batches=None,
                  moves=None, max_iter=100, tol=1e-6, init="kmeans++", random_state=None, dtype="float64",
                  prior=None, prior_scale=1.0, local_dtype=None, threads=None,
-                 sparse_L=None, sparse_candidates=None):
+                 sparse_L=None, sparse_candidates=None, move_options=None):
         self.n_components = n_components
         self.family = family
         self.alpha = alpha
         self.algorithm = algorithm
         self.n_batches = n_batches
         self.moves = moves
+        self.move_options = move_options
         self.max_iter = max_iter
         self.tol = tol
         self.init = init
@@ -202,6 +206,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
             raise ValueError(f"moves must be a comma-separated string or None; got {self.moves!r}")
         if self.moves and self.algorithm != "memo":
             raise ValueError(f"moves need algorithm='memo'; got algorithm={self.algorithm!r}")
+        _check_move_options(self.move_options, self.moves)
 
     def _np_dtype(self):
         return np.dtype(self.dtype)
@@ -228,7 +233,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         if self.algorithm == "vb":
             return FullBatchVB(family, self.n_components, max_iter=self.max_iter, **common), None
         batches = min(10, n_samples) if self.n_batches is None else min(self.n_batches, n_samples)
-        driver = MemoizedVB(family, self.n_components, laps=self.max_iter, moves=self.moves or (), **common)
+        driver = MemoizedVB(family, self.n_components, laps=self.max_iter, moves=self.moves or (),
+                            move_options=self.move_options, **common)
         return driver, batches
 
     # ------------------------------------------------------------------- fit
@@ -309,6 +315,19 @@ def _check_real(name, value, positive):
             or value < 0 or (positive and value == 0):
         kind = "positive" if positive else "non-negative"
         raise ValueError(f"{name} must be a finite {kind} number; got {value!r}")
+
+
+def _check_move_options(move_options, moves):
+    """``move_options`` must be ``None`` or ``{move name: {keyword: value}}``, and go with ``moves`` (the
+    moves check the names and keywords when the fit makes them)."""
+    if move_options is None:
+        return
+    if not isinstance(move_options, dict) or not all(isinstance(v, dict) for v in move_options.values()):
+        raise ValueError(f"move_options must be a dict of keyword dicts per move name (e.g. "
+                         f"{{'birth': {{...}}}}) or None; got {move_options!r}")
+    if move_options and not moves:
+        raise ValueError(f"move_options configure the moves given by name; moves is {moves!r} (e.g. "
+                         f"moves='birth,merge,delete')")
 
 
 def _check_choice(name, value, choices):

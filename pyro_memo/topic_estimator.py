@@ -11,7 +11,15 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative
 
 from .data.corpus import check_has_tokens, from_counts
 from .engine.threads import check_threads
-from .estimator import _check_int, _check_real, commit_fit, input_attributes, validate_data, warn_unconverged
+from .estimator import (
+    _check_int,
+    _check_move_options,
+    _check_real,
+    commit_fit,
+    input_attributes,
+    validate_data,
+    warn_unconverged,
+)
 from .model_file import SavedTopics
 from .topics.memoized_hdp import TOPIC_MOVES, MemoizedHDP
 
@@ -53,6 +61,8 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         more than ``n_documents``.
     :param str moves: comma-separated topic moves from ``"birth"``, ``"merge"``, ``"delete"``
         (these change the number of topics); ``None`` for none.
+    :param dict move_options: keyword arguments per move of ``moves``, e.g. ``{"birth": {"num_new": 5}}``
+        (see :class:`~pyro_memo.topics.TopicBirthMove`); ``None``: their defaults.
     :param int max_iter: maximum laps.
     :param float tol: stop when the bound's relative change over a lap is below this.
     :param random_state: seeds the initial topics and the batch order (int, RandomState or None).
@@ -88,7 +98,8 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     """
 
     def __init__(self, n_components=50, alpha=0.5, gamma=10.0, lam0=0.1, n_batches=None, moves=None,
-                 max_iter=50, tol=1e-6, random_state=None, local_dtype=None, threads=None, sparse_L=None):
+                 max_iter=50, tol=1e-6, random_state=None, local_dtype=None, threads=None, sparse_L=None,
+                 move_options=None):
         self.n_components = n_components
         self.alpha = alpha
         self.gamma = gamma
@@ -101,6 +112,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.local_dtype = local_dtype
         self.threads = threads
         self.sparse_L = sparse_L
+        self.move_options = move_options
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -121,6 +133,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             _check_real(name, getattr(self, name), positive=True)
         _check_real("tol", self.tol, positive=False)
         check_threads(self.threads)
+        _check_move_options(self.move_options, self.moves)
         if self.moves is None:
             return ()
         if not isinstance(self.moves, str):
@@ -156,8 +169,8 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         init = "kmeans" if self.n_components <= nonempty else "documents"
         driver = MemoizedHDP(K=self.n_components, alpha=float(self.alpha), gamma=float(self.gamma),
                              lam0=float(self.lam0), laps=self.max_iter, tol=float(self.tol), seed=seed,
-                             moves=moves, init=init, local_dtype=self.local_dtype, threads=self.threads,
-                             sparse_L=self.sparse_L)
+                             moves=moves, move_options=self.move_options, init=init, local_dtype=self.local_dtype,
+                             threads=self.threads, sparse_L=self.sparse_L)
         result = driver.fit(corpus, batches)
         posterior = result.posterior
         fitted = input_attributes(trial)

@@ -119,12 +119,26 @@ def test_get_set_params_round_trip_and_clone():
                                         ("algorithm", "gibbs"), ("alpha", 0.0), ("max_iter", 0), ("tol", -1.0),
                                         ("n_batches", 0), ("init", "spectral"), ("dtype", "float16"),
                                         ("moves", ["birth"]), ("prior_scale", 0.0), ("prior", "kappa=1"),
-                                        ("prior", {"lam": 1.0})])
+                                        ("prior", {"lam": 1.0}), ("move_options", {"birth": 4}),
+                                        ("move_options", {"birth": {"targets": 4}})])
 def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     est = DPMixture(**{name: value})  # __init__ only stores
     assert est.get_params()[name] == value
     with pytest.raises(ValueError, match=name):
         est.fit(blobs(30)[0])
+
+
+def test_move_options_configure_the_moves():
+    """move_options reach the moves: births capped at one component grow nothing; an option a move lacks, or one
+    for a move not listed, is refused naming it."""
+    x = blobs(300)[0]
+    est = DPMixture(n_components=1, moves="birth,merge", max_iter=6, random_state=0)
+    assert est.fit(x).n_components_ > 1
+    assert clone(est).set_params(move_options={"birth": {"max_K": 1}}).fit(x).n_components_ == 1
+    with pytest.raises(ValueError, match="birth move has no option num_new"):
+        clone(est).set_params(move_options={"birth": {"num_new": 3}}).fit(x)
+    with pytest.raises(ValueError, match="options for the delete move, which the moves do not name"):
+        clone(est).set_params(move_options={"delete": {}}).fit(x)
 
 
 def test_moves_need_memoized_vb():

@@ -89,6 +89,15 @@ def test_moves_grow_one_topic_into_the_three():
     assert adjusted_rand_score(z, proportions.argmax(1)) > 0.9
 
 
+def test_move_options_reach_the_topic_moves():
+    x, _ = three_topic_docs()
+    est = HDPTopics(n_components=1, moves="birth,merge", max_iter=4, random_state=0)
+    wider = clone(est).set_params(move_options={"birth": {"num_new": 4}}).fit(x)
+    assert wider.bound_ != est.fit(x).bound_
+    with pytest.raises(ValueError, match="birth move has no option targets"):
+        clone(est).set_params(move_options={"birth": {"targets": 2}}).fit(x)
+
+
 def test_non_integer_weights_are_accepted_as_fractional_tokens():
     x, z = three_topic_docs()
     est = HDPTopics(n_components=3, max_iter=30, random_state=0).fit(x * 0.37)
@@ -170,7 +179,8 @@ def test_pickle_round_trip_reproduces_transform(fitted):
 
 @pytest.mark.parametrize("name,value", [("n_components", 0), ("n_components", 2.5), ("alpha", 0.0),
                                         ("gamma", -1.0), ("lam0", -0.1), ("max_iter", 0), ("tol", -1.0),
-                                        ("n_batches", 0), ("moves", "split"), ("moves", ["birth"])])
+                                        ("n_batches", 0), ("moves", "split"), ("moves", ["birth"]),
+                                        ("move_options", [("birth", {})]), ("move_options", {"birth": {"num_new": 4}})])
 def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     est = HDPTopics(**{name: value})  # __init__ only stores
     assert est.get_params()[name] == value
