@@ -321,8 +321,8 @@ class HDPTopics(CliModel):
             moves = parse_moves(args.moves, TOPIC_MOVES, self.name)
             if args.birth_new < 2:
                 raise ValueError(f"--birth-new must be at least 2 (a birth splits its target); got {args.birth_new}")
-            changed = [flag for flag, value, default in (("--birth-targets", args.birth_targets, 1),
-                                                          ("--birth-new", args.birth_new, 3)) if value != default]
+            changed = [f"--{dest.replace('_', '-')}" for dest in ("birth_targets", "birth_new")
+                       if getattr(args, dest) != self.uses["fit"][dest].default]
             if changed and "birth" not in moves:
                 raise ValueError(f"{' and '.join(changed)} set{'s' if len(changed) == 1 else ''} the birth move; add "
                                  f"birth to --moves (e.g. --moves birth,merge,delete)")
