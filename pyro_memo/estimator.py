@@ -21,9 +21,11 @@ except ImportError:  # scikit-learn < 1.6: the same checks were an estimator met
 
 
 from .engine.driver import ConvergenceWarning
+from .engine.moves import make_moves
 from .engine.threads import check_threads
 from .families import FAMILIES, ConjugateFamily, check_sparse_candidates, get_family
 from .inference import FullBatchVB, MemoizedVB, vb_log_predictive
+from .inference.moves import MOVES
 
 ALGORITHMS = ("memo", "vb")
 INITS = ("kmeans++", "random")
@@ -206,7 +208,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
             raise ValueError(f"moves must be a comma-separated string or None; got {self.moves!r}")
         if self.moves and self.algorithm != "memo":
             raise ValueError(f"moves need algorithm='memo'; got algorithm={self.algorithm!r}")
-        _check_move_options(self.move_options, self.moves)
+        _check_move_options(self.move_options, self.moves, MOVES)
 
     def _np_dtype(self):
         return np.dtype(self.dtype)
@@ -317,9 +319,10 @@ def _check_real(name, value, positive):
         raise ValueError(f"{name} must be a finite {kind} number; got {value!r}")
 
 
-def _check_move_options(move_options, moves):
-    """``move_options`` must be ``None`` or ``{move name: {keyword: value}}``, and go with ``moves`` (the
-    moves check the names and keywords when the fit makes them)."""
+def _check_move_options(move_options, moves, registry):
+    """``move_options`` must be ``None`` or ``{move name: {keyword: value}}`` for moves ``moves`` names, each
+    keyword one its move in ``registry`` takes (the moves are made once to check; errors name
+    ``move_options``)."""
     if move_options is None:
         return
     if not isinstance(move_options, dict) or not all(isinstance(v, dict) for v in move_options.values()):
@@ -328,6 +331,10 @@ def _check_move_options(move_options, moves):
     if move_options and not moves:
         raise ValueError(f"move_options configure the moves given by name; moves is {moves!r} (e.g. "
                          f"moves='birth,merge,delete')")
+    try:
+        make_moves(moves, registry, **move_options)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"move_options: {error}") from None
 
 
 def _check_choice(name, value, choices):

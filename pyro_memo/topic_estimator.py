@@ -133,8 +133,8 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             _check_real(name, getattr(self, name), positive=True)
         _check_real("tol", self.tol, positive=False)
         check_threads(self.threads)
-        _check_move_options(self.move_options, self.moves)
         if self.moves is None:
+            _check_move_options(self.move_options, self.moves, TOPIC_MOVES)
             return ()
         if not isinstance(self.moves, str):
             raise ValueError(f"moves must be a comma-separated string or None; got {self.moves!r}")
@@ -142,6 +142,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         unknown = [m for m in names if m not in TOPIC_MOVES]
         if unknown:
             raise ValueError(f"moves must name moves among {list(TOPIC_MOVES)}; got {self.moves!r}")
+        _check_move_options(self.move_options, names, TOPIC_MOVES)
         return names
 
     def _corpus(self, X, reset, on=None):

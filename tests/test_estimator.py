@@ -120,7 +120,8 @@ def test_get_set_params_round_trip_and_clone():
                                         ("n_batches", 0), ("init", "spectral"), ("dtype", "float16"),
                                         ("moves", ["birth"]), ("prior_scale", 0.0), ("prior", "kappa=1"),
                                         ("prior", {"lam": 1.0}), ("move_options", {"birth": 4}),
-                                        ("move_options", {"birth": {"targets": 4}})])
+                                        ("move_options", {"birth": {"targets": 4}}),
+                                        ("move_options", {"birth": {"target": 4}})])
 def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     est = DPMixture(**{name: value})  # __init__ only stores
     assert est.get_params()[name] == value
@@ -135,9 +136,9 @@ def test_move_options_configure_the_moves():
     est = DPMixture(n_components=1, moves="birth,merge", max_iter=6, random_state=0)
     assert est.fit(x).n_components_ > 1
     assert clone(est).set_params(move_options={"birth": {"max_K": 1}}).fit(x).n_components_ == 1
-    with pytest.raises(ValueError, match="birth move has no option num_new"):
+    with pytest.raises(ValueError, match="move_options: the birth move has no option num_new"):
         clone(est).set_params(move_options={"birth": {"num_new": 3}}).fit(x)
-    with pytest.raises(ValueError, match="options for the delete move, which the moves do not name"):
+    with pytest.raises(ValueError, match="move_options: options for the delete move, which the moves do not name"):
         clone(est).set_params(move_options={"delete": {}}).fit(x)
 
 

@@ -94,7 +94,7 @@ def test_move_options_reach_the_topic_moves():
     est = HDPTopics(n_components=1, moves="birth,merge", max_iter=4, random_state=0)
     wider = clone(est).set_params(move_options={"birth": {"num_new": 4}}).fit(x)
     assert wider.bound_ != est.fit(x).bound_
-    with pytest.raises(ValueError, match="birth move has no option targets"):
+    with pytest.raises(ValueError, match="move_options: the birth move has no option targets"):
         clone(est).set_params(move_options={"birth": {"targets": 2}}).fit(x)
 
 
