@@ -38,26 +38,26 @@ def candidate_total(batches):
 
 
 def score_candidate(state, candidate, batches):
-    """``(current, value, optimum)``: the exact objective of the fit's memo, that of a complete candidate
-    memo ``batches`` (batch key -> ``(warm_start, summary)``, one per memo batch, from local steps run
-    under the globals ``candidate``, any posterior) and the candidate's globals optimal for it (started
-    from ``candidate``)."""
+    """``(current, value, optimum, total)``: the exact objective of the fit's memo, that of a complete
+    candidate memo ``batches`` (batch key -> ``(warm_start, summary)``, one per memo batch, from local steps
+    run under the globals ``candidate``, any posterior), the candidate's globals optimal for it (started
+    from ``candidate``) and the memo's total."""
     current = float(state.posterior.elbo(state.cache.total))
     total = candidate_total(batches)
     optimum = candidate.optimal_for(total)
-    return current, float(optimum.elbo(total)), optimum
+    return current, float(optimum.elbo(total)), optimum, total
 
 
-def adopt(state, optimum, batches):
+def adopt(state, optimum, batches, total):
     """Replace the fit's memo, warm starts and globals by a candidate's: its memo ``batches`` (batch
-    key -> ``(warm_start, summary)``) and the globals ``optimum`` optimal for it."""
+    key -> ``(warm_start, summary)``) with their ``total``, and the globals ``optimum`` optimal for it."""
     for key, (warm, summary) in batches.items():
         if warm is None:  # a model without local factors to keep
             state.warm_starts.pop(key, None)
         else:
             state.warm_starts[key] = warm
         state.cache.batches[key] = summary
-    state.cache.total = candidate_total(batches)
+    state.cache.total = total
     state.posterior = optimum
 
 
@@ -102,11 +102,11 @@ class CandidateMemoMove(Move):
         complete = self.target is not None and set(self.batches) == set(state.cache.batches) \
             and state.cache.total.K == self.num_components
         if complete:
-            current, value, optimum = score_candidate(state, self.candidate, self.batches)
+            current, value, optimum, total = score_candidate(state, self.candidate, self.batches)
             laps = self.laps_run + 1
             self.log(state, proposed=1, accepted=int(value > current))
             if value > current:
-                adopt(state, optimum, self.batches)
+                adopt(state, optimum, self.batches, total)
                 self.record_gain(state, current, value)
                 state.tried_components(self.name, state.posterior.K, reset=True)
             elif laps <= self.patience:

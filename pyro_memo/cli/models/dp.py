@@ -345,7 +345,7 @@ class DPMixture(CliModel):
             tied = [m for m in moves if m not in ("birth", "merge")]
             if args.algo == "memory-bounded" and tied:
                 raise ValueError(f"--moves {','.join(tied)} is not available with --algo memory-bounded (birth, merge)")
-            if args.birth_targets != 1 and "birth" not in moves:
+            if args.birth_targets != _FIT_USES["birth_targets"].default and "birth" not in moves:
                 raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
                                  "birth,merge,delete)")
             parse_alpha_prior(args.alpha_prior)
