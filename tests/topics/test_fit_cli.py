@@ -139,3 +139,19 @@ def test_birth_options_reach_the_topic_birth_move(tmp_path):
     assert (memo.moves[0].num_new, memo.moves[0].num_targets) == (4, 2)
     np.testing.assert_allclose(given["elbo_trace"], memo.fit(bars_corpus()[0], 2).elbo_trace, rtol=1e-9)
     assert not np.allclose(given["elbo_trace"], defaults["elbo_trace"])
+
+
+def test_a_resume_with_other_moves_sums_each_move_over_the_laps_that_ran_it(tmp_path, capsys):
+    """The summary's move totals count every move of the whole run: a resume with fewer moves (the laps
+    before it logged one more) or with moves after laps without any printed a KeyError or no totals."""
+    corpus = bars_corpus(60, 30, seed=1)[0]
+    sp.save_npz(tmp_path / "c.npz", sp.csr_matrix(corpus.to_dense()))
+    common = ["fit", str(tmp_path / "c.npz"), "--model", "hdp", "--K", "4", "--batches", "2"]
+    for first, then in ((["--moves", "merge,delete"], ["--moves", "merge"]), ([], ["--moves", "merge"])):
+        run = str(tmp_path / f"run{len(first)}")
+        assert main(common + first + ["--laps", "1", "--quiet", "--save", run]) == 0
+        capsys.readouterr()
+        assert main(common + then + ["--laps", "2", "--quiet", "--resume", run]) == 0
+        moves = [line for line in capsys.readouterr().out.splitlines() if line.startswith("moves")]
+        assert len(moves) == 1 and "merge" in moves[0]
+        assert ("delete" in moves[0]) == bool(first)

@@ -172,6 +172,17 @@ def _write_topics(folder, topics, post, weights):
     write_atomically(os.path.join(folder, "topics.npz"), write_npz)
 
 
+def _move_totals(move_log):
+    """Move name -> ``[accepted, proposed]`` over every lap of ``move_log`` that ran it (a resumed fit's laps
+    may run other moves than those before the resume)."""
+    totals = {}
+    for lap in move_log:
+        for name, counts in lap.items():
+            total = totals.setdefault(name, [0, 0])
+            total[0], total[1] = total[0] + counts["accepted"], total[1] + counts["proposed"]
+    return totals
+
+
 def _summary(args, out, description, fit, topics, num_tokens):
     """The printed summary of a fit."""
     lines = [f"data      {description}",
@@ -180,9 +191,8 @@ def _summary(args, out, description, fit, topics, num_tokens):
              + ("" if fit.converged else " (not converged: raise --laps)"),
              f"bound     {fit.elbo:.6g} nats ({fit.elbo / num_tokens:.4f} per token)",
              f"K         {out['K']} topics with weight > 0.01"]
-    if fit.state.move_log and fit.state.move_log[0]:
-        totals = {name: [sum(lap[name][key] for lap in fit.state.move_log) for key in ("accepted", "proposed")]
-                  for name in fit.state.move_log[0]}
+    totals = _move_totals(fit.state.move_log)
+    if totals:
         lines.append("moves     " + ", ".join(f"{n} {a} accepted / {p} proposed" for n, (a, p) in totals.items()))
     lines += [f"topic {k:<4d}{w:.3f}  {' '.join(words)}" for k, w, words in topics[:10]]
     if args.save:
