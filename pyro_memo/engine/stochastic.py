@@ -64,6 +64,17 @@ class StochasticDriver(Driver):
             total = part if total is None else total + part
         return float(posterior.elbo(total)), total
 
+    def check_resume(self, state, source):
+        """Refuse to go on from ``state`` with ``source`` when its posterior is another model's or was fitted
+        to data of another shape (:meth:`~pyro_memo.engine.driver.Driver.resume_mismatch`).
+
+        :raises ValueError: naming the mismatch.
+        """
+        problem = self.resume_mismatch(state.posterior, source)
+        if problem is not None:
+            raise ValueError(f"cannot resume this state on these data: {problem} (resume a state with the model and "
+                             f"data it was fitted with)")
+
     def fit(self, data, num_batches=None, state=None, callback=None):
         """Run stochastic VI.
 
@@ -83,6 +94,8 @@ class StochasticDriver(Driver):
         state = state or self.new_state()
         if state.posterior is None:
             self.start(state, source)
+        else:
+            self.check_resume(state, source)
         result = FitResult(state.posterior, state=state)
         start, scoring = time.perf_counter(), 0.0
         for _ in range(self.laps - state.laps_done):

@@ -178,6 +178,15 @@ class StochasticRelational(StochasticDriver):
         n = -(-N // source.num_batches)
         return source, np.sort(self._sampler.choice(N, size=n, replace=False))
 
+    def resume_mismatch(self, posterior, source):
+        """A stochastic relational fit goes on from a relational posterior (``nonlinks="free"``) of a graph of as
+        many nodes."""
+        if type(posterior) is not RelationalPosterior:
+            return f"it holds a {type(posterior).__name__}, not a RelationalPosterior"
+        if posterior.N != source.num_items:
+            return f"it was fitted to a graph of {posterior.N} nodes, this one has {source.num_items}"
+        return None
+
     def initial_posterior(self, source, order=None):
         m = initial_memberships(source.graph, self.K, self.init, self.seed, self.dtype, self.device)
         return RelationalPosterior.from_memberships(m, self.alpha, self.gamma, self.tau, self.eps, scale=1.0)
@@ -264,6 +273,15 @@ class StochasticAMMSB(StochasticRelational):
         alpha = 1.0 / max(int(K), 1) if alpha is None else alpha
         super().__init__(K, kappa, delay, alpha, 1.0, tau, eps, 0.0, nonlink_iters, laps, seed, dtype, device, init,
                          score, threads)
+
+    def resume_mismatch(self, posterior, source):
+        """A stochastic relational fit goes on from a relational posterior (``nonlinks="free"``) of a graph of as
+        many nodes."""
+        if type(posterior) is not RelationalPosterior:
+            return f"it holds a {type(posterior).__name__}, not a RelationalPosterior"
+        if posterior.N != source.num_items:
+            return f"it was fitted to a graph of {posterior.N} nodes, this one has {source.num_items}"
+        return None
 
     def initial_posterior(self, source, order=None):
         m = initial_memberships(source.graph, self.K, self.init, self.seed, self.dtype, self.device)

@@ -136,3 +136,47 @@ def test_a_starting_posterior_of_another_kind_or_dimension_is_refused(states):
     with pytest.raises(ValueError, match="cannot start from this posterior: its components are gauss of dimension 3, "
                                          "this fit's gauss of 2"):
         dp(X[:, :2]).fit(X[:, :2], 3, posterior=states["dp"].posterior)
+
+
+def svb(x=X, laps=2):
+    return pm.StochasticVB(pm.Gaussian.from_data(x), 3, laps=laps, seed=0)
+
+
+@pytest.fixture(scope="module")
+def stochastic_states():
+    from pyro_memo.relational import StochasticRelational
+    from pyro_memo.topics import StochasticHDP
+
+    return {"dp": svb().fit(X, 3).state, "hdp": StochasticHDP(K=3, laps=2, seed=0).fit(from_counts(COUNTS), 2).state,
+            "relational": StochasticRelational(K=3, laps=2, seed=0).fit(GRAPH, 2).state}
+
+
+@pytest.mark.parametrize("kind,resume,match", [
+    ("dp", lambda s: svb(X[:, :2]).fit(X[:, :2], 3, state=s), "gauss of dimension 3, this fit's gauss of 2"),
+    ("hdp", lambda s: svb().fit(X, 3, state=s), "holds a HDPPosterior, not a DP mixture's posterior"),
+    ("dp", lambda s: stochastic_hdp().fit(from_counts(COUNTS), 2, state=s), "DPMixturePosterior, not an HDPPosterior"),
+    ("hdp", lambda s: stochastic_hdp().fit(from_counts(np.hstack([COUNTS, COUNTS])), 2, state=s),
+     "its topics span 15 words, this corpus's vocabulary 30"),
+    ("relational", lambda s: stochastic_hdp().fit(from_counts(COUNTS), 2, state=s), "not an HDPPosterior"),
+    ("relational", lambda s: stochastic_relational().fit(Graph([[0, 1], [1, 2]], 5), 2, state=s),
+     "a graph of 30 nodes, this one has 5"),
+    ("hdp", lambda s: stochastic_relational().fit(GRAPH, 2, state=s), "not a RelationalPosterior"),
+])
+def test_a_stochastic_fit_refuses_a_state_of_another_model_or_other_data_naming_why(stochastic_states, kind, resume,
+                                                                                   match):
+    """The stochastic drivers did not check a resumed state: torch's size mismatch, a TypeError of the local step or
+    an IndexError came out of the first step instead."""
+    with pytest.raises(ValueError, match="cannot resume this state on these data: .*" + match):
+        resume(stochastic_states[kind])
+
+
+def stochastic_hdp():
+    from pyro_memo.topics import StochasticHDP
+
+    return StochasticHDP(K=3, laps=4, seed=0)
+
+
+def stochastic_relational():
+    from pyro_memo.relational import StochasticRelational
+
+    return StochasticRelational(K=3, laps=4, seed=0)
