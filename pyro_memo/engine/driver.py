@@ -163,6 +163,20 @@ class Driver:
         each model adds its checks (its posterior's class, the data's dimension)."""
         return None
 
+    def fit_dtype(self):
+        """The precision of this fit's globals, where the model sets it before the data are read (``None``:
+        it does not)."""
+        return None
+
+    def dtype_mismatch(self, posterior):
+        """Why ``posterior`` (a resumed state's) cannot go on in this fit's precision (:meth:`fit_dtype`), as a
+        phrase, or ``None``."""
+        dtype = self.fit_dtype()
+        if dtype is None or posterior.dtype == dtype:
+            return None
+        return (f"it was fitted in {str(posterior.dtype).replace('torch.', '')}, this fit runs in "
+                f"{str(dtype).replace('torch.', '')}")
+
     def check_start(self, source, state=None, posterior=None):
         """Refuse what a fit was given to start from, before it is read: a ``state`` that is no
         :class:`~pyro_memo.MemoState` (a path: read it with ``load_state``) or a ``posterior`` that is no
@@ -378,7 +392,7 @@ class MemoizedDriver(Driver):
 
         :raises ValueError: naming the mismatch.
         """
-        problem = self.resume_mismatch(state.posterior, source)
+        problem = self.resume_mismatch(state.posterior, source) or self.dtype_mismatch(state.posterior)
         cached = state.cache.batches
         foreign = any(not isinstance(b, int) or not 0 <= b < source.num_batches for b in cached)
         if problem is None and cached and (len(cached) != source.num_batches or foreign):

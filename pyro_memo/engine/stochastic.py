@@ -65,12 +65,13 @@ class StochasticDriver(Driver):
         return float(posterior.elbo(total)), total
 
     def check_resume(self, state, source):
-        """Refuse to go on from ``state`` with ``source`` when its posterior is another model's or was fitted
-        to data of another shape (:meth:`~pyro_memo.engine.driver.Driver.resume_mismatch`).
+        """Refuse to go on from ``state`` with ``source`` when its posterior is another model's, was fitted
+        to data of another shape (:meth:`~pyro_memo.engine.driver.Driver.resume_mismatch`) or in another precision
+        (:meth:`~pyro_memo.engine.driver.Driver.dtype_mismatch`).
 
         :raises ValueError: naming the mismatch.
         """
-        problem = self.resume_mismatch(state.posterior, source)
+        problem = self.resume_mismatch(state.posterior, source) or self.dtype_mismatch(state.posterior)
         if problem is not None:
             raise ValueError(f"cannot resume this state on these data: {problem} (resume a state with the model and "
                              f"data it was fitted with)")

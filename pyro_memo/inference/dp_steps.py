@@ -37,6 +37,10 @@ class DPMixtureSteps:
         self.sparse_L = check_sparse_L(sparse_L)
         self.sparse_candidates = check_sparse_candidates(sparse_candidates, self.sparse_L)
 
+    def fit_dtype(self):
+        """The family's precision."""
+        return self.family.dtype
+
     def resume_mismatch(self, posterior, source):
         """A DP mixture goes on from a DP mixture of this fit's family and dimension."""
         if not isinstance(posterior, DPMixturePosterior):

@@ -178,6 +178,10 @@ class StochasticRelational(StochasticDriver):
         n = -(-N // source.num_batches)
         return source, np.sort(self._sampler.choice(N, size=n, replace=False))
 
+    def fit_dtype(self):
+        """``dtype``."""
+        return self.dtype
+
     def resume_mismatch(self, posterior, source):
         """A stochastic relational fit goes on from a relational posterior (``nonlinks="free"``) of a graph of as
         many nodes."""

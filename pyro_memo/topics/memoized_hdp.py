@@ -156,6 +156,10 @@ class HDPSteps:
         """A fixed random partition of the corpus's documents into ``num_batches`` index arrays."""
         return random_parts(corpus.num_docs, num_batches, seed)
 
+    def fit_dtype(self):
+        """``dtype`` (with a ``family``, the family's precision)."""
+        return self.dtype if self.family is None else self.family.dtype
+
     def resume_mismatch(self, posterior, source):
         """An HDP goes on from an HDP of the same kind: topics over this corpus's vocabulary, or
         components of this fit's family and dimension."""

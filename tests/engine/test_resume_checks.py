@@ -4,11 +4,12 @@ ValueError naming the mismatch, and a state of the same fit still resumes to the
 
 import numpy as np
 import pytest
+import torch
 
 import pyro_memo as pm
 from pyro_memo.data.graphs import Graph, assortative_graph
 from pyro_memo.relational import MemoizedRelational
-from pyro_memo.topics import MemoizedHDP, from_counts
+from pyro_memo.topics import MemoizedHDP, StochasticHDP, from_counts
 
 X = np.random.default_rng(0).normal(size=(120, 3))
 COUNTS = np.random.default_rng(1).poisson(1.0, size=(40, 15))
@@ -180,3 +181,19 @@ def stochastic_relational():
     from pyro_memo.relational import StochasticRelational
 
     return StochasticRelational(K=3, laps=4, seed=0)
+
+
+@pytest.mark.parametrize("kind,resume", [
+    ("dp", lambda s: pm.MemoizedVB(pm.Gaussian.from_data(X, dtype=torch.float32), 3).fit(X, 3, state=s)),
+    ("hdp", lambda s: MemoizedHDP(K=3, dtype="float32").fit(from_counts(COUNTS), 2, state=s)),
+    ("relational", lambda s: MemoizedRelational(K=3, dtype="float32").fit(GRAPH, 2, state=s)),
+    ("stochastic dp", lambda s: pm.StochasticVB(pm.Gaussian.from_data(X, dtype=torch.float32), 3).fit(X, 3, state=s)),
+    ("stochastic hdp", lambda s: StochasticHDP(K=3, dtype="float32").fit(from_counts(COUNTS), 2, state=s)),
+])
+def test_a_state_fitted_in_another_precision_is_refused_naming_both(states, stochastic_states, kind, resume):
+    """A float64 state resumed by a float32 fit: the DP mixture and the HDP said the batches held other items than
+    it was fitted to, the relational fit went on in float64, ignoring dtype="float32"."""
+    state = stochastic_states[kind.split()[1]] if kind.startswith("stochastic") else states[kind]
+    with pytest.raises(ValueError, match="cannot resume this state on these data: it was fitted in float64, this fit "
+                                         "runs in float32"):
+        resume(state)
