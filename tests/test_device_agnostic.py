@@ -108,3 +108,20 @@ def test_fit_vb_of_the_bundled_dp_mixture_runs_on_the_data_device():
         loss = pyro.infer.Trace_ELBO().loss(model, fit.guide, x)
     assert_on_cuda(recorder)
     assert math.isfinite(fit.elbo) and math.isfinite(loss)
+
+
+def test_a_dp_checkpoint_with_a_pending_birth_resumes_on_the_device_it_is_loaded_to(tmp_path):
+    """The pending birth's summary stayed on the CPU when load_state put the rest of the state on the GPU: its
+    adoption failed there (torch.cat of CPU and CUDA tensors)."""
+    x = torch.cat([torch.randn(150, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+                   + torch.tensor(s, dtype=torch.float64) for s in ([0.0, 0.0], [6.0, 0.0], [0.0, 6.0])])
+    family = pm.Gaussian.from_data(x)
+    first = pm.MemoizedVB(family, 1, laps=1, tol=0, seed=2, moves="birth").fit(x, num_batches=3)
+    assert first.state.move_states["birth"]["pending"] is not None
+    pm.save_state(tmp_path / "state.pt", first.state)
+    with fake_cuda() as recorder:
+        state = pm.load_state(tmp_path / "state.pt", device="cuda")
+        fit = pm.MemoizedVB(pm.Gaussian.from_data(x, device="cuda"), 1, laps=2, tol=0, seed=2,
+                            moves="birth").fit(x.cuda(), num_batches=3, state=state)
+    assert not recorder.mixes, str(recorder)
+    assert fit.state.move_log[1]["birth"]["proposed"] == 1 and fit.posterior.K > 1

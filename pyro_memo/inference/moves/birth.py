@@ -115,7 +115,7 @@ class BirthMove(Move):
         if self.adopting:
             cache = state.cache
             self.snapshot = (dict(cache.batches), cache.total, post, float(post.elbo(cache.total)))
-            fresh, K = self.pending, post.K
+            fresh, K = self.pending.to(post.dtype, post.family.device), post.K  # a checkpoint's is on the CPU
             rewrite_memo(state, lambda key, s: s.expand(K + fresh.K))
             zeros = Summary.zeros(post.family, K)
             pseudo = Summary(torch.cat([zeros.counts, fresh.counts]),
