@@ -500,7 +500,8 @@ class MemoizedDriver(Driver):
         that undid the lap's batch steps, as a reverted birth does, is not converged, since the lap
         left the objective where it was and the next lap redoes them)."""
         trace = state.elbo_trace
-        moved = self.moves and (any(c["accepted"] for c in state.move_log[-1].values())
+        last = state.move_log[-1] if state.move_log else {}  # a stochastic fit's state logs no moves
+        moved = self.moves and (any(c["accepted"] for c in last.values())
                                 or not all(m.converged(state) for m in self.moves))
         return len(trace) >= 2 and not moved and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2])
 

@@ -197,3 +197,11 @@ def test_a_state_fitted_in_another_precision_is_refused_naming_both(states, stoc
     with pytest.raises(ValueError, match="cannot resume this state on these data: it was fitted in float64, this fit "
                                          "runs in float32"):
         resume(state)
+
+
+def test_a_stochastic_state_goes_on_in_a_memoized_fit_with_moves():
+    """A state without a move log (a stochastic fit's) resumed with moves failed with IndexError at the first
+    convergence check."""
+    state = StochasticHDP(K=3, laps=2, seed=0).fit(from_counts(COUNTS), 2).state
+    fit = MemoizedHDP(K=3, laps=4, seed=0, moves="merge").fit(from_counts(COUNTS), 2, state=state)
+    assert len(fit.elbo_trace) == 4 and len(fit.state.move_log) == 2
