@@ -498,10 +498,11 @@ class MemoizedDriver(Driver):
         """The objective changed by at most ``tol`` (relative) over the last lap, and no move was
         accepted in it or has anything left to try (:meth:`~pyro_memo.Move.converged`: a move
         that undid the lap's batch steps, as a reverted birth does, is not converged, since the lap
-        left the objective where it was and the next lap redoes them)."""
+        left the objective where it was and the next lap redoes them), and every move ran in it (a state resumed
+        with moves its last lap did not run has not converged under them)."""
         trace = state.elbo_trace
         last = state.move_log[-1] if state.move_log else {}  # a stochastic fit's state logs no moves
-        moved = self.moves and (any(c["accepted"] for c in last.values())
+        moved = self.moves and (any(c["accepted"] for c in last.values()) or any(m.name not in last for m in self.moves)
                                 or not all(m.converged(state) for m in self.moves))
         return len(trace) >= 2 and not moved and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-2])
 

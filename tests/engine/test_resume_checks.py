@@ -205,3 +205,15 @@ def test_a_stochastic_state_goes_on_in_a_memoized_fit_with_moves():
     state = StochasticHDP(K=3, laps=2, seed=0).fit(from_counts(COUNTS), 2).state
     fit = MemoizedHDP(K=3, laps=4, seed=0, moves="merge").fit(from_counts(COUNTS), 2, state=state)
     assert len(fit.elbo_trace) == 4 and len(fit.state.move_log) == 2
+
+
+def test_a_converged_state_resumed_with_moves_runs_them():
+    """A converged fit resumed with moves it did not run returned at once (the moves had nothing left to try):
+    the moves were silently ignored."""
+    graph = assortative_graph(60, 3, expected_edges=200, seed=0)[0]
+    done = MemoizedRelational(K=1, laps=50, tol=1e-4, seed=0).fit(graph, 2)
+    assert done.converged
+    laps = len(done.elbo_trace)
+    grown = MemoizedRelational(K=1, laps=50, tol=1e-4, seed=0, moves="birth").fit(graph, 2, state=done.state)
+    assert len(grown.elbo_trace) > laps
+    assert sum(lap["birth"]["accepted"] for lap in grown.state.move_log[laps:]) >= 1 and grown.posterior.K > 1
