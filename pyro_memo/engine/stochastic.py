@@ -64,6 +64,10 @@ class StochasticDriver(Driver):
             total = part if total is None else total + part
         return float(posterior.elbo(total)), total
 
+    def resumed(self, state, source):
+        """Bring the fit's own random streams to where a resumed ``state`` left them, so that it goes on as
+        an uninterrupted fit would (default: nothing; the batch order's stream travels in ``state.rng``)."""
+
     def check_resume(self, state, source):
         """Refuse to go on from ``state`` with ``source`` when its posterior is another model's, was fitted
         to data of another shape (:meth:`~pyro_memo.engine.driver.Driver.resume_mismatch`) or in another precision
@@ -97,6 +101,7 @@ class StochasticDriver(Driver):
             self.start(state, source)
         else:
             self.check_resume(state, source)
+            self.resumed(state, source)
         result = FitResult(state.posterior, state=state)
         start, scoring = time.perf_counter(), 0.0
         for _ in range(self.laps - state.laps_done):

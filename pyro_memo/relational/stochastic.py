@@ -142,6 +142,8 @@ class StochasticRelational(StochasticDriver):
     """
 
     top_level = True
+    #: the class of this driver's globals (``nonlinks="free"``)
+    posterior_class = RelationalPosterior
 
     def __init__(self, K=10, kappa=0.6, delay=10.0, alpha=1.0, gamma=5.0, tau=(1.0, 1.0), eps=1e-4,
                  prune_threshold=PRUNE_THRESHOLD, nonlink_iters=5, laps=50, seed=0, dtype=torch.float64, device=None,
@@ -178,15 +180,22 @@ class StochasticRelational(StochasticDriver):
         n = -(-N // source.num_batches)
         return source, np.sort(self._sampler.choice(N, size=n, replace=False))
 
+    def resumed(self, state, source):
+        """The node sampler draws on past a resumed ``state``'s ``steps`` draws (drawn again and dropped), so a
+        resumed fit visits the nodes an uninterrupted one would."""
+        for b in range(state.steps):
+            self.read_batch(source, b)
+
     def fit_dtype(self):
         """``dtype``."""
         return self.dtype
 
     def resume_mismatch(self, posterior, source):
-        """A stochastic relational fit goes on from a relational posterior (``nonlinks="free"``) of a graph of as
-        many nodes."""
-        if type(posterior) is not RelationalPosterior:
-            return f"it holds a {type(posterior).__name__}, not a RelationalPosterior"
+        """A stochastic relational fit goes on from a posterior of its own kind (``posterior_class``) of a
+        graph of as many nodes."""
+        kind = self.posterior_class
+        if type(posterior) is not kind:
+            return f"it holds a {type(posterior).__name__}, not a {kind.__name__}"
         if posterior.N != source.num_items:
             return f"it was fitted to a graph of {posterior.N} nodes, this one has {source.num_items}"
         return None
@@ -271,21 +280,13 @@ class StochasticAMMSB(StochasticRelational):
     pruning; returns an :class:`~pyro_memo.relational.stochastic.AMMSBPosterior`."""
 
     top_level = False
+    posterior_class = AMMSBPosterior
 
     def __init__(self, K=10, kappa=0.6, delay=10.0, alpha=None, tau=(1.0, 1.0), eps=1e-4, nonlink_iters=5, laps=50,
                  seed=0, dtype=torch.float64, device=None, init="spectral", score=True, threads=None):
         alpha = 1.0 / max(int(K), 1) if alpha is None else alpha
         super().__init__(K, kappa, delay, alpha, 1.0, tau, eps, 0.0, nonlink_iters, laps, seed, dtype, device, init,
                          score, threads)
-
-    def resume_mismatch(self, posterior, source):
-        """A stochastic relational fit goes on from a relational posterior (``nonlinks="free"``) of a graph of as
-        many nodes."""
-        if type(posterior) is not RelationalPosterior:
-            return f"it holds a {type(posterior).__name__}, not a RelationalPosterior"
-        if posterior.N != source.num_items:
-            return f"it was fitted to a graph of {posterior.N} nodes, this one has {source.num_items}"
-        return None
 
     def initial_posterior(self, source, order=None):
         m = initial_memberships(source.graph, self.K, self.init, self.seed, self.dtype, self.device)

@@ -171,6 +171,24 @@ def test_a_stochastic_fit_refuses_a_state_of_another_model_or_other_data_naming_
         resume(stochastic_states[kind])
 
 
+@pytest.mark.parametrize("name", ["StochasticRelational", "StochasticAMMSB"])
+def test_a_stochastic_relational_fit_resumes_its_own_state_and_refuses_the_other_kind(name):
+    """The posterior check of the stochastic relational drivers refused StochasticAMMSB's own state (an
+    AMMSBPosterior is no RelationalPosterior's exact type), so an AMMSB fit could not be resumed at all; and a
+    resumed fit's node sampler started afresh, drawing again the node sets of the fit's first steps."""
+    from pyro_memo import relational
+
+    def fit(cls, laps, state=None):
+        return getattr(relational, cls)(K=3, laps=laps, seed=0).fit(GRAPH, 2, state=state)
+
+    part = fit(name, 2)
+    assert fit(name, 4, state=part.state).elbo_trace == fit(name, 4).elbo_trace
+    other = "StochasticAMMSB" if name == "StochasticRelational" else "StochasticRelational"
+    with pytest.raises(ValueError, match=f"cannot resume this state on these data: it holds a "
+                                         f"{type(part.state.posterior).__name__}, not a "):
+        fit(other, 4, state=part.state)
+
+
 def stochastic_hdp():
     from pyro_memo.topics import StochasticHDP
 
