@@ -203,6 +203,12 @@ class TopicBirthMove(CandidateMemoMove):
         """A rejected candidate: every target counts as tried."""
         self.note_tried(state, state.posterior.K, self.targets)
 
+    def converged(self, state):
+        """Not while a candidate runs on, nor after a lap that judged none while fresh topics wait for their
+        candidate lap (a resumed fit's first lap with births only collects)."""
+        last = state.move_log[-1].get(self.name, {}) if state.move_log else {}
+        return super().converged(state) and (self.pending is None or last.get("proposed", 0) > 0)
+
     def _new_topics(self, batch, resp, post, target, seed):
         """``(num_new, V)`` Dirichlet parameters of topic ``target``'s tokens in ``batch`` clustered
         by document, scaled to the target's share of the corpus; ``None`` if too few."""

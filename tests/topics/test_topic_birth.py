@@ -116,6 +116,18 @@ def test_a_fit_does_not_stop_while_a_candidate_runs_on():
     assert fit.converged and len(fit.elbo_trace) < 30
 
 
+def test_a_converged_fit_resumed_with_births_judges_them():
+    """A converged fit resumed with births stopped after one lap: that lap only collected the first target's tokens
+    (no candidate judged), so the births were never tried and the fit stayed at its topics."""
+    corpus = bars_corpus(seed=0)[0]
+    done = MemoizedHDP(K=3, laps=200, seed=0).fit(corpus, 2)
+    assert done.converged
+    laps = len(done.elbo_trace)
+    grown = MemoizedHDP(K=3, laps=200, seed=0, moves="birth,merge,delete").fit(corpus, 2, state=done.state)
+    assert grown.converged and grown.posterior.K > 3
+    assert sum(lap["birth"]["accepted"] for lap in grown.state.move_log[laps:]) >= 1
+
+
 @pytest.mark.parametrize("num_targets", [1, 2])
 def test_candidate_replaces_the_targets_and_keeps_the_other_weights(num_targets):
     corpus = random_corpus(1, num_docs=80)
