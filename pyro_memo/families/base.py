@@ -21,6 +21,7 @@ Conventions shared by all families:
 
 import functools
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
@@ -491,7 +492,10 @@ def as_data_tensor(x, name):
         imaginary part would be dropped), another rank, no rows or no columns.
     """
     try:
-        x = torch.as_tensor(_wrappable(x))
+        with warnings.catch_warnings():  # a read-only array (np.load(mmap_mode="r")) is wrapped as it is: no fit
+            # writes to its data, so torch's warning that writing to it is undefined says nothing to the user
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
+            x = torch.as_tensor(_wrappable(x))
     except (TypeError, ValueError, RuntimeError):
         kind = getattr(x, "dtype", type(x).__name__)
         raise ValueError(f"{name} data must be a numeric (N, D) array or tensor; got {kind}") from None

@@ -2,6 +2,7 @@
 
 import pickle
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -100,6 +101,19 @@ def test_all_data_sources_give_the_same_fit(tmp_path):
         trace = memo.fit(data, num_batches=B).elbo_trace
         np.testing.assert_allclose(trace, reference, rtol=1e-6 if label == "float32 tensor" else 1e-12,
                                    err_msg=label)
+
+
+def test_read_only_data_fit_without_a_warning_and_unchanged(tmp_path):
+    """A read-only array (a memory map opened with mode "r") given as batches made torch warn that writing to
+    it was undefined, a warning about the library's internals the user could do nothing about."""
+    x = make_data("gauss", 300, D=3, seed=5).numpy()
+    np.save(tmp_path / "x.npy", x)
+    mmap = np.load(tmp_path / "x.npy", mmap_mode="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = pm.MemoizedVB(pm.Gaussian.from_data(x), 1, laps=6, moves="birth,merge,delete", seed=0).fit(
+            [mmap[:100], mmap[100:200], mmap[200:]])
+    assert np.array_equal(np.asarray(mmap), x) and len(fit.elbo_trace) == 6
 
 
 def test_resume_continues_exactly(tmp_path):
