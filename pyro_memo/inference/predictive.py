@@ -31,12 +31,19 @@ def log_predictive_components(family, summary, x):
                       for lo in range(0, x.shape[0], rows)])
 
 
+def rounding_slack(weights):
+    """How far past one the sum of ``weights`` that sum to one may round: 1e-9, or in a low precision
+    a few units in the last place per weight (50 float32 weights of a fit summed to ``1 + 1.2e-7``)."""
+    return max(1e-9, 4 * len(weights) * torch.finfo(weights.dtype).eps)
+
+
 def log_predictive(family, summary, weights, x):
     """Log predictive density of each row of ``x`` under a mixture.
 
     :param family: the :class:`~pyro_memo.ConjugateFamily` (with its prior).
     :param Summary summary: the components' summaries (``K`` of them).
-    :param torch.Tensor weights: ``(K,)`` mixture weights summing to at most 1; the rest,
+    :param torch.Tensor weights: ``(K,)`` mixture weights summing to at most 1 (to rounding in their
+        dtype, :func:`rounding_slack`); the rest,
         ``1 - sum(weights)``, goes to a new component at the prior.
     :param torch.Tensor x: ``(n, D)`` items (checked by the family).
     :returns: ``(n,)`` tensor of :math:`\\log p(x_n \\mid \\text{data})`.
@@ -45,7 +52,7 @@ def log_predictive(family, summary, weights, x):
     weights = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
     if weights.shape != (summary.K,):
         raise ValueError(f"weights must have shape ({summary.K},); got {tuple(weights.shape)}")
-    if bool((weights < 0).any()) or float(weights.sum()) > 1 + 1e-9:
+    if bool((weights < 0).any()) or float(weights.sum()) > 1 + rounding_slack(weights):
         raise ValueError("weights must be non-negative and sum to at most 1")
     rest = max(0.0, 1.0 - float(weights.sum()))
     terms = log_predictive_components(family, summary, x) + torch.log(weights)

@@ -53,3 +53,19 @@ def test_bad_weights_are_rejected():
     with pytest.raises(ValueError, match="non-negative"):
         log_predictive(family, summary, torch.tensor([0.8, 0.7]), x)
     assert SPECS  # the reference specs cover every family
+
+
+def test_float32_weights_rounded_past_one_are_accepted():
+    """A float32 fit's expected weights may sum to 1 plus a few float32 roundings (50 components of
+    the estimator with dtype="float32" summed to 1 + 1.2e-7); that is rounding, not bad weights, so
+    ``score_samples`` must not refuse them. Weights past one by more than rounding are still refused."""
+    x = torch.randn(20, 2, dtype=torch.float32, generator=torch.Generator().manual_seed(0))
+    family = pm.Gaussian.from_data(x, dtype=torch.float32)
+    resp = torch.full((20, 50), 1 / 50, dtype=torch.float32)
+    summary = Summary.from_responsibilities(family, x, resp)
+    weights = torch.full((50,), 1 / 50, dtype=torch.float32)
+    weights[0] += 1 - float(weights.sum(dtype=torch.float32)) + 1.2e-7  # one ulp of 1 past it
+    assert float(weights.sum()) > 1
+    assert torch.isfinite(log_predictive(family, summary, weights, x)).all()
+    with pytest.raises(ValueError, match="non-negative"):
+        log_predictive(family, summary, weights * 1.001, x)
