@@ -279,6 +279,8 @@ class MemoizedDriver(Driver):
         self.tol = as_non_negative_float(tol, "tol")
         self.record_batch_elbos = record_batch_elbos
         self.moves = listed_moves(moves, names=False)
+        #: each move's state as the driver was made: a fit from scratch starts its moves from it
+        self.initial_move_states = {m.name: copy.deepcopy(m.state_dict()) for m in self.moves}
         self.hold_first_lap = bool(hold_first_lap)
         self.sort_after_moves = bool(sort_after_moves)
         self.local_dtype = as_local_dtype(local_dtype)
@@ -459,9 +461,7 @@ class MemoizedDriver(Driver):
             state.digests = self.data_digests(source)
         else:
             self.check_resume(state, source)
-        for move in self.moves:
-            if move.name in state.move_states:
-                move.load_state_dict(state.move_states[move.name])
+        self.load_move_states(state)
         result = FitResult(state.posterior, state.cache.total, state=state)
         start = time.perf_counter()
         self.executor.start(self, source)
@@ -471,6 +471,14 @@ class MemoizedDriver(Driver):
         result.emptied = list(state.emptied)
         result.seconds = time.perf_counter() - start
         return result
+
+    def load_move_states(self, state):
+        """Each move's state from ``state`` (a resumed fit's), or as the driver was made
+        (:attr:`initial_move_states`) when ``state`` holds none for it: a second fit of the same driver starts
+        its moves afresh, not with the last fit's pending births, generators and failure counts."""
+        for move in self.moves:
+            saved = state.move_states.get(move.name)
+            move.load_state_dict(saved if saved is not None else copy.deepcopy(self.initial_move_states[move.name]))
 
     def _run_laps(self, source, state, result, callback):
         """Laps until ``laps`` are done, the objective converges or ``callback`` stops the fit. A resumed

@@ -360,3 +360,17 @@ def test_move_objects_and_move_names_mix_in_one_list_in_canonical_order():
     vb = pm.MemoizedVB(pm.Gaussian.from_data(x), 1, laps=2, moves=["merge", birth, "delete"])
     assert [m.name for m in vb.moves] == ["birth", "delete", "merge"] and vb.moves[0] is birth
     assert vb.fit(x, num_batches=2).posterior.K >= 1
+
+
+def test_a_second_fit_of_the_same_driver_starts_its_moves_afresh():
+    """A fit from scratch starts its moves as the driver was made: a second ``fit`` of the same driver with the
+    same seed gives the first one's trajectory. (Before, the birth kept its pending subsample, generator and count
+    of failed births from the first fit, and the second fit stopped two laps earlier.)"""
+    from pyro_memo.data.synthetic import dp_gaussian_mixture
+
+    x = torch.tensor(dp_gaussian_mixture(150, 2, seed=2)[0])
+    memo = pm.MemoizedVB(pm.Gaussian.from_data(x), 1, laps=5, tol=0, seed=1, moves="birth,merge,delete")
+    first = memo.fit(x, num_batches=3)
+    second = memo.fit(x, num_batches=3)
+    assert second.elbo_trace == first.elbo_trace
+    assert second.state.move_log == first.state.move_log
