@@ -76,6 +76,11 @@ class GraphPairs(namedtuple("GraphPairs", ["excluded", "nonlinks", "adjacency"])
         """These pairs with float tensors in ``dtype`` on ``device``."""
         return graph_pairs(self.excluded.to(device), None, self.nonlinks.shape[0], dtype or self.nonlinks.dtype)
 
+    def __deepcopy__(self, memo):
+        """A copy rebuilt from the excluded pairs: torch cannot deep-copy the sparse CSR ``adjacency``, and
+        ``copy.deepcopy`` of a fit's state or posterior failed with its NotImplementedError."""
+        return graph_pairs(self.excluded.clone(), None, self.nonlinks.shape[0], self.nonlinks.dtype)
+
 
 def graph_pairs(edges, missing, N, dtype=torch.float64):
     """The :class:`GraphPairs` of an ``N``-node graph with links ``edges`` and unobserved pairs
