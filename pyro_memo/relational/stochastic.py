@@ -110,6 +110,20 @@ class AMMSBPosterior(RelationalPosterior):
     def _rows(self, order):
         return AMMSBPosterior(self.theta[order], self.w_a, self.w_b, self.alpha, self.tau, self.eps)
 
+    def state_dict(self):
+        """Memberships, links and hyperparameters (no sticks: the relational posterior's would read them)."""
+        return {"theta": self.theta.cpu(), "w_a": self.w_a.cpu(), "w_b": self.w_b.cpu(), "alpha": float(self.alpha),
+                "tau": list(self.tau), "eps": self.eps}
+
+    @classmethod
+    def from_state_dict(cls, d, device=None):
+        """The inverse of :meth:`state_dict`."""
+        return cls(*(d[k].to(device) for k in ("theta", "w_a", "w_b")), d["alpha"], tuple(d["tau"]), d["eps"])
+
+    def to(self, dtype=None, device=None):
+        return AMMSBPosterior(*(t.to(dtype=dtype, device=device) for t in (self.theta, self.w_a, self.w_b)),
+                              self.alpha, self.tau, self.eps)
+
 
 def _rows(post, order):
     """``post`` with its nodes' rows in ``order`` (the globals shared)."""

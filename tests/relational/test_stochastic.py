@@ -106,3 +106,20 @@ def test_bad_settings_raise(kwargs, word):
 def test_a_non_graph_is_refused():
     with pytest.raises(ValueError, match="Graph"):
         StochasticRelational(K=2, laps=1).fit(np.zeros((3, 2)), 1)
+
+
+def test_an_ammsb_state_is_saved_loaded_and_resumed(tmp_path):
+    """save_state takes a StochasticAMMSB fit's state (as every model's), and load_state gives back an
+    AMMSBPosterior the fit goes on from. (Before, save_state failed inside the posterior's state_dict on the sticks
+    the a-MMSB does not have: AttributeError: 'NoneType' object has no attribute 'cpu'.)"""
+    import pyro_memo as pm
+
+    graph = assortative_graph(40, 3, seed=0)[0]
+    full = StochasticAMMSB(K=3, laps=4, seed=1).fit(graph, 3)
+    part = StochasticAMMSB(K=3, laps=2, seed=1).fit(graph, 3)
+    pm.save_state(tmp_path / "state.pt", part.state)
+    state = pm.load_state(tmp_path / "state.pt")
+    assert isinstance(state.posterior, AMMSBPosterior) and state.posterior.alpha == part.posterior.alpha
+    assert state.posterior.to(dtype=torch.float32).theta.dtype == torch.float32
+    resumed = StochasticAMMSB(K=3, laps=4, seed=1).fit(graph, 3, state=state)
+    np.testing.assert_allclose(resumed.elbo_trace, full.elbo_trace, rtol=1e-10)
