@@ -27,6 +27,7 @@ the numbers this implementation stores (a clump's count, full statistics and, fo
 counts).
 """
 
+import copy
 import itertools
 import os
 import time
@@ -170,6 +171,8 @@ class MemoryBoundedVB:
         self.laps, self.refine = as_positive_int(laps, "laps"), as_positive_int(refine, "refine")
         self.tol, self.seed = as_non_negative_float(tol, "tol"), as_seed(seed)
         self.moves = make_moves(moves, self.move_registry, seed=self.seed, **(move_options or {}))
+        #: each move's state as made: every fit (stream) starts its moves from it
+        self.initial_move_states = {m.name: copy.deepcopy(m.state_dict()) for m in self.moves}
         self.local_options = {}
         self.thread_policy = ThreadPolicy(threads)
         self.reuse_local = bool(reuse_local)
@@ -217,10 +220,13 @@ class MemoryBoundedVB:
 
     def fit(self, data, callback=None):
         """Process ``data`` epoch by epoch (see :meth:`epochs`); ``callback(epoch_record)`` after each
-        (returning ``True`` stops the fit after that epoch).
+        (returning ``True`` stops the fit after that epoch). The moves carry their state from epoch to epoch,
+        and every fit starts them as they were made.
 
         :rtype: MemoryBoundedResult
         """
+        for move in self.moves:
+            move.load_state_dict(copy.deepcopy(self.initial_move_states[move.name]))
         with self.thread_policy:
             return self._fit(data, callback)
 

@@ -138,3 +138,15 @@ def test_the_cli_grows_the_hdp_from_one_component_with_moves(tmp_path, capsys):
     assert main(argv[:-5] + ["--moves", "delete"]) == 2
     assert "--moves delete is not available for --model hdp --algo memory-bounded (birth, merge)" in \
         capsys.readouterr().err
+
+
+def test_a_second_fit_starts_its_moves_afresh():
+    """The same MemoryBoundedHDP fitted twice to the same groups gives the same result: the birth's generator starts
+    from its seed at every fit, not where the last fit left it (it has a state_dict now)."""
+    rng = np.random.default_rng(0)
+    groups = [rng.normal(size=(int(rng.integers(3, 12)), 2)) + int(rng.integers(0, 3)) * 5 for _ in range(30)]
+    model = MemoryBoundedHDP(pm.Gaussian.from_data(torch.tensor(np.concatenate(groups))), K=1, memory_bound=200,
+                             epoch=10, moves="birth,merge", laps=20, seed=1)
+    first, second = model.fit(groups), model.fit(groups)
+    assert second.elbo == first.elbo
+    assert [e["moves"] for e in second.epochs] == [e["moves"] for e in first.epochs]

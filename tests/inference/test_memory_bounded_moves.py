@@ -114,3 +114,17 @@ def test_a_birth_created_at_the_end_of_an_epoch_is_adopted_in_the_next():
     gains = [g for r in fit.epochs for g in r["move_gains"]]
     assert gains and all(g["after"] > g["before"] for g in gains)
     assert fit.epochs[-1]["K"] > 1
+
+
+def test_a_second_fit_starts_its_moves_afresh():
+    """Moves carry their state from epoch to epoch of a stream, not from one ``fit`` to the next: the same
+    MemoryBoundedVB fitted twice to the same stream gives the same result. (Before, the second fit's birth went on
+    with the first one's generator and failure count, and its tied bound differed.)"""
+    from pyro_memo.data.synthetic import dp_gaussian_mixture
+
+    x = dp_gaussian_mixture(200, 2, seed=2)[0]
+    model = MemoryBoundedVB(pm.Gaussian.from_data(torch.tensor(x)), K=1, memory_bound=10_000, epoch=40,
+                            moves="birth,merge", laps=20, seed=1)
+    first, second = model.fit(x), model.fit(x)
+    assert second.elbo == first.elbo
+    assert [e["moves"] for e in second.epochs] == [e["moves"] for e in first.epochs]

@@ -115,6 +115,13 @@ class TiedHDPBirthMove(TiedHDPMove):
         self.rng = np.random.default_rng(seed)
         self.cleanup_pairs = 5
 
+    def state_dict(self):
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state):
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
+
     def target(self, state):
         """The largest component the births have not tried since the last accepted one (``None``: none left)."""
         tried = state.tried_components(self.name, state.posterior.K)
