@@ -374,3 +374,17 @@ def test_a_second_fit_of_the_same_driver_starts_its_moves_afresh():
     second = memo.fit(x, num_batches=3)
     assert second.elbo_trace == first.elbo_trace
     assert second.state.move_log == first.state.move_log
+
+
+@pytest.mark.parametrize("options, word", [({"fresh_K": 1}, "fresh_K"), ({"fresh_K": 0}, "fresh_K"),
+                                           ({"fresh_K": -2}, "fresh_K"), ({"fresh_iters": 0}, "fresh_iters")])
+def test_a_birth_that_could_never_split_is_refused(options, word):
+    """A birth's fresh mixture needs at least two components (a birth keeps at least two survivors) and one VB
+    iteration, as the topic birth's num_new and the relational birth's parts are checked. (Before, fresh_K=1
+    silently never gave a birth, fresh_K=0 failed in k-means++ with an IndexError, fresh_K=-2 in torch.zeros and
+    fresh_iters=0 in the fresh fit with an error about laps.)"""
+    with pytest.raises(ValueError, match=word):
+        BirthMove(**options)
+    x = make_data("gauss", 60, D=2, seed=0)
+    with pytest.raises(ValueError, match=word):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 1, moves="birth", move_options={"birth": options})

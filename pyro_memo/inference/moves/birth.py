@@ -81,6 +81,9 @@ class BirthMove(Move):
                  targets=1, seed=0):
         if int(targets) < 1:
             raise ValueError(f"a birth needs at least one target component per lap; got targets={targets}")
+        if int(fresh_K) < 2 or int(fresh_iters) < 1:
+            raise ValueError(f"a birth's fresh mixture needs fresh_K >= 2 components (a birth keeps at least two) "
+                             f"and fresh_iters >= 1 iterations; got fresh_K={fresh_K}, fresh_iters={fresh_iters}")
         self.fresh_K = int(fresh_K)
         self.num_targets = int(targets)
         self.min_items = float(min_items)
