@@ -22,7 +22,7 @@ from ..families import PRODUCT_CACHE
 from ..memo import MemoState
 from ..posterior import VariationalPosterior
 from .executors import Untimed, as_executor
-from .moves import Move, listed_moves, sort_components
+from .moves import Move, listed_moves, move_states, restart_moves, sort_components
 from .overrelax import as_overrelaxation
 from .threads import ThreadPolicy
 
@@ -280,7 +280,7 @@ class MemoizedDriver(Driver):
         self.record_batch_elbos = record_batch_elbos
         self.moves = listed_moves(moves, names=False)
         #: each move's state as the driver was made: a fit from scratch starts its moves from it
-        self.initial_move_states = {m.name: copy.deepcopy(m.state_dict()) for m in self.moves}
+        self.initial_move_states = move_states(self.moves)
         self.hold_first_lap = bool(hold_first_lap)
         self.sort_after_moves = bool(sort_after_moves)
         self.local_dtype = as_local_dtype(local_dtype)
@@ -461,7 +461,7 @@ class MemoizedDriver(Driver):
             state.digests = self.data_digests(source)
         else:
             self.check_resume(state, source)
-        self.load_move_states(state)
+        restart_moves(self.moves, self.initial_move_states, state.move_states)
         result = FitResult(state.posterior, state.cache.total, state=state)
         start = time.perf_counter()
         self.executor.start(self, source)
@@ -471,14 +471,6 @@ class MemoizedDriver(Driver):
         result.emptied = list(state.emptied)
         result.seconds = time.perf_counter() - start
         return result
-
-    def load_move_states(self, state):
-        """Each move's state from ``state`` (a resumed fit's), or as the driver was made
-        (:attr:`initial_move_states`) when ``state`` holds none for it: a second fit of the same driver starts
-        its moves afresh, not with the last fit's pending births, generators and failure counts."""
-        for move in self.moves:
-            saved = state.move_states.get(move.name)
-            move.load_state_dict(saved if saved is not None else copy.deepcopy(self.initial_move_states[move.name]))
 
     def _run_laps(self, source, state, result, callback):
         """Laps until ``laps`` are done, the objective converges or ``callback`` stops the fit. A resumed

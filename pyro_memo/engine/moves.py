@@ -19,6 +19,7 @@ A move takes part in each lap of :class:`~pyro_memo.engine.MemoizedDriver` in tw
   cached batch summary so the memo stays the exact summary of one variational distribution.
 """
 
+import copy
 import inspect
 
 import torch
@@ -117,6 +118,24 @@ class Move:
 
     def load_state_dict(self, state):
         pass
+
+
+def move_states(moves):
+    """Move name -> a copy of each of ``moves``' state (:meth:`Move.state_dict`), to start them from again
+    (:func:`restart_moves`)."""
+    return {m.name: copy.deepcopy(m.state_dict()) for m in moves}
+
+
+def restart_moves(moves, initial, saved=None):
+    """Each of ``moves`` from its state in ``saved`` (a resumed fit's ``move_states``) where that holds one,
+    else from ``initial`` (:func:`move_states` of the moves as made, copied again): a fit from scratch starts its
+    moves afresh, not with the last fit's pending births, generators and failure counts."""
+    for move in moves:
+        state = (saved or {}).get(move.name)
+        if state is None and move.name in initial:
+            state = copy.deepcopy(initial[move.name])
+        if state is not None:
+            move.load_state_dict(state)
 
 
 def candidate_pairs(pairs, scores, K, per_component, max_pairs=None):

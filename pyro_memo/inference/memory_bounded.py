@@ -27,7 +27,6 @@ the numbers this implementation stores (a clump's count, full statistics and, fo
 counts).
 """
 
-import copy
 import itertools
 import os
 import time
@@ -40,7 +39,7 @@ from ..allocation import DPSticks
 from ..checks import as_non_negative_float, as_positive_float, as_positive_int, as_seed
 from ..data.batch_source import BatchSource
 from ..engine import MemoizedDriver
-from ..engine.moves import make_moves
+from ..engine.moves import make_moves, move_states, restart_moves
 from ..engine.threads import ThreadPolicy
 from ..memo.clumps import Clumps
 from ..memo.compression import Compressor
@@ -172,7 +171,7 @@ class MemoryBoundedVB:
         self.tol, self.seed = as_non_negative_float(tol, "tol"), as_seed(seed)
         self.moves = make_moves(moves, self.move_registry, seed=self.seed, **(move_options or {}))
         #: each move's state as made: every fit (stream) starts its moves from it
-        self.initial_move_states = {m.name: copy.deepcopy(m.state_dict()) for m in self.moves}
+        self.initial_move_states = move_states(self.moves)
         self.local_options = {}
         self.thread_policy = ThreadPolicy(threads)
         self.reuse_local = bool(reuse_local)
@@ -225,8 +224,7 @@ class MemoryBoundedVB:
 
         :rtype: MemoryBoundedResult
         """
-        for move in self.moves:
-            move.load_state_dict(copy.deepcopy(self.initial_move_states[move.name]))
+        restart_moves(self.moves, self.initial_move_states)
         with self.thread_policy:
             return self._fit(data, callback)
 
