@@ -43,7 +43,7 @@ def log_predictive(family, summary, weights, x):
     :param family: the :class:`~pyro_memo.ConjugateFamily` (with its prior).
     :param Summary summary: the components' summaries (``K`` of them).
     :param torch.Tensor weights: ``(K,)`` mixture weights summing to at most 1 (to rounding in their
-        dtype, :func:`rounding_slack`); the rest,
+        dtype, ``rounding_slack``); the rest,
         ``1 - sum(weights)``, goes to a new component at the prior.
     :param torch.Tensor x: ``(n, D)`` items (checked by the family).
     :returns: ``(n,)`` tensor of :math:`\\log p(x_n \\mid \\text{data})`.
