@@ -59,6 +59,20 @@ def as_non_negative_float(value, name):
     return float(value)
 
 
+def as_share(value, name):
+    """``value`` as a ``float`` if it is a share in (0, 1] (of the items or tokens a move may target), else
+    :class:`ValueError` naming ``name``: a share of 0 or below made a move never find a target and one above 1
+    meant no limit, both silently."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value <= 1:
+        raise ValueError(f"{name} must be a share in (0, 1]; got {value!r}")
+    return float(value)
+
+
+def as_optional_positive_int(value, name):
+    """``None``, or ``value`` as :func:`as_positive_int` reads it (a limit where ``None`` means the default)."""
+    return None if value is None else as_positive_int(value, name)
+
+
 def check_positive_finite(value, name):
     """Raise :class:`ValueError` naming ``name`` unless ``value`` (a number, a numpy or 0-d torch scalar) is
     positive and finite: "``name`` must be positive and finite" (an infinite concentration or prior turns

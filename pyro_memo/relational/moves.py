@@ -20,6 +20,7 @@ if the candidate memo's optimal globals have a higher exact bound than the fit.
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
+from ..checks import as_count, as_share
 from ..data.graphs import Graph
 from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
 from ..engine.moves import optimal_elbo
@@ -84,7 +85,7 @@ class _CommunityMove(CandidateMemoMove):
     def __init__(self, refine=30):
         super().__init__()
         self.planned, self.columns, self.node_columns = True, None, None
-        self.refine = int(refine)
+        self.refine = as_count(refine, "refine")
         self.batch_data = {}
 
     def start_lap(self, state, driver):
@@ -308,7 +309,7 @@ class CommunityDeleteMove(_CommunityMove):
 
     def __init__(self, max_share=0.2):
         super().__init__()
-        self.max_share = float(max_share)
+        self.max_share = as_share(max_share, "max_share")
 
     def plan(self, state, batch):
         post = state.posterior

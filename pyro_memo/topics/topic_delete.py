@@ -11,6 +11,7 @@ compared with the current one; the delete is kept only if the bound rises.
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
+from ..checks import as_share
 from ..engine.candidate_memo import smallest_untried
 from .candidate_memo import CandidateMemoMove
 from .hdp_posterior import HDPPosterior
@@ -33,7 +34,7 @@ class TopicDeleteMove(CandidateMemoMove):
 
     def __init__(self, max_share=0.05):
         super().__init__()
-        self.max_share = float(max_share)
+        self.max_share = as_share(max_share, "max_share")
 
     def start_lap(self, state, driver):
         self.target, self.candidate, self.batches, self.driver = None, None, {}, driver

@@ -13,6 +13,7 @@ bound rises.
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, merged_sticks, optimize_sticks
+from ..checks import as_optional_positive_int, as_positive_int
 from ..engine import PairMergeMove
 from ..inference.moves.merge import merge_scores as mixture_merge_scores
 from ..summaries import Summary, TopicSummary, entropy_per_component
@@ -55,7 +56,8 @@ class TopicMergeMove(PairMergeMove):
     name = "merge"
 
     def __init__(self, pairs_per_topic=2, max_pairs=50, retry_change=0.01):
-        super().__init__(per_component=pairs_per_topic, max_pairs=max_pairs, retry_change=retry_change)
+        super().__init__(per_component=as_positive_int(pairs_per_topic, "pairs_per_topic"),
+                         max_pairs=as_optional_positive_int(max_pairs, "max_pairs"), retry_change=retry_change)
         self.pairs_per_topic = self.per_component
 
     def pair_scores(self, state, total):

@@ -93,3 +93,35 @@ def test_moves_that_are_neither_names_nor_move_objects_are_refused(name, bad, sh
     'int' object is not iterable."""
     with pytest.raises(TypeError, match=f"moves must be move names .* or Move objects; got {shown}"):
         MOVE_MAKERS[name](bad)
+
+
+def _move(path):
+    module, name = path.rsplit(".", 1)
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+@pytest.mark.parametrize("path, option, bad", [
+    ("pyro_memo.inference.moves.DeleteMove", "max_fraction", 2.0),
+    ("pyro_memo.inference.moves.DeleteMove", "max_fraction", 0.0),
+    ("pyro_memo.inference.moves.DeleteMove", "max_single", -1),
+    ("pyro_memo.inference.moves.MergeMove", "pairs_per_component", 0),
+    ("pyro_memo.inference.moves.BirthMove", "subsample_size", 0),
+    ("pyro_memo.inference.moves.BirthMove", "max_K", 0),
+    ("pyro_memo.inference.moves.BirthMove", "min_resp", -0.1),
+    ("pyro_memo.topics.TopicDeleteMove", "max_share", -1.0),
+    ("pyro_memo.topics.TopicMergeMove", "pairs_per_topic", 0),
+    ("pyro_memo.topics.TopicMergeMove", "max_pairs", 0),
+    ("pyro_memo.relational.moves.CommunityDeleteMove", "max_share", 2.0),
+    ("pyro_memo.relational.moves.CommunityMergeMove", "refine", -1),
+    ("pyro_memo.inference.moves.tied_hdp.TiedHDPBirthMove", "fresh_K", 1),
+    ("pyro_memo.inference.moves.tied_hdp.TiedHDPBirthMove", "fresh_iters", 0),
+    ("pyro_memo.inference.moves.tied_hdp.TiedHDPMergeMove", "max_pairs", 0),
+])
+def test_a_move_option_that_would_make_the_move_do_nothing_or_fail_is_refused_naming_it(path, option, bad):
+    """These were read as given: a share of 0 or below never found a target and one above 1 meant no limit, zero
+    pairs proposed no merge, subsample_size=0 silently meant the default, a negative refine ran none, fresh_K=1
+    never gave a birth, all without a word."""
+    cls = _move(path)
+    cls()  # the defaults are accepted
+    with pytest.raises(ValueError, match=f"{option} must be"):
+        cls(**{option: bad})

@@ -6,6 +6,7 @@ import zlib
 import numpy as np
 import torch
 
+from ...checks import as_non_negative_float, as_optional_positive_int, as_positive_int
 from ...data_sources import make_batches
 from ...engine import MemoizedDriver
 from ...summaries import Summary
@@ -88,9 +89,9 @@ class BirthMove(Move):
         self.num_targets = int(targets)
         self.min_items = float(min_items)
         self.cleanup_pairs = 5
-        self.subsample_size = None if subsample_size is None else int(subsample_size)
-        self.min_resp = float(min_resp)
-        self.max_K = int(max_K)
+        self.subsample_size = as_optional_positive_int(subsample_size, "subsample_size")
+        self.min_resp = as_non_negative_float(min_resp, "min_resp")
+        self.max_K = as_positive_int(max_K, "max_K")
         self.fresh_iters = int(fresh_iters)
         self.rng = np.random.default_rng(seed)
         self.pending = None  # S' of created, not yet adopted components

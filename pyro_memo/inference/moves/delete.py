@@ -4,6 +4,7 @@ import copy
 
 import torch
 
+from ...checks import as_count, as_share
 from ...families import SparseResponsibilities
 from ...summaries import Summary
 from .base import Move, optimal_elbo
@@ -29,8 +30,8 @@ class DeleteMove(Move):
     name = "delete"
 
     def __init__(self, max_single=1, max_fraction=0.05):
-        self.max_single = int(max_single)
-        self.max_fraction = float(max_fraction)
+        self.max_single = as_count(max_single, "max_single")
+        self.max_fraction = as_share(max_fraction, "max_fraction")
         self.proposals = []
         self.alternatives = []
         self.sparse_L = None

@@ -2,6 +2,7 @@
 
 import torch
 
+from ...checks import as_positive_int
 from ...engine.moves import PairMergeMove, candidate_pairs
 from .base import optimal_elbo, rewrite_memo
 
@@ -51,7 +52,7 @@ class MergeMove(PairMergeMove):
     """
 
     def __init__(self, pairs_per_component=3):
-        super().__init__(per_component=pairs_per_component)
+        super().__init__(per_component=as_positive_int(pairs_per_component, "pairs_per_component"))
         self.pairs_per_component = self.per_component
 
     def pair_scores(self, state, total):

@@ -30,6 +30,7 @@ import torch
 
 from ...allocation import DPSticks
 from ...allocation.hdp_sticks import merged_sticks, split_sticks
+from ...checks import as_non_negative_float, as_optional_positive_int, as_positive_int
 from ...engine.moves import Move, candidate_pairs
 from ..dp_mixture_posterior import DPMixturePosterior
 from .birth import fresh_mixture
@@ -110,8 +111,12 @@ class TiedHDPBirthMove(TiedHDPMove):
     def __init__(self, fresh_K=5, subsample_size=None, min_resp=0.1, max_K=100, fresh_iters=20, min_items=5,
                  rounds=2, seed=0):
         super().__init__(rounds)
-        self.fresh_K, self.subsample_size, self.min_resp = int(fresh_K), subsample_size, float(min_resp)
-        self.max_K, self.fresh_iters, self.min_items = int(max_K), int(fresh_iters), float(min_items)
+        if as_positive_int(fresh_K, "fresh_K") < 2:
+            raise ValueError(f"fresh_K must be at least 2 (a birth keeps at least two components); got {fresh_K}")
+        self.fresh_K, self.subsample_size = int(fresh_K), as_optional_positive_int(subsample_size, "subsample_size")
+        self.min_resp = as_non_negative_float(min_resp, "min_resp")
+        self.max_K, self.fresh_iters = as_positive_int(max_K, "max_K"), as_positive_int(fresh_iters, "fresh_iters")
+        self.min_items = as_non_negative_float(min_items, "min_items")
         self.rng = np.random.default_rng(seed)
         self.cleanup_pairs = 5
 
@@ -204,7 +209,8 @@ class TiedHDPMergeMove(TiedHDPMove):
 
     def __init__(self, pairs_per_component=2, max_pairs=2, rounds=2):
         super().__init__(rounds)
-        self.pairs_per_component, self.max_pairs = int(pairs_per_component), int(max_pairs)
+        self.pairs_per_component = as_positive_int(pairs_per_component, "pairs_per_component")
+        self.max_pairs = as_positive_int(max_pairs, "max_pairs")
 
     def pairs(self, state):
         """This lap's candidate pairs ``[(a, b), ...]``, best first by eq. 12, none rejected since the components
