@@ -190,7 +190,7 @@ class Driver:
         if not isinstance(posterior, VariationalPosterior):
             raise TypeError(f"posterior must be a variational posterior (a fit's result.posterior); got a "
                             f"{type(posterior).__name__}")
-        problem = self.resume_mismatch(posterior, source)
+        problem = self.resume_mismatch(posterior, source) or self.dtype_mismatch(posterior)
         if problem is not None:
             raise ValueError(f"cannot start from this posterior: {problem}")
 
@@ -431,7 +431,9 @@ class MemoizedDriver(Driver):
 
         :param data: what :meth:`~pyro_memo.engine.driver.Driver.make_source` accepts.
         :param int num_batches: ``B`` for data that are not yet batched.
-        :param posterior: optional starting posterior (copied: the fit never changes the object given).
+        :param posterior: optional starting posterior (copied: the fit never changes the object given). Its own
+            truncation and hyperparameters (``K``, ``alpha`` and its prior) hold, not the driver's, as a resumed
+            state's do; it must be of this model and fit these data (checked as a resumed state's posterior is).
         :param MemoState state: resume from a saved state (see :func:`~pyro_memo.load_state`).
         :param callback: optional ``callback(lap, elbo, posterior)`` after every lap; returning
             ``True`` stops the fit (a budget).

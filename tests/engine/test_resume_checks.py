@@ -217,6 +217,17 @@ def test_a_state_fitted_in_another_precision_is_refused_naming_both(states, stoc
         resume(state)
 
 
+@pytest.mark.parametrize("kind,start", [
+    ("dp", lambda p: pm.MemoizedVB(pm.Gaussian.from_data(X, dtype=torch.float32), 3).fit(X, 3, posterior=p)),
+    ("hdp", lambda p: MemoizedHDP(K=3, dtype="float32").fit(from_counts(COUNTS), 2, posterior=p)),
+])
+def test_a_starting_posterior_of_another_precision_is_refused_naming_both(states, kind, start):
+    """As a resumed state's posterior is (the test above): a float64 posterior given to a float32 fit."""
+    with pytest.raises(ValueError, match="cannot start from this posterior: it was fitted in float64, this fit runs "
+                                         "in float32"):
+        start(states[kind].posterior)
+
+
 def test_a_stochastic_state_goes_on_in_a_memoized_fit_with_moves():
     """A state without a move log (a stochastic fit's) resumed with moves failed with IndexError at the first
     convergence check."""
