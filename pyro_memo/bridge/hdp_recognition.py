@@ -397,21 +397,26 @@ def _find_num_docs(model, args, kwargs, doc_site, num_docs, doc_arg, word_arg):
     """Where a call gives the number of documents: ``(num_docs_arg, docs_from_tokens)``.
 
     Each integer argument equal to ``num_docs`` is raised by one; the one that raises the document
-    plate's size is the size's argument. Failing that, a token of a new document is appended to the
-    token arrays: if the plate grows, the model counts its documents from the tokens."""
+    plate's size is the size's argument. A token of a new document is appended to the token arrays (with
+    that argument, if any, left out as ``None``): if the plate grows, the model counts its documents from the
+    tokens (for a call without the size's argument, as ``HDPTopicModel(doc, word)`` does when ``num_docs`` is
+    omitted; the recognised size held for such a call, and the guide drew another number of documents)."""
+    num_docs_arg = None
     for kind, key, value in _candidates(args, kwargs):
         is_int = isinstance(value, int) and not isinstance(value, bool)
         is_int = is_int or (torch.is_tensor(value) and value.dim() == 0 and not value.is_floating_point()
                             and value.dtype != torch.bool)
         if is_int and int(value) == num_docs:
             if _probe_doc_plate(model, args, kwargs, doc_site, [((kind, key), value + 1)]) == num_docs + 1:
-                return (kind, key), False
+                num_docs_arg = (kind, key)
+                break
     doc = ArgumentReader._get(doc_arg, args, kwargs)
     word = ArgumentReader._get(word_arg, args, kwargs)
     more = [(doc_arg, torch.cat([doc, doc.new_full((1,), num_docs)])), (word_arg, torch.cat([word, word[:1]]))]
-    if len(word) and _probe_doc_plate(model, args, kwargs, doc_site, more) == num_docs + 1:
-        return None, True
-    return None, False
+    if num_docs_arg is not None:
+        more.append((num_docs_arg, None))
+    from_tokens = bool(len(word)) and _probe_doc_plate(model, args, kwargs, doc_site, more) == num_docs + 1
+    return num_docs_arg, from_tokens
 
 
 def _is_stick_like(site, T):

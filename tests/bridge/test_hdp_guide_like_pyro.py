@@ -236,6 +236,23 @@ def test_pyro_memos_own_model_counts_new_documents_from_their_tokens():
     assert samples["pi"].shape == (3, D2, K + 1) and samples["z"].shape == (3, len(new_doc))
 
 
+@pytest.mark.parametrize("words", [True, False])
+def test_a_model_fitted_with_its_number_of_documents_counts_them_from_the_tokens_without_it(words):
+    """``HDPTopicModel`` counts its documents from the tokens when ``num_docs`` is left out: a guide fitted with
+    ``num_docs`` given must do the same on a call without it (it drew the training corpus' number of documents,
+    and Predictive failed in torch's reshape)."""
+    doc_of, words_of, D, V = corpus(16)
+    pyro.clear_param_store()
+    own = pm.models.HDPTopicModel(V, K, alpha=ALPHA, gamma=GAMMA, lam0=LAM0)
+    guide = pm.fit_memoized(own, doc_of, words_of, D, num_batches=2, laps=3, seed=0).guide
+    new_doc, new_words, D2, _ = corpus(17, D=4, V=V)
+    args = (new_doc, new_words) if words else (new_doc,)
+    with torch.no_grad():
+        assert poutine.trace(guide).get_trace(*args).nodes["pi"]["value"].shape == (D2, K + 1)
+    samples = Predictive(own, guide=guide, num_samples=3)(*args)
+    assert samples["pi"].shape == (3, D2, K + 1) and samples["x"].shape == (3, len(new_doc))
+
+
 def test_infer_discrete_decodes_assignments_after_batch_training():
     doc_of, words, D, V = corpus(13)
     pyro.clear_param_store()
