@@ -22,11 +22,15 @@ def check_kind(spec, kind, guide_name):
 def spec_for_call(guide, kind, args, kwargs):
     """The spec of ``guide.model`` for a call with ``args`` / ``kwargs``, from ``guide._specs`` (call signature ->
     spec) or recognised now (and checked to be of ``kind``). A call that adds no argument to one read before
-    (e.g. ``Predictive``'s call without the data) takes the model as last read; one that adds arguments (the
+    (e.g. ``Predictive``'s call without the data) takes the model as read from that call (whatever calls came in
+    between: after a call without the words and the number of documents, a call without the words alone was
+    read again and refused for observing nothing); one that adds arguments to every call read before (the
     batch's indices) is read again."""
     key, specs = call_signature(args, kwargs), guide._specs
-    if key not in specs and specs and not any(adds_arguments(key, k) for k in specs):
-        specs[key] = guide.spec
+    if key not in specs:
+        read = [k for k in specs if not adds_arguments(key, k)]
+        if read:
+            specs[key] = specs[read[-1]]
     if key not in specs:
         specs[key] = check_kind(recognize_model(guide.model, *args, **kwargs), kind, type(guide).__name__)
     return specs[key]

@@ -253,6 +253,20 @@ def test_a_model_fitted_with_its_number_of_documents_counts_them_from_the_tokens
     assert samples["pi"].shape == (3, D2, K + 1) and samples["x"].shape == (3, len(new_doc))
 
 
+def test_a_call_without_the_words_is_read_as_the_fitted_call_whatever_came_before():
+    """``Predictive(model, guide)(new_doc, None, D2)`` after ``Predictive(model, guide)(new_doc)``: the second call adds
+    no argument to the fitted call and must be read as it is (it was read again, as if it added the batch, and
+    refused for observing nothing)."""
+    doc_of, words, D, V = corpus(18)
+    pyro.clear_param_store()
+    own = pm.models.HDPTopicModel(V, K, alpha=ALPHA, gamma=GAMMA, lam0=LAM0)
+    guide = pm.fit_memoized(own, doc_of, words, D, num_batches=2, laps=3, seed=0).guide
+    new_doc = torch.tensor([0] * 5 + [1] * 7)
+    assert Predictive(own, guide=guide, num_samples=2)(new_doc)["pi"].shape == (2, 2, K + 1)
+    samples = Predictive(own, guide=guide, num_samples=2)(new_doc, None, 3)
+    assert samples["pi"].shape == (2, 3, K + 1) and samples["x"].shape == (2, len(new_doc))
+
+
 def test_infer_discrete_decodes_assignments_after_batch_training():
     doc_of, words, D, V = corpus(13)
     pyro.clear_param_store()
