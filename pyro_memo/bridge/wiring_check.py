@@ -48,7 +48,7 @@ def verify_wiring(model, args, kwargs, spec, trace):
         x_fam = x_fam.unsqueeze(-1)
     per_item = {role: index_components(theta[role], z, ev) for role, ev in sites.roles.items()}
     ours = fam.log_density(x_fam.double(), per_item)
-    theirs = obs["fn"].log_prob(x).double()
+    theirs = _observed_log_prob(spec, obs).double()
     if spec.obs_features is not None:  # features as a nested plate: their log_probs sum to the event's
         theirs = theirs.sum(-1)
     if not _close(ours, theirs.expand(ours.shape), model_dtype):
@@ -67,3 +67,18 @@ def verify_wiring(model, args, kwargs, spec, trace):
             f"({float(theirs):.6g}) does not match the {fam.name} conjugate prior read from them "
             f"({float(ours):.6g}); check how the mean's precision depends on the precision site"
         )
+
+
+def _observed_log_prob(spec, obs):
+    """The observed site's own ``log_prob`` of its value, else a :class:`ModelStructureError` naming the site and
+    the value's dtype: Pyro's ``Bernoulli`` cannot score integer or bool data (torch's "result type Float can't be
+    cast to the desired output type Long" came out), so neither could any ELBO of the model."""
+    x = obs["value"]
+    try:
+        return obs["fn"].log_prob(x)
+    except (RuntimeError, TypeError, ValueError) as err:
+        dtype = spec.extra["model_dtype"]
+        raise ModelStructureError(
+            f"observed site '{spec.obs_site}': its {type(_base(obs['fn'])).__name__}.log_prob fails on the observed "
+            f"value of dtype {x.dtype} ({type(err).__name__}: {err}), so Pyro cannot score the model either; pass the "
+            f"data as floats, e.g. data.to({dtype})") from err

@@ -269,6 +269,16 @@ def test_refusals_name_the_site_and_the_supported_form(model, data, message):
         pm.fit_vb(model, data(), max_iter=5)
 
 
+@pytest.mark.parametrize("dtype", [torch.long, torch.bool])
+def test_data_the_observation_cannot_score_are_refused_naming_the_site_and_the_dtype(dtype):
+    """Pyro's Bernoulli cannot score integer or bool data: the error names the observed site, the dtype and the
+    fix (it was torch's "result type Float can't be cast to the desired output type Long")."""
+    data = binary().to(dtype)
+    with pytest.raises(pm.ModelStructureError, match=rf"observed site 'x': its Bernoulli.log_prob fails on the "
+                                                     rf"observed value of dtype {dtype}.*data.to\(torch.float32\)"):
+        pm.recognize_model(bernoulli_1d, data)
+
+
 def test_scalar_model_fits_memoized_as_its_column_form():
     pyro.clear_param_store()
     x = counts(60, seed=2)
