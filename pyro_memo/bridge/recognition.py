@@ -146,8 +146,18 @@ class ModelSpec(ArgumentReader):
         return self._get(self.data_arg, args, kwargs)
 
     def raw_data_or_none(self, args, kwargs):
-        """The data argument of this call, or ``None`` where the call leaves it out."""
-        return self._get(self.data_arg, args, kwargs, None)
+        """The data argument of this call, or ``None`` where the call leaves it out: passed where the recognised
+        call passed it, or the other way (by name instead of position, or by position instead of name; a
+        model trained with ``svi.step(data=x, batch=b)`` and then run as ``guide(x)`` passes its data)."""
+        value = self._get(self.data_arg, args, kwargs, None)
+        if value is None:
+            kind, key = self.data_arg
+            names = self.extra.get("arg_names", ())
+            if kind == "arg" and key < len(names):
+                value = kwargs.get(names[key])
+            elif kind == "kwarg" and key in names:
+                value = self._get(("arg", names.index(key)), args, kwargs, None)
+        return value
 
     def no_data_message(self):
         """Why a guide cannot run on a call without the data, and the call that draws new data."""

@@ -127,6 +127,22 @@ def test_gradient_svi_with_uneven_batches():
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
+@pytest.mark.parametrize("by_name", [True, False])
+def test_a_call_passing_the_data_the_other_way_than_training_did(by_name):
+    """Trained with ``svi.step(data=x, batch=b)``, the guide runs on ``guide(x)`` (and trained positionally, on
+    ``guide(data=x)``): the data are passed, only the other way (the guide said the call passed no data)."""
+    data = blobs(60, 50)
+    guide = pm.DPMixtureGuide(model, K=T - 1)
+    svi = SVI(model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    for _ in range(2):
+        for b in torch.arange(len(data)).split(40):
+            svi.step(data=data, batch=b) if by_name else svi.step(data, b)
+    expected = guide.posterior.responsibilities(data)
+    probs = z_probs(guide, data) if by_name else z_probs(guide, data=data)
+    torch.testing.assert_close(probs[:, : T - 1], expected)
+    assert Predictive(model, guide=guide, num_samples=2)(data)["z"].shape == (2, len(data))
+
+
 def test_random_subsample_size_is_read_from_the_call():
     x = make_data("gauss", 60, D=2, seed=1)
     dp = pm.DPMixtureModel(pm.Gaussian.from_data(x), T=4)
