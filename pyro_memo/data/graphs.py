@@ -13,6 +13,7 @@ import numbers
 import os
 import re
 import struct
+import zlib
 
 import numpy as np
 
@@ -413,7 +414,7 @@ def read_graph_tool(path, label_attr="value", name=None):
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:  # zlib.error: a damaged deflate stream
             raise ValueError(f"{path}: corrupt gzip data ({err})") from None
     reader = _Reader(data, path)
     if reader.take(6) != _GT_MAGIC:

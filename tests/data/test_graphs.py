@@ -225,6 +225,17 @@ def test_read_graph_tool_bad_files(tmp_path):
         read_graph_tool(tmp_path / "cut.gt")
 
 
+def test_read_graph_tool_corrupt_gzip_names_the_file(tmp_path):
+    """A damaged deflate stream in a .gt.gz (zlib.error, not an OSError) was a raw zlib traceback."""
+    packed = bytearray(gzip.compress(serialise_gt([[1, 2], [2], [0], [], [3]], True, [7, 7, 3, 9, 3])))
+    for offset in (20, 21, 25):
+        packed[offset] ^= 0xFF
+    path = tmp_path / "bad.gt.gz"
+    path.write_bytes(bytes(packed))
+    with pytest.raises(ValueError, match="bad.gt.gz: corrupt gzip data"):
+        read_graph_tool(path)
+
+
 def test_read_graph_tool_football():
     g = read_graph_tool(collection_file("football"))
     assert (g.num_nodes, g.num_edges) == (115, 613)
