@@ -178,19 +178,21 @@ def from_counts(matrix, vocab=None):
 
 
 def read_vocab(path):
-    """The words of a vocabulary file, one per line.
+    """The words of a vocabulary file, one per line; blank lines after the last word are no words (a file
+    ending in an empty line had an extra word ``''``).
 
     :raises ValueError: for a word listed twice, naming it and its two line numbers (word ``i`` is line ``i + 1``:
         a repeated word would silently give two ids one name, and the topics' top words would be ambiguous).
     """
-    words, first = [], {}
-    for lineno, line in text_lines(path):
-        word = line.rstrip("\n")
+    words = [line.rstrip("\n") for _, line in text_lines(path)]
+    while words and not words[-1].strip():
+        words.pop()
+    first = {}
+    for lineno, word in enumerate(words, 1):
         if word in first:
             raise ValueError(f"{path}: the word {word!r} is on lines {first[word]} and {lineno}; a vocabulary "
                              f"lists each word once (line i + 1 is word id i)")
         first[word] = lineno
-        words.append(word)
     return words
 
 

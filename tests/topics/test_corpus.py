@@ -141,3 +141,12 @@ def test_a_vocabulary_with_a_repeated_word_names_it_and_its_lines(tmp_path, caps
     assert main(["fit", str(tmp_path / "c.ldac"), "--model", "hdp", "--vocab", str(tmp_path / "vocab.txt"),
                  "--K", "2", "--batches", "1", "--init", "documents"]) == 2
     assert "the word 'apple' is on lines 1 and 3" in capsys.readouterr().err
+
+
+def test_blank_lines_after_a_vocabulary_add_no_words(tmp_path):
+    # a vocabulary ending in a blank line had an extra word '' (V = 3 for two words), so that a count
+    # matrix of the two words' columns no longer matched the model fitted with it
+    (tmp_path / "c.ldac").write_text("2 0:1 1:2\n1 1:4\n")
+    (tmp_path / "vocab.txt").write_text("apple\npear\n\n \n")
+    corpus = read_ldac(tmp_path / "c.ldac", tmp_path / "vocab.txt")
+    assert corpus.vocab == ["apple", "pear"] and corpus.vocab_size == 2
