@@ -182,11 +182,14 @@ def read_vocab(path):
     ending in an empty line had an extra word ``''``).
 
     :raises ValueError: for a word listed twice, naming it and its two line numbers (word ``i`` is line ``i + 1``:
-        a repeated word would silently give two ids one name, and the topics' top words would be ambiguous).
+        a repeated word would silently give two ids one name, and the topics' top words would be ambiguous), or
+        for a file without words (the corpus's first word id was blamed as outside the vocabulary).
     """
     words = [line.rstrip("\n") for _, line in text_lines(path)]
     while words and not words[-1].strip():
         words.pop()
+    if not words:
+        raise ValueError(f"{path}: no words (an empty vocabulary file)")
     first = {}
     for lineno, word in enumerate(words, 1):
         if word in first:
@@ -248,7 +251,7 @@ def read_ldac(path, vocab_path=None, vocab_size=None):
     :param vocab_path: optional vocabulary file, one word per line (its length sets ``V``).
     :param int vocab_size: ``V`` when there is no vocabulary (default: largest id + 1).
     :raises ValueError: naming the line of a malformed document (``ldac_documents()``), or for a file
-        without documents.
+        without documents, or a vocabulary without words (``read_vocab()``).
     """
     vocab = None if vocab_path is None else read_vocab(vocab_path)
     if vocab is not None:

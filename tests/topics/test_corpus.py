@@ -150,3 +150,12 @@ def test_blank_lines_after_a_vocabulary_add_no_words(tmp_path):
     (tmp_path / "vocab.txt").write_text("apple\npear\n\n \n")
     corpus = read_ldac(tmp_path / "c.ldac", tmp_path / "vocab.txt")
     assert corpus.vocab == ["apple", "pear"] and corpus.vocab_size == 2
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"])
+def test_an_empty_vocabulary_is_named_not_the_corpus_line(tmp_path, content):
+    # was "c.ldac, line 1: word id 1 outside the vocabulary [0, V)", blaming the corpus
+    (tmp_path / "c.ldac").write_text("2 0:1 1:2\n")
+    (tmp_path / "vocab.txt").write_text(content)
+    with pytest.raises(ValueError, match=r"vocab.txt: no words"):
+        read_ldac(tmp_path / "c.ldac", tmp_path / "vocab.txt")
