@@ -228,10 +228,11 @@ def write_atomically(path, write):
 
 
 def text_lines(path):
-    """``(line number, line)`` of the UTF-8 text file ``path``, from 1; a file that is not UTF-8 text (a binary
-    or compressed file given by mistake) is a :class:`ValueError` naming it, not a ``UnicodeDecodeError`` (the
-    file is decoded by blocks, so the error names no line)."""
-    with open(path, encoding="utf-8") as fh:
+    """``(line number, line)`` of the UTF-8 text file ``path``, from 1; a byte order mark at its start (as Windows
+    editors write) is no part of the first line. A file that is not UTF-8 text (a binary or compressed file given
+    by mistake) is a :class:`ValueError` naming it, not a ``UnicodeDecodeError`` (the file is decoded by blocks, so
+    the error names no line)."""
+    with open(path, encoding="utf-8-sig") as fh:
         try:
             yield from enumerate(fh, 1)
         except UnicodeDecodeError as err:

@@ -159,3 +159,15 @@ def test_an_empty_vocabulary_is_named_not_the_corpus_line(tmp_path, content):
     (tmp_path / "vocab.txt").write_text(content)
     with pytest.raises(ValueError, match=r"vocab.txt: no words"):
         read_ldac(tmp_path / "c.ldac", tmp_path / "vocab.txt")
+
+
+def test_a_byte_order_mark_is_not_read_as_part_of_the_first_word_or_id(tmp_path):
+    # Windows editors save UTF-8 with a byte order mark: the first word was '\ufeffapple', and an LDA-C or
+    # edge-list file's first line was refused ("invalid literal for int() ... '\ufeff2'")
+    from pyro_memo.data import read_edge_list
+
+    (tmp_path / "c.ldac").write_bytes("\ufeff2 0:1 1:2\n".encode())
+    (tmp_path / "vocab.txt").write_bytes("\ufeffapple\npear\n".encode())
+    (tmp_path / "g.edges").write_bytes("\ufeff0 1\n1 2\n".encode())
+    assert read_ldac(tmp_path / "c.ldac", tmp_path / "vocab.txt").vocab == ["apple", "pear"]
+    assert read_edge_list(tmp_path / "g.edges").num_edges == 2
