@@ -145,3 +145,19 @@ def test_learn_eps_reports_the_learnt_value_and_resumes_only_with_it(graph_files
     capsys.readouterr()
     assert main(common + ["--laps", "5", "--resume", str(run)]) == 2
     assert "the saved fit has --learn-eps" in capsys.readouterr().err
+
+
+def test_out_of_memory_from_a_node_count_set_by_a_huge_node_id_names_it(tmp_path, capsys, monkeypatch):
+    # was "out of memory (lower --K or use less data): Unable to allocate 22.4 GiB ...", pointing at --K,
+    # for an edge list whose ids 0, 1 and 3000000000 made 3,000,000,001 nodes
+    from pyro_memo.relational import MemoizedRelational
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 22.4 GiB for an array with shape (3000000001,) and data type int64")
+
+    monkeypatch.setattr(MemoizedRelational, "fit", no_memory)
+    (tmp_path / "sparse.edges").write_text("0 1\n1 3000000000\n")
+    assert main(["fit", str(tmp_path / "sparse.edges"), "--model", "relational", "--K", "2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "out of memory (N = 3000000001 nodes, the largest node id in" in err and "renumber" in err
+    assert "lower --K or use less data" not in err

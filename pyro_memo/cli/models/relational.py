@@ -119,6 +119,19 @@ def load_graph(source):
     return graph, source
 
 
+def node_count_hint(graph, source):
+    """What to say when a fit of ``graph`` (read from ``source``) runs out of memory, where its ``N`` was set by
+    an edge list's largest node id and exceeds twice its links, so that most nodes have none: every node holds
+    numbers per community, and an id like 3000000000 asks for tens of GiB. ``None`` otherwise (the usual advice
+    stands)."""
+    if source in BUNDLED_GRAPHS or str(source).endswith((".npz", ".gt", ".gt.gz")) \
+            or graph.num_nodes <= 2 * graph.num_edges:
+        return None
+    return (f"N = {graph.num_nodes} nodes, the largest node id in {source} + 1, for {graph.num_edges} links: every "
+            f"node holds numbers per community, and most of these have no link; renumber the node ids from 0 without "
+            f"gaps, else lower --K")
+
+
 def _graph_text(graph, description):
     labels = "" if graph.labels is None else f", {len(np.unique(graph.labels))} label classes"
     loops = graph.self_loops
@@ -264,6 +277,7 @@ class Relational(CliModel):
     def fit(self, args):
         _imports()
         graph, description = load_graph(args.data)
+        args.memory_hint = node_count_hint(graph, args.data)
         full = graph
         if graph.num_nodes < 2:
             raise ValueError(f"{args.data}: the graph has {graph.num_nodes} node; the model needs at least 2")
@@ -342,6 +356,7 @@ class Relational(CliModel):
         except ImportError as err:
             raise ValueError(str(err)) from None
         graph, description = load_graph(args.data)
+        args.memory_hint = node_count_hint(graph, args.data)
         if graph.num_edges == 0:
             raise ValueError(f"{args.data}: the graph has no links")
         if args.batches > graph.num_nodes:
