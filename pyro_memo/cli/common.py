@@ -280,9 +280,10 @@ def check_not_an_input(path, option, inputs):
 
 
 def _check_inputs_kept(args):
-    """Neither ``--json`` nor a file ``--save DIR`` writes is the data (or ``--vocab``) the command reads,
-    and ``--json`` is not the ``--save`` folder itself."""
-    inputs = [("DATA", getattr(args, "data", None)), ("--vocab", getattr(args, "vocab", None))]
+    """Neither ``--json`` nor a file ``--save DIR`` writes is the data (or ``--vocab``, or a file a model reads
+    beside DATA: ``args.read_beside``) the command reads, and ``--json`` is not the ``--save`` folder itself."""
+    inputs = [("DATA", getattr(args, "data", None)), ("--vocab", getattr(args, "vocab", None)),
+              *getattr(args, "read_beside", ())]
     if getattr(args, "json", None):
         check_not_an_input(args.json, "--json", inputs)
         if getattr(args, "save", None) and os.path.realpath(args.json) == os.path.realpath(args.save):

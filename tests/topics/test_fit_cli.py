@@ -155,3 +155,21 @@ def test_a_resume_with_other_moves_sums_each_move_over_the_laps_that_ran_it(tmp_
         moves = [line for line in capsys.readouterr().out.splitlines() if line.startswith("moves")]
         assert len(moves) == 1 and "merge" in moves[0]
         assert ("delete" in moves[0]) == bool(first)
+
+
+def test_json_onto_a_file_read_beside_the_corpus_is_refused_and_kept(tmp_path, capsys):
+    # --json DIR/vocab.txt overwrote the vocabulary read beside DIR/c.ldac (no --vocab), and --json
+    # shards/corpus.json a sharded corpus's index, with the JSON results
+    from pyro_memo.data import read_ldac, write_corpus_shards
+
+    (tmp_path / "c.ldac").write_text("2 0:1 1:2\n1 1:4\n2 0:3 1:1\n")
+    (tmp_path / "vocab.txt").write_text("apple\npear\n")
+    write_corpus_shards(read_ldac(tmp_path / "c.ldac", tmp_path / "vocab.txt"), tmp_path / "shards", num_shards=2)
+    for data, written in ((tmp_path / "c.ldac", tmp_path / "vocab.txt"),
+                          (tmp_path / "shards", tmp_path / "shards" / "corpus.json")):
+        before = written.read_bytes()
+        assert main(["fit", str(data), "--model", "hdp", "--K", "2", "--laps", "1", "--batches", "2", "--quiet",
+                     "--json", str(written)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("pyro-memo: error: --json") and "names the input" in err, err
+        assert written.read_bytes() == before

@@ -140,6 +140,19 @@ def load_corpus(source, vocab=None):
     return corpus, f"{source}: {corpus}"
 
 
+def files_read_beside(source, vocab=None):
+    """The files a fit of the corpus ``source`` reads besides DATA and ``--vocab``, as ``(name, path)`` pairs
+    that no output may overwrite: the ``vocab.txt`` beside an LDA-C file without ``--vocab``, and every file of
+    a sharded corpus's folder (``load_corpus()``)."""
+    if source is None or source in BUNDLED_CORPORA:
+        return []
+    if os.path.isdir(source):
+        return [(f"DATA's {name}", os.path.join(source, name)) for name in sorted(os.listdir(source))]
+    if vocab is None and str(source).endswith((".ldac", ".dat", ".txt")):
+        return [("vocab.txt beside DATA", os.path.join(os.path.dirname(source), "vocab.txt"))]
+    return []
+
+
 def vocab_size_hint(corpus, source):
     """What to say when a fit of ``corpus`` (read from ``source``) runs out of memory, where its ``V`` was
     inferred from an LDA-C file's largest word id (no vocabulary) and exceeds its tokens, so that most ids
@@ -314,6 +327,8 @@ class HDPTopics(CliModel):
             check_groups_source(args.data)
         elif args.data is None:
             raise ValueError(NO_CORPUS)
+        else:
+            args.read_beside = files_read_beside(args.data, args.vocab)  # kept from the outputs (check_outputs)
         if args.vocab is not None:
             if not os.path.isfile(args.vocab):
                 raise ValueError(f"--vocab {args.vocab}: no such file")
