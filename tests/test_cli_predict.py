@@ -123,3 +123,15 @@ def test_a_second_fit_replaces_the_model_file(data, capsys):
                  "--family", "diag-gauss"]) == 0
     model = pm.load_model(save / "model.pt")
     assert model.K == 7 and model.family.name == "diag-gauss"
+
+
+def test_predict_on_a_memory_bounded_hdp_folder_says_it_writes_no_model_file(tmp_path, capsys):
+    # was "no model.pt there (write one with pyro-memo fit --save DIR)", the command that had written DIR
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "groups.npz", x=rng.normal(size=(40, 2)), groups=np.repeat(np.arange(4), 10))
+    assert main(["fit", str(tmp_path / "groups.npz"), "--model", "hdp", "--algo", "memory-bounded", "--memory", "200",
+                 "--epoch", "2", "--K", "2", "--quiet", "--save", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "run"), str(tmp_path / "groups.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "--algo memory-bounded" in err and "posterior.npz" in err and "write one with" not in err, err

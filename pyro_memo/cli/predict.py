@@ -62,6 +62,10 @@ def _no_model_file(model, option="MODEL", command="predict"):
     if os.path.isfile(state):
         return (f"{option} {model}: no {MODEL_FILE} there, only the checkpoint state.pt of a fit that did not finish "
                 f"(finish it with the same pyro-memo fit command and --resume {model} --save {model})")
+    if os.path.isfile(os.path.join(model, "posterior.npz")):  # the only fit that writes it without model.pt
+        return (f"{option} {model}: no {MODEL_FILE} there: a --model hdp --algo memory-bounded fit writes none, "
+                f"which {command} does not read (it reads {READS[command]}); take its weights, labels and "
+                f"component estimates from {model}/posterior.npz")
     return f"{option} {model}: no {MODEL_FILE} there (write one with pyro-memo fit --save {model})"
 
 
