@@ -93,6 +93,13 @@ def test_hdp_fit_errors_name_the_problem(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_a_vocab_folder_is_named_a_folder(tmp_path, capsys):
+    """--vocab DIR said "no such file" for a folder that exists."""
+    (tmp_path / "c.ldac").write_text("2 0:1 1:2\n")
+    assert main(["fit", str(tmp_path / "c.ldac"), "--model", "hdp", "--vocab", str(tmp_path)]) == 2
+    assert f"--vocab {tmp_path}: a folder, not a vocabulary file" in capsys.readouterr().err
+
+
 def test_out_of_memory_from_a_vocabulary_inferred_from_a_huge_word_id_names_it(tmp_path, capsys):
     # was "out of memory (lower --K or use less data): ... 745 GiB", pointing at --K
     rng = np.random.default_rng(0)

@@ -117,7 +117,7 @@ def load_corpus(source, vocab=None):
         return shards, f"{source}: {shards.num_docs} documents in {shards.num_batches} shards, " \
             f"V = {shards.vocab_size}, {shards.num_tokens:.0f} tokens"
     if vocab is not None and not os.path.isfile(vocab):
-        raise ValueError(f"--vocab {vocab}: no such file")
+        raise ValueError(vocab_missing(vocab))
     from ...data.files import DAMAGED_FILE_ERRORS  # here, not at the top: --help imports no torch
 
     try:
@@ -138,6 +138,12 @@ def load_corpus(source, vocab=None):
         named = message.startswith(source) or vocab is not None and message.startswith(str(vocab))
         raise ValueError(message if named else f"{where}: {message}") from None
     return corpus, f"{source}: {corpus}"
+
+
+def vocab_missing(vocab):
+    """Why ``--vocab`` names no file it can read: a folder (it said "no such file" for one) or nothing."""
+    what = "a folder, not a vocabulary file" if os.path.isdir(vocab) else "no such file"
+    return f"--vocab {vocab}: {what}"
 
 
 def files_read_beside(source, vocab=None):
@@ -331,7 +337,7 @@ class HDPTopics(CliModel):
             args.read_beside = files_read_beside(args.data, args.vocab)  # kept from the outputs (check_outputs)
         if args.vocab is not None:
             if not os.path.isfile(args.vocab):
-                raise ValueError(f"--vocab {args.vocab}: no such file")
+                raise ValueError(vocab_missing(args.vocab))
             if args.data is None or not str(args.data).endswith((".ldac", ".dat", ".txt")):
                 raise ValueError(f"--vocab applies only to an LDA-C corpus file (.ldac); DATA is {args.data}")
         if command == "fit" and args.algo == "memory-bounded":
