@@ -53,6 +53,7 @@ from ..checks import as_count, as_positive_float, as_positive_int
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import StochasticDriver
+from ..engine.driver import as_float_dtype
 from ..families._special import kl_beta
 from ..posterior.hdp import expected_log_dirichlet, log_dirichlet_norm
 from ..posterior.relational import RelationalPosterior, check_hyperparameters
@@ -174,7 +175,7 @@ class StochasticRelational(StochasticDriver):
         self.K, self.alpha, self.gamma, self.eps = int(K), float(alpha), float(gamma), float(eps)
         self.tau, self.prune_threshold = (float(tau[0]), float(tau[1])), float(prune_threshold)
         self.nonlink_iters = as_count(nonlink_iters, "nonlink_iters")
-        self.dtype, self.device, self.init = dtype, device, init
+        self.dtype, self.device, self.init = as_float_dtype(dtype), device, init
 
     # ------------------------------------------------------------ sampling
     def make_source(self, data, num_batches):

@@ -123,3 +123,14 @@ def test_an_ammsb_state_is_saved_loaded_and_resumed(tmp_path):
     assert state.posterior.to(dtype=torch.float32).theta.dtype == torch.float32
     resumed = StochasticAMMSB(K=3, laps=4, seed=1).fit(graph, 3, state=state)
     np.testing.assert_allclose(resumed.elbo_trace, full.elbo_trace, rtol=1e-10)
+
+
+@pytest.mark.parametrize("cls", [StochasticRelational, StochasticAMMSB])
+def test_a_dtype_given_by_name_is_read_as_the_memoized_fit_reads_it(cls):
+    """dtype="float32" failed in the initialisation with torch's "Invalid device string: 'float32'"
+    (MemoizedRelational reads the name)."""
+    graph = assortative_graph(40, 3, seed=0)[0]
+    fit = cls(K=3, laps=2, seed=0, dtype="float32").fit(graph, 2)
+    assert fit.posterior.theta.dtype == torch.float32
+    resumed = cls(K=3, laps=3, seed=0, dtype="float32").fit(graph, 2, state=fit.state)
+    assert len(resumed.elbo_trace) == 3
