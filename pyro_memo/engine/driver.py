@@ -164,9 +164,9 @@ class Driver:
         return None
 
     def fit_dtype(self):
-        """The precision of this fit's globals, where the model sets it before the data are read (``None``:
-        it does not)."""
-        return None
+        """The precision of this fit's globals, where the model sets it before the data are read: its
+        ``dtype`` (``None``: it has none; a model whose family sets it says so)."""
+        return getattr(self, "dtype", None)
 
     def dtype_mismatch(self, posterior):
         """Why ``posterior`` (a resumed state's) cannot go on in this fit's precision (:meth:`fit_dtype`), as a

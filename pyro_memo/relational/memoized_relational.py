@@ -146,10 +146,6 @@ class MemoizedRelational(MemoizedDriver):
         parts = random_parts(data.num_nodes, 1 if num_batches is None else num_batches, self.seed)
         return NodeBatches(data, parts, self.device)
 
-    def fit_dtype(self):
-        """``dtype``."""
-        return self.dtype
-
     def resume_mismatch(self, posterior, source):
         """A relational fit goes on from one of the same non-link treatment on a graph of as many nodes."""
         kind = RelationalPosterior if self.nonlinks == "free" else TiedRelationalPosterior

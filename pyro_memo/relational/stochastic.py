@@ -201,10 +201,6 @@ class StochasticRelational(StochasticDriver):
         for b in range(state.steps):
             self.read_batch(source, b)
 
-    def fit_dtype(self):
-        """``dtype``."""
-        return self.dtype
-
     def resume_mismatch(self, posterior, source):
         """A stochastic relational fit goes on from a posterior of its own kind (``posterior_class``) of a
         graph of as many nodes."""

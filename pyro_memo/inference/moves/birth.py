@@ -25,6 +25,14 @@ PAPER_SUBSAMPLE = 10_000
 CREATION_BUDGET = 2_000_000
 
 
+def as_fresh_K(value):
+    """A birth's ``fresh_K``: a whole number of at least 2 (a birth keeps at least two fresh components;
+    ``fresh_K=1`` never gave one)."""
+    if as_positive_int(value, "fresh_K") < 2:
+        raise ValueError(f"fresh_K must be at least 2 (a birth keeps at least two components); got {value!r}")
+    return int(value)
+
+
 class BirthMove(Move):
     """Add fresh components where the data ask for them.
 
@@ -82,17 +90,14 @@ class BirthMove(Move):
                  targets=1, seed=0):
         if int(targets) < 1:
             raise ValueError(f"a birth needs at least one target component per lap; got targets={targets}")
-        if int(fresh_K) < 2 or int(fresh_iters) < 1:
-            raise ValueError(f"a birth's fresh mixture needs fresh_K >= 2 components (a birth keeps at least two) "
-                             f"and fresh_iters >= 1 iterations; got fresh_K={fresh_K}, fresh_iters={fresh_iters}")
-        self.fresh_K = int(fresh_K)
+        self.fresh_K = as_fresh_K(fresh_K)
         self.num_targets = int(targets)
         self.min_items = float(min_items)
         self.cleanup_pairs = 5
         self.subsample_size = as_optional_positive_int(subsample_size, "subsample_size")
         self.min_resp = as_non_negative_float(min_resp, "min_resp")
         self.max_K = as_positive_int(max_K, "max_K")
-        self.fresh_iters = int(fresh_iters)
+        self.fresh_iters = as_positive_int(fresh_iters, "fresh_iters")
         self.rng = np.random.default_rng(seed)
         self.pending = None  # S' of created, not yet adopted components
         self.failures = 0  # births failed (not created, or reverted) since the last kept one

@@ -33,7 +33,7 @@ from ...allocation.hdp_sticks import merged_sticks, split_sticks
 from ...checks import as_non_negative_float, as_optional_positive_int, as_positive_int
 from ...engine.moves import Move, candidate_pairs
 from ..dp_mixture_posterior import DPMixturePosterior
-from .birth import fresh_mixture
+from .birth import as_fresh_K, fresh_mixture
 from .merge import merge_scores
 
 
@@ -111,9 +111,8 @@ class TiedHDPBirthMove(TiedHDPMove):
     def __init__(self, fresh_K=5, subsample_size=None, min_resp=0.1, max_K=100, fresh_iters=20, min_items=5,
                  rounds=2, seed=0):
         super().__init__(rounds)
-        if as_positive_int(fresh_K, "fresh_K") < 2:
-            raise ValueError(f"fresh_K must be at least 2 (a birth keeps at least two components); got {fresh_K}")
-        self.fresh_K, self.subsample_size = int(fresh_K), as_optional_positive_int(subsample_size, "subsample_size")
+        self.fresh_K = as_fresh_K(fresh_K)
+        self.subsample_size = as_optional_positive_int(subsample_size, "subsample_size")
         self.min_resp = as_non_negative_float(min_resp, "min_resp")
         self.max_K, self.fresh_iters = as_positive_int(max_K, "max_K"), as_positive_int(fresh_iters, "fresh_iters")
         self.min_items = as_non_negative_float(min_items, "min_items")
