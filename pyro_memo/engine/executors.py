@@ -111,6 +111,10 @@ def _nbytes(batch):
 #: results (batch summaries) the default window of a :class:`DaskExecutor` lets wait for the driver
 RESULT_BYTES = 256 * 2**20
 
+#: seconds a fit waits for a first worker of a cluster that has none yet (one just made, or scaled up, starts
+#: its workers in the background: a fit begun at once found none)
+WORKER_WAIT = 30.0
+
 
 def _nbytes_of(obj):
     """Bytes of the tensors of a summary or posterior (its attributes' tensors and dicts of tensors)."""
@@ -228,6 +232,19 @@ def _machine_memory():
         return 16 * 2**30
 
 
+def joined_workers(client):
+    """The sorted addresses of ``client``'s workers once at least one has joined, waiting up to
+    ``WORKER_WAIT`` seconds.
+
+    :raises RuntimeError: when none joined by then.
+    """
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT)
+    except TimeoutError:
+        raise RuntimeError(f"the Dask cluster has no workers (none joined within {WORKER_WAIT:g} s)") from None
+    return sorted(client.scheduler_info()["workers"])
+
+
 class DaskExecutor(Executor):
     """The batch side on the workers of a ``dask.distributed`` cluster (module docstring).
 
@@ -274,9 +291,7 @@ class DaskExecutor(Executor):
         takes nothing with it: Dask reads the batch again elsewhere), else read here and sent once."""
         client = check_open(self.client)
         reader = driver.reader()
-        workers = sorted(client.scheduler_info()["workers"])
-        if not workers:
-            raise RuntimeError("the Dask cluster has no workers")
+        workers = sorted(client.scheduler_info()["workers"]) or joined_workers(client)
         self.owners = {b: workers[b % len(workers)] for b in range(source.num_batches)}
         if getattr(source, "portable", False):
             # kept for the whole fit: Dask re-reads a lost batch from them

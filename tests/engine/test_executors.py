@@ -46,6 +46,7 @@ def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        silence_logs=40)
     with distributed.Client(cluster) as c:
+        c.wait_for_workers(2)
         yield c
     cluster.close()
 
@@ -320,3 +321,20 @@ def test_a_closed_client_is_refused_with_one_clear_error():
         for given in (c, executor):
             with pytest.raises(ValueError, match="the dask.distributed.Client is closed; give a running client"):
                 memo.fit(x, 2, executor=given)
+
+
+def test_a_fit_waits_for_the_workers_of_a_cluster_still_starting_them(monkeypatch):
+    """A fit begun while the cluster's workers were still starting (a cluster just made or scaled up; in CI the
+    module's two-worker cluster under load) failed at once with "the Dask cluster has no workers"."""
+    from pyro_memo.engine import executors
+
+    cluster = distributed.LocalCluster(n_workers=0, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                       silence_logs=50)
+    with cluster, distributed.Client(cluster) as c:
+        memo, x = dp(0)
+        monkeypatch.setattr(executors, "WORKER_WAIT", 0.5)
+        with pytest.raises(RuntimeError, match=r"the Dask cluster has no workers \(none joined within 0.5 s\)"):
+            memo.fit(x, 2, executor=c)
+        monkeypatch.setattr(executors, "WORKER_WAIT", 60.0)
+        cluster.scale(1)
+        assert len(memo.fit(x, 2, executor=c).elbo_trace) == memo.laps
