@@ -5,7 +5,10 @@ reads it; no class is pickled)::
 
     {"format": "pyro-memo-model", "format_version": 1, "kind": "dp-mixture" | "hdp-topics",
      "family": family name, "posterior": the posterior's state_dict (family prior, sticks,
-     variational parameters), "summary": the whole-data summary (DP mixtures: the predictive needs it)}
+     variational parameters), "summary": the whole-data summary (DP mixtures: the predictive needs it),
+     "vocab": the topic model's words, ``vocab[v]`` for word id ``v``, or None}
+
+A file without ``"vocab"`` (written before it was kept) reads as a model without a vocabulary.
 
 It is written like a checkpoint (:func:`~pyro_memo.memo.checkpoint.write_payload`: temporary
 file + rename, so a failed write leaves an existing file as it was). A loaded model gives
@@ -76,12 +79,15 @@ class SavedTopics:
     log-likelihoods of new documents, the topics held fixed.
 
     :ivar posterior: the :class:`~pyro_memo.topics.HDPPosterior`.
+    :ivar vocab: the words of the training corpus (``vocab[v]`` for word id ``v``), or None where the
+        corpus had none.
     """
 
     kind = HDP_TOPICS
 
-    def __init__(self, posterior, summary=None):
+    def __init__(self, posterior, summary=None, vocab=None):
         self.posterior, self.summary = posterior, summary
+        self.vocab = check_vocab(vocab, posterior.V)
 
     @property
     def K(self):
@@ -93,13 +99,26 @@ class SavedTopics:
 
     def check_corpus(self, corpus):
         """Refuse what is not a corpus, one whose word ids lie beyond the model's vocabulary
-        (``check_corpus()``), and one without documents."""
+        (``check_corpus()``), one whose words are numbered otherwise than the model's (where both
+        carry a vocabulary), and one without documents."""
         from .topics.heldout import check_corpus
 
         check_corpus(self.posterior, corpus)
+        self._check_same_words(getattr(corpus, "vocab", None))
         if corpus.num_docs == 0:
             raise ValueError("the corpus has no documents")
         return corpus
+
+    def _check_same_words(self, words):
+        """Word id ``v`` of a corpus with the vocabulary ``words`` must be the model's word ``v``:
+        a corpus numbered otherwise would be scored against the wrong topics' words, silently."""
+        if words is None or self.vocab is None:
+            return
+        for v, (ours, theirs) in enumerate(zip(self.vocab, words, strict=False)):  # a shorter one: its words
+            if ours != theirs:
+                raise ValueError(f"the corpus numbers its words otherwise than the model: word id {v} is "
+                                 f"{theirs!r} in the corpus's vocabulary and {ours!r} in the model's (renumber the "
+                                 "corpus with the model's vocabulary, SavedTopics.vocab)")
 
     def predict_proba(self, corpus, local_iters=200, local_tol=1e-4):
         """``(D, K + 1)`` posterior-mean topic proportions of each document (the last column the
@@ -138,7 +157,19 @@ def _parts(fit, summary):
     return fit, summary
 
 
-def save_model(path, fit, summary=None):
+def check_vocab(vocab, V):
+    """``vocab`` as a list of ``V`` words (strings), or None; :class:`ValueError` otherwise."""
+    if vocab is None:
+        return None
+    vocab = list(vocab)
+    if len(vocab) != V or not all(isinstance(word, str) for word in vocab):
+        kinds = sorted({type(word).__name__ for word in vocab})
+        raise ValueError(f"vocab must be {V} words (strings), one per word id of the model; got {len(vocab)} "
+                         f"items of type {', '.join(kinds) or 'none'}")
+    return vocab
+
+
+def save_model(path, fit, summary=None, vocab=None):
     """Write a fitted model to ``path`` (atomically; an existing file is replaced only by a complete one).
 
     :param fit: a :class:`~pyro_memo.FitResult` of :class:`~pyro_memo.FullBatchVB`,
@@ -146,12 +177,16 @@ def save_model(path, fit, summary=None):
         :class:`~pyro_memo.topics.MemoizedHDP` (the HDP topic model); a ``(posterior, summary)``
         pair; a posterior (then pass ``summary``); or a model :func:`load_model` returned.
     :param summary: the whole-data summary, where ``fit`` does not carry it (a DP mixture needs it).
+    :param vocab: a topic model's words, ``vocab[v]`` for word id ``v`` (default: a saved model's own).
+        :meth:`SavedTopics.check_corpus` then refuses a corpus whose vocabulary numbers words otherwise.
     """
     from .inference.dp_mixture_posterior import DPMixturePosterior
     from .topics.hdp_posterior import HDPPosterior
 
     posterior, summary = _parts(fit, summary)
     if isinstance(posterior, DPMixturePosterior):
+        if vocab is not None:
+            raise ValueError("save_model: vocab applies to a topic model; a DP mixture has no words")
         if summary is None:
             raise ValueError("save_model: a DP mixture needs its whole-data summary (FitResult.summary) for the "
                              "predictive density")
@@ -160,12 +195,13 @@ def save_model(path, fit, summary=None):
         kind, family = DP_MIXTURE, posterior.family.name
     elif isinstance(posterior, HDPPosterior):
         kind, family = HDP_TOPICS, "mult"
+        vocab = check_vocab(getattr(fit, "vocab", None) if vocab is None else vocab, posterior.V)
     else:
         raise TypeError(f"save_model: cannot save a {type(posterior).__name__}; pass a fit of a DP mixture "
                         "(FullBatchVB, MemoizedVB) or of the HDP topic model (MemoizedHDP)")
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "kind": kind, "family": family,
                "posterior": posterior.state_dict(),
-               "summary": None if summary is None else summary.to(device="cpu").to_dict()}
+               "summary": None if summary is None else summary.to(device="cpu").to_dict(), "vocab": vocab}
     write_payload(path, payload, "model file")
 
 
@@ -207,5 +243,6 @@ def _build(d, device):
     if kind == HDP_TOPICS:
         posterior = HDPPosterior.from_state_dict(d["posterior"], device)
         summary = d.get("summary")
-        return SavedTopics(posterior, None if summary is None else TopicSummary.from_dict(summary).to(device=device))
+        summary = None if summary is None else TopicSummary.from_dict(summary).to(device=device)
+        return SavedTopics(posterior, summary, d.get("vocab"))
     raise ValueError(f"unknown model kind {kind!r}")

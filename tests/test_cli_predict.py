@@ -91,6 +91,34 @@ def test_hdp_predict_refuses_a_count_matrix_of_another_width(hdp_model, tmp_path
     assert err.count("error") == 1 and "Traceback" not in err and not (tmp_path / "p.npz").exists()
 
 
+def _ldac(folder, words, docs):
+    """An LDA-C corpus ``folder/c.ldac`` with ``folder/vocab.txt`` beside it; ``docs`` lists word-id counts."""
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    lines = [f"{len(d)} " + " ".join(f"{v}:{c}" for v, c in d.items()) for d in docs]
+    (folder / "c.ldac").write_text("\n".join(lines) + "\n")
+    return str(folder / "c.ldac")
+
+
+def test_hdp_predict_refuses_a_corpus_whose_vocabulary_numbers_words_otherwise(tmp_path, capsys):
+    # the model kept no vocabulary, and a renumbered corpus was scored silently against the wrong words
+    words = ["apple", "banana", "cherry", "date", "elder", "fig"]
+    docs = [{0: 3, 1: 2}, {2: 4, 3: 1}, {4: 2, 5: 3}, {0: 1, 5: 2}] * 3
+    train = _ldac(tmp_path / "train", words, docs)
+    assert main(["fit", train, "--model", "hdp", "--K", "3", "--batches", "1", "--laps", "2", "--save",
+                 str(tmp_path / "m"), "--quiet"]) == 0
+    assert pm.load_model(tmp_path / "m" / "model.pt").vocab == words
+    same = _ldac(tmp_path / "same", words, docs[:2])
+    assert main(["predict", str(tmp_path / "m"), same, "--out", str(tmp_path / "p.npz")]) == 0
+    renumbered = _ldac(tmp_path / "renumbered", ["apple", "cherry", "banana", "date", "elder", "fig"], docs[:2])
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "m"), renumbered, "--out", str(tmp_path / "q.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "numbers its words otherwise than the model: word id 1 is 'cherry' in the corpus's vocabulary and " \
+           "'banana' in the model's" in err
+    assert err.count("error") == 1 and "Traceback" not in err and not (tmp_path / "q.npz").exists()
+
+
 def test_hdp_predict_on_a_corpus_without_tokens_says_so(hdp_model, tmp_path, capsys):
     # it printed "log-likelihood 0.0000 per token"
     import scipy.sparse as sp

@@ -111,6 +111,56 @@ def test_hdp_refuses_a_corpus_with_more_words(hdp_fit):
         model_file.SavedTopics(fit.posterior).predict_proba(bigger)
 
 
+def _words(V, swap=None):
+    words = [f"w{v}" for v in range(V)]
+    if swap is not None:
+        i, j = swap
+        words[i], words[j] = words[j], words[i]
+    return words
+
+
+def test_hdp_model_keeps_its_vocabulary_and_refuses_a_corpus_numbered_otherwise(tmp_path, hdp_fit):
+    fit, corpus = hdp_fit
+    V = corpus.vocab_size
+    pm.save_model(tmp_path / "hdp.pt", fit, vocab=_words(V))
+    loaded = pm.load_model(tmp_path / "hdp.pt")
+    assert loaded.vocab == _words(V)
+
+    def with_vocab(words):
+        return pm.topics.Corpus(corpus.doc_ptr, corpus.word_ids, corpus.counts, V, words)
+
+    expected = loaded.predict_proba(with_vocab(None))  # a corpus without words is read by id, as before
+    assert torch.equal(loaded.predict_proba(with_vocab(_words(V))), expected)
+    with pytest.raises(ValueError, match="word id 3 is 'w7' in the corpus's vocabulary and 'w3' in the model's"):
+        loaded.predict_proba(with_vocab(_words(V, swap=(3, 7))))
+    assert model_file.SavedTopics(fit.posterior).predict_proba(with_vocab(_words(V, swap=(3, 7)))).shape \
+        == expected.shape  # a model saved without words cannot tell
+
+
+def test_a_file_without_a_vocabulary_reads_as_a_model_without_one(tmp_path, hdp_fit):
+    pm.save_model(tmp_path / "hdp.pt", hdp_fit[0])
+    payload = torch.load(tmp_path / "hdp.pt", weights_only=True)
+    assert payload["vocab"] is None
+    del payload["vocab"]  # as a file written before the vocabulary was kept
+    torch.save(payload, tmp_path / "old.pt")
+    assert pm.load_model(tmp_path / "old.pt").vocab is None
+
+
+@pytest.mark.parametrize("vocab, found", [(["a", "b"], "got 2 items of type str"),
+                                          (list(range(25)), "got 25 items of type int")])
+def test_save_model_refuses_a_vocabulary_that_is_not_one_word_per_id(tmp_path, hdp_fit, vocab, found):
+    expected = f"vocab must be 25 words \\(strings\\), one per word id of the model; {found}"
+    with pytest.raises(ValueError, match=expected):
+        pm.save_model(tmp_path / "hdp.pt", hdp_fit[0], vocab=vocab)
+    assert not (tmp_path / "hdp.pt").exists()
+
+
+def test_save_model_refuses_a_vocabulary_for_a_dp_mixture(tmp_path):
+    fit, _, _ = _dp_fit("vb", "gauss")
+    with pytest.raises(ValueError, match="vocab applies to a topic model"):
+        pm.save_model(tmp_path / "m.pt", fit, vocab=["a"])
+
+
 def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     fit, x, _ = _dp_fit("vb", "gauss")
     path = tmp_path / "model.pt"

@@ -427,7 +427,7 @@ class HDPTopics(CliModel):
             "sparse_L": args.sparse_L, "birth_targets": args.birth_targets, "birth_new": args.birth_new,
         }
         if args.save:
-            save_model(os.path.join(args.save, "model.pt"), fit)
+            save_model(os.path.join(args.save, "model.pt"), fit, vocab=corpus.vocab)
             _write_topics(args.save, topics, post, weights)
             write_trace_plot(os.path.join(args.save, "trace.png"), fit.elbo_trace, k_trace or [out["K"]],
                              description)
