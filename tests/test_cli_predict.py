@@ -119,6 +119,17 @@ def test_hdp_predict_refuses_a_corpus_whose_vocabulary_numbers_words_otherwise(t
     assert err.count("error") == 1 and "Traceback" not in err and not (tmp_path / "q.npz").exists()
 
 
+def test_hdp_fit_says_which_vocabulary_it_read(tmp_path, capsys):
+    # the vocab.txt beside an LDA-C file was picked up without a word
+    path = _ldac(tmp_path / "c", ["a", "b", "c"], [{0: 2, 1: 1}, {2: 3}] * 4)
+    fit = ["fit", path, "--model", "hdp", "--K", "2", "--batches", "1", "--laps", "1"]
+    assert main(fit) == 0
+    assert f"words from {tmp_path / 'c' / 'vocab.txt'}" in capsys.readouterr().out
+    (tmp_path / "c" / "vocab.txt").unlink()
+    assert main(fit) == 0
+    assert "words from" not in capsys.readouterr().out
+
+
 def test_hdp_predict_on_a_corpus_without_tokens_says_so(hdp_model, tmp_path, capsys):
     # it printed "log-likelihood 0.0000 per token"
     import scipy.sparse as sp

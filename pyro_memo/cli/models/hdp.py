@@ -137,7 +137,7 @@ def load_corpus(source, vocab=None):
         where = f"{source}" + (f" with vocabulary {vocab}" if vocab else "")
         named = message.startswith(source) or vocab is not None and message.startswith(str(vocab))
         raise ValueError(message if named else f"{where}: {message}") from None
-    return corpus, f"{source}: {corpus}"
+    return corpus, f"{source}: {corpus}" + (f", words from {vocab}" if vocab else "")
 
 
 def vocab_missing(vocab):
