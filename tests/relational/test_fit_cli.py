@@ -109,6 +109,22 @@ def test_self_loops_are_dropped_and_reported(tmp_path, capsys):
     assert "2 self loops dropped" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("shift, said", [
+    (1, "(1 node without links; ids are kept as given, so an edge list numbered from 1 leaves node 0 without links)"),
+    (0, "(2 nodes without links)")])
+def test_nodes_without_links_are_reported(tmp_path, capsys, shift, said):
+    # a file numbered from 1 gave an isolated node 0 without a word
+    lines = "".join(f"{i + shift} {j + shift}\n" for i, j in _edges() if shift or 5 not in (i, j) and 7 not in (i, j))
+    (tmp_path / "g.edges").write_text(lines)
+    assert main(["fit", str(tmp_path / "g.edges"), "--model", "relational", "--K", "3", "--laps", "1"]) == 0
+    assert said in capsys.readouterr().out
+
+
+def test_a_graph_with_every_node_linked_reports_none_without_links(graph_files, capsys):
+    assert main(["fit", str(graph_files / "g.txt"), "--model", "relational", "--K", "3", "--laps", "1"]) == 0
+    assert "without links" not in capsys.readouterr().out
+
+
 def test_npz_adjacency(tmp_path):
     import scipy.sparse as sp
 

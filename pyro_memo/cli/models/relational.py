@@ -136,7 +136,19 @@ def _graph_text(graph, description):
     labels = "" if graph.labels is None else f", {len(np.unique(graph.labels))} label classes"
     loops = graph.self_loops
     dropped = f" ({loops} self loop{'s' * (loops != 1)} dropped: the model has no self links)" if loops else ""
-    return f"{description}: {graph.num_nodes} nodes, {graph.num_edges} links{labels}{dropped}"
+    return f"{description}: {graph.num_nodes} nodes, {graph.num_edges} links{labels}{dropped}{_isolated_text(graph)}"
+
+
+def _isolated_text(graph):
+    """How many nodes have no link; where node 0 is one, the hint that ids are kept as given (a file
+    numbered from 1 leaves node 0 without links)."""
+    degrees = graph.degrees()
+    isolated = int((degrees == 0).sum())
+    if not isolated:
+        return ""
+    hint = "; ids are kept as given, so an edge list numbered from 1 leaves node 0 without links" if degrees[0] == 0 \
+        else ""
+    return f" ({isolated} node{'s' * (isolated != 1)} without links{hint})"
 
 
 def _hyper_text(args, out):
