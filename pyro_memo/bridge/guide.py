@@ -7,6 +7,7 @@ from torch.distributions import constraints, transform_to
 
 from ..allocation import DPSticks
 from ..checks import as_positive_int, as_seed
+from ..families._wishart import quiet_wishart
 from ..inference import DPMixturePosterior, FullBatchVB, SummaryCache
 from .call_specs import check_kind
 from .param_store import DataFingerprint, check_shapes, default_prefix, require_params
@@ -211,8 +212,8 @@ class DPMixtureGuide(GlobalSiteReadouts):
                 pyro.sample(spec.stick_site, dist.Beta(eta1, eta0))
         prior = fam.prior_posterior(T - K)
         hyper = {k: torch.cat([v, prior[k]]).to(**like) for k, v in post.component.items()}
-        with pyro.plate(spec.component_plate, T, dim=spec.dim("components")):
-            spec.sites.sample(hyper)
+        with pyro.plate(spec.component_plate, T, dim=spec.dim("components")), quiet_wishart():
+            spec.sites.sample(hyper)  # torch's Wishart sampler warns falsely on every draw (quiet_wishart)
         return like
 
     def __call__(self, *args, **kwargs):

@@ -41,7 +41,6 @@ family's prior log-density. Anything else raises :class:`ModelStructureError`.
 
 import inspect
 import re
-import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ import torch
 from pyro import poutine
 
 from ..families import FAMILIES
+from ..families._wishart import quiet_wishart
 from ..families.base import NonFiniteDataError, check_finite
 from ..models.component_sites import sites_for
 from .hdp_recognition import is_hdp, recognize_hdp
@@ -638,15 +638,6 @@ def _refuse_scales(sites):
     )
 
 
-@contextmanager
-def _quiet_wishart():
-    """Silence torch's "Singular sample detected" warning of the Wishart sampler, and only that,
-    while recognition draws its own random values (they are only used to check the wiring)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Singular sample detected", category=UserWarning)
-        yield
-
-
 #: the latent DP concentration pyro-memo learns (Blei & Jordan 2006, §5)
 ALPHA_FORM = ("alpha = pyro.sample('alpha', dist.Gamma(s1, s2)) outside any plate, then "
               "v = pyro.sample('v', dist.Beta(1, alpha)) in the sticks' plate")
@@ -774,7 +765,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
     with _caller_rng_untouched():  # tracing draws the latent sites: the caller's RNG stream must not move
         tracer = poutine.trace(model)
         try:
-            with torch.no_grad(), poutine.block(), _quiet_wishart():  # invisible to any handler the caller runs under
+            with torch.no_grad(), poutine.block(), quiet_wishart():  # invisible to any handler the caller runs under
                 trace = tracer.get_trace(*args, **kwargs)
         except Exception as err:
             _check_batch_arguments(model, args, kwargs, tracer.trace)  # the plates the trace reached
@@ -784,7 +775,7 @@ def recognize_model(model, *args, dtype=torch.float64, **kwargs):
                                       f"{cause}{_argument_hint(model, args, kwargs)}") from err
         _check_batch_arguments(model, args, kwargs, trace)
         try:
-            with _quiet_wishart():
+            with quiet_wishart():
                 return _recognize(model, args, kwargs, trace, dtype)
         except (ModelStructureError, NonFiniteDataError):
             raise

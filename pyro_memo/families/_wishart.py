@@ -7,6 +7,7 @@ The Wishart is parameterised by degrees of freedom ``nu`` and *inverse* scale ``
 
 import math
 import warnings
+from contextlib import contextmanager
 
 import torch
 
@@ -190,11 +191,23 @@ def _broadcast_quadratic(diff, chol):
     return torch.cat([quad(take(diff, lo), take(chol, lo)) for lo in range(0, shape[0], step)], 0).expand(shape)
 
 
+@contextmanager
+def quiet_wishart():
+    """Silence torch's "Singular sample detected." warning of ``Wishart.rsample``, and only that.
+
+    torch's check is inverted (pytorch/pytorch#122021): it warns when a draw *is* positive definite
+    and then redraws those, so every Wishart draw warns though none is singular. Used wherever
+    pyro-memo draws Wishart samples: :func:`sample_wishart`, model recognition, and the Pyro guide
+    (which Pyro's ``Trace_ELBO``, ``Predictive`` and ``SVI`` sample)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Singular sample detected", category=UserWarning)
+        yield
+
+
 def sample_wishart(nu, B):
     """:math:`\\Lambda_k \\sim W(\\nu_k, B_k^{-1})` (``B`` the inverse scale), with torch's
-    Bartlett sampler; its warning on a redrawn singular sample is silenced (it redraws)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Singular sample detected")
+    Bartlett sampler (its false warning silenced: :func:`quiet_wishart`)."""
+    with quiet_wishart():
         return torch.distributions.Wishart(nu, precision_matrix=B, validate_args=False).sample()
 
 

@@ -189,6 +189,24 @@ def test_trace_elbo_on_full_data_agrees_with_exact_elbo_after_batch_training():
     assert abs(exact - mean) < 3 * se, (exact, mean, se)
 
 
+def test_the_guide_draws_wishart_precisions_without_torchs_false_singular_warning():
+    # Trace_ELBO on a Gaussian guide printed "Singular sample detected." on every call: torch's check is inverted
+    # (it warns on positive-definite draws, pytorch/pytorch#122021). (Predictive still runs the user's own model
+    # once unconditioned, to guess its plates: that draw is the model's, not the guide's.)
+    guide, data, _, _ = train(laps=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Trace_ELBO(num_particles=3).loss(model, guide, data)
+        precisions = torch.stack([poutine.trace(guide).get_trace(data).nodes["prec"]["value"] for _ in range(3)])
+        bare = dist.Wishart(torch.tensor(4.0, dtype=F64), covariance_matrix=torch.eye(2, dtype=F64))
+    assert not [w for w in caught if "Singular sample" in str(w.message)]
+    assert bool((torch.linalg.eigvalsh(precisions) > 0).all())  # the draws are positive definite
+    with warnings.catch_warnings(record=True) as caught:  # the same sampler outside the guide warns: the test can fail
+        warnings.simplefilter("always")
+        bare.rsample((3,))
+    assert [w for w in caught if "Singular sample" in str(w.message)]
+
+
 def test_infer_discrete_with_the_guide_conditioned_model():
     guide, data, _, _ = train()
     globals_only = poutine.block(guide, hide=["z"])
