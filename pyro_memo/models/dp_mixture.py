@@ -7,6 +7,7 @@ import torch
 from ..allocation import stick_breaking_weights
 from ..checks import as_positive_float, as_positive_int
 from ..families import ConjugateFamily
+from ..families._wishart import quiet_wishart
 from .component_sites import sites_for
 
 
@@ -58,7 +59,7 @@ class DPMixtureModel:
         one = torch.ones((), dtype=fam.dtype, device=fam.device)
         with pyro.plate("sticks", self.T - 1):
             v = pyro.sample("v", dist.Beta(one, self.alpha * one))
-        with pyro.plate("components", self.T):
+        with pyro.plate("components", self.T), quiet_wishart():  # torch's false warning on every Wishart draw
             theta = self.sites.sample(fam.prior_posterior(self.T))
         weights = stick_breaking_weights(v)
         with pyro.plate("data", num_data, subsample_size=subsample_size) as idx:

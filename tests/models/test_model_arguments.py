@@ -96,3 +96,17 @@ def test_the_topic_model_refuses_ids_that_would_wrap_or_be_truncated(doc, word, 
 def test_the_relational_model_refuses_node_ids_outside_its_nodes(src, dst, match):
     with pytest.raises(ValueError, match=match):
         pyro.poutine.trace(HDPRelationalModel(5, 3)).get_trace(torch.tensor(src), torch.tensor(dst))
+
+
+def test_the_dp_model_draws_wishart_precisions_without_torchs_false_singular_warning():
+    # drawing data from the model (or Predictive's first run of it) printed "Singular sample detected." on every
+    # call: torch's check is inverted (it warns on positive-definite draws, pytorch/pytorch#122021)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = pyro.poutine.trace(DPMixtureModel(FAMILY, 3)).get_trace(num_data=4)
+        pyro.distributions.Wishart(FAMILY.prior["nu"], precision_matrix=FAMILY.prior["B"]).rsample((3,))
+    singular = [w for w in caught if "Singular sample" in str(w.message)]
+    assert len(singular) == 1 and singular[0].filename.endswith("test_model_arguments.py")  # the bare draw's only
+    assert bool((torch.linalg.eigvalsh(trace.nodes["Lambda"]["value"]) > 0).all())
