@@ -65,6 +65,30 @@ class EstimatorConvergenceWarning(ConvergenceWarning, SklearnConvergenceWarning)
     warning filters catch it."""
 
 
+#: the largest seed scikit-learn's ``check_random_state`` (numpy's ``RandomState``) takes
+MAX_RANDOM_STATE = 2**32 - 1
+
+
+def fit_seed(random_state):
+    """The seed a fit hands its driver, drawn from ``random_state`` as scikit-learn's ``check_random_state``
+    does (so an int gives the fit it always gave): ``None`` (numpy's global generator), an int in
+    ``[0, 2**32 - 1]``, a numpy ``RandomState``, or a numpy ``Generator`` (a seed drawn from it, advancing it).
+
+    :raises ValueError: naming ``random_state`` for anything else (a negative int, a bool, a float), not
+        numpy's "Seed must be between 0 and 2**32 - 1".
+    """
+    bound = np.iinfo(np.int32).max
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(bound))
+    ok = random_state is None or isinstance(random_state, np.random.RandomState) or (
+        isinstance(random_state, numbers.Integral) and not isinstance(random_state, (bool, np.bool_))
+        and 0 <= random_state <= MAX_RANDOM_STATE)
+    if not ok:
+        raise ValueError(f"random_state must be None, an int in [0, 2**32 - 1], a numpy RandomState or a numpy "
+                         f"Generator; got {random_state!r}")
+    return int(check_random_state(random_state).randint(bound))
+
+
 def warn_unconverged(estimator):
     """Warn (:class:`~pyro_memo.estimator.EstimatorConvergenceWarning`) when ``estimator.converged_`` is false, as
     scikit-learn's mixtures do."""
@@ -110,7 +134,9 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     :param int max_iter: maximum laps (iterations).
     :param float tol: stop when the ELBO's relative change over a lap is below this.
     :param str init: ``"kmeans++"`` or ``"random"`` initial responsibilities.
-    :param random_state: seeds the initialisation and the batch order (int, RandomState or None).
+    :param random_state: seeds the initialisation and the batch order: an int in ``[0, 2**32 - 1]``, a
+        numpy ``RandomState`` or ``Generator`` (a seed is drawn from it), or ``None``; anything else
+        (a negative int) is a :class:`ValueError` naming ``random_state``.
     :param str dtype: ``"float64"`` or ``"float32"``, the dtype of the variational math.
     :param str local_dtype: ``"float32"``: mixed precision, the local step (responsibilities and
         batch summaries) in float32 while the globals, the memo and the ELBO stay in ``dtype``
@@ -228,7 +254,7 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     def _make_algorithm(self, family, n_samples):
         """``(driver, num_batches)`` for the chosen algorithm, seeded from ``random_state``."""
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        seed = fit_seed(self.random_state)
         common = dict(alpha=float(self.alpha), tol=float(self.tol), init=self.init, seed=seed,
                       local_dtype=self.local_dtype, threads=self.threads,
                       sparse_L=self.sparse_L, sparse_candidates=self.sparse_candidates)

@@ -6,7 +6,6 @@ import copy
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
 from .data.corpus import check_has_tokens, from_counts
@@ -16,6 +15,7 @@ from .estimator import (
     _check_move_options,
     _check_real,
     commit_fit,
+    fit_seed,
     input_attributes,
     validate_data,
     warn_unconverged,
@@ -65,7 +65,9 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         (see :class:`~pyro_memo.topics.TopicBirthMove`); ``None``: their defaults.
     :param int max_iter: maximum laps.
     :param float tol: stop when the bound's relative change over a lap is below this.
-    :param random_state: seeds the initial topics and the batch order (int, RandomState or None).
+    :param random_state: seeds the initial topics and the batch order: an int in ``[0, 2**32 - 1]``, a
+        numpy ``RandomState`` or ``Generator`` (a seed is drawn from it), or ``None``; anything else
+        (a negative int) is a :class:`ValueError` naming ``random_state``.
     :param int threads: the most intra-op threads torch may use; each fit times one thread against this
         many and keeps the faster, and restores torch's setting afterwards (``None``: torch's setting).
     :param str local_dtype: ``"float32"``: mixed precision, the document-level local step in float32
@@ -164,7 +166,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         corpus = self._corpus(X, reset=True, on=trial)
         check_has_tokens(corpus, f"{type(self).__name__}.fit")
         nonempty = int(np.count_nonzero(np.diff(corpus.doc_ptr)))
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        seed = fit_seed(self.random_state)
         n_docs = corpus.num_docs
         batches = min(10, n_docs) if self.n_batches is None else min(self.n_batches, n_docs)
         init = "kmeans" if self.n_components <= nonempty else "documents"

@@ -115,13 +115,30 @@ def test_get_set_params_round_trip_and_clone():
     assert np.array_equal(clone(est).fit(x).labels_, clone(est).fit(x).labels_)
 
 
+@pytest.mark.parametrize("algorithm", ["memo", "vb"])
+def test_a_numpy_generator_seeds_the_fit_as_a_random_state_does(algorithm):
+    """random_state=np.random.default_rng(s): the fit is repeatable from the generator's state, and the generator
+    advances (numpy's "cannot be used to seed a numpy.random.RandomState instance" before)."""
+    x, _ = blobs(90)
+    est = DPMixture(n_components=4, algorithm=algorithm, max_iter=5, random_state=np.random.default_rng(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pm.ConvergenceWarning)
+        a, b = clone(est).fit(x), clone(est).fit(x)
+        rng = np.random.default_rng(1)
+        c, d = clone(est).set_params(random_state=rng).fit(x), clone(est).set_params(random_state=rng).fit(x)
+    assert np.array_equal(a.predict_proba(x), b.predict_proba(x)) and np.array_equal(a.predict_proba(x),
+                                                                                      c.predict_proba(x))
+    assert not np.array_equal(c.predict_proba(x), d.predict_proba(x))
+
+
 @pytest.mark.parametrize("name,value", [("n_components", 0), ("n_components", 2.5), ("family", "cauchy"),
                                         ("algorithm", "gibbs"), ("alpha", 0.0), ("max_iter", 0), ("tol", -1.0),
                                         ("n_batches", 0), ("init", "spectral"), ("dtype", "float16"),
                                         ("moves", ["birth"]), ("prior_scale", 0.0), ("prior", "kappa=1"),
                                         ("prior", {"lam": 1.0}), ("move_options", {"birth": 4}),
                                         ("move_options", {"birth": {"targets": 4}}),
-                                        ("move_options", {"birth": {"target": 4}})])
+                                        ("move_options", {"birth": {"target": 4}}), ("random_state", -1),
+                                        ("random_state", 2**32), ("random_state", 1.5), ("random_state", True)])
 def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     est = DPMixture(**{name: value})  # __init__ only stores
     assert est.get_params()[name] == value

@@ -1,6 +1,7 @@
 """The scikit-learn estimator HDPTopics: sklearn's own conventions, topic recovery, proportions and scores."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import check_estimator
 
-from pyro_memo import HDPTopics
+from pyro_memo import ConvergenceWarning, HDPTopics
 
 V = 30
 
@@ -180,12 +181,25 @@ def test_pickle_round_trip_reproduces_transform(fitted):
 @pytest.mark.parametrize("name,value", [("n_components", 0), ("n_components", 2.5), ("alpha", 0.0),
                                         ("gamma", -1.0), ("lam0", -0.1), ("max_iter", 0), ("tol", -1.0),
                                         ("n_batches", 0), ("moves", "split"), ("moves", ["birth"]),
-                                        ("move_options", [("birth", {})]), ("move_options", {"birth": {"num_new": 4}})])
+                                        ("move_options", [("birth", {})]), ("move_options", {"birth": {"num_new": 4}}),
+                                        ("random_state", -1), ("random_state", 2**32), ("random_state", 1.5)])
 def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     est = HDPTopics(**{name: value})  # __init__ only stores
     assert est.get_params()[name] == value
     with pytest.raises(ValueError, match=name):
         est.fit(three_topic_docs(12)[0])
+
+
+def test_a_numpy_generator_seeds_the_fit_as_a_random_state_does():
+    x, _ = three_topic_docs(45)
+    est = HDPTopics(n_components=3, max_iter=3, random_state=np.random.default_rng(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a, b = clone(est).fit(x), clone(est).fit(x)
+        rng = np.random.default_rng(2)
+        c, d = clone(est).set_params(random_state=rng).fit(x), clone(est).set_params(random_state=rng).fit(x)
+    assert np.array_equal(a.components_, b.components_) and np.array_equal(a.components_, c.components_)
+    assert not np.array_equal(c.components_, d.components_)
 
 
 def test_an_unconverged_fit_warns_under_both_warning_classes():
