@@ -157,8 +157,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
         :class:`~pyro_memo.MemoizedVB`); ``None`` (the default): among all.
 
     A fitted estimator pickles (``pickle`` / ``joblib``) and the copy predicts exactly as the
-    original; :func:`~pyro_memo.save_model` ``(path, (est.posterior_, est.summary_))`` writes the
-    versioned model file ``pyro-memo predict`` reads.
+    original; :func:`~pyro_memo.save_model` ``(path, est)`` writes the versioned model file
+    ``pyro-memo predict`` reads.
 
     :ivar posterior_: the fitted :class:`~pyro_memo.DPMixturePosterior`.
     :ivar summary_: the whole-data :class:`~pyro_memo.Summary` (for the predictive).

@@ -149,9 +149,14 @@ class SavedTopics:
 
 
 def _parts(fit, summary):
-    """``(posterior, summary)`` of a fit result, a ``(posterior, summary)`` pair, a saved model or a posterior."""
+    """``(posterior, summary)`` of a fit result, a fitted estimator (``DPMixture``, ``HDPTopics``), a
+    ``(posterior, summary)`` pair, a saved model or a posterior."""
     if isinstance(fit, tuple) and len(fit) == 2:
         return fit
+    if hasattr(fit, "get_params") and hasattr(fit, "fit"):  # a scikit-learn estimator: its fitted attributes
+        if not hasattr(fit, "posterior_"):
+            raise ValueError(f"save_model: this {type(fit).__name__} is not fitted; call its fit(X) first")
+        return fit.posterior_, getattr(fit, "summary_", None) if summary is None else summary
     if hasattr(fit, "posterior"):
         return fit.posterior, getattr(fit, "summary", None) if summary is None else summary
     return fit, summary
@@ -174,8 +179,10 @@ def save_model(path, fit, summary=None, vocab=None):
 
     :param fit: a :class:`~pyro_memo.FitResult` of :class:`~pyro_memo.FullBatchVB`,
         :class:`~pyro_memo.MemoizedVB` (a DP mixture over any family) or
-        :class:`~pyro_memo.topics.MemoizedHDP` (the HDP topic model); a ``(posterior, summary)``
-        pair; a posterior (then pass ``summary``); or a model :func:`load_model` returned.
+        :class:`~pyro_memo.topics.MemoizedHDP` (the HDP topic model); a fitted
+        :class:`~pyro_memo.DPMixture` or :class:`~pyro_memo.HDPTopics` (its ``posterior_`` and
+        ``summary_``); a ``(posterior, summary)`` pair; a posterior (then pass ``summary``); or a
+        model :func:`load_model` returned.
     :param summary: the whole-data summary, where ``fit`` does not carry it (a DP mixture needs it).
     :param vocab: a topic model's words, ``vocab[v]`` for word id ``v`` (default: a saved model's own).
         :meth:`SavedTopics.check_corpus` then refuses a corpus whose vocabulary numbers words otherwise.
@@ -198,7 +205,8 @@ def save_model(path, fit, summary=None, vocab=None):
         vocab = check_vocab(getattr(fit, "vocab", None) if vocab is None else vocab, posterior.V)
     else:
         raise TypeError(f"save_model: cannot save a {type(posterior).__name__}; pass a fit of a DP mixture "
-                        "(FullBatchVB, MemoizedVB) or of the HDP topic model (MemoizedHDP)")
+                        "(FullBatchVB, MemoizedVB, a fitted DPMixture) or of the HDP topic model (MemoizedHDP, a "
+                        "fitted HDPTopics)")
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "kind": kind, "family": family,
                "posterior": posterior.state_dict(),
                "summary": None if summary is None else summary.to(device="cpu").to_dict(), "vocab": vocab}

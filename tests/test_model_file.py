@@ -63,6 +63,29 @@ def test_save_model_refuses_what_it_cannot_save(tmp_path):
     assert not (tmp_path / "m.pt").exists()
 
 
+def test_a_fitted_estimator_saves_as_its_posterior_and_an_unfitted_one_is_refused(tmp_path):
+    """save_model(path, est) for a fitted DPMixture / HDPTopics (a TypeError "cannot save a DPMixture" before):
+    the file is the one (est.posterior_, est.summary_) gives, and predicts as the estimator does."""
+    from pyro_memo.topic_estimator import TRANSFORM_ITERS, TRANSFORM_TOL
+
+    x = make_data("gauss", 200, D=2, seed=1, clusters=3).numpy()
+    est = pm.DPMixture(n_components=4, max_iter=50, tol=1e-4, random_state=0).fit(x)
+    pm.save_model(tmp_path / "dp.pt", est)
+    loaded = pm.load_model(tmp_path / "dp.pt")
+    assert np.array_equal(loaded.score_samples(x).numpy(), est.score_samples(x))
+    assert np.array_equal(est.component_of_label_[est.predict(x)], loaded.predict(x).numpy())
+    counts = np.random.default_rng(0).poisson(1.0, (30, 12))
+    topics = pm.HDPTopics(n_components=3, max_iter=50, tol=1e-4, random_state=0).fit(counts)
+    pm.save_model(tmp_path / "hdp.pt", topics)
+    pi = pm.load_model(tmp_path / "hdp.pt").predict_proba(pm.topics.from_counts(counts), TRANSFORM_ITERS,
+                                                         TRANSFORM_TOL)[:, :-1]
+    assert np.array_equal((pi / pi.sum(1, keepdim=True)).numpy(), topics.transform(counts))
+    for unfitted in (pm.DPMixture(), pm.HDPTopics()):
+        with pytest.raises(ValueError, match=f"this {type(unfitted).__name__} is not fitted; call its fit"):
+            pm.save_model(tmp_path / "none.pt", unfitted)
+    assert not (tmp_path / "none.pt").exists()
+
+
 @pytest.mark.parametrize("path", [None, 3, b"m.pt", "io"])
 def test_save_model_refuses_a_path_that_is_no_file_name(tmp_path, monkeypatch, path):
     """save_model(None, fit) wrote a file named "None" in the working directory (3: "3", an open file: its repr)."""
