@@ -117,7 +117,8 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
     same labels and (to rounding) the same densities. ``check_estimator`` passes with no
     expected failures.
 
-    :param int n_components: truncation level ``K`` (an upper bound on the number of clusters).
+    :param int n_components: truncation level ``K``: an upper bound on the number of clusters, except that
+        ``moves`` (births) may grow the fit beyond it (``n_components_`` is the fitted number).
     :param family: a family name (one of :data:`~pyro_memo.families.FAMILIES`, whose default
         prior is scaled to the training data by ``from_data``) or a
         :class:`~pyro_memo.ConjugateFamily` with its own prior.

@@ -52,8 +52,8 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     ``posterior_`` in its order, as the rows of ``components_``. ``check_estimator`` passes with
     no expected failures.
 
-    :param int n_components: truncation level ``K`` (an upper bound on the topics; moves may
-        change the number of topics, see ``n_components_``).
+    :param int n_components: truncation level ``K``: an upper bound on the topics, except that ``moves``
+        (births) may grow the fit beyond it (``n_components_`` is the fitted number).
     :param float alpha: document-level concentration.
     :param float gamma: top-level concentration.
     :param float lam0: symmetric Dirichlet prior on each topic's word distribution.
