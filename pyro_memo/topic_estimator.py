@@ -147,12 +147,14 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         _check_move_options(self.move_options, names, TOPIC_MOVES)
         return names
 
-    def _corpus(self, X, reset, on=None):
-        """``X`` validated (scikit-learn's errors; with ``reset``, its width recorded on ``on``, by default
-        this estimator) and non-negative, as a :class:`~pyro_memo.topics.Corpus`."""
+    def _corpus(self, X, site, on=None):
+        """``X`` validated (scikit-learn's errors; at ``site`` ``"fit"``, its width recorded on ``on``, by default
+        this estimator; else checked against the fitted width) and non-negative, as a
+        :class:`~pyro_memo.topics.Corpus`; errors name the method ``site`` the caller called."""
+        reset = site == "fit"
         X = validate_data(self if on is None else on, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
                           reset=reset)
-        check_non_negative(X, f"{type(self).__name__}.{'fit' if reset else 'transform'}")
+        check_non_negative(X, f"{type(self).__name__}.{site}")
         return from_counts(X)
 
     # ------------------------------------------------------------------- fit
@@ -163,7 +165,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         moves = self._check_params()
         trial = copy.copy(self)  # validate_data sets n_features_in_ there: self changes only on success
-        corpus = self._corpus(X, reset=True, on=trial)
+        corpus = self._corpus(X, "fit", on=trial)
         check_has_tokens(corpus, f"{type(self).__name__}.fit")
         nonempty = int(np.count_nonzero(np.diff(corpus.doc_ptr)))
         seed = fit_seed(self.random_state)
@@ -189,7 +191,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _proportions(self, X):
         """``(corpus, (n_documents, K + 1) tensor)``: proportions with the tail column last."""
         check_is_fitted(self)
-        corpus = self._corpus(X, reset=False)
+        corpus = self._corpus(X, "transform")
         saved = SavedTopics(self.posterior_)
         return corpus, saved, saved.predict_proba(corpus, local_iters=TRANSFORM_ITERS, local_tol=TRANSFORM_TOL)
 
@@ -209,24 +211,27 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         :math:`\\sum_n c_n \\log \\sum_k \\hat\\pi_{dk}\\hat\\phi_{k x_n}` with :math:`\\hat\\pi_d`
         estimated from the same document (topics fixed) and :math:`\\hat\\phi_k = E_q[\\phi_k]`
         (:meth:`~pyro_memo.model_file.SavedTopics.score_samples`)."""
+        return self._scores(X, "score_samples")[1]
+
+    def _scores(self, X, site):
+        """``(corpus, score_samples)`` of ``X``, its errors naming the method ``site``."""
         check_is_fitted(self)
-        corpus = self._corpus(X, reset=False)
+        corpus = self._corpus(X, site)
         saved = SavedTopics(self.posterior_)
-        return saved.score_samples(corpus, local_iters=TRANSFORM_ITERS, local_tol=TRANSFORM_TOL).numpy()
+        return corpus, saved.score_samples(corpus, local_iters=TRANSFORM_ITERS, local_tol=TRANSFORM_TOL).numpy()
 
     def score(self, X, y=None):
         """Total plug-in log-likelihood (nats) of the words of ``X`` under the fitted topics
         (the sum of :meth:`score_samples`; higher is better). It estimates each document's
         proportions from the words it then scores, so it is not a held-out score: for that, split
         each document's words (:func:`~pyro_memo.topics.document_completion`)."""
-        return float(np.sum(self.score_samples(X)))
+        return float(np.sum(self._scores(X, "score")[1]))
 
     def perplexity(self, X):
         """``exp(-score(X) / number of words in X)``, as ``LatentDirichletAllocation.perplexity``
         (lower is better)."""
-        score = self.score(X)
-        tokens = float(validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
-                                     reset=False).sum())
+        corpus, scores = self._scores(X, "perplexity")
+        score, tokens = float(np.sum(scores)), float(corpus.counts.sum())
         if tokens <= 0:
             raise ValueError("perplexity: X has no words")
         return float(np.exp(-score / tokens))

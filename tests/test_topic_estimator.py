@@ -131,12 +131,13 @@ def test_score_and_perplexity(fitted):
     assert 1 < est.perplexity(test) < V
 
 
-@pytest.mark.parametrize("method", ["fit", "transform", "score"])
-def test_negative_counts_raise(fitted, method):
+@pytest.mark.parametrize("method", ["fit", "transform", "score", "score_samples", "perplexity"])
+def test_negative_counts_raise_naming_the_method_called(fitted, method):
+    """score, score_samples and perplexity said 'Negative values in data passed to HDPTopics.transform'."""
     est, x, _ = fitted
     bad = x.astype(float)
     bad[3, 4] = -1.0
-    with pytest.raises(ValueError, match="Negative values"):
+    with pytest.raises(ValueError, match=f"Negative values in data passed to HDPTopics.{method}"):
         getattr(clone(est) if method == "fit" else est, method)(bad)
 
 
