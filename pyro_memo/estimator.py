@@ -251,6 +251,10 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
             family = self.family.to(dtype=dtype)
         else:
             family = get_family(self.family).from_data(x, dtype=dtype)
+        if float(self.prior_scale) != 1.0 and family.spread_key is None:
+            raise ValueError(f"prior_scale={self.prior_scale!r}: the {family.name} family has no spread "
+                             f"hyperparameter to scale; leave prior_scale=1 and set its priors "
+                             f"({', '.join(family.prior_names)}) with prior={{...}}")
         return family.with_prior(float(self.prior_scale), **(self.prior or {}))
 
     def _make_algorithm(self, family, n_samples):

@@ -146,6 +146,17 @@ def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
         est.fit(blobs(30)[0])
 
 
+@pytest.mark.parametrize("family", ["poisson", "bern", "mult"])
+def test_prior_scale_for_a_family_without_a_spread_names_prior_scale(family):
+    """prior_scale=2 for a family with no spread hyperparameter said 'the poisson family has no spread hyperparameter
+    to scale', naming neither the estimator's parameter nor how to set the priors."""
+    counts = (np.random.RandomState(0).poisson(3, (60, 4)) > 2) * 1.0
+    with pytest.raises(ValueError, match=r"prior_scale=2\.0: the .* family has no spread .*set its priors .* prior="):
+        DPMixture(family=family, n_components=3, max_iter=3, prior_scale=2.0).fit(counts)
+    assert DPMixture(family=family, n_components=3, max_iter=50, tol=1e-3, prior_scale=1.0, random_state=0).fit(
+        counts).converged_
+
+
 def test_move_options_configure_the_moves():
     """move_options reach the moves: births capped at one component grow nothing; an option a move lacks, or one
     for a move not listed, is refused naming it."""
