@@ -162,6 +162,13 @@ def _parts(fit, summary):
     return fit, summary
 
 
+def _words_of(fit):
+    """The vocabulary ``fit`` carries: a saved model's ``vocab``, or the feature names a fitted
+    ``HDPTopics`` saw (``feature_names_in_``, from a DataFrame's columns); else None."""
+    words = getattr(fit, "vocab", None)
+    return getattr(fit, "feature_names_in_", None) if words is None else words
+
+
 def check_vocab(vocab, V):
     """``vocab`` as a list of ``V`` words (strings), or None; :class:`ValueError` otherwise."""
     if vocab is None:
@@ -171,7 +178,7 @@ def check_vocab(vocab, V):
         kinds = sorted({type(word).__name__ for word in vocab})
         raise ValueError(f"vocab must be {V} words (strings), one per word id of the model; got {len(vocab)} "
                          f"items of type {', '.join(kinds) or 'none'}")
-    return vocab
+    return [str(word) for word in vocab]  # plain strings (numpy's str_ from feature names, too)
 
 
 def save_model(path, fit, summary=None, vocab=None):
@@ -184,7 +191,8 @@ def save_model(path, fit, summary=None, vocab=None):
         ``summary_``); a ``(posterior, summary)`` pair; a posterior (then pass ``summary``); or a
         model :func:`load_model` returned.
     :param summary: the whole-data summary, where ``fit`` does not carry it (a DP mixture needs it).
-    :param vocab: a topic model's words, ``vocab[v]`` for word id ``v`` (default: a saved model's own).
+    :param vocab: a topic model's words, ``vocab[v]`` for word id ``v`` (default: a saved model's own, or
+        a fitted ``HDPTopics``'s ``feature_names_in_``).
         :meth:`SavedTopics.check_corpus` then refuses a corpus whose vocabulary numbers words otherwise.
     """
     from .inference.dp_mixture_posterior import DPMixturePosterior
@@ -202,7 +210,7 @@ def save_model(path, fit, summary=None, vocab=None):
         kind, family = DP_MIXTURE, posterior.family.name
     elif isinstance(posterior, HDPPosterior):
         kind, family = HDP_TOPICS, "mult"
-        vocab = check_vocab(getattr(fit, "vocab", None) if vocab is None else vocab, posterior.V)
+        vocab = check_vocab(_words_of(fit) if vocab is None else vocab, posterior.V)
     else:
         raise TypeError(f"save_model: cannot save a {type(posterior).__name__}; pass a fit of a DP mixture "
                         "(FullBatchVB, MemoizedVB, a fitted DPMixture) or of the HDP topic model (MemoizedHDP, a "

@@ -86,6 +86,21 @@ def test_a_fitted_estimator_saves_as_its_posterior_and_an_unfitted_one_is_refuse
     assert not (tmp_path / "none.pt").exists()
 
 
+def test_an_hdp_topics_fitted_to_a_dataframe_saves_its_columns_as_the_vocabulary(tmp_path):
+    counts = np.random.default_rng(0).poisson(1.0, (30, 6))
+    words = ["ant", "bee", "cat", "dog", "eel", "fox"]
+    topics = pm.HDPTopics(n_components=3, max_iter=50, tol=1e-4, random_state=0).fit(counts)
+    topics.feature_names_in_ = np.asarray(words, dtype=object)  # as fit sets it from a DataFrame's columns
+    pm.save_model(tmp_path / "hdp.pt", topics)
+    loaded = pm.load_model(tmp_path / "hdp.pt")
+    assert loaded.vocab == words and all(type(word) is str for word in loaded.vocab)
+    with pytest.raises(ValueError, match="word id 0 is 'bee' in the corpus's vocabulary and 'ant' in the model's"):
+        loaded.predict_proba(pm.topics.from_counts(counts, vocab=words[1:] + words[:1]))
+    plain = pm.HDPTopics(n_components=3, max_iter=50, tol=1e-4, random_state=0).fit(counts)
+    pm.save_model(tmp_path / "plain.pt", plain)
+    assert pm.load_model(tmp_path / "plain.pt").vocab is None  # no column names: no words
+
+
 @pytest.mark.parametrize("path", [None, 3, b"m.pt", "io"])
 def test_save_model_refuses_a_path_that_is_no_file_name(tmp_path, monkeypatch, path):
     """save_model(None, fit) wrote a file named "None" in the working directory (3: "3", an open file: its repr)."""
