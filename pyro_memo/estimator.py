@@ -368,6 +368,23 @@ def _check_move_options(move_options, moves, registry):
         raise ValueError(f"move_options: {error}") from None
 
 
+def _check_moves(moves, move_options, registry):
+    """The move names of ``moves`` (``None``: no moves, ``()``; else a comma-separated string of names in
+    ``registry``) with ``move_options`` checked against them (:func:`_check_move_options`); errors name
+    ``moves`` or ``move_options``."""
+    if moves is None:
+        _check_move_options(move_options, moves, registry)
+        return ()
+    if not isinstance(moves, str):
+        raise ValueError(f"moves must be a comma-separated string or None; got {moves!r}")
+    names = [m.strip() for m in moves.split(",") if m.strip()]
+    unknown = [m for m in names if m not in registry]
+    if unknown:
+        raise ValueError(f"moves must name moves among {list(registry)}; got {moves!r}")
+    _check_move_options(move_options, names, registry)
+    return names
+
+
 def _check_choice(name, value, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}")

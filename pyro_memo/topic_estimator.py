@@ -12,7 +12,7 @@ from .data.corpus import check_has_tokens, from_counts
 from .engine.threads import check_threads
 from .estimator import (
     _check_int,
-    _check_move_options,
+    _check_moves,
     _check_real,
     commit_fit,
     fit_seed,
@@ -135,17 +135,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             _check_real(name, getattr(self, name), positive=True)
         _check_real("tol", self.tol, positive=False)
         check_threads(self.threads)
-        if self.moves is None:
-            _check_move_options(self.move_options, self.moves, TOPIC_MOVES)
-            return ()
-        if not isinstance(self.moves, str):
-            raise ValueError(f"moves must be a comma-separated string or None; got {self.moves!r}")
-        names = [m.strip() for m in self.moves.split(",") if m.strip()]
-        unknown = [m for m in names if m not in TOPIC_MOVES]
-        if unknown:
-            raise ValueError(f"moves must name moves among {list(TOPIC_MOVES)}; got {self.moves!r}")
-        _check_move_options(self.move_options, names, TOPIC_MOVES)
-        return names
+        return _check_moves(self.moves, self.move_options, TOPIC_MOVES)
 
     def _corpus(self, X, site, on=None):
         """``X`` validated (scikit-learn's errors; at ``site`` ``"fit"``, its width recorded on ``on``, by default
