@@ -36,6 +36,7 @@ __all__ = [
     "RelationalGuide",
     "DPMixture",
     "HDPTopics",
+    "HDPCommunities",
     "ConvergenceWarning",
     "DPMixtureModel",
     "DPMixturePosterior",
@@ -64,6 +65,7 @@ __all__ = [
 #: where each public name is defined (relative to this package)
 _SOURCES = {
     ".allocation": "DPSticks stick_breaking_weights".split(),
+    ".community_estimator": "HDPCommunities".split(),
     ".bridge": ("ClosedFormOptimizer ConvergenceWarning DPMixtureGuide HDPGuide MemoizedELBO ModelStructureError "
                 "PyroSVI RelationalGuide batch_pairs batch_tokens fit_memoized fit_vb recognize_model").split(),
     ".data": "make_batches".split(),

@@ -53,7 +53,8 @@ LAYERS = {
     "pyro": ["pyro_memo.models", "pyro_memo.bridge", "pyro_memo.baselines"],
     # applications: comparisons, image denoising, command lines, reports, and the package's public namespace
     "apps": ["pyro_memo.comparison", "pyro_memo.denoising", "pyro_memo.cli", "pyro_memo.reporting",
-             "pyro_memo.estimator", "pyro_memo.model_file", "pyro_memo.topic_estimator", ROOT],
+             "pyro_memo.estimator", "pyro_memo.model_file", "pyro_memo.topic_estimator",
+             "pyro_memo.community_estimator", ROOT],
 }
 
 
