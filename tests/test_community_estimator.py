@@ -1,7 +1,10 @@
 """The scikit-learn estimator HDPCommunities: planted communities, input forms, errors, sklearn's
 conventions and link probabilities."""
 
+import inspect
+import pathlib
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -247,3 +250,19 @@ def test_an_interrupted_fit_leaves_the_previous_fit_whole(monkeypatch, exception
         est.fit(np.ones((5, 5)))
     assert vars(est).keys() == before.keys() and all(vars(est)[k] is v for k, v in before.items())
 
+
+@pytest.mark.parametrize("estimator, heading", [(pm.DPMixture, "# The scikit-learn estimator"),
+                                                (pm.HDPTopics, "## Topic models"),
+                                                (HDPCommunities, "## Communities")])
+def test_the_guides_parameter_table_lists_every_parameter_with_its_default(estimator, heading):
+    """docs/guide/estimator.md's section on each estimator has a table whose rows (``| `name=default` |``, two
+    in one row as ``max_iter=.., tol=..``) name every parameter of its signature, each with its default."""
+    page = (pathlib.Path(__file__).parent.parent / "docs" / "guide" / "estimator.md").read_text()
+    sections = re.split(r"^(?=#+ )", page, flags=re.M)
+    section = next(s for s in sections if s.startswith(heading + "\n") or s.startswith(heading + ":"))
+    rows = re.findall(r"^\| (`\w+=[^|]*)\|", section, re.M)
+    documented = dict(re.findall(r"`(\w+)=([^`]+)`", " ".join(rows)))
+    parameters = inspect.signature(estimator).parameters
+    assert set(documented) == set(parameters)
+    for name, text in documented.items():
+        assert parameters[name].default == eval(text), name  # the page writes Python literals

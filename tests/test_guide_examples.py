@@ -60,7 +60,7 @@ my_posterior = start(x, 4, seed=0)
     "guide/estimator.md": {0: None, 1: """
 texts = ["the cat sat on the mat", "a dog chased the cat", "stocks fell as the market slid",
          "the market rallied on bank stocks", "the dog and the cat slept"] * 20
-"""},
+""", 2: None},
     "guide/memory_bounded.md": {0: "import numpy as np\nx = np.random.default_rng(0).normal(size=(3000, 2))\n", 1: """
 rng = np.random.default_rng(1)
 groups = [rng.normal(size=(40, 3)) + 6.0 * rng.integers(3, size=(1, 3)) for _ in range(30)]
