@@ -5,7 +5,6 @@ scikit-learn's ``SpectralClustering(affinity="precomputed")`` is."""
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .checks import as_bool
@@ -18,6 +17,7 @@ from .estimator import (
     _check_moves,
     _check_real,
     commit_fit,
+    fit_seed,
     warn_unconverged,
 )
 from .relational import MemoizedRelational
@@ -75,8 +75,9 @@ class HDPCommunities(ClusterMixin, BaseEstimator):
         (see :mod:`pyro_memo.relational.moves`); ``None``: their defaults.
     :param int max_iter: maximum laps.
     :param float tol: stop when the bound's relative change over a lap is below this.
-    :param random_state: seeds the batches, the initial memberships, the batch order and the moves
-        (int, RandomState or None).
+    :param random_state: seeds the batches, the initial memberships, the batch order and the moves: an
+        int in ``[0, 2**32 - 1]``, a numpy ``RandomState`` or ``Generator`` (a seed is drawn from it), or
+        ``None``; anything else (a negative int) is a :class:`ValueError` naming ``random_state``.
     :param str dtype: ``"float64"`` or ``"float32"``, the dtype of the variational math.
     :param str local_dtype: ``"float32"``: mixed precision, the batches' pairs (local step) in float32
         against globals, memo and bound in ``dtype`` (see :class:`~pyro_memo.engine.MemoizedDriver`);
@@ -182,7 +183,7 @@ class HDPCommunities(ClusterMixin, BaseEstimator):
         if graph.num_edges == 0:
             raise ValueError(f"{type(self).__name__}.fit: the graph has no links ({graph.num_nodes} nodes); "
                              f"the model needs at least one")
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        seed = fit_seed(self.random_state)
         driver = MemoizedRelational(K=self.n_components, alpha=float(self.alpha), gamma=float(self.gamma),
                                     tau=tuple(float(t) for t in self.tau), eps=float(self.eps),
                                     learn_eps=bool(self.learn_eps), alpha_prior=self.alpha_prior,

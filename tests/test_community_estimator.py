@@ -132,7 +132,7 @@ def test_an_empty_networkx_graph_raises():
     ("alpha_prior", (1.0, 0.0)), ("nonlinks", "loose"), ("init", "kmeans"), ("n_batches", 0), ("max_iter", 0),
     ("tol", -1.0), ("dtype", "float16"), ("local_dtype", "half"), ("threads", 0), ("moves", "split"),
     ("moves", ["birth"]), ("move_options", {"birth": {"min_nodes": 4}}),
-    ("move_options", [("birth", {})])])
+    ("move_options", [("birth", {})]), ("random_state", -1), ("random_state", 1.5)])
 def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
     est = HDPCommunities(**{name: value})  # __init__ only stores
     assert est.get_params()[name] == value
