@@ -844,10 +844,29 @@ def _check_plate_sizes(model, args, kwargs, trace, err):
         raise plate_size_error(name, site["fn"].size, arg, length) from err
 
 
+def _signature_mismatch(model, args, kwargs):
+    """``"; "`` and a phrase saying that the call's arguments do not fit ``model``'s signature (an unknown
+    keyword, such as one meant for the fit but passed on to the model, or too many or too few arguments),
+    else ``""`` (also for a model without a signature)."""
+    try:
+        signature = inspect.signature(model)
+    except (TypeError, ValueError):
+        return ""
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as err:
+        name = getattr(model, "__name__", type(model).__name__)
+        return f"; the arguments do not fit the model's signature {name}{signature} ({err})"
+    return ""
+
+
 def _argument_hint(model, args, kwargs):
     """``"; "`` and a phrase naming an argument of ``model`` that a failed trace likely stumbled on, else ``""``:
     one that is no tensor (a numpy array or a list, which Pyro's plates and pyro-memo's readers take as
-    tensors) or an empty tensor (a batch of no items)."""
+    tensors) or an empty tensor (a batch of no items); first, arguments that do not fit the model's signature."""
+    mismatch = _signature_mismatch(model, args, kwargs)
+    if mismatch:
+        return mismatch
     for name, value in _named_arguments(model, args, kwargs):
         if isinstance(value, list | tuple) or type(value).__module__ == "numpy":
             kind = "numpy array" if isinstance(value, np.ndarray) else type(value).__name__

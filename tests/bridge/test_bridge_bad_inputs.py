@@ -353,3 +353,18 @@ def test_a_model_taking_star_args_that_fails_is_not_told_its_args_are_a_tuple():
                                "this call")
     with pytest.raises(pm.ModelStructureError, match=r"the model's argument 'args\[0\]' is a numpy array"):
         pm.recognize_model(_failing_after(diag_model, 0), data.numpy())
+
+
+def test_a_keyword_the_model_does_not_take_is_named_as_such_not_as_a_tuple_to_convert():
+    """``fit_memoized(model, data, alpha_prior=(1, 1))`` (docs/guide/choosing.md: the bridge takes no ``alpha_prior=``;
+    unknown keywords go to the model) failed with "the model's argument 'alpha_prior' is a tuple: give the model
+    torch tensors (torch.as_tensor(alpha_prior))", advice that fails again: the model takes no such argument."""
+    from tests.bridge.test_recognition import diag_model, two_blobs
+
+    for call in (lambda: pm.fit_memoized(diag_model, two_blobs(), num_batches=2, alpha_prior=(1, 1)),
+                 lambda: pm.recognize_model(diag_model, two_blobs(), 6, 0.7, 1)):
+        with pytest.raises(pm.ModelStructureError) as info:
+            call()
+        message = str(info.value)
+        assert "the arguments do not fit the model's signature diag_model(data, T=6, alpha=0.7)" in message, message
+        assert "torch.as_tensor" not in message
