@@ -1,6 +1,7 @@
 """The pyro-memo console script: main job, outputs, options and errors."""
 
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -466,3 +467,37 @@ def test_a_command_line_that_does_not_parse_is_one_error_line(argv, message, cap
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("pyro-memo: error:") and len(err.splitlines()) == 1 and re.search(message, err), err
+
+
+#: defaults docs/cli.md states: (its words, the command line whose parsed and resolved value is meant, option, value)
+CLI_MD_DEFAULTS = [
+    ("`--eps` is the fixed background link probability (default 1e-4)",
+     ["fit", "karate", "--model", "relational"], "eps", 1e-4),
+    ("`--birth-new N` (default 3)", ["fit", "bars", "--model", "hdp"], "birth_new", 3),
+    ("`--birth-targets T` (default 1) the topics one birth splits", ["fit", "bars", "--model", "hdp"],
+     "birth_targets", 1),
+    ("`patches` writes `--n` (default 2,000,000)", ["patches", "out.npy"], "n", 2_000_000),
+    ("S = `--size`, default 8", ["patches", "out.npy"], "size", 8),
+    ("standard deviation `--sigma` (default 25,", ["denoise", "camera"], "sigma", 25),
+    ("from `--K` (default 1)", ["denoise", "camera"], "K", 1),
+    ("with `--moves` (default `birth,merge,delete`;", ["denoise", "camera"], "moves", "birth,merge,delete"),
+    ("births target `--birth-targets` components a lap, default 4", ["denoise", "camera"], "birth_targets", 4),
+    ("on `--n` (default 100,000)", ["denoise", "camera"], "n", 100_000),
+    ("at most `--init-items` (default 10,000)", ["denoise", "camera"], "init_items", 10_000),
+]
+
+
+@pytest.mark.parametrize("words, argv, dest, value", CLI_MD_DEFAULTS)
+def test_the_defaults_the_cli_page_states_are_the_parsers(words, argv, dest, value):
+    """Each default docs/cli.md names is the one the command line uses (resolved for the model, as a fit runs;
+    ``denoise``'s training options from the defaults it fills in when it trains the prior)."""
+    from pyro_memo.cli import build_parser, parse_command_line, resolve
+    from pyro_memo.cli.denoise import TRAIN_DEFAULTS
+
+    page = " ".join((pathlib.Path(__file__).parent.parent / "docs" / "cli.md").read_text().split())
+    assert words in page
+    args = parse_command_line(build_parser(), argv)
+    if argv[0] == "fit":
+        resolve("fit", args)
+    used = getattr(args, dest)
+    assert (TRAIN_DEFAULTS[dest] if argv[0] == "denoise" and used is None else used) == value
