@@ -107,3 +107,36 @@ def test_the_guide_examples_of_a_page_run_in_order_in_a_fresh_process(page, tmp_
     assert done.returncode == 0, done.stderr[-3000:]
     if page in STATED:
         assert STATED[page] in done.stdout
+
+
+#: a role in the docs, a public object and its call written after it: {class}`~pyro_memo.X` `(a, b=1, ...)`
+CALL_SHAPE = re.compile(r"\{(?:class|func)\}`~?(pyro_memo[\w.]*)` `\(([^`]*)\)`")
+
+
+def documented_calls():
+    """``(page, dotted name, the arguments written)`` of every call shape written after a role in the docs."""
+    for page in sorted([*GUIDE.glob("*.md"), *GUIDE.glob("*/*.md")]):
+        text = " ".join(page.read_text().split())
+        for name, arguments in CALL_SHAPE.findall(text):
+            yield page.relative_to(GUIDE).as_posix(), name, arguments
+
+
+def test_the_call_shapes_the_docs_write_name_real_parameters_with_their_defaults():
+    """``{class}`~pyro_memo.topics.TopicMergeMove` `(pairs_per_topic=2, ...)``: each name written is a parameter
+    of the object's signature and each default written (a Python literal) is the signature's."""
+    import ast
+    import importlib
+    import inspect
+
+    calls = list(documented_calls())
+    assert len(calls) >= 20
+    for page, name, arguments in calls:
+        module, _, attribute = name.rpartition(".")
+        parameters = inspect.signature(getattr(importlib.import_module(module), attribute)).parameters
+        for argument in (a.strip() for a in arguments.split(",")):
+            if argument in ("...", "*args"):
+                continue
+            key, equals, value = argument.partition("=")
+            assert key in parameters, f"{page}: {name} has no parameter {key!r}"
+            if equals and value and value != "...":  # `K=...`: a value to give, not a default
+                assert parameters[key].default == ast.literal_eval(value), f"{page}: {name}'s {key}"
