@@ -501,3 +501,19 @@ def test_the_defaults_the_cli_page_states_are_the_parsers(words, argv, dest, val
         resolve("fit", args)
     used = getattr(args, dest)
     assert (TRAIN_DEFAULTS[dest] if argv[0] == "denoise" and used is None else used) == value
+
+
+def test_no_model_says_memory_bounded_fixes_K_where_its_moves_grow_it():
+    """``fit --help`` said the HDP's ``--algo memory-bounded`` keeps "K fixed" while its ``--moves`` help (and
+    docs/guide/memory_bounded.md) grow it with ``--K 1 --moves birth,merge``; the DP's said "unless --moves"."""
+    from pyro_memo.cli.registry import MODELS, load_models
+
+    load_models()
+    checked = 0
+    for model in MODELS.values():
+        uses = model.uses.get("fit", {})
+        if "memory-bounded" in (uses.get("algo") and uses["algo"].help or "") and "moves" in uses:
+            assert "K fixed)" not in uses["algo"].help, model.name
+            assert "K fixed unless --moves birth,merge" in uses["algo"].help, model.name
+            checked += 1
+    assert checked == 2  # dp and hdp

@@ -269,7 +269,8 @@ class HDPTopics(CliModel):
             "lam0": Use(default=0.1, needs=MEMO), "vocab": Use(needs=MEMO),
             "algo": Use("memo: memoized inference over --batches fixed batches of documents; memory-bounded: an "
                         "HDP mixture of --family components over groups of items, seen once in epochs of --epoch "
-                        "groups and kept as clumps within --memory numbers (Gomes et al. 2008; K fixed)",
+                        "groups and kept as clumps within --memory numbers (Gomes et al. 2008; K fixed unless --moves "
+                        "birth,merge)",
                         default="memo", choices=("memo", "memory-bounded"),
                         hints={"vb": "--algo memo --batches 1 is full-batch coordinate ascent"}),
             "family": Use("memory-bounded: the items' observation family (default gauss; priors scaled to the data)",
