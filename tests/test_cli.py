@@ -517,3 +517,15 @@ def test_no_model_says_memory_bounded_fixes_K_where_its_moves_grow_it():
             assert "K fixed unless --moves birth,merge" in uses["algo"].help, model.name
             checked += 1
     assert checked == 2  # dp and hdp
+
+
+def test_every_option_the_cli_page_and_readme_name_is_an_option_of_a_command():
+    """A ``--flag`` written in docs/cli.md or README.md is an option of some ``pyro-memo`` command (a renamed
+    option would leave the page naming one that fails to parse)."""
+    root = pathlib.Path(__file__).parent.parent
+    parser = build_parser()
+    flags = {flag for sub in parser.command_parsers.values() for action in sub._actions
+             for flag in action.option_strings}
+    for page in ("docs/cli.md", "README.md"):
+        written = set(re.findall(r"(?<![\w-])--[a-z][a-zA-Z0-9-]*", (root / page).read_text()))
+        assert written <= flags, (page, written - flags)
