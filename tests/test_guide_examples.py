@@ -140,3 +140,12 @@ def test_the_call_shapes_the_docs_write_name_real_parameters_with_their_defaults
             assert key in parameters, f"{page}: {name} has no parameter {key!r}"
             if equals and value and value != "...":  # `K=...`: a value to give, not a default
                 assert parameters[key].default == ast.literal_eval(value), f"{page}: {name}'s {key}"
+
+
+def test_the_installation_page_lists_every_extra_of_the_project():
+    """docs/installation.md's table of optional extras has a row for each extra pyproject.toml defines."""
+    section = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[1].split("\n[")[0]
+    extras = re.findall(r"^([\w-]+) = \[", section, re.M)  # (tomllib is Python 3.11's; the project runs on 3.10)
+    assert len(extras) >= 6
+    rows = re.findall(r'^\| `pip install "\.\[([\w-]+)\]"` \|', (GUIDE / "installation.md").read_text(), re.M)
+    assert sorted(rows) == sorted(extras)
