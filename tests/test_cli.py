@@ -505,7 +505,9 @@ def test_the_defaults_the_cli_page_states_are_the_parsers(words, argv, dest, val
 
 def test_no_model_says_memory_bounded_fixes_K_where_its_moves_grow_it():
     """``fit --help`` said the HDP's ``--algo memory-bounded`` keeps "K fixed" while its ``--moves`` help (and
-    docs/guide/memory_bounded.md) grow it with ``--K 1 --moves birth,merge``; the DP's said "unless --moves"."""
+    docs/guide/memory_bounded.md) grow it with ``--K 1 --moves birth,merge``; the DP's said "unless --moves".
+    ``--laps`` said only "maximum passes through the data", which a memory-bounded fit sees once: its laps are
+    each epoch's model building."""
     from pyro_memo.cli.registry import MODELS, load_models
 
     load_models()
@@ -515,6 +517,7 @@ def test_no_model_says_memory_bounded_fixes_K_where_its_moves_grow_it():
         if "memory-bounded" in (uses.get("algo") and uses["algo"].help or "") and "moves" in uses:
             assert "K fixed)" not in uses["algo"].help, model.name
             assert "K fixed unless --moves birth,merge" in uses["algo"].help, model.name
+            assert "each epoch's model building" in uses["laps"].help, model.name  # not passes through the data
             checked += 1
     assert checked == 2  # dp and hdp
 

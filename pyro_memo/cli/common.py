@@ -405,6 +405,9 @@ FAMILY_HELP = ("observation family: gauss (full covariance, Normal-Wishart prior
                "diag-gauss (Normal-Gamma), known-gauss / known-diag-gauss (known full / diagonal covariance `noise`, "
                "Normal prior on the mean), mult (Dirichlet), bern (Beta), poisson (Gamma); default priors are "
                "scaled to the data.")
+#: ``--laps`` of the models with memory-bounded VB, whose data are seen once: laps of each epoch's model building
+MEMORY_BOUNDED_LAPS = ("with --algo memory-bounded: the most laps of each epoch's model building (the stream "
+                       "itself is seen once)")
 #: ``fit`` options shared by the models with memory-bounded VB (a DP mixture, the HDP over a family)
 MEMORY_BOUNDED_OPTIONS = (
     Option("--family", FAMILY_HELP),

@@ -11,6 +11,7 @@ from ...checks import check_device
 from ..common import (
     ALPHA_PRIOR_OPTION,
     BIRTH_TARGETS_OPTION,
+    MEMORY_BOUNDED_LAPS,
     MEMORY_BOUNDED_OPTIONS,
     birth_options,
     check_resume_matches,
@@ -94,7 +95,7 @@ _FIT_USES = {
     "lifetime": Use(needs=BOUNDED),
     "K": Use(default=20),
     "batches": Use(default=10, needs=MEMO),
-    "laps": Use(default=100),
+    "laps": Use(MEMORY_BOUNDED_LAPS, default=100),
     "tol": Use(default=1e-7),
     "alpha": Use("DP concentration", default=1.0),
     "alpha_prior": Use(default="", needs=NOT_BOUNDED),

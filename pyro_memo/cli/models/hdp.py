@@ -10,6 +10,7 @@ from ...checks import check_device
 from ..common import (
     ALPHA_PRIOR_OPTION,
     BIRTH_TARGETS_OPTION,
+    MEMORY_BOUNDED_LAPS,
     MEMORY_BOUNDED_OPTIONS,
     birth_options,
     check_resume_matches,
@@ -281,7 +282,8 @@ class HDPTopics(CliModel):
             "lifetime": Use("memory-bounded: the items expected over the stream's lifetime (compression's data "
                             "magnification; default: the data's items)", needs=BOUNDED),
             "groups": Use(needs=BOUNDED),
-            "K": Use(default=20), "laps": Use(default=100), "tol": Use(default=1e-7),
+            "K": Use(default=20), "tol": Use(default=1e-7),
+            "laps": Use(MEMORY_BOUNDED_LAPS, default=100),
             "batches": Use("fixed batches of documents: default 10; a sharded corpus (a directory written by "
                            "pyro_memo.data.write_corpus_shards) is fitted one batch per shard", needs=MEMO),
             "init": Use("initial topics: kmeans (a KL k-means of the documents) or documents (random documents)",
