@@ -99,12 +99,17 @@ class SavedTopics:
 
     def check_corpus(self, corpus):
         """Refuse what is not a corpus, one whose word ids lie beyond the model's vocabulary
-        (``check_corpus()``), one whose words are numbered otherwise than the model's (where both
-        carry a vocabulary), and one without documents."""
+        (``check_corpus()``), one that lists its words (``corpus.vocab``: a vocabulary file, a bundled corpus)
+        and lists another number than the model's (its ids would name other words), one whose words are
+        numbered otherwise than the model's (where both list them), and one without documents."""
         from .topics.heldout import check_corpus
 
         check_corpus(self.posterior, corpus)
-        self._check_same_words(getattr(corpus, "vocab", None))
+        if corpus.vocab is not None and len(corpus.vocab) != self.V:
+            raise ValueError(f"the corpus's vocabulary lists {len(corpus.vocab)} words but the model's has {self.V}: "
+                             "its word ids would be read as other words of the model's; give the documents over the "
+                             "model's vocabulary")
+        self._check_same_words(corpus.vocab)
         if corpus.num_docs == 0:
             raise ValueError("the corpus has no documents")
         return corpus
@@ -114,7 +119,7 @@ class SavedTopics:
         a corpus numbered otherwise would be scored against the wrong topics' words, silently."""
         if words is None or self.vocab is None:
             return
-        for v, (ours, theirs) in enumerate(zip(self.vocab, words, strict=False)):  # a shorter one: its words
+        for v, (ours, theirs) in enumerate(zip(self.vocab, words, strict=True)):
             if ours != theirs:
                 raise ValueError(f"the corpus numbers its words otherwise than the model: word id {v} is "
                                  f"{theirs!r} in the corpus's vocabulary and {ours!r} in the model's (renumber the "

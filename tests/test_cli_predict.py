@@ -174,3 +174,24 @@ def test_predict_on_a_memory_bounded_hdp_folder_says_it_writes_no_model_file(tmp
     assert main(["predict", str(tmp_path / "run"), str(tmp_path / "groups.npz")]) == 2
     err = capsys.readouterr().err
     assert "--algo memory-bounded" in err and "posterior.npz" in err and "write one with" not in err, err
+
+
+@pytest.mark.parametrize("vocab_words", [30, 5])
+def test_hdp_predict_refuses_a_corpus_over_another_vocabulary(hdp_model, tmp_path, capsys, vocab_words):
+    """An LDA-C corpus whose vocab.txt lists fewer words than the model's vocabulary was scored by word id as if
+    the ids meant the model's words (5 words against 12: no error; a 6,130-word Wikipedia model scored a 50-word
+    corpus, and the 25-word bars, likewise), though a count matrix of another width is refused and so was a larger
+    vocabulary (30 words)."""
+    rng = np.random.default_rng(0)
+    folder = tmp_path / f"v{vocab_words}"
+    folder.mkdir()
+    ids = [rng.choice(5, 3, replace=False) for _ in range(6)]  # ids every vocabulary here holds
+    (folder / "c.ldac").write_text("".join(f"3 {' '.join(f'{i}:2' for i in d)}\n" for d in ids))
+    (folder / "vocab.txt").write_text("".join(f"w{i}\n" for i in range(vocab_words)))
+    capsys.readouterr()
+    assert main(["predict", str(hdp_model / "m"), str(folder / "c.ldac"), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert f"{vocab_words} words but the model" in err and "has 12" in err, err
+    assert err.count("error") == 1 and not (tmp_path / "p.npz").exists()
+    (folder / "vocab.txt").write_text("".join(f"w{i}\n" for i in range(12)))  # the model's size: read as before
+    assert main(["predict", str(hdp_model / "m"), str(folder / "c.ldac"), "--out", str(tmp_path / "p.npz")]) == 0
