@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -149,3 +150,23 @@ def test_the_installation_page_lists_every_extra_of_the_project():
     assert len(extras) >= 6
     rows = re.findall(r'^\| `pip install "\.\[([\w-]+)\]"` \|', (GUIDE / "installation.md").read_text(), re.M)
     assert sorted(rows) == sorted(extras)
+
+
+def test_the_choosing_pages_prior_table_names_each_familys_hyperparameters_and_scale():
+    """docs/guide/choosing.md's table: each family's ``--prior`` keys (the prior's numbers; matrices are set by the
+    scale only) and the one ``--prior-scale`` multiplies (the family's ``spread_key``; ``—`` for none)."""
+    import pyro_memo as pm
+    from pyro_memo.cli.names import MATRIX_PRIORS
+
+    text = (GUIDE / "guide" / "choosing.md").read_text()
+    table = {}
+    for names, keys, scaled in re.findall(r"^\| (`[\w-]+`(?:, `[\w-]+`)*) \| (.*?) \| (.*?) \|$", text, re.M):
+        for name in re.findall(r"`([\w-]+)`", names):
+            table[name] = ([a or b for a, b in re.findall(r"^`(\w+)`|, `(\w+)`", keys)], scaled)
+    assert set(pm.FAMILIES) <= set(table)
+    x = np.random.default_rng(0).poisson(3.0, size=(50, 3)).astype(float)
+    for name in pm.FAMILIES:
+        keys, scaled = table[name]
+        family = pm.get_family(name).from_data(x if name != "bern" else (x > 2).astype(float))
+        assert sorted(keys) == sorted(k for k in family.prior if k not in MATRIX_PRIORS), name
+        assert scaled.split(" ")[0] == (f"`{family.spread_key}`" if family.spread_key else "—"), name
