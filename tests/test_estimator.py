@@ -356,20 +356,3 @@ def test_a_refit_drops_the_attributes_of_an_earlier_family():
     assert hasattr(est, "means_")
     est.set_params(family="poisson").fit(np.abs(np.round(x)))
     assert hasattr(est, "rates_") and not hasattr(est, "means_") and not hasattr(est, "covariances_")
-
-
-@pytest.mark.parametrize("estimator, part", [(DPMixture, 0), (pm.HDPTopics, 1)])
-def test_the_guides_parameter_table_lists_every_parameter_with_its_default(estimator, part):
-    """docs/guide/estimator.md's table rows (``| `name=default` |``, two in one row as ``max_iter=.., tol=..``)
-    name every parameter of the estimator's signature, each with the signature's default."""
-    import inspect
-    import pathlib
-
-    page = (pathlib.Path(__file__).parent.parent / "docs" / "guide" / "estimator.md").read_text()
-    table = page.split("## Topic models")[part]
-    rows = re.findall(r"^\| (`\w+=[^|]*)\|", table, re.M)
-    documented = dict(re.findall(r"`(\w+)=([^`]+)`", " ".join(rows)))
-    parameters = inspect.signature(estimator).parameters
-    assert set(documented) == set(parameters)
-    for name, text in documented.items():
-        assert parameters[name].default == eval(text), name  # the page writes Python literals
