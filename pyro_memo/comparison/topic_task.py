@@ -15,6 +15,8 @@ TOPIC_TABLE = Table(columns=TOPIC_COLUMNS, integers=("seed", "effective_topics")
                     run_type=TopicRun, progress="laps", objective="bound_per_token",
                     objective_label="bound per token (nats)", final="heldout_per_token",
                     final_label="held-out nats per token (document completion)", k_label="topics > 1% of the weight")
+#: the held-out splits of :func:`~pyro_memo.topics.document_completion`
+HELDOUT_SPLITS = ("tokens", "types")
 
 
 class TopicTask(Task):
@@ -43,6 +45,8 @@ class TopicTask(Task):
             raise ValueError(f"train and test vocabularies differ: V = {train.vocab_size} and {test.vocab_size}")
         check_instance(budget, Budget, "budget")
         check_instance(settings, TopicSettings, "settings")
+        if not isinstance(heldout_split, str) or heldout_split not in HELDOUT_SPLITS:
+            raise ValueError(f"heldout_split must be 'tokens' or 'types'; got {heldout_split!r}")
         self.train, self.test, self.budget, self.settings = train, test, budget, settings
         self.heldout_split = heldout_split
 

@@ -153,6 +153,15 @@ def test_bad_arguments_raise(bars):
         compare_topics(train, other, ["memo"])
 
 
+def test_bad_heldout_split_raises_before_any_run(bars, monkeypatch):
+    """A misspelt ``heldout_split`` failed only at the scoring of the first run, its fit lost, with
+    document_completion's message naming ``split``."""
+    train, test, _ = bars
+    monkeypatch.setitem(TOPIC_METHODS, "memo", lambda *args: pytest.fail("a run started"))
+    with pytest.raises(ValueError, match="heldout_split must be 'tokens' or 'types'; got 'word'"):
+        compare_topics(train, test, ["memo"], heldout_split="word")
+
+
 
 def test_topic_outputs_have_the_mixture_tables_plots_and_read_back(bars, tmp_path):
     from pyro_memo.comparison import TOPIC_TABLE, merge_outputs, read_outputs
