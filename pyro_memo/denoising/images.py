@@ -39,23 +39,36 @@ def _skimage():
 
 
 def to_gray255(array, name="image"):
-    """``array`` (grayscale, RGB or RGBA; any integer or float type scikit-image reads) as a
-    float64 grayscale image in [0, 255] (ITU-R 601 luma of :func:`skimage.color.rgb2gray`).
+    """``array`` (grayscale, grayscale with alpha, RGB or RGBA; any integer or float type scikit-image
+    reads) as a float64 grayscale image in [0, 255] (ITU-R 601 luma of :func:`skimage.color.rgb2gray`).
 
     :raises ValueError: if it is neither 2-D nor an RGB / RGBA image, or its pixels are not on a scale
         scikit-image knows (``check_pixels``).
     """
     skimage = _skimage()
-    array = check_pixels(np.asarray(array), name)
+    array = _gray_channels_as_rgba(check_pixels(np.asarray(array), name))
     if array.ndim == 3 and array.shape[-1] == 4:
         array = skimage.color.rgba2rgb(array)
     if array.ndim == 3 and array.shape[-1] == 3:
         array = skimage.color.rgb2gray(array)
     if array.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D grayscale image (or RGB / RGBA); got shape {array.shape}")
+        raise ValueError(f"{name}: expected a 2-D grayscale image (or grey + alpha, RGB, RGBA); got shape "
+                         f"{array.shape}")
     if min(array.shape) < 1:
         raise ValueError(f"{name}: the image is empty (shape {array.shape})")
     return 255.0 * skimage.util.img_as_float64(array)
+
+
+def _gray_channels_as_rgba(array):
+    """``array`` with a grayscale channel axis made plain: ``(H, W, 1)`` (a one-channel TIFF) as ``(H, W)``,
+    ``(H, W, 2)`` (grey and alpha, a PNG in mode LA) as RGBA, so that its alpha is composited on white as
+    an RGBA image's is; other shapes as they are."""
+    if array.ndim == 3 and array.shape[-1] == 1:
+        return array[..., 0]
+    if array.ndim == 3 and array.shape[-1] == 2:
+        gray, alpha = array[..., :1], array[..., 1:]
+        return np.concatenate([gray, gray, gray, alpha], axis=-1)
+    return array
 
 
 def check_pixels(array, name="image"):
@@ -80,7 +93,7 @@ def load_image(source):
     """A grayscale float64 image in [0, 255] from a bundled photograph's name (:data:`PHOTOGRAPHS`)
     or an image file (any format :func:`skimage.io.imread` reads).
 
-    :raises ValueError: for a missing or unreadable file, or an image that is not 2-D (or RGB / RGBA).
+    :raises ValueError: for a missing or unreadable file, or an image that is not 2-D (or grey + alpha, RGB, RGBA).
     """
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source must be a bundled photograph's name or an image file's path; got "

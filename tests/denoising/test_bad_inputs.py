@@ -196,6 +196,24 @@ def test_to_gray255_reads_the_scales_it_knows():
         np.testing.assert_allclose(to_gray255(array), 255.0, rtol=1e-6)
 
 
+def test_grayscale_files_with_alpha_or_one_channel_axis_are_read(tmp_path):
+    """A grey + alpha PNG (mode LA, read as (H, W, 2)) and a one-channel TIFF (read as (H, W, 1)) were refused
+    as "expected a 2-D grayscale image"; they are read as the grey image they hold, the alpha composited on
+    white as an RGBA image's is."""
+    import imageio.v3 as iio
+    from PIL import Image
+
+    gray = np.random.default_rng(1).integers(0, 256, (12, 10)).astype(np.uint8)
+    alpha = np.full_like(gray, 255)
+    alpha[0, 0] = 0  # transparent: white, as rgba2rgb composites
+    Image.fromarray(np.dstack([gray, alpha]), mode="LA").save(tmp_path / "la.png")
+    iio.imwrite(tmp_path / "one.tiff", gray[..., None])
+    expected = gray.astype(float)
+    np.testing.assert_allclose(load_image(str(tmp_path / "one.tiff")), expected, atol=1e-9)
+    expected[0, 0] = 255.0
+    np.testing.assert_allclose(load_image(str(tmp_path / "la.png")), expected, atol=1e-9)
+
+
 @pytest.mark.parametrize("call,error,match", [
     # an AttributeError ('list' object has no attribute 'shape'), numpy's "expected non-negative integer",
     # a UFuncTypeError and os.stat's TypeError before

@@ -99,8 +99,9 @@ def test_denoise_birth_targets_reach_the_birth_move(saved_model, tmp_path, capsy
 def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
     text = tmp_path / "not_an_image.png"
     text.write_text("hello")
-    two_channels = tmp_path / "la.png"
-    Image.fromarray(np.zeros((20, 20, 2), dtype=np.uint8), mode="LA").save(two_channels)
+    two_pages = tmp_path / "pages.tif"  # a grey + alpha PNG (LA) is an image now, two pages are not one
+    second = Image.fromarray(np.ones((20, 20), np.uint8))
+    Image.fromarray(np.zeros((20, 20), dtype=np.uint8)).save(two_pages, save_all=True, append_images=[second])
     tiny = tmp_path / "tiny.png"
     Image.fromarray(np.zeros((5, 30), dtype=np.uint8)).save(tiny)
     np.save(tmp_path / "p63.npy", np.zeros((40, 63)))
@@ -116,7 +117,7 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
     cases = [
         (["denoise", tmp_path / "missing.png", "--model", model], "missing.png"),
         (["denoise", text, "--model", model], "not a readable image"),
-        (["denoise", two_channels, "--model", model], "2-D"),
+        (["denoise", two_pages, "--model", model], "2-D"),
         (["denoise", tiny, "--model", model], "smaller than"),
         (["denoise", "camera", "--model", model, "--sigma", "0"], "--sigma"),
         (["denoise", "camera", "--model", model, "--sigma", "-5"], "--sigma"),
