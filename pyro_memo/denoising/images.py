@@ -111,7 +111,22 @@ def load_image(source):
         first = (str(err).strip().splitlines() or [""])[0]
         first = first if len(first) <= 160 else first[:157] + "..."
         raise ValueError(f"{source}: not a readable image ({type(err).__name__}: {first})") from None
-    return to_gray255(array, source)
+    return to_gray255(_cmyk_as_rgb(source, array), source)
+
+
+def _cmyk_as_rgb(source, array):
+    """``array``, the pixels read from the file ``source``, as RGB if the file is a CMYK image (a JPEG or
+    TIFF for print): the reader gives its four ink channels, which passed for RGBA (a grey CMYK JPEG came
+    out all white: no black ink read as a transparent pixel); other images as they are."""
+    if array.ndim != 3 or array.shape[-1] != 4:
+        return array
+    try:
+        from PIL import Image
+
+        with Image.open(source) as image:
+            return np.asarray(image.convert("RGB")) if image.mode == "CMYK" else array
+    except (ImportError, OSError, ValueError):  # not a file Pillow reads: imageio's pixels as they are
+        return array
 
 
 def center_crop(image, size):

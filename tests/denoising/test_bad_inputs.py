@@ -214,6 +214,19 @@ def test_grayscale_files_with_alpha_or_one_channel_axis_are_read(tmp_path):
     np.testing.assert_allclose(load_image(str(tmp_path / "la.png")), expected, atol=1e-9)
 
 
+def test_cmyk_files_are_read_as_their_colours_not_as_rgba(tmp_path):
+    """A CMYK TIFF or JPEG is read as four ink channels, which passed for RGBA: a grey image without black ink
+    came out all 255 (its K channel of zeros read as transparent)."""
+    from PIL import Image
+
+    gray = np.random.default_rng(2).integers(0, 256, (12, 10)).astype(np.uint8)
+    cmyk = Image.fromarray(np.dstack([gray, gray, gray])).convert("CMYK")
+    cmyk.save(tmp_path / "cmyk.tif")
+    cmyk.save(tmp_path / "cmyk.jpg", quality=100)
+    np.testing.assert_allclose(load_image(str(tmp_path / "cmyk.tif")), gray, atol=1e-9)
+    assert np.abs(load_image(str(tmp_path / "cmyk.jpg")) - gray).mean() < 3  # JPEG's loss, not 255 everywhere
+
+
 @pytest.mark.parametrize("call,error,match", [
     # an AttributeError ('list' object has no attribute 'shape'), numpy's "expected non-negative integer",
     # a UFuncTypeError and os.stat's TypeError before
