@@ -90,6 +90,9 @@ class GaussianMixturePrior:
         weights = posterior.expected_weights()
         weights = weights / weights.sum()
         keep = weights >= min_weight
+        if not bool(keep.any()):
+            raise ValueError(f"min_weight={min_weight!r} drops every component: the largest weight is "
+                             f"{float(weights.max()):.4g}; give a smaller min_weight")
         covariances = family.point_estimates(posterior.component)["covariances"]
         return cls(weights[keep], covariances[keep], weights.dtype, weights.device)
 

@@ -69,6 +69,17 @@ def test_a_min_weight_outside_zero_to_one_is_refused(min_weight):
     assert GaussianMixturePrior.from_posterior(result.posterior, min_weight=0).K == 2
 
 
+def test_a_min_weight_above_every_weight_says_so():
+    """A min_weight in [0, 1) above every component's weight dropped them all and failed with "the mixture
+    weights must be nonnegative and finite with a positive sum", which blamed the weights."""
+    x = np.random.default_rng(0).standard_normal((200, 4))
+    result = pm.MemoizedVB(pm.ZeroMeanGaussian.from_data(x), K=4, laps=1, seed=0).fit(x, 2)
+    largest = float(max(GaussianMixturePrior.from_posterior(result.posterior, min_weight=0).weights))
+    with pytest.raises(ValueError, match=r"min_weight=0.99 drops every component: the largest weight is 0\.\d+"):
+        GaussianMixturePrior.from_posterior(result.posterior, min_weight=0.99)
+    assert largest < 0.99
+
+
 def test_prior_from_sklearn_ignores_the_means():
     x = np.random.default_rng(0).standard_normal((500, 3)) + 1.0
     gmm = GaussianMixture(2, covariance_type="full", random_state=0).fit(x)
