@@ -18,6 +18,7 @@ import time
 
 from ..checks import MAX_SEED
 from .common import (
+    _check_json_is_not_a_fit_file,
     check_not_an_input,
     check_output_file,
     check_output_folder,
@@ -188,6 +189,7 @@ def check_denoise(args):
         check_output_file(args.json, "--json")
         check_not_an_input(args.json, "--json", [("IMAGE", args.image), ("--patches", args.patches),
                                                  ("--model", getattr(args, "model_file", None))])
+        _check_json_is_not_a_fit_file(args)  # --save DIR/model.pt, written before the JSON
         if args.out is not None and os.path.realpath(args.json) == os.path.realpath(args.out):
             raise ValueError(f"--json {args.json}: names the --out file, where the denoised image goes; "
                              "choose another path")

@@ -145,6 +145,9 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--moves", "merge", "--birth-targets", "2"], "add birth to --moves"),
         (["denoise", "camera", "--moves", "", "--birth-targets", "1"], "add birth to --moves"),
         (["denoise", "camera", "--model", model, "--birth-targets", "2"], "--birth-targets: training options"),
+        # the JSON overwrote the model.pt just saved there
+        (["denoise", "camera", "--save", tmp_path / "s", "--json", tmp_path / "s" / "model.pt", "--n", "300",
+          "--laps", "1", "--batches", "1", "--moves", "", "--crop", "16"], "names a file --save"),
         (["patches", tmp_path / "p.txt"], ".npy"),
         (["patches", tmp_path / "p.npy", "--exclude", "lena"], "lena"),
         (["patches", tmp_path / "p.npy", tmp_path / "missing.png"], "missing.png"),
