@@ -13,6 +13,7 @@ External libraries' topics enter as an :class:`~pyro_memo.topics.HDPPosterior` t
 step and the same point estimates.
 """
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -156,9 +157,23 @@ def bag_of_words(corpus):
             for lo, hi in zip(corpus.doc_ptr[:-1], corpus.doc_ptr[1:], strict=True)]
 
 
+#: documents per online step of gensim's ``HdpModel`` (its default ``chunksize``)
+GENSIM_CHUNK = 256
+
+
+def gensim_limits(budget, num_docs, chunk=GENSIM_CHUNK):
+    """gensim ``HdpModel``'s stopping arguments for ``budget`` on ``num_docs`` documents: ``max_chunks``, the
+    budget's passes in chunks of ``chunk`` documents (a pass ends with a short chunk), and ``max_time``, its
+    seconds when given; gensim stops at whichever comes first. Without ``max_chunks`` gensim ran one pass
+    whatever the passes, and with ``max_time`` alone as many passes as the time allowed."""
+    chunks = math.ceil(budget.passes * math.ceil(num_docs / chunk) - 1e-9)
+    return {"chunksize": chunk, "max_chunks": max(1, chunks),
+            **({"max_time": budget.seconds} if budget.seconds is not None else {})}
+
+
 def run_gensim_hdp(corpus, budget, settings, seed):
-    """gensim's online ``HdpModel`` (top-level truncation ``K``) for the budget's seconds
-    (or ``passes`` passes when no seconds are given)."""
+    """gensim's online ``HdpModel`` (top-level truncation ``K``) for the budget's passes or seconds,
+    whichever comes first (:func:`gensim_limits`)."""
     try:
         from gensim.models import HdpModel
     except ImportError as err:
@@ -166,9 +181,9 @@ def run_gensim_hdp(corpus, budget, settings, seed):
     run = TopicRun()
     start = clock.now()
     vocab = _words(corpus)
-    limits = {"max_time": budget.seconds} if budget.seconds else {"max_chunks": None}
     model = HdpModel(bag_of_words(corpus), dict(enumerate(vocab)), T=settings.K, gamma=settings.gamma,
-                     alpha=settings.alpha, eta=settings.lam0, random_state=seed, **limits)
+                     alpha=settings.alpha, eta=settings.lam0, random_state=seed,
+                     **gensim_limits(budget, corpus.num_docs))
     seconds = clock.now() - start
     alpha, beta = model.hdp_to_lda()
     run.posterior = posterior_from_topics(beta, alpha, settings, corpus.num_tokens)

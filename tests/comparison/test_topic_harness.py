@@ -142,6 +142,36 @@ def test_optional_libraries_missing_give_one_clear_error(bars, method, module, m
         TOPIC_METHODS[method](bars[0], Budget(passes=1), TopicSettings(K=5), 0)
 
 
+def test_gensim_hdp_runs_the_budgets_passes_or_seconds_whichever_first(bars, monkeypatch):
+    """gensim's HdpModel was given max_time alone (ran as many passes as the seconds allowed: 309 passes of
+    Budget(passes=5, seconds=100)) or no limit at all (one pass whatever the passes); it is now given the
+    passes as max_chunks, and the seconds as max_time when the budget has them."""
+    import math
+    import types
+
+    train, test, _ = bars
+    calls = []
+
+    class FakeHdp:
+        def __init__(self, corpus, id2word, T, **kwargs):
+            calls.append(kwargs)
+            self.T, self.V = T, len(id2word)
+
+        def hdp_to_lda(self):
+            return np.full(self.T, 1.0 / self.T), np.full((self.T, self.V), 1.0 / self.V)
+
+    monkeypatch.setitem(sys.modules, "gensim", types.ModuleType("gensim"))
+    monkeypatch.setitem(sys.modules, "gensim.models", types.SimpleNamespace(HdpModel=FakeHdp))
+    per_pass = math.ceil(train.num_docs / 256)
+    for budget, chunks, seconds in ((Budget(passes=5), 5 * per_pass, None),
+                                    (Budget(passes=5, seconds=100), 5 * per_pass, 100),
+                                    (Budget(passes=0.5), math.ceil(0.5 * per_pass), None)):
+        calls.clear()
+        TOPIC_METHODS["gensim-hdp"](train, budget, TopicSettings(K=5), 0)
+        assert calls[0]["max_chunks"] == chunks and calls[0]["chunksize"] == 256
+        assert calls[0].get("max_time") == seconds
+
+
 def test_bad_arguments_raise(bars):
     train, test, _ = bars
     with pytest.raises(ValueError, match="unknown topic methods"):
