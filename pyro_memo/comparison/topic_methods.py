@@ -13,6 +13,7 @@ External libraries' topics enter as an :class:`~pyro_memo.topics.HDPPosterior` t
 step and the same point estimates.
 """
 
+import importlib
 import math
 from dataclasses import dataclass, field
 
@@ -151,6 +152,32 @@ def run_stochastic(corpus, budget, settings, seed, kappa=0.5, delay=10.0):
     return _run_ours(model, corpus, budget, settings)
 
 
+#: the methods that need an optional library: ``method -> (module imported, what to install)``
+OPTIONAL = {"gensim-hdp": ("gensim.models", "gensim (pip install gensim)"),
+            "tomotopy-hdp": ("tomotopy", "tomotopy (pip install tomotopy)"),
+            "tomotopy-lda": ("tomotopy", "tomotopy (pip install tomotopy)")}
+
+
+def optional_module(method):
+    """The optional library ``method`` needs (a key of :data:`OPTIONAL`), imported.
+
+    :raises ImportError: "method ... needs ..." saying what to install.
+    """
+    module, what = OPTIONAL[method]
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"method {method} needs {what}") from err
+
+
+def check_optional_methods(methods):
+    """Raise :func:`optional_module`'s ImportError for the first of ``methods`` whose library is missing, before
+    any method runs (a comparison ran every method before it, then stopped with a traceback)."""
+    for method in methods:
+        if method in OPTIONAL:
+            optional_module(method)
+
+
 def bag_of_words(corpus):
     """The documents as lists of ``(word id, integer count)`` pairs (gensim's format)."""
     return [list(zip(corpus.word_ids[lo:hi].tolist(), corpus.counts[lo:hi].astype(int).tolist(), strict=True))
@@ -174,10 +201,7 @@ def gensim_limits(budget, num_docs, chunk=GENSIM_CHUNK):
 def run_gensim_hdp(corpus, budget, settings, seed):
     """gensim's online ``HdpModel`` (top-level truncation ``K``) for the budget's passes or seconds,
     whichever comes first (:func:`gensim_limits`)."""
-    try:
-        from gensim.models import HdpModel
-    except ImportError as err:
-        raise ImportError("method gensim-hdp needs gensim (pip install gensim)") from err
+    HdpModel = optional_module("gensim-hdp").HdpModel
     run = TopicRun()
     start = clock.now()
     vocab = _words(corpus)
@@ -237,10 +261,7 @@ def train_tomotopy(model, budget, every, live_topics):
 def run_tomotopy_hdp(corpus, budget, settings, seed, every=10):
     """tomotopy's collapsed Gibbs ``HDPModel`` (one thread), ``every`` sweeps per trace point,
     until the budget's seconds (or ``passes`` sweeps)."""
-    try:
-        import tomotopy
-    except ImportError as err:
-        raise ImportError("method tomotopy-hdp needs tomotopy (pip install tomotopy)") from err
+    tomotopy = optional_module("tomotopy-hdp")
     model = tomotopy.HDPModel(initial_k=min(settings.K, 10), alpha=settings.alpha, eta=settings.lam0,
                               gamma=settings.gamma, seed=seed)
     add_tomotopy_documents(model, corpus)
@@ -274,10 +295,7 @@ def tomotopy_lda_model(corpus, settings, seed):
     """An untrained tomotopy ``LDAModel(k=K, alpha=settings.alpha / K, eta=0.01, seed=seed)``
     (tomotopy's default ``optim_interval=10``: it re-fits its asymmetric ``alpha`` every 10
     sweeps) holding ``corpus``'s documents."""
-    try:
-        import tomotopy
-    except ImportError as err:
-        raise ImportError("method tomotopy-lda needs tomotopy (pip install tomotopy)") from err
+    tomotopy = optional_module("tomotopy-lda")
     model = tomotopy.LDAModel(k=settings.K, alpha=settings.alpha / settings.K, eta=0.01, seed=seed)
     add_tomotopy_documents(model, corpus)
     return model

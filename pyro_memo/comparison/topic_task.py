@@ -4,7 +4,7 @@ the top-level weight."""
 
 from ..topics import Corpus, document_completion
 from .harness import Budget, Table, Task, check_instance, run_comparison
-from .topic_methods import TOPIC_METHODS, TopicRun, TopicSettings
+from .topic_methods import TOPIC_METHODS, TopicRun, TopicSettings, check_optional_methods
 
 #: columns of the per-run table
 TOPIC_COLUMNS = ("method", "seed", "laps", "seconds", "bound_per_token", "heldout_per_token", "effective_topics")
@@ -49,6 +49,13 @@ class TopicTask(Task):
             raise ValueError(f"heldout_split must be 'tokens' or 'types'; got {heldout_split!r}")
         self.train, self.test, self.budget, self.settings = train, test, budget, settings
         self.heldout_split = heldout_split
+
+    @classmethod
+    def check_methods(cls, methods):
+        """:meth:`Task.check_methods`, and an ImportError naming what to install for a method whose
+        optional library is missing (gensim, tomotopy), before any method runs."""
+        super().check_methods(methods)
+        check_optional_methods(methods)
 
     def run(self, method, seed):
         return self.methods[method](self.train, self.budget, self.settings, seed)

@@ -142,6 +142,29 @@ def test_optional_libraries_missing_give_one_clear_error(bars, method, module, m
         TOPIC_METHODS[method](bars[0], Budget(passes=1), TopicSettings(K=5), 0)
 
 
+@pytest.mark.parametrize("method,module", [("gensim-hdp", "gensim"), ("tomotopy-lda", "tomotopy")])
+def test_a_missing_optional_library_stops_a_comparison_before_any_run(bars, method, module, monkeypatch, tmp_path,
+                                                                     capsys):
+    """compare_topics(["memo", "gensim-hdp"]) without gensim ran memo's whole budget, then raised; the command
+    line printed the ImportError's traceback after it. Both now stop before any method runs."""
+    from pyro_memo.cli import main
+
+    monkeypatch.setitem(sys.modules, module, None)
+    monkeypatch.setitem(sys.modules, "gensim.models", None)
+    monkeypatch.setitem(TOPIC_METHODS, "memo", lambda *args: pytest.fail("a run started"))
+    train, test, _ = bars
+    with pytest.raises(ImportError, match=f"method {method} needs {module}"):
+        compare_topics(train, test, ["memo", method], settings=TopicSettings(K=5, batches=2))
+    try:
+        status = main(["compare", "bars", "--model", "hdp", "--methods", f"memo,{method}", "--K", "5", "--batches",
+                       "2", "--out", str(tmp_path / "out"), "--quiet"])
+    except SystemExit as exit_:
+        status = exit_.code
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert status == 2 and len(lines) == 1 and f"method {method} needs {module}" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
 def test_gensim_hdp_runs_the_budgets_passes_or_seconds_whichever_first(bars, monkeypatch):
     """gensim's HdpModel was given max_time alone (ran as many passes as the seconds allowed: 309 passes of
     Budget(passes=5, seconds=100)) or no limit at all (one pass whatever the passes); it is now given the

@@ -440,8 +440,13 @@ class HDPTopics(CliModel):
     def compare(self, args):
         _imports()
         from ...comparison import TOPIC_COLUMNS, TOPIC_METHODS, Budget, TopicSettings, compare_topics
+        from ...comparison.topic_methods import check_optional_methods
 
         methods = parse_methods(args.methods, TOPIC_METHODS, self.name)
+        try:  # a missing optional library: one error line before any method runs
+            check_optional_methods(methods)
+        except ImportError as err:
+            raise ValueError(str(err)) from None
         seeds = parse_seeds(args.seeds)
         corpus, description = load_corpus(args.data, args.vocab)
         args.memory_hint = vocab_size_hint(corpus, args.data)
