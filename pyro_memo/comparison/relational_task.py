@@ -9,7 +9,7 @@ from ..data.graphs import Graph, split_pairs
 from ..metrics import effective_k, nmi
 from ..relational import link_prediction
 from .harness import Budget, Table, Task, check_instance, run_comparison
-from .relational_methods import RELATIONAL_METHODS, RelationalRun, RelationalSettings
+from .relational_methods import RELATIONAL_METHODS, RelationalRun, RelationalSettings, check_optional_methods
 
 #: columns of the per-run table
 RELATIONAL_COLUMNS = ("method", "seed", "laps", "seconds", "bound", "heldout_auc", "heldout_log_lik", "nmi",
@@ -45,6 +45,13 @@ class RelationalTask(Task):
         check_instance(settings, RelationalSettings, "settings")
         self.graph, self.budget, self.settings = graph, budget, settings
         self.train, self.pairs, self.labels = split_pairs(graph, heldout, split_seed)
+
+    @classmethod
+    def check_methods(cls, methods):
+        """:meth:`Task.check_methods`, and an ImportError naming what to install for a reference detector whose
+        library is missing (networkx, graph-tool), before any method runs."""
+        super().check_methods(methods)
+        check_optional_methods(methods)
 
     def run(self, method, seed):
         return self.methods[method](self.train, self.budget, self.settings, seed)

@@ -78,6 +78,19 @@ def test_sbm_runs_through_the_harness_once_per_seed_and_repeats_itself():
     assert rows[0]["nmi"] > 0.8 and rows[0]["heldout_auc"] > 0.75 and rows[0]["effective_communities"] >= 3
 
 
+def test_compare_relational_without_graph_tool_raises_before_any_method_runs(monkeypatch):
+    """compare_relational(["memo", "sbm"]) without graph-tool ran memo's whole budget, then raised (only the
+    command line checked first)."""
+    from pyro_memo.comparison import RELATIONAL_METHODS
+
+    monkeypatch.setenv("PYRO_MEMO_GRAPH_TOOL_PYTHON", "/bin/false")
+    monkeypatch.setitem(RELATIONAL_METHODS, "memo", lambda *args: pytest.fail("a run started"))
+    graph = assortative_graph(30, 2, seed=0)[0]
+    with pytest.raises(ImportError, match="sbm needs graph-tool"):
+        compare_relational(graph, ["memo", "sbm"], seeds=(0,), budget=Budget(passes=1),
+                           settings=RelationalSettings(K=2))
+
+
 def test_cli_compare_without_graph_tool_is_one_error_before_any_method_runs(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("PYRO_MEMO_GRAPH_TOOL_PYTHON", "/bin/false")
     argv = ["compare", "karate", "--model", "relational", "--methods", "memo,sbm", "--passes", "1", "--quiet",
