@@ -31,10 +31,11 @@ from collections.abc import Iterable
 
 import torch
 
+from ..checks import as_positive_int
 from ..engine.threads import ThreadPolicy
 from .images import check_sigma
 from .mmse import mmse_patches
-from .patches import PATCH, as_image_tensor, coverage, image_patches, like_input, put_back
+from .patches import PATCH, as_image_tensor, coverage, fold_strips, like_input
 from .prior import MAX_ELEMENTS, restore_patches
 
 #: the paper's schedule of :math:`\beta` in units of :math:`\sigma^{-2}`
@@ -95,7 +96,8 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     :param int size: the patch side in pixels (default :data:`~pyro_memo.denoising.PATCH`, 8).
     :param int max_elements: the most numbers of the patches' packed products and log joints held at once
         (a memory bound): the patches are restored in chunks of rows that fit (default
-        ``MAX_ELEMENTS``, 2**20).
+        ``MAX_ELEMENTS``, 2**20), and formed a strip of patch rows at a time holding at most as many pixels
+        (one row of patches at least).
     :param threads: the most intra-op threads, under one thread policy for all the z-steps' chunks of
         patches (as :func:`~pyro_memo.denoising.mmse_denoise`).
     :returns: the restored image, unclipped.
@@ -108,13 +110,14 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
     y = as_image_tensor(noisy, prior, size)
     betas = [b / var for b in BETAS] if betas is None else _schedule(betas)
     lam = size * size / var if lam is None else _weight(lam, "lam", zero=True)
-    shape = tuple(y.shape)
-    count = coverage(shape, size, y)
+    count = coverage(tuple(y.shape), size, y)
+    max_elements = as_positive_int(max_elements, "max_elements")
     x = y
     with ThreadPolicy(threads) as policy:
         for beta in betas:
-            patches = image_patches(x, size)
-            dc = patches.mean(-1, keepdim=True)
-            z = restore(patches - dc, prior, 1.0 / beta, max_elements, policy) + dc
-            x = (lam * y + beta * put_back(z, shape, size)) / (lam + beta * count)
+            def z_step(patches, beta=beta):
+                dc = patches.mean(-1, keepdim=True)
+                return restore(patches - dc, prior, 1.0 / beta, max_elements, policy) + dc
+
+            x = (lam * y + beta * fold_strips(x, z_step, size, max_elements)) / (lam + beta * count)
     return like_input(x, noisy)

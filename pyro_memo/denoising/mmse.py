@@ -15,10 +15,11 @@ the mean of the estimates of the patches covering it, :math:`\\hat x = (\\sum_i 
 
 import torch
 
+from ..checks import as_positive_int
 from ..engine.threads import ThreadPolicy
 from ..families._sparse import drop_underflow
 from .images import check_sigma
-from .patches import PATCH, as_image_tensor, average_patches, image_patches, like_input
+from .patches import PATCH, as_image_tensor, coverage, fold_strips, like_input
 from .prior import MAX_ELEMENTS, restore_patches
 
 
@@ -47,7 +48,8 @@ def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS, thr
     :param int size: the patch side in pixels (default :data:`~pyro_memo.denoising.PATCH`, 8).
     :param int max_elements: the most numbers of the patches' packed products and log joints held at once
         (a memory bound): the patches are restored in chunks of rows that fit (default
-        ``MAX_ELEMENTS``, 2**20).
+        ``MAX_ELEMENTS``, 2**20), and formed a strip of patch rows at a time holding at most as many pixels
+        (one row of patches at least).
     :param threads: the most intra-op threads; each chunk of patches runs under the fits' thread
         policy (:class:`~pyro_memo.engine.threads.ThreadPolicy`: one thread timed against this many,
         the faster kept, so a busy machine does not slow it down); ``None``: torch's setting; ``1``: one
@@ -56,8 +58,10 @@ def mmse_denoise(noisy, prior, sigma, size=PATCH, max_elements=MAX_ELEMENTS, thr
     """
     check_sigma(sigma)
     y = as_image_tensor(noisy, prior, size)
-    patches = image_patches(y, size)
-    dc = patches.mean(-1, keepdim=True)
     with ThreadPolicy(threads) as policy:
-        estimates = mmse_patches(patches - dc, prior, float(sigma) ** 2, max_elements, policy) + dc
-    return like_input(average_patches(estimates, tuple(y.shape), size), noisy)
+        def restore(patches):
+            dc = patches.mean(-1, keepdim=True)
+            return mmse_patches(patches - dc, prior, float(sigma) ** 2, max_elements, policy) + dc
+
+        total = fold_strips(y, restore, size, as_positive_int(max_elements, "max_elements"))
+    return like_input(total / coverage(tuple(y.shape), size, y), noisy)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from ..checks import as_positive_int, as_rng
 from ..data.files import write_atomically
-from .prior import GaussianMixturePrior
+from .prior import MAX_ELEMENTS, GaussianMixturePrior
 
 #: side of the patches of Hughes & Sudderth 2013 (§4.4) and Zoran & Weiss 2011 (§2)
 PATCH = 8
@@ -136,10 +136,37 @@ def put_back(patches, shape, size=PATCH):
 
 
 def coverage(shape, size=PATCH, like=None):
-    """:math:`\\sum_i P_i^T P_i` (diagonal): how many patches cover each pixel of an image of ``shape``."""
+    """:math:`\\sum_i P_i^T P_i` (diagonal): how many patches cover each pixel of an image of ``shape``, the
+    product of the counts along its rows and columns (no patch is formed), as a tensor like ``like``."""
     like = torch.empty(0, dtype=torch.float64) if like is None else like
+
+    def along(n):
+        """How many patch positions cover each of ``n`` pixels: min(i, n - size) - max(0, i - size + 1) + 1."""
+        i = torch.arange(n)
+        return (torch.clamp(i, max=n - size) - torch.clamp(i - size + 1, min=0) + 1).clamp(min=0)
+
+    return (along(shape[0])[:, None] * along(shape[1])[None, :]).to(dtype=like.dtype, device=like.device)
+
+
+def strip_rows(shape, size=PATCH, max_elements=MAX_ELEMENTS):
+    """``(top, bottom)`` ranges of patch rows (positions ``top`` to ``bottom - 1`` down the image) whose patches,
+    ``(bottom - top) (W - size + 1)`` of ``size**2`` pixels, hold at most ``max_elements`` numbers (one row of
+    patches at least)."""
     rows, cols = shape[0] - size + 1, shape[1] - size + 1
-    return put_back(like.new_ones(rows * cols, size * size), shape, size)
+    step = max(1, int(max_elements) // max(cols * size * size, 1))
+    return [(top, min(top + step, rows)) for top in range(0, rows, step)]
+
+
+def fold_strips(image, restore, size=PATCH, max_elements=MAX_ELEMENTS):
+    """:math:`\\sum_i P_i^T r(P_i x)`: every overlapping patch of the ``(H, W)`` tensor ``image`` mapped by
+    ``restore`` (``(n, size**2)`` patches to as many) and put back, a strip of patch rows at a time
+    (:func:`strip_rows`), so that no more than ``max_elements`` numbers of patches are formed at once: all the
+    patches of a 4000 x 3000 photograph are 6 GB in float64, each copy."""
+    out = torch.zeros_like(image)
+    for top, bottom in strip_rows(tuple(image.shape), size, max_elements):
+        window = image[top:bottom + size - 1]
+        out[top:bottom + size - 1] += put_back(restore(image_patches(window, size)), tuple(window.shape), size)
+    return out
 
 
 def average_patches(patches, shape, size=PATCH):
