@@ -177,6 +177,15 @@ def check_settings(settings):
     as_positive_float(settings.alpha, "alpha")
 
 
+def check_batches(settings, count, what):
+    """Raise :class:`ValueError` unless the comparison's ``settings.batches`` is at most ``count``, the number of
+    ``what`` (items, documents, nodes) its online methods split into batches: each batch needs one, and a method
+    that splits failed only at its start, after the methods listed before it had run."""
+    if settings.batches > count:
+        raise ValueError(f"settings.batches = {settings.batches} exceeds the number of {what} ({count}); give at "
+                         f"most {count} batches")
+
+
 def summarize(rows, columns=None):
     """Mean and standard deviation over seeds per method: ``{method: {column: (mean, sd)}}``
     for ``columns`` after the first two (method, seed); default: every column of the rows."""

@@ -10,7 +10,16 @@ import torch
 from ..checks import as_rng
 from ..families import ConjugateFamily, get_family
 from ..metrics import _labels, effective_k, hungarian_accuracy, nmi
-from .harness import Budget, Table, Task, check_instance, merge_task_outputs, read_task_outputs, run_comparison
+from .harness import (
+    Budget,
+    Table,
+    Task,
+    check_batches,
+    check_instance,
+    merge_task_outputs,
+    read_task_outputs,
+    run_comparison,
+)
 from .methods import METHODS, Run, Settings
 
 #: columns of the per-run table
@@ -51,6 +60,7 @@ class MixtureTask(Task):
         check_instance(settings, Settings, "settings")
         self.family, self.budget, self.settings = family, budget, settings
         self.x = family.check_data(x)
+        check_batches(settings, self.x.shape[0], "items")
         self.heldout = family.check_data(heldout) if heldout is not None else None
         labels = None if labels is None else _labels(labels, "labels")  # before any run, not at its scoring
         if labels is not None and len(labels) != self.x.shape[0]:

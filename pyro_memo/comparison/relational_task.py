@@ -8,7 +8,7 @@ import math
 from ..data.graphs import Graph, split_pairs
 from ..metrics import effective_k, nmi
 from ..relational import link_prediction
-from .harness import Budget, Table, Task, check_instance, run_comparison
+from .harness import Budget, Table, Task, check_batches, check_instance, run_comparison
 from .relational_methods import RELATIONAL_METHODS, RelationalRun, RelationalSettings, check_optional_methods
 
 #: columns of the per-run table
@@ -43,6 +43,7 @@ class RelationalTask(Task):
             raise TypeError(f"graph must be a pyro_memo.data.Graph; got {type(graph).__name__}")
         check_instance(budget, Budget, "budget")
         check_instance(settings, RelationalSettings, "settings")
+        check_batches(settings, graph.num_nodes, "nodes")
         self.graph, self.budget, self.settings = graph, budget, settings
         self.train, self.pairs, self.labels = split_pairs(graph, heldout, split_seed)
 

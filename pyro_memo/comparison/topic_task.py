@@ -3,7 +3,7 @@ completion on held-out documents, with its bound per token and its topics holdin
 the top-level weight."""
 
 from ..topics import Corpus, document_completion
-from .harness import Budget, Table, Task, check_instance, run_comparison
+from .harness import Budget, Table, Task, check_batches, check_instance, run_comparison
 from .topic_methods import TOPIC_METHODS, TopicRun, TopicSettings, check_optional_methods
 
 #: columns of the per-run table
@@ -45,6 +45,7 @@ class TopicTask(Task):
             raise ValueError(f"train and test vocabularies differ: V = {train.vocab_size} and {test.vocab_size}")
         check_instance(budget, Budget, "budget")
         check_instance(settings, TopicSettings, "settings")
+        check_batches(settings, train.num_docs, "training documents")
         if not isinstance(heldout_split, str) or heldout_split not in HELDOUT_SPLITS:
             raise ValueError(f"heldout_split must be 'tokens' or 'types'; got {heldout_split!r}")
         self.train, self.test, self.budget, self.settings = train, test, budget, settings

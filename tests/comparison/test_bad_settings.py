@@ -112,3 +112,24 @@ def test_labels_are_checked_before_any_run(tmp_path, labels, match):
         compare(X, ["memo"], [0], labels=labels, budget=Budget(passes=1), settings=Settings(K=3, batches=2),
                 out_dir=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_more_batches_than_items_documents_or_nodes_are_refused_before_any_run(tmp_path, monkeypatch):
+    """Settings(batches=20) on 15 items ran vb and collapsed Gibbs (2 s), then memo failed with "the number of
+    batches must be between 1 and N = 15"; the topic and relational tasks likewise after their first methods."""
+    from pyro_memo.comparison import METHODS, RELATIONAL_METHODS, TOPIC_METHODS, compare_relational, compare_topics
+    from pyro_memo.data.graphs import assortative_graph
+    from pyro_memo.synthetic import bars_corpus
+    from pyro_memo.topics import split_documents
+
+    for registry, method in ((METHODS, "vb"), (TOPIC_METHODS, "memo"), (RELATIONAL_METHODS, "louvain")):
+        monkeypatch.setitem(registry, method, lambda *args: pytest.fail("a run started"))
+    with pytest.raises(ValueError, match=r"settings.batches = 20 exceeds the number of items \(15\)"):
+        compare(X[:15], ["vb", "memo"], [0], budget=Budget(passes=1), out_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
+    train, test = split_documents(bars_corpus(20, 40, seed=5)[0], 0.2, seed=0)
+    with pytest.raises(ValueError, match=r"settings.batches = 50 exceeds the number of training documents \(16\)"):
+        compare_topics(train, test, ["memo"], settings=TopicSettings(K=5, batches=50))
+    with pytest.raises(ValueError, match=r"settings.batches = 50 exceeds the number of nodes \(20\)"):
+        compare_relational(assortative_graph(20, 2, seed=0)[0], ["louvain", "memo"],
+                           settings=RelationalSettings(K=2, batches=50))
