@@ -115,6 +115,13 @@ def test_the_parse_time_noise_range_agrees_with_the_denoisers():
     assert (names.SIGMA_RANGE, names.SIGMA_RANGE_WHY) == (images.SIGMA_RANGE, images.SIGMA_RANGE_WHY)
 
 
+def test_the_parse_time_patch_side_agrees_with_the_denoisers():
+    from pyro_memo.cli.names import PATCH_SIDE
+    from pyro_memo.denoising import PATCH
+
+    assert PATCH_SIDE == PATCH
+
+
 def test_the_parse_time_z_steps_agree_with_epll():
     from pyro_memo.cli.names import EPLL_Z_STEPS
     from pyro_memo.denoising.epll import Z_STEPS

@@ -27,7 +27,7 @@ from .common import (
     report,
     stop_requested,
 )
-from .names import DP_MOVE_NAMES, EPLL_Z_STEPS, PHOTOGRAPH_NAMES, SIGMA_RANGE, SIGMA_RANGE_WHY
+from .names import DP_MOVE_NAMES, EPLL_Z_STEPS, PATCH_SIDE, PHOTOGRAPH_NAMES, SIGMA_RANGE, SIGMA_RANGE_WHY
 
 #: the noise level of Hughes & Sudderth 2013, §4.4 and Zoran & Weiss 2011, §4
 DEFAULT_SIGMA = 25.0
@@ -153,8 +153,7 @@ def check_denoise(args):
     _check_image_name(args.image)
     if args.z_step is not None and args.method != "epll":
         raise ValueError(f"--z-step {args.z_step}: EPLL's z-step, used only with --method epll")
-    if args.crop is not None and args.crop < 8:
-        raise ValueError(f"--crop must be at least 8 (pixels); got {args.crop}")
+    args.patch_side = None  # known before training: --patches' side, or the photographs' 8 x 8
     if args.model is not None:
         given = [f"--{k.replace('_', '-')}" for k in TRAIN_DEFAULTS if getattr(args, k) is not None]
         if given:
@@ -174,11 +173,13 @@ def check_denoise(args):
                 raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
                                  "birth,merge,delete)")
             args.birth_targets = None
-        if args.patches is not None:
-            _check_patch_file(args.patches)
+        args.patch_side = _check_patch_file(args.patches) if args.patches is not None else PATCH_SIDE
         if args.save:
             args.created_folders = []
             check_output_folder(args.save, "--save", args.created_folders)
+    least = args.patch_side or 2  # with --model, its patches' side is checked once it is read
+    if args.crop is not None and args.crop < least:
+        raise ValueError(f"--crop must be at least {least} (pixels, the side of a patch); got {args.crop}")
     if args.out is not None:
         if not args.out.lower().endswith(".png"):
             raise ValueError(f"--out {args.out}: the denoised image is written as a PNG; give a name ending in .png")
@@ -198,7 +199,7 @@ def check_denoise(args):
 
 def _check_patch_file(path):
     """``--patches``: a ``.npy`` file of an ``(N, D)`` array of square patches (``D = size**2``), checked
-    from its header before anything is read or trained."""
+    from its header before anything is read or trained; returns the patches' side."""
     import numpy as np
 
     if not (path.endswith(".npy") and os.path.isfile(path)):
@@ -213,6 +214,7 @@ def _check_patch_file(path):
     if len(shape) != 2 or side < 2 or side * side != shape[1] or not np.issubdtype(dtype, np.number):
         raise ValueError(f"--patches {path}: expected an (N, D) numeric array of square patches, D = 64 for 8 x 8 "
                          f"(write one with pyro-memo patches); got shape {shape}, dtype {dtype}")
+    return side
 
 
 def _load_images(names):
@@ -284,6 +286,15 @@ def _write_png(path, image):
     write_atomically(path, lambda tmp: Image.fromarray(pixels).save(tmp, format="PNG"))
 
 
+def _check_holds_a_patch(args, shape, size):
+    """Raise :class:`ValueError` naming IMAGE (and ``--crop``) unless the image of ``shape`` holds one ``size`` x
+    ``size`` patch."""
+    if min(shape) < size:
+        crop = f" after --crop {args.crop}" if args.crop is not None else ""
+        raise ValueError(f"{args.image}: the image ({shape[0]} x {shape[1]}{crop}) is smaller than a {size} x {size} "
+                         "patch")
+
+
 def run_denoise(args):
     """Run ``pyro-memo denoise``; returns the exit status (errors raise :class:`ValueError`)."""
     check_denoise(args)
@@ -292,13 +303,13 @@ def run_denoise(args):
     clean = load_image(args.image)
     if args.crop is not None:
         clean = center_crop(clean, args.crop)
+    if args.patch_side is not None:  # before training, not after
+        _check_holds_a_patch(args, clean.shape, args.patch_side)
     prior, info = _prior_from_model(args) if args.model is not None else _train_prior(args)
     size = math.isqrt(prior.dim)
     if size * size != prior.dim:
         raise ValueError(f"the model's components have dimension {prior.dim}, not a square patch")
-    if min(clean.shape) < size:
-        raise ValueError(f"{args.image}: the image ({clean.shape[0]} x {clean.shape[1]}) is smaller than a "
-                         f"{size} x {size} patch")
+    _check_holds_a_patch(args, clean.shape, size)
     noisy = add_noise(clean, args.sigma, seed=args.seed)
     start = time.perf_counter()
     if args.method == "mmse":

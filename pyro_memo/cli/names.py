@@ -25,6 +25,9 @@ TOPIC_METHOD_NAMES = ("memo", "memo-moves", "svi-k0.5-d10", "svi-k0.9-d10", "gen
                       "tomotopy-lda")
 #: relational comparison methods, in the order of :data:`pyro_memo.comparison.RELATIONAL_METHODS`
 RELATIONAL_METHOD_NAMES = ("memo", "memo-moves", "memo-eb", "svi-hdp", "svi-ammsb", "louvain", "sbm")
+#: the side of the patches ``denoise`` draws from the photographs to train a prior
+#: (:data:`pyro_memo.denoising.PATCH`)
+PATCH_SIDE = 8
 #: EPLL's z-steps ``denoise --z-step`` offers (:data:`pyro_memo.denoising.epll.Z_STEPS`)
 EPLL_Z_STEPS = ("map", "mmse")
 #: the noise levels ``denoise --sigma`` takes (:data:`pyro_memo.denoising.images.SIGMA_RANGE`) and why

@@ -173,3 +173,29 @@ def test_denoise_refuses_a_noise_level_out_of_range_before_any_work(tmp_path, ca
     assert status == 2 and out == "" and "Traceback" not in err
     assert err.strip().splitlines() == [err.strip()] and "--sigma must lie in [1e-06, 1e+06]" in err
     assert not (tmp_path / "d.json").exists()
+
+
+def test_crop_and_image_are_checked_against_the_training_patches_before_training(tmp_path, capsys, monkeypatch):
+    """--crop was held to 8 pixels whatever the patches (6 x 6 --patches with --crop 7 refused), and an image
+    smaller than --patches' 16 x 16 patches was found so only after the whole prior had been trained (1 min 55 s
+    on camera --crop 12)."""
+    import pyro_memo.denoising as denoising
+
+    camera = load_image("camera")
+    np.save(tmp_path / "p6.npy", sample_patches([camera], 300, size=6, seed=0))
+    np.save(tmp_path / "p16.npy", sample_patches([camera], 300, size=16, seed=0))
+    small = ["--laps", "1", "--batches", "1", "--moves", ""]
+    status, out, err = _run(["denoise", "camera", "--patches", tmp_path / "p6.npy", "--crop", "7", *small], capsys)
+    assert status == 0 and "camera (7 x 7)" in out, err
+    monkeypatch.setattr(denoising, "fit_patch_mixture", lambda *args, **kwargs: pytest.fail("trained"))
+    tiny = tmp_path / "tiny.png"
+    Image.fromarray(camera[:12, :20].astype(np.uint8)).save(tiny)
+    for argv, keyword in (
+        ([tiny, "--patches", tmp_path / "p16.npy"], f"{tiny}: the image (12 x 20) is smaller than a 16 x 16 patch"),
+        (["camera", "--patches", tmp_path / "p16.npy", "--crop", "12"], "--crop must be at least 16 (pixels, the side "
+                                                                         "of a patch); got 12"),
+        (["camera", "--patches", tmp_path / "p6.npy", "--crop", "5"], "--crop must be at least 6"),
+        (["camera", "--crop", "7"], "--crop must be at least 8"),
+    ):
+        status, _, err = _run(["denoise", *argv, *small], capsys)
+        assert status == 2 and err.strip().startswith(f"pyro-memo: error: {keyword}"), err
