@@ -321,7 +321,17 @@ def _read_csv(path, columns, integers):
 def merge_task_outputs(out_dir, in_dirs, table):
     """Combine comparison folders of one task run separately (same data and settings) into
     ``out_dir``: one table, one set of traces and plots. Runs of a method and seed found
-    twice keep the later folder's."""
+    twice keep the later folder's.
+
+    :raises ValueError: for ``in_dirs`` that is one path (a string, whose characters were read as folders) or
+        no folder at all (an empty comparison was written).
+    """
+    if isinstance(in_dirs, (str, bytes, os.PathLike)):
+        raise ValueError(f"in_dirs must be a list of comparison folders; got the single path {in_dirs!r} "
+                         f"(e.g. [{str(in_dirs)!r}])")
+    in_dirs = as_list(in_dirs, "in_dirs must be a list of comparison folders")
+    if not in_dirs:
+        raise ValueError("in_dirs is empty: give at least one comparison folder to merge")
     rows, runs = {}, {}
     for folder in in_dirs:
         part_rows, part_runs = read_task_outputs(folder, table)

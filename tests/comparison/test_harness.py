@@ -153,6 +153,17 @@ def test_separate_comparisons_merge_into_one_table(small_comparison, tmp_path):
     assert os.path.getsize(tmp_path / "merged" / "final_elbo.png") > 0
 
 
+def test_merge_refuses_one_path_or_no_folder(small_comparison, tmp_path):
+    """merge_outputs(out, "runs1") read the folders "r", "u", "n", ... (a string's characters), and
+    merge_outputs(out, []) wrote an empty comparison; both are a ValueError now, nothing written."""
+    out = str(small_comparison[-1])
+    with pytest.raises(ValueError, match="in_dirs must be a list of comparison folders; got the single path"):
+        merge_outputs(str(tmp_path / "merged"), out)
+    with pytest.raises(ValueError, match="in_dirs is empty"):
+        merge_outputs(str(tmp_path / "merged"), [])
+    assert not (tmp_path / "merged").exists()
+
+
 def test_finished_runs_are_written_before_a_later_run_fails(tmp_path, monkeypatch):
     x, y = blobs(300)
 
