@@ -142,6 +142,7 @@ def check_patches(args):
 def check_denoise(args):
     """Check ``denoise`` options and paths before anything heavy is imported; fills training defaults."""
     from ..checks import check_device
+    from .models.dp import _check_batches
     from .predict import model_path
 
     _check_common(args)
@@ -173,7 +174,8 @@ def check_denoise(args):
                 raise ValueError("--birth-targets sets the birth move; add birth to --moves (e.g. --moves "
                                  "birth,merge,delete)")
             args.birth_targets = None
-        args.patch_side = _check_patch_file(args.patches) if args.patches is not None else PATCH_SIDE
+        count, args.patch_side = _check_patch_file(args.patches) if args.patches is not None else (args.n, PATCH_SIDE)
+        _check_batches(args.batches, count, "training patches")  # before the photographs are read
         if args.save:
             args.created_folders = []
             check_output_folder(args.save, "--save", args.created_folders)
@@ -199,7 +201,7 @@ def check_denoise(args):
 
 def _check_patch_file(path):
     """``--patches``: a ``.npy`` file of an ``(N, D)`` array of square patches (``D = size**2``), checked
-    from its header before anything is read or trained; returns the patches' side."""
+    from its header before anything is read or trained; returns ``(number of patches, their side)``."""
     import numpy as np
 
     if not (path.endswith(".npy") and os.path.isfile(path)):
@@ -214,7 +216,7 @@ def _check_patch_file(path):
     if len(shape) != 2 or side < 2 or side * side != shape[1] or not np.issubdtype(dtype, np.number):
         raise ValueError(f"--patches {path}: expected an (N, D) numeric array of square patches, D = 64 for 8 x 8 "
                          f"(write one with pyro-memo patches); got shape {shape}, dtype {dtype}")
-    return side
+    return shape[0], side
 
 
 def _load_images(names):

@@ -105,6 +105,7 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
     tiny = tmp_path / "tiny.png"
     Image.fromarray(np.zeros((5, 30), dtype=np.uint8)).save(tiny)
     np.save(tmp_path / "p63.npy", np.zeros((40, 63)))
+    np.save(tmp_path / "p64.npy", np.zeros((40, 64)))
     np.save(tmp_path / "p1d.npy", np.zeros(64))
     (tmp_path / "text.npy").write_text("hello")
     with_nan = np.random.default_rng(0).normal(size=(300, 64))
@@ -139,6 +140,11 @@ def test_bad_inputs_get_one_error_line(saved_model, tmp_path, capsys):
         (["denoise", "camera", "--patches", tmp_path / "pnan.npy"], "pnan.npy: zm-gauss data has NaN or inf"),
         (["denoise", "camera", "--patches", tmp_path / "pnan.npy"], "the first is row 123"),
         (["denoise", "camera", "--n", "0"], "--n"),
+        # "the number of batches must be between 1 and N = 5; got 10", naming neither option, after the
+        # photographs were read (10 s)
+        (["denoise", "camera", "--n", "5"], "--batches 10 exceeds the number of training patches (5)"),
+        (["denoise", "camera", "--patches", tmp_path / "p64.npy", "--batches", "50"],
+         "--batches 50 exceeds the number of training patches (40)"),
         (["denoise", "camera", "--init-items", "0"], "--init-items must be a positive integer"),
         (["denoise", "camera", "--model", model, "--init-items", "500"], "--init-items: training options"),
         (["denoise", "camera", "--birth-targets", "0"], "--birth-targets must be a positive integer"),
