@@ -99,7 +99,7 @@ class CollapsedGibbs(GibbsSampler):
                     counts = torch.cat([counts, counts.new_zeros(1)])
                     stats = {k: torch.cat([v, torch.zeros_like(v[:1])]) for k, v in stats.items()}
                     lm = torch.cat([lm, lm.new_zeros(1)])
-                value = lm_single[i]
+                value = float(lm_single[i])  # a numpy float32 in a float32 fit: torch refuses to assign it
             counts[new] += 1
             for key in stats:
                 stats[key][new] += item_stats[key][i]

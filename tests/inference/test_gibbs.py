@@ -108,3 +108,19 @@ def test_bad_options():
     with pytest.raises(ValueError, match="no samples"):
         from pyro_memo.inference.gibbs import GibbsResult
         GibbsResult(torch.zeros(3)).log_predictive(X3)
+
+
+@pytest.mark.parametrize("sampler", ["collapsed", "blocked"])
+def test_samplers_run_in_float32(sampler):
+    """A float32 family samples in float32 as in float64 (the collapsed sampler failed with torch's "can't assign
+    a numpy.float32 to a torch.FloatTensor" the first time an item opened a new cluster)."""
+    x, labels = two_blobs_1d(60)
+    family = pm.Gaussian.from_data(x, dtype=torch.float32)
+    if sampler == "collapsed":
+        result = CollapsedGibbs(family, sweeps=6, seed=0).fit(x)
+        assert max(result.num_clusters) > 1  # items opened new clusters, from one
+    else:
+        result = BlockedGibbs(family, T=10, sweeps=6, seed=0).fit(x)
+    assert np.isfinite(result.log_joint_trace).all()
+    density = result.log_predictive(x[:5])
+    assert density.dtype == torch.float32 and bool(torch.isfinite(density).all())
