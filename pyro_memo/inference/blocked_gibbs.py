@@ -6,6 +6,7 @@ import time
 import torch
 
 from ..allocation import DPSticks, log_stick_weights
+from ..checks import as_positive_int
 from .gibbs import GibbsResult, GibbsSampler, hard_summary
 from .initialization import initial_responsibilities
 
@@ -29,10 +30,11 @@ class BlockedGibbs(GibbsSampler):
     """
 
     def __init__(self, family, T=20, alpha=1.0, sweeps=100, burn_in=None, thin=1, init_K=1, seed=0):
-        if int(T) < 1 or int(init_K) > int(T):
-            raise ValueError(f"T must be a positive integer and init_K at most T; got T = {T}, init_K = {init_K}")
+        T = as_positive_int(T, "T")
         super().__init__(family, alpha, sweeps, burn_in, thin, init_K, seed)
-        self.T = int(T)
+        if self.init_K > T:
+            raise ValueError(f"init_K must be at most T; got T = {T}, init_K = {init_K}")
+        self.T = T
         self.sticks = DPSticks(alpha, "direct")
 
     def log_likelihoods(self, x, params):

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..checks import as_positive_float, as_positive_int
+from ..checks import as_count, as_positive_float, as_positive_int, as_seed
 from ..summaries import Summary
 
 
@@ -41,12 +41,12 @@ class GibbsSampler:
         self.family = family
         self.alpha = as_positive_float(alpha, "alpha")
         self.sweeps = as_positive_int(sweeps, "sweeps")
-        self.burn_in = self.sweeps // 2 if burn_in is None else int(burn_in)
+        self.burn_in = self.sweeps // 2 if burn_in is None else as_count(burn_in, "burn_in")
         if not 0 <= self.burn_in < self.sweeps:
             raise ValueError(f"burn_in must lie in [0, sweeps); got {burn_in}")
         self.thin = as_positive_int(thin, "thin")
         self.init_K = as_positive_int(init_K, "init_K")
-        self.seed = seed
+        self.seed = as_seed(seed)
 
     def keeps(self, sweep):
         """Whether the state after ``sweep`` is kept as a sample."""

@@ -105,6 +105,19 @@ def test_bad_options():
         CollapsedGibbs(family, alpha=0)
     with pytest.raises(ValueError, match="burn_in"):
         BlockedGibbs(family, sweeps=10, burn_in=10)
+    # a fraction was truncated (T = 2.5 sampled with 2 components, burn_in = 2.5 kept sweeps from 2) and a bad
+    # seed accepted by the blocked sampler (seed = -1 or 1.5 drew from torch's seeds -1 and 1) or refused by
+    # numpy's "expected non-negative integer" in the collapsed one's first sweep
+    with pytest.raises(ValueError, match="T must be a positive integer"):
+        BlockedGibbs(family, T=2.5)
+    for sampler in (CollapsedGibbs, BlockedGibbs):
+        with pytest.raises(ValueError, match="burn_in must be a non-negative integer"):
+            sampler(family, sweeps=10, burn_in=2.5)
+        for seed in (-1, 1.5, "0"):
+            with pytest.raises(ValueError, match="seed must be a whole number"):
+                sampler(family, seed=seed)
+    with pytest.raises(ValueError, match="init_K must be at most T"):
+        BlockedGibbs(family, T=2, init_K=3)
     with pytest.raises(ValueError, match="no samples"):
         from pyro_memo.inference.gibbs import GibbsResult
         GibbsResult(torch.zeros(3)).log_predictive(X3)
