@@ -570,6 +570,18 @@ def spread_scale(variance, magnitude):
     return magnitude if bool(magnitude > 0) else torch.ones_like(magnitude)
 
 
+def checked_group(family, x, index):
+    """``family.check_data(x)`` for group ``index`` of grouped data (an HDP's groups of items), its error naming
+    the group and its row in it: the rows of several groups checked together named a row of their
+    concatenation, which no user indexes."""
+    try:
+        return family.check_data(x)
+    except NonFiniteDataError as err:
+        raise err.within(f"group {index}", 0) from None
+    except ValueError as err:
+        raise ValueError(f"group {index}: {err}") from None
+
+
 def check_finite(x, name):
     """Raise :class:`NonFiniteDataError` if the ``(N, D)`` data ``x`` has NaN or inf entries."""
     if not bool(torch.isfinite(x).all()):

@@ -41,6 +41,7 @@ from ..data.batch_source import BatchSource
 from ..engine import MemoizedDriver
 from ..engine.moves import make_moves, move_states, restart_moves
 from ..engine.threads import ThreadPolicy
+from ..families.base import NonFiniteDataError
 from ..memo.clumps import Clumps
 from ..memo.compression import Compressor
 from ..memo.group_clumps import GroupedClumps
@@ -212,9 +213,18 @@ class MemoryBoundedVB:
             return fit, None
         return fit, self.readout(local)
 
-    def new_memory(self, chunk):
-        """One epoch's items as singlets: ``(memory, items)``."""
-        x = self.family.check_data(chunk)
+    def new_memory(self, chunk, number=0, first=0):
+        """One epoch's items as singlets: ``(memory, items)``. An error about its data names the epoch (``number``,
+        counted from 0 as the records count them) and its rows of the stream (from ``first``), not the rows of the
+        epoch alone."""
+        where = f"epoch {number} (rows {first} to {first + len(chunk) - 1} of the stream)" if len(chunk) else \
+            f"epoch {number} (no rows)"
+        try:
+            x = self.family.check_data(chunk)
+        except NonFiniteDataError as err:
+            raise err.within(where, first) from None
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
         return Clumps.of_points(self.family, x), len(x)
 
     def fit(self, data, callback=None):
@@ -229,11 +239,11 @@ class MemoryBoundedVB:
             return self._fit(data, callback)
 
     def _fit(self, data, callback):
-        memory, posterior, records, seen = None, None, [], 0
-        for chunk in self.epochs(data):
+        memory, posterior, records, seen, first = None, None, [], 0, 0
+        for number, chunk in enumerate(self.epochs(data)):
             start = time.perf_counter()
-            fresh, items = self.new_memory(chunk)
-            seen += items
+            fresh, items = self.new_memory(chunk, number, first)
+            seen, first = seen + items, first + len(chunk)
             memory = fresh if memory is None else memory.cat(fresh)
             if posterior is None:
                 posterior = self.initial_posterior(fresh.points)
@@ -361,9 +371,16 @@ class MemoryBoundedHDP(MemoryBoundedVB):
                 return
             yield chunk
 
-    def new_memory(self, chunk):
-        """One epoch's groups as singlets, each group its own document group: ``(memory, items)``."""
-        memory = GroupedClumps.of_groups(self.family, chunk)
+    def new_memory(self, chunk, number=0, first=0):
+        """One epoch's groups as singlets, each group its own document group: ``(memory, items)``. An error about
+        its data names the epoch (``number``) and the group of the stream (counted from ``first``)."""
+        try:
+            memory = GroupedClumps.of_groups(self.family, chunk, first)
+        except NonFiniteDataError:
+            raise  # names the group of the stream already
+        except ValueError as err:
+            raise ValueError(f"epoch {number} (groups {first} to {first + len(chunk) - 1} of the stream): {err}") \
+                from None
         return memory, memory.num_singlets
 
     def initial_posterior(self, x):

@@ -33,6 +33,7 @@ from typing import NamedTuple
 import torch
 
 from ..families._sparse import drop_underflow
+from ..families.base import checked_group
 from ..posterior.hdp import expected_log_dirichlet, group_terms
 from ..summaries import GroupSummary
 from .clumps import Clumps, clump_size, stats_log_lik, tied_summary
@@ -52,15 +53,16 @@ class GroupedClumps(Clumps):
     group_sizes: torch.Tensor = None
 
     @classmethod
-    def of_groups(cls, family, groups):
-        """Singlets only, each group its own document group: ``groups`` a sequence of ``(n_d, D)`` item arrays."""
+    def of_groups(cls, family, groups, first=0):
+        """Singlets only, each group its own document group: ``groups`` a sequence of ``(n_d, D)`` item arrays,
+        named in errors about their data as groups ``first``, ``first + 1``, ... (of a stream)."""
         groups = list(groups)
         if not groups:
             raise ValueError("no groups: an epoch of an HDP stream needs at least one group of items")
         empty = [i for i, g in enumerate(groups) if len(g) == 0]
         if empty:
             raise ValueError(f"every group needs at least one item; groups {empty} of this epoch are empty")
-        xs = [family.check_data(g) for g in groups]
+        xs = [checked_group(family, g, first + i) for i, g in enumerate(groups)]
         x = torch.cat(xs)
         base = Clumps.of_points(family, x)
         owner = torch.repeat_interleave(torch.arange(len(xs), device=x.device),

@@ -155,6 +155,29 @@ def test_data_that_are_not_an_array_or_a_stream_of_epochs_are_named():
     assert rows.elbo == MemoryBoundedVB(family, 2, memory_bound=500, epoch=30, laps=2).fit(x.numpy()).elbo
 
 
+def test_bad_data_are_named_by_their_epoch_and_row_of_the_stream():
+    """An epoch's bad data name the epoch and the row of the whole stream: a NaN in row 25 was reported as "row 5"
+    of "its 20 rows" (of the second epoch, which the message did not name, after the first had been fitted), and a
+    value outside the support or an empty epoch of an iterable named no epoch at all."""
+    x, _ = four_blobs(60)
+    family = pm.Gaussian.from_data(x)
+    bad = x.clone()
+    bad[25, 1] = float("nan")
+    fit = MemoryBoundedVB(family, 2, memory_bound=500, epoch=20, laps=2)
+    with pytest.raises(pm.families.NonFiniteDataError,
+                       match=r"1 of the 20 rows of epoch 1 \(rows 20 to 39 of the stream\); the first is row 25"):
+        fit.fit(bad)
+    with pytest.raises(pm.families.NonFiniteDataError, match=r"epoch 2 \(rows 21 to 59 of the stream\); the first "
+                                                             r"is row 25"):
+        fit.fit([bad[:20], bad[20:21], bad[21:]])
+    with pytest.raises(ValueError, match=r"epoch 1 \(no rows\): gauss data is empty"):
+        fit.fit([x[:20], x[20:20]])
+    binary = (x > 0).double()
+    binary[33, 0] = 0.5
+    with pytest.raises(ValueError, match=r"epoch 1 \(rows 20 to 39 of the stream\): bern data must be binary"):
+        MemoryBoundedVB(pm.Bernoulli.from_data((x > 0).double()), 2, memory_bound=500, epoch=20, laps=2).fit(binary)
+
+
 def test_a_stream_from_a_path_object_is_read_as_from_its_string(tmp_path):
     x, _ = four_blobs(300)
     np.save(tmp_path / "x.npy", x.numpy())

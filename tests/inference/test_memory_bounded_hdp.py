@@ -152,6 +152,14 @@ def test_bad_settings_are_clear_errors():
         MemoryBoundedHDP(family, 3, 1000, 2, split_prior="dirichlet")
     with pytest.raises(ValueError, match="groups \\[1\\] of this epoch are empty"):
         MemoryBoundedHDP(family, 3, 1000, 2).fit([groups[0], groups[1][:0]])
+    # a group's bad rows name the group of the stream and its row in it (a NaN in row 1 of group 3 was "row 4" of
+    # the concatenated epoch's rows, in an epoch the message did not name)
+    bad = [np.array(g, dtype=np.float64) for g in groups[:4]]
+    bad[3][1, 0] = np.nan
+    with pytest.raises(pm.families.NonFiniteDataError, match=r"rows of group 3; the first is row 1$"):
+        MemoryBoundedHDP(family, 3, 1000, 2).fit(bad)
+    with pytest.raises(ValueError, match=r"^epoch 1 \(groups 2 to 3 of the stream\): every group needs"):
+        MemoryBoundedHDP(family, 3, 1000, 2).fit([*groups[:3], groups[3][:0]])
 
 
 def test_the_cli_fits_grouped_data_within_its_memory(tmp_path):
