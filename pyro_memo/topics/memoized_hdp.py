@@ -16,6 +16,7 @@ from ..data.corpus_shards import CorpusShards, is_corpus_shards
 from ..engine import FitResult, MemoizedDriver, make_moves
 from ..engine.driver import as_float_dtype
 from ..families import check_sparse_L
+from ..families.base import checked_group
 from ..families.type2 import Learnt
 from ..inference.initialization import initial_responsibilities
 from ..memo import MemoState
@@ -94,15 +95,26 @@ class GroupBatches(HeldBatches):
         self.parts = parts
         self.tokens = []
         for part in parts:
-            rows = [groups[g] for g in part]
-            x = family.check_data(torch.cat(rows))
-            doc = torch.repeat_interleave(torch.arange(len(rows), device=x.device),
-                                          torch.tensor([len(r) for r in rows], device=x.device))
-            self.tokens.append((doc, x, torch.ones(len(x), dtype=x.dtype, device=x.device), len(rows)))
+            x = checked_groups(family, groups, part)
+            doc = torch.repeat_interleave(torch.arange(len(part), device=x.device),
+                                          torch.tensor([len(groups[g]) for g in part], device=x.device))
+            self.tokens.append((doc, x, torch.ones(len(x), dtype=x.dtype, device=x.device), len(part)))
 
     @property
     def num_items(self):
         return len(self.groups)
+
+
+def checked_groups(family, groups, part):
+    """The rows of ``groups[g]`` for ``g`` in ``part``, concatenated and checked by ``family``; an error names the
+    group it found and the row in it (:func:`~pyro_memo.families.base.checked_group`), not a row of the
+    concatenation (the groups of a batch are drawn at random)."""
+    try:
+        return family.check_data(torch.cat([groups[g] for g in part]))
+    except ValueError:
+        for g in part:
+            checked_group(family, groups[g], g)
+        raise  # the batch as a whole (its sums), not one of its groups
 
 
 def as_groups(data, family):

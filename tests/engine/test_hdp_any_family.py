@@ -83,3 +83,17 @@ def test_bad_groups_and_moves_are_refused():
         MemoizedHDP(K=2, family=family).fit([np.zeros((3, 2)), np.zeros((3, 3))], 1)
     with pytest.raises(ValueError, match="topic model only"):
         MemoizedHDP(K=2, family=family, moves="merge")
+
+
+def test_bad_values_name_their_group_and_row():
+    """A NaN or a value outside the support names its group and its row in it: the groups of a batch, drawn at
+    random, were checked as one array, so a NaN in row 3 of group 5 was 'row 23' of 'its 40 rows'."""
+    groups = [np.arange(20.0).reshape(10, 2) + g for g in range(8)]
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    groups[5][3, 0] = np.nan
+    with pytest.raises(pm.families.NonFiniteDataError, match="in 1 of the 10 rows of group 5; the first is row 3$"):
+        MemoizedHDP(K=2, family=family).fit(groups, 2)
+    binary = [np.ones((4, 3)) for _ in range(6)]
+    binary[4][2, 1] = 0.5
+    with pytest.raises(ValueError, match="^group 4: bern data must be binary"):
+        MemoizedHDP(K=2, family=pm.Bernoulli.from_data(np.ones((4, 3)))).fit(binary, 3)
