@@ -242,15 +242,15 @@ class ConjugateFamily(ABC):
         :raises ValueError: naming the problem (not real numbers, rank, width, NaN/inf, magnitude for the
             dtype, support).
         """
-        x = as_data_tensor(x, self.name)
-        if x.shape[1] != self.dim:
+        given = as_data_tensor(x, self.name)
+        if given.shape[1] != self.dim:
             raise ValueError(
-                f"{self.name} data has {x.shape[1]} columns but the prior has dimension {self.dim}"
+                f"{self.name} data has {given.shape[1]} columns but the prior has dimension {self.dim}"
             )
-        x = x.to(dtype=self.dtype, device=self.device)
+        x = given.to(dtype=self.dtype, device=self.device)
         if values_checked:
             return x
-        check_finite(x, self.name)
+        check_finite(x, self.name, given)
         check_magnitude(x, self.name, self.stat_degree, small=False)  # the data's scale: initial_summary
         self._check_support(x)
         return x
@@ -520,10 +520,12 @@ def _wrappable(x):
 
 
 def _as_float(x, dtype, device, name):
-    x = as_data_tensor(x, name)
-    if not x.is_floating_point():
-        x = x.to(dtype)
-    return x.to(dtype=dtype, device=device)
+    """``x`` as a float tensor of ``dtype`` on ``device``, checked to hold no NaN or inf (nor values its
+    conversion to ``dtype`` made infinite: :func:`check_finite`)."""
+    given = as_data_tensor(x, name)
+    x = (given if given.is_floating_point() else given.to(dtype)).to(dtype=dtype, device=device)
+    check_finite(x, name, given)
+    return x
 
 
 def check_dtype_device(dtype, device):
@@ -539,7 +541,6 @@ def data_for_defaults(x, dtype, device, family):
     """``x`` as a float tensor for computing the data-scaled default priors of the class ``family``."""
     check_dtype_device(dtype, device)
     x = _as_float(x, dtype, device, family.name)
-    check_finite(x, family.name)
     check_magnitude(x, family.name, family.stat_degree)
     return x
 
@@ -582,11 +583,23 @@ def checked_group(family, x, index):
         raise ValueError(f"group {index}: {err}") from None
 
 
-def check_finite(x, name):
-    """Raise :class:`NonFiniteDataError` if the ``(N, D)`` data ``x`` has NaN or inf entries."""
-    if not bool(torch.isfinite(x).all()):
-        bad = (~torch.isfinite(x)).any(1).nonzero().flatten()
-        raise NonFiniteDataError(name, len(bad), x.shape[0], int(bad[0]))
+def check_finite(x, name, given=None):
+    """Raise :class:`NonFiniteDataError` if the ``(N, D)`` data ``x`` has NaN or inf entries; with ``given``, the
+    data ``x`` was converted from (to a narrower dtype), a :class:`ValueError` about their magnitude if some of
+    its finite values became infinite (float64 data beyond float32's range, which were reported as NaN or inf)."""
+    if bool(torch.isfinite(x).all()):
+        return
+    bad = ~torch.isfinite(x)
+    if given is not None:
+        over = (bad & torch.isfinite(given.to(x.device))).any(1).nonzero().flatten()
+        if len(over):
+            largest = float(given[torch.isfinite(given)].abs().amax())
+            dtype_name, limit = str(x.dtype).removeprefix("torch."), torch.finfo(x.dtype).max
+            raise ValueError(f"{name} data has values beyond {dtype_name}'s range (largest {limit:.3g}) in {len(over)} "
+                             f"of its {x.shape[0]} rows, up to {largest:.3g} in magnitude; the first is row "
+                             f"{int(over[0])}: rescale the data (e.g. standardise its columns) or fit in float64")
+    rows = bad.any(1).nonzero().flatten()
+    raise NonFiniteDataError(name, len(rows), x.shape[0], int(rows[0]))
 
 
 def check_magnitude(x, name, degree, dtype=None, small=True, fix=None):

@@ -51,3 +51,25 @@ def test_a_family_on_a_device_or_dtype_the_fits_do_not_run_on_is_refused(option,
         pm.Gaussian.from_data(x, **{option: value})
     with pytest.raises(ValueError, match=match):
         pm.Gaussian.from_data(x).to(**{option: value})
+
+
+def test_float64_data_beyond_float32s_range_are_named_as_such_not_as_nan(family_name):
+    """Finite float64 data too large for a float32 family were reported as "NaN or inf values" (their conversion
+    made them inf), by from_data and by a fit; the error now says they are beyond float32's range, and real NaN
+    are still reported as NaN."""
+    x = torch.ones(6, 3, dtype=torch.float64)
+    x[4, 1] = 1e39
+    cls = pm.get_family(family_name)
+    family = cls.from_data(torch.ones(6, 3, dtype=torch.float64), dtype=torch.float32)
+    match = r"beyond float32's range \(largest 3.4e\+38\) in 1 of its 6 rows, up to 1e\+39 in magnitude; the first " \
+            r"is row 4: rescale the data"
+    with pytest.raises(ValueError, match=match):
+        cls.from_data(x, dtype=torch.float32)
+    with pytest.raises(ValueError, match=match):
+        family.check_data(x)
+    with pytest.raises(ValueError, match="batch 2 of 2 .*beyond float32's range"):
+        pm.MemoizedVB(family, K=2, laps=2).fit(x, num_batches=2)
+    x[1, 0] = float("nan")
+    with pytest.raises(pm.families.NonFiniteDataError, match="NaN or inf values in 1 of its 6 rows; the first is row "
+                                                             "1"):
+        family.check_data(torch.where(torch.isnan(x), x, torch.ones_like(x)))
