@@ -1,5 +1,7 @@
 """Initial responsibilities for coordinate ascent."""
 
+import math
+
 import numpy as np
 import torch
 
@@ -21,20 +23,34 @@ def kmeanspp_responsibilities(x, K, generator=None):
     matrix-product expansion :math:`|x|^2 - 2x^Tc + |c|^2`, which cancels for data far from the origin,
     at 1e8 with unit spread entirely), so the start is the same for translated data.
     """
-    n = x.shape[0]
+    n, data = x.shape[0], distance_ready(x)
     seeds = [int(torch.randint(n, (1,), generator=generator))]
-    dist = ((x - x[seeds[0]]) ** 2).sum(-1)
+    dist = ((data - data[seeds[0]]) ** 2).sum(-1)
     for _ in range(1, min(K, n)):
         total = dist.sum()
         probs = dist / total if bool(total > 0) else torch.full_like(dist, 1.0 / n)
         idx = int(torch.multinomial(probs.cpu().float(), 1, generator=generator))
         seeds.append(idx)
-        dist = torch.minimum(dist, ((x - x[idx]) ** 2).sum(-1))
-    centers = x[seeds]
-    nearest = torch.cdist(x, centers, compute_mode="donot_use_mm_for_euclid_dist").argmin(-1)
+        dist = torch.minimum(dist, ((data - data[idx]) ** 2).sum(-1))
+    centers = data[seeds]
+    nearest = torch.cdist(data, centers, compute_mode="donot_use_mm_for_euclid_dist").argmin(-1)
     resp = torch.zeros((n, K), dtype=x.dtype, device=x.device)
     resp[torch.arange(n, device=x.device), nearest] = 1.0
     return resp
+
+
+def distance_ready(x):
+    """``x`` itself, unless sums of squared distances between its rows could overflow its dtype (count data of
+    1e20 in float32, of 1e160 in float64: the family bounds only their sums, and k-means++'s probabilities became
+    NaN, torch's "probability tensor contains either inf, nan or element < 0"): then ``x`` in float64, and scaled
+    by a power of two (exactly) where float64 would overflow too. Distances keep their ratios."""
+    largest = float(x.abs().amax()) if x.numel() else 0.0
+    if largest == 0.0 or 2 * math.log(2 * largest) + math.log(x.numel()) < math.log(torch.finfo(x.dtype).max):
+        return x
+    x = x.to(torch.float64)
+    if 2 * math.log(2 * largest) + math.log(x.numel()) < math.log(torch.finfo(x.dtype).max):
+        return x
+    return torch.ldexp(x, torch.tensor(-math.frexp(largest)[1], device=x.device))
 
 
 def random_responsibilities(x, K, generator=None):

@@ -260,3 +260,19 @@ def test_the_log_joint_terms_are_kept_until_the_globals_change(name):
     back = pickle.loads(pickle.dumps(post))
     assert "_log_joint" not in vars(back)
     torch.testing.assert_close(back.responsibilities(x), post.responsibilities(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name,scale,dtype", [("poisson", 1e160, torch.float64), ("mult", 1e160, torch.float64),
+                                              ("poisson", 1e20, torch.float32), ("mult", 1e20, torch.float32)])
+def test_count_data_whose_squares_overflow_start_from_kmeans_plus_plus(name, scale, dtype):
+    """Counts whose sums fit the dtype but whose squared distances do not (1e160 in float64, 1e20 in float32: the
+    count families bound their sums only) failed in k-means++ with torch's "probability tensor contains either
+    inf, nan or element < 0"; k-means++ now measures them in float64 scaled by a power of two, so they start where
+    the same counts scaled down start."""
+    from pyro_memo.inference.initialization import initial_responsibilities
+
+    counts = np.concatenate([np.full((10, 3), 2.0), np.full((10, 3), 9.0)]) + np.arange(3)
+    fit = pm.MemoizedVB(pm.get_family(name).from_data(counts * scale, dtype=dtype), K=2, laps=3).fit(counts * scale)
+    assert np.isfinite(fit.elbo_trace).all()
+    starts = [initial_responsibilities(torch.as_tensor(counts * s, dtype=dtype), 2, seed=3) for s in (scale, 1.0)]
+    assert torch.equal(*starts) and starts[0].dtype == dtype
