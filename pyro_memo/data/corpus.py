@@ -108,6 +108,32 @@ def check_has_tokens(corpus, where):
                          "count)")
 
 
+#: a topic model's bound sums terms of each token's count times a log-probability or log-gamma (up to the log of
+#: the dtype's largest number, 89 in float32, 710 in float64): a corpus's tokens stay this far below that number
+TOKEN_MARGIN = 1e4
+
+
+def check_tokens_fit(corpus, dtype, where):
+    """Raise ``ValueError`` unless ``corpus``'s tokens (:attr:`Corpus.num_tokens`; a sum of counts), times
+    :data:`TOKEN_MARGIN`, fit the floating ``dtype`` a topic model fits in: the bound's terms (a count times a
+    log-probability) overflowed first, and the fit failed in its first lap with "the objective became NaN" (counts
+    of 1e35 in float32, 1e303 in float64) or in numpy's "Probabilities contain NaN" (1e305). ``where`` names the
+    caller in the message."""
+    limit = torch.finfo(dtype).max / TOKEN_MARGIN
+    if not corpus.num_tokens <= limit:
+        name = str(dtype).removeprefix("torch.")
+        raise ValueError(f"{where}: the corpus's {corpus.num_tokens:.3g} tokens (counts up to "
+                         f"{_largest_count(corpus):.3g}) are too many for {name}, whose topic model bound holds at "
+                         f"most {limit:.3g} ({TOKEN_MARGIN:g} times fewer than its largest number); rescale the counts"
+                         + (" or fit in float64" if dtype != torch.float64 else ""))
+
+
+def _largest_count(corpus):
+    """The largest count of ``corpus`` (a :class:`Corpus`; a sharded corpus, which holds none in memory, ``nan``)."""
+    counts = getattr(corpus, "counts", None)
+    return float(counts.max()) if counts is not None and len(counts) else float("nan")
+
+
 def _holds_complex(matrix):
     """Whether ``matrix`` (an array, a scipy or torch matrix) holds complex numbers; nested lists are read as
     an array (a ragged one is not, and is refused as no matrix)."""

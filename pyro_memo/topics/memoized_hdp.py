@@ -11,7 +11,7 @@ from ..allocation.hdp_sticks import sticks_from_sizes
 from ..checks import as_non_negative_float, as_positive_int, check_positive_finite
 from ..data.batch_source import BatchSource
 from ..data.batches import random_parts
-from ..data.corpus import check_has_tokens
+from ..data.corpus import check_has_tokens, check_tokens_fit
 from ..data.corpus_shards import CorpusShards, is_corpus_shards
 from ..engine import FitResult, MemoizedDriver, make_moves
 from ..engine.driver import as_float_dtype
@@ -203,12 +203,14 @@ class HDPSteps:
                                  f"({data.num_batches} shards); got num_batches={num_batches} (pass None, or reshard "
                                  f"with write_corpus_shards)")
             check_has_tokens(data, f"{type(self).__name__}.fit")
+            check_tokens_fit(data, self.dtype, f"{type(self).__name__}.fit")
             return ShardBatches(data, self.dtype, self.device)
         if not isinstance(data, Corpus):
             raise TypeError(f"fit needs a pyro_memo.topics.Corpus or a CorpusShards directory; got "
                             f"{type(data).__name__} (a documents x words count matrix becomes a Corpus by "
                             "pyro_memo.topics.from_counts(matrix); an .ldac file by read_ldac(path))")
         check_has_tokens(data, f"{type(self).__name__}.fit")
+        check_tokens_fit(data, self.dtype, f"{type(self).__name__}.fit")
         parts = self.batches(data, 1 if num_batches is None else num_batches, self.seed)
         return CorpusBatches(data, parts, self.dtype, self.device)
 

@@ -139,6 +139,26 @@ def test_a_corpus_without_tokens_is_refused_as_hdptopics_refuses_it(init, tmp_pa
         MemoizedHDP(K=3, laps=3, init=init).fit(shards)
 
 
+@pytest.mark.parametrize("dtype,scale,fits", [(torch.float32, 1e35, 8e31), (torch.float64, 1e303, 1e301)])
+def test_counts_too_large_for_the_bound_are_refused_by_name(dtype, scale, fits, tmp_path):
+    """Counts whose sum fits the dtype but whose bound's terms (a count times a log-probability) do not failed in
+    the first lap with "the objective became NaN" (float32 from counts of 1e35, float64 from 1e303) or numpy's
+    "Probabilities contain NaN"; they are now refused before the fit, by the memoized and the stochastic fit, and a
+    corpus just within the bound fits to a finite bound."""
+    from pyro_memo.data import write_corpus_shards
+    from pyro_memo.topics import StochasticHDP
+
+    counts = np.random.default_rng(0).poisson(3.0, (20, 6)).astype(float)
+    for cls in (MemoizedHDP, StochasticHDP):
+        with pytest.raises(ValueError, match=rf"^{cls.__name__}\.fit: the corpus's 4.04e\+\d+ tokens .* are too many "
+                                             rf"for {str(dtype)[6:]}.*rescale the counts"):
+            cls(K=3, laps=2, dtype=dtype).fit(from_counts(counts * scale), 2)
+        assert np.isfinite(cls(K=3, laps=2, dtype=dtype).fit(from_counts(counts * fits), 2).elbo_trace).all()
+    shards = write_corpus_shards(from_counts(counts * scale), tmp_path / "s", num_shards=2)
+    with pytest.raises(ValueError, match="are too many for"):
+        MemoizedHDP(K=3, laps=2, dtype=dtype).fit(shards)
+
+
 def test_type_split_scores_are_lower_than_token_split_scores():
     """Held-out words never seen in the observed part are harder to predict."""
     corpus, _, _ = bars_corpus(300, 200, alpha=0.2, side=8, seed=4)
