@@ -67,12 +67,17 @@ class DPSticks:
     """
 
     def __init__(self, alpha=1.0, truncation="nested", alpha_prior=None):
-        alpha = float(alpha)
         if alpha_prior is not None:
             s1, s2 = alpha_prior = gamma_prior_pair(alpha_prior, "alpha_prior")
             alpha = s1 / s2
-        if not alpha > 0:
-            raise ValueError(f"DP concentration alpha must be positive; got {alpha}")
+        try:
+            number = None if isinstance(alpha, bool) else float(alpha)
+        except (TypeError, ValueError, RuntimeError):
+            number = None
+        if number is None or not (number > 0 and math.isfinite(number)):
+            # inf failed in the first global update as "posterior scale matrix B is not positive definite"
+            raise ValueError(f"DP concentration alpha must be positive and finite; got {alpha!r}")
+        alpha = number
         if truncation not in TRUNCATIONS:
             raise ValueError(f"truncation must be one of {TRUNCATIONS}; got '{truncation}'")
         self.alpha = alpha

@@ -129,6 +129,12 @@ def test_bad_options_raise():
         pm.FullBatchVB(family, 0)
     with pytest.raises(ValueError, match="alpha"):
         pm.FullBatchVB(family, 3, alpha=-1.0)
+    # an infinite alpha failed in the first global update as "posterior scale matrix B is not positive definite",
+    # a string in float() with Python's "could not convert string to float"
+    for bad in (float("inf"), "x", None):
+        for fit in (pm.FullBatchVB, pm.MemoizedVB, pm.StochasticVB):
+            with pytest.raises(ValueError, match="DP concentration alpha must be positive and finite"):
+                fit(family, 3, alpha=bad)
     with pytest.raises(ValueError, match="truncation"):
         pm.FullBatchVB(family, 3, truncation="sideways")
     with pytest.raises(ValueError, match="init"):
