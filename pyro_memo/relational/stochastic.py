@@ -185,7 +185,8 @@ class StochasticRelational(StochasticDriver):
         if not isinstance(data, NodeBatches):
             if data.num_nodes < 2:
                 raise ValueError(f"a relational model needs at least 2 nodes; the graph has {data.num_nodes}")
-            data = NodeBatches(data, random_parts(data.num_nodes, num_batches or 1, self.seed), self.device)
+            parts = random_parts(data.num_nodes, 1 if num_batches is None else num_batches, self.seed)  # 0 is no 1
+            data = NodeBatches(data, parts, self.device)
         self._sampler, self._steps_per_pass = np.random.default_rng([self.seed, 1]), data.num_batches
         return data
 

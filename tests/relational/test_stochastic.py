@@ -103,6 +103,15 @@ def test_bad_settings_raise(kwargs, word):
         StochasticRelational(**kwargs)
 
 
+@pytest.mark.parametrize("cls", [StochasticRelational, StochasticAMMSB])
+def test_zero_batches_are_refused_as_the_memoized_fit_refuses_them(easy, cls):
+    """num_batches=0 was read as 1 (``num_batches or 1``) and fitted the whole graph each step, silently; None
+    still means one batch."""
+    with pytest.raises(ValueError, match=r"num_batches must be a whole number in \[1, 300\].*got 0"):
+        cls(K=2, laps=1).fit(easy[0], 0)
+    assert np.isfinite(cls(K=2, laps=1).fit(easy[0], None).elbo_trace).all()
+
+
 def test_a_non_graph_is_refused():
     with pytest.raises(ValueError, match="Graph"):
         StochasticRelational(K=2, laps=1).fit(np.zeros((3, 2)), 1)
