@@ -269,13 +269,13 @@ class MemoizedDriver(Driver):
         if schedule not in (None,) + SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)} (or None: the executor's); "
                              f"got {schedule!r}")
-        if round_size is not None and int(round_size) < 1:
-            raise ValueError(f"round_size must be a positive integer (or None: the whole lap); got {round_size!r}")
+        if round_size is not None:  # 2.5 was truncated to 2, "2" failed in int() with Python's message
+            round_size = as_positive_int(round_size, "round_size")
         if round_size is not None and schedule == "sequential":
             raise ValueError("round_size sets the rounds of the parallel schedule; the sequential schedule updates the "
                              "globals after every batch (give schedule='parallel' or no schedule)")
         self.schedule = schedule
-        self.round_size = None if round_size is None else int(round_size)
+        self.round_size = round_size
         self.tol = as_non_negative_float(tol, "tol")
         self.record_batch_elbos = record_batch_elbos
         self.moves = listed_moves(moves, names=False)

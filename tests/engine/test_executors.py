@@ -94,8 +94,9 @@ def test_bad_schedules_are_refused():
     x = toy(0)
     with pytest.raises(ValueError, match="schedule must be one of sequential, parallel"):
         pm.MemoizedVB(pm.Gaussian.from_data(x), 3, schedule="rounds")
-    with pytest.raises(ValueError, match="round_size must be a positive integer"):
-        pm.MemoizedVB(pm.Gaussian.from_data(x), 3, round_size=0)
+    for bad in (0, 2.5, "2", True):  # 2.5 was truncated to rounds of 2 batches, "2" failed in int()
+        with pytest.raises(ValueError, match="round_size must be a positive integer"):
+            pm.MemoizedVB(pm.Gaussian.from_data(x), 3, round_size=bad)
     with pytest.raises(ValueError, match="round_size sets the rounds of the parallel schedule"):
         pm.MemoizedVB(pm.Gaussian.from_data(x), 3, schedule="sequential", round_size=2)
     with pytest.raises(TypeError, match="executor must be None"):
