@@ -5,10 +5,11 @@ memoized VB (Hughes, Kim & Sudderth, AISTATS 2015), used the way scikit-learn's
 import copy
 
 import numpy as np
+import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
-from .data.corpus import check_has_tokens, from_counts
+from .data.corpus import check_has_tokens, check_tokens_fit, from_counts
 from .engine.threads import check_threads
 from .estimator import (
     _check_int,
@@ -157,6 +158,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         trial = copy.copy(self)  # validate_data sets n_features_in_ there: self changes only on success
         corpus = self._corpus(X, "fit", on=trial)
         check_has_tokens(corpus, f"{type(self).__name__}.fit")
+        check_tokens_fit(corpus, torch.float64, f"{type(self).__name__}.fit")  # named as the estimator
         nonempty = int(np.count_nonzero(np.diff(corpus.doc_ptr)))
         seed = fit_seed(self.random_state)
         n_docs = corpus.num_docs

@@ -203,6 +203,15 @@ def test_a_numpy_generator_seeds_the_fit_as_a_random_state_does():
     assert not np.array_equal(c.components_, d.components_)
 
 
+def test_counts_too_large_for_the_bound_are_refused_naming_the_estimator():
+    """Counts too large for the bound (1e303 in float64) failed with "the objective became NaN"; the estimator
+    refuses them as MemoizedHDP does, naming itself (as for a corpus with no tokens), and keeps no fit."""
+    est = HDPTopics(n_components=3, max_iter=2)
+    with pytest.raises(ValueError, match=r"^HDPTopics\.fit: the corpus's .* tokens .* are too many for float64"):
+        est.fit(three_topic_docs(12)[0] * 1e303)
+    assert not hasattr(est, "components_")
+
+
 def test_an_unconverged_fit_warns_under_both_warning_classes():
     from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 
