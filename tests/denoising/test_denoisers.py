@@ -99,6 +99,32 @@ def test_one_epll_step_without_the_data_term_is_patch_averaged_map(images):
                                mmse_denoise(noisy, prior, 20.0, size=SIZE), rtol=1e-10)
 
 
+def test_an_epll_step_weighs_the_noisy_pixel_alike_everywhere_borders_included(images):
+    """With the data weight counted as often as the prior counts a pixel (lambda c_j / D), one step is
+    x = w y + (1 - w) (patch average of the z_i) with one w = (lambda / D) / (lambda / D + beta) at every pixel.
+    Zoran & Weiss's uniform lambda gave the corners (one patch) w = 1/2 here against 1/17 inside."""
+    _, noisy = images
+    prior = GaussianMixturePrior([1.0], _patch_covariance()[None])
+    beta, lam = 1 / 400, 16 / 400
+    averaged = epll_denoise(noisy, prior, 20.0, betas=[beta], lam=0.0, size=SIZE)
+    w = (lam / SIZE**2) / (lam / SIZE**2 + beta)
+    np.testing.assert_allclose(epll_denoise(noisy, prior, 20.0, betas=[beta], lam=lam, size=SIZE),
+                               w * noisy + (1 - w) * averaged, rtol=1e-10)
+
+
+def test_epll_restores_the_borders_as_well_as_the_interior():
+    """On a stationary field the outer SIZE - 1 pixels (fewer patches cover them, and fewer neighbours inform
+    them) end nearly as clean as the rest: their mean squared error is 1.17 times the interior's, against 1.30
+    with Zoran & Weiss's uniform lambda (deterministic: fixed seeds)."""
+    clean = _field((96, 96), seed=4)
+    noisy = clean + 20.0 * np.random.default_rng(5).standard_normal(clean.shape)
+    prior = GaussianMixturePrior([1.0], _patch_covariance()[None])
+    error = (epll_denoise(noisy, prior, 20.0, size=SIZE) - clean) ** 2
+    border = np.ones(error.shape, bool)
+    border[SIZE - 1:-(SIZE - 1), SIZE - 1:-(SIZE - 1)] = False
+    assert error[border].mean() < 1.25 * error[~border].mean()
+
+
 def test_one_epll_step_with_the_mmse_z_step_is_the_single_pass(images):
     """With the posterior-mean z-step, lambda = 0 and one beta = sigma^-2, EPLL is the single-pass MMSE
     under any mixture; with the MAP z-step it is not, when the patches' components are uncertain."""
