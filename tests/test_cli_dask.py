@@ -52,6 +52,9 @@ def test_relational_model_with_one_and_two_workers(tmp_path):
     (["--workers", "2", "--scheduler", "tcp://127.0.0.1:9"], "not both"),
     (["--round-size", "0"], "--round-size must be a positive integer"),
     (["--algo", "vb", "--workers", "2"], "--workers needs --algo memo"),
+    (["--scheduler", "127.0.0.1"], "--scheduler 127.0.0.1: not an address Dask can connect to"),
+    (["--scheduler", "inproc://x"], "--scheduler inproc://x: not an address Dask can connect to"),
+    (["--scheduler", "tls://127.0.0.1:9"], "give the running scheduler's address as tcp://HOST:PORT"),
 ])
 def test_bad_cluster_settings_get_one_clear_error(tmp_path, capsys, extra, message):
     np.save(tmp_path / "x.npy", toy_patches(200, seed=1, patch=2, num_components=2)[0])

@@ -96,16 +96,28 @@ def dask_executor(args):
     except ImportError:
         raise ValueError("--workers / --scheduler need Dask: pip install 'pyro-memo[dask]'") from None
     if address:
-        try:
-            client = distributed.Client(address, timeout=10)
-        except OSError as err:
-            raise ValueError(f"--scheduler {address}: cannot reach a Dask scheduler there ({err})") from None
-        with client:
+        with client_of(distributed, address) as client:
             yield client
         return
     with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
         yield client
+
+
+def client_of(distributed, address):
+    """A ``distributed.Client`` of the scheduler at ``address`` (``--scheduler``).
+
+    :raises ValueError: naming ``--scheduler`` when none answers there within 10 s, and when ``address`` is no
+        scheduler address Dask can use (no port, an unknown scheme, ``tls://`` without a security
+        configuration: Dask's own ``ValueError`` or ``TypeError`` named neither the option nor the form).
+    """
+    try:
+        return distributed.Client(address, timeout=10)
+    except OSError as err:
+        raise ValueError(f"--scheduler {address}: cannot reach a Dask scheduler there ({err})") from None
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"--scheduler {address}: not an address Dask can connect to ({err}); give the running "
+                         f"scheduler's address as tcp://HOST:PORT") from None
 
 
 def add_threads_option(parser, models=()):
