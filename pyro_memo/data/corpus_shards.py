@@ -11,6 +11,7 @@ Layout of a shard directory (written by :func:`write_corpus_shards`)::
 """
 
 import json
+import math
 import os
 
 import numpy as np
@@ -181,6 +182,10 @@ class CorpusShards(BatchSource):
                              f"{str(err)[:160]})") from None
         if shard.num_docs != self.meta["docs"][b]:
             raise ValueError(f"{path} holds {shard.num_docs} documents; the index says {self.meta['docs'][b]}")
+        if not math.isclose(shard.num_tokens, self.meta["tokens"][b], rel_tol=1e-9):
+            raise ValueError(f"{path} holds {shard.num_tokens:.12g} tokens; the index {INDEX} says "
+                             f"{self.meta['tokens'][b]:.12g} (the per-token bound counts the index's tokens): was "
+                             f"the shard or the index changed since they were written? Write the shards again")
         return shard
 
     def sample(self, max_docs, seed=0):
