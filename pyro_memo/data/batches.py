@@ -255,8 +255,8 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
         :class:`~pyro_memo.data.ZarrBatches`), a dask array (:class:`~pyro_memo.data.DaskArrayBatches`), a list of rows
         (an array), an iterable of fixed batches, or a :class:`~pyro_memo.data.BatchSource`; not a scipy sparse matrix
         (:class:`TypeError`).
-    :param int num_batches: ``B`` (ignored for an iterable of batches, a dask array or a source);
-        ``None``: one batch, or one per chunk of a zarr array.
+    :param int num_batches: ``B`` (ignored for an iterable of batches or a source);
+        ``None``: one batch, or one per chunk of a zarr or dask array.
     :param int shuffle_seed: permute in-memory items once before slicing.
     """
     if isinstance(data, BatchSource):
@@ -264,7 +264,7 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
     if is_zarr_array(data):
         return ZarrBatches(data, num_batches)
     if is_dask_array(data):
-        return DaskArrayBatches(data)
+        return DaskArrayBatches(data, num_batches)
     if isinstance(data, (str, os.PathLike)) and os.fspath(data).rstrip("/").endswith(".zarr"):
         return ZarrBatches(os.fspath(data).rstrip("/"), num_batches)
     num_batches = 1 if num_batches is None else num_batches

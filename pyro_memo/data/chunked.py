@@ -76,19 +76,32 @@ class DaskArrayBatches(BatchSource):
     each computed when read (on a Dask executor, on the worker that owns the batch).
 
     :param data: a ``dask.array.Array`` of shape ``(N, D)``; rechunk it along the first axis to
-        choose the batches (``data.rechunk({0: rows, 1: -1})``).
+        choose the batches (``data.rechunk({0: rows, 1: -1})``), or give ``num_batches``.
+    :param int num_batches: ``B`` equal row ranges (the array rechunked to them); ``None`` (default): one batch
+        per block of rows.
     """
 
     portable = True
 
-    def __init__(self, data):
+    def __init__(self, data, num_batches=None):
         _check_2d(data.shape, "dask array")
         if any(n != n for n in data.shape):  # unknown (NaN) sizes
             raise ValueError("the dask array has unknown chunk sizes; call compute_chunk_sizes() first")
-        self.array = data.rechunk({1: -1}) if len(data.chunks[1]) > 1 else data
         self.num_items = int(data.shape[0])
+        rows = _row_chunks(data.chunks[0], self.num_items, num_batches)
+        self.array = data.rechunk({0: rows, 1: -1}) if rows != data.chunks[0] or len(data.chunks[1]) > 1 else data
         self._bounds = _chunk_bounds(self.array.chunks[0])
         self.num_batches = len(self.array.chunks[0])
 
     def batch(self, b):
         return np.asarray(self.array.blocks[int(b)].compute(scheduler="sync"))
+
+
+def _row_chunks(chunks, n, num_batches):
+    """The row chunks of a dask array's batches: ``num_batches`` near-equal ones (``None``: ``chunks``).
+
+    :raises ValueError: for an empty array or a ``num_batches`` that is not a whole number in ``[1, N]``.
+    """
+    if num_batches is not None or n == 0:
+        return tuple(int(c) for c in np.diff(_bounds(n, 1 if num_batches is None else num_batches)))
+    return tuple(chunks)

@@ -42,6 +42,20 @@ def test_dask_array_blocks_are_the_batches(x):
     np.testing.assert_array_equal(np.concatenate(list(source)), x)
 
 
+def test_a_dask_arrays_num_batches_is_kept(x):
+    """fit(dask_array, 5) fitted one batch per block, silently: a dask array of one block gave one batch."""
+    d = da.from_array(x, chunks=(1300, 2))
+    source = pm.make_batches(d, 5)
+    assert source.num_batches == 5 and [len(b) for b in source] == [260] * 5
+    np.testing.assert_array_equal(np.concatenate(list(source)), x)
+    family = pm.ZeroMeanGaussian.from_data(x)
+    memory = pm.MemoizedVB(family, 5, laps=3, tol=0, seed=1).fit(torch.as_tensor(x), 5)
+    fit = pm.MemoizedVB(family, 5, laps=3, tol=0, seed=1).fit(d, 5)
+    np.testing.assert_allclose(fit.elbo_trace, memory.elbo_trace, rtol=1e-12)
+    with pytest.raises(ValueError, match="number of batches must be between 1 and N = 1300; got 0"):
+        pm.make_batches(d, 0)
+
+
 def test_a_fit_on_zarr_or_dask_equals_the_fit_on_the_same_batches_in_memory(tmp_path, x):
     family = pm.ZeroMeanGaussian.from_data(x)
     z = write_zarr(tmp_path / "x.zarr", x, 260)
