@@ -72,13 +72,13 @@ class ZarrBatches(BatchSource):
 
 
 class DaskArrayBatches(BatchSource):
-    """Batches of a 2-D dask array: its chunks of rows (one batch per block along the first axis),
+    """Batches of a 2-D dask array: its chunks of rows (one batch per non-empty block along the first axis),
     each computed when read (on a Dask executor, on the worker that owns the batch).
 
     :param data: a ``dask.array.Array`` of shape ``(N, D)``; rechunk it along the first axis to
         choose the batches (``data.rechunk({0: rows, 1: -1})``), or give ``num_batches``.
     :param int num_batches: ``B`` equal row ranges (the array rechunked to them); ``None`` (default): one batch
-        per block of rows.
+        per block of rows, blocks of no rows (a filtered array's) left out.
     """
 
     portable = True
@@ -98,10 +98,11 @@ class DaskArrayBatches(BatchSource):
 
 
 def _row_chunks(chunks, n, num_batches):
-    """The row chunks of a dask array's batches: ``num_batches`` near-equal ones (``None``: ``chunks``).
+    """The row chunks of a dask array's batches: ``num_batches`` near-equal ones (``None``: ``chunks`` without
+    the empty ones, each of which was a batch of no items that failed the fit's first lap).
 
     :raises ValueError: for an empty array or a ``num_batches`` that is not a whole number in ``[1, N]``.
     """
     if num_batches is not None or n == 0:
         return tuple(int(c) for c in np.diff(_bounds(n, 1 if num_batches is None else num_batches)))
-    return tuple(chunks)
+    return tuple(c for c in chunks if c)

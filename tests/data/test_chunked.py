@@ -56,6 +56,18 @@ def test_a_dask_arrays_num_batches_is_kept(x):
         pm.make_batches(d, 0)
 
 
+def test_a_dask_arrays_blocks_of_no_rows_are_no_batches(x):
+    """A filtered dask array (x[mask], compute_chunk_sizes()) may have blocks of no rows; each was a batch of no
+    items, and the fit failed in its first lap: "batch 2 of 3 (rows 400 to 399): ... data is empty"."""
+    d = da.from_array(x, chunks=((400, 0, 900), (x.shape[1],)))
+    source = pm.make_batches(d)
+    assert source.num_batches == 2 and [len(b) for b in source] == [400, 900]
+    family = pm.ZeroMeanGaussian.from_data(x)
+    memory = pm.MemoizedVB(family, 3, laps=2, tol=0, seed=1).fit([x[:400], x[400:]])
+    fit = pm.MemoizedVB(family, 3, laps=2, tol=0, seed=1).fit(d)
+    np.testing.assert_allclose(fit.elbo_trace, memory.elbo_trace, rtol=1e-12)
+
+
 def test_a_fit_on_zarr_or_dask_equals_the_fit_on_the_same_batches_in_memory(tmp_path, x):
     family = pm.ZeroMeanGaussian.from_data(x)
     z = write_zarr(tmp_path / "x.zarr", x, 260)
