@@ -99,6 +99,20 @@ def test_data_that_require_grad_are_detached():
     assert not fam.check_data(given).requires_grad
 
 
+def test_big_endian_data_are_read_as_their_values(tmp_path):
+    """A .npy file written big-endian (by another machine, or from FITS) holds numbers like any other; torch
+    cannot wrap such an array, and every fit refused it: "data must be a numeric (N, D) array; got >f8"."""
+    x = two_clusters()
+    np.save(tmp_path / "be.npy", x.astype(">f8"))
+    fam = pm.Gaussian.from_data(x)
+    want = pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(x, num_batches=2).elbo_trace
+    for data in (str(tmp_path / "be.npy"), np.load(tmp_path / "be.npy", mmap_mode="r"), x.astype(">f8")):
+        assert pm.MemoizedVB(fam, 2, laps=3, seed=0).fit(data, num_batches=2).elbo_trace == want
+    assert pm.MemoryBoundedVB(fam, K=2, memory_bound=50, epoch=10).fit(str(tmp_path / "be.npy")).elbo == \
+        pm.MemoryBoundedVB(fam, K=2, memory_bound=50, epoch=10).fit(x).elbo
+    assert pm.Gaussian.from_data(x.astype(">f8")).check_data(x.astype(">i4")).dtype == torch.float64
+
+
 def test_reversed_numpy_views_are_read_as_their_copies():
     """A numpy view with a negative stride (``x[::-1]``, ``np.flip``) is data like any other (torch cannot
     wrap it: every fitter refused it as "not a numeric array", the estimator with torch's error)."""

@@ -512,8 +512,11 @@ def as_data_tensor(x, name):
 
 
 def _wrappable(x):
-    """``x``, or its copy when it is a numpy view torch cannot wrap: one with a negative stride
-    (``x[::-1]``, ``np.flip(x)``), which ``torch.as_tensor`` refuses."""
+    """``x``, or its copy when it is a numpy array torch cannot wrap: a view with a negative stride
+    (``x[::-1]``, ``np.flip(x)``), or numbers in the other byte order (a big-endian ``.npy`` file), which
+    ``torch.as_tensor`` refuses (copied in this machine's byte order)."""
+    if isinstance(x, np.ndarray) and not x.dtype.isnative:
+        return x.astype(x.dtype.newbyteorder("="))
     if isinstance(x, np.ndarray) and any(step < 0 for step in x.strides):
         return x.copy()
     return x
