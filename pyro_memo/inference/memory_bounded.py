@@ -38,6 +38,7 @@ import torch
 from ..allocation import DPSticks
 from ..checks import as_non_negative_float, as_positive_float, as_positive_int, as_seed
 from ..data.batch_source import BatchSource
+from ..data.chunked import ZarrBatches, is_dask_array, is_zarr_array
 from ..engine import MemoizedDriver
 from ..engine.moves import make_moves, move_states, restart_moves
 from ..engine.threads import ThreadPolicy
@@ -132,6 +133,20 @@ def _epochs_of(stream):
         yield chunk
 
 
+def _open_stream(path):
+    """The array of a ``.npy`` file (memory-mapped) or a ``.zarr`` directory at ``path``, read one epoch at a time.
+
+    :raises ValueError: naming ``path`` for another kind of file (a ``.zarr`` directory was a raw
+        ``IsADirectoryError`` of ``np.load``).
+    """
+    if path.rstrip("/").endswith(".zarr"):
+        return ZarrBatches(path.rstrip("/")).array
+    if not path.endswith(".npy"):
+        raise ValueError(f"{path}: memory-bounded VB streams a .npy file or a .zarr array from disk; load other "
+                         f"files and pass the array, or an iterable of (n, D) arrays")
+    return np.load(path, mmap_mode="r")
+
+
 class MemoryBoundedVB:
     """Memory-bounded VB for a DP mixture of ``family`` components (module docstring).
 
@@ -178,20 +193,23 @@ class MemoryBoundedVB:
         self.reuse_local = bool(reuse_local)
 
     def epochs(self, data):
-        """``data`` as epochs of at most ``epoch`` items: an ``(N, D)`` array or tensor, a ``.npy`` path
-        (memory-mapped, read one epoch at a time) or an iterable of ``(n, D)`` arrays taken as they come; a list
-        of rows is the array (as :func:`~pyro_memo.make_batches` reads it).
+        """``data`` as epochs of at most ``epoch`` items: an ``(N, D)`` array or tensor, a zarr or dask array
+        or the path of a ``.npy`` file (memory-mapped) or a ``.zarr`` array (each read one epoch at a time), or an
+        iterable of ``(n, D)`` arrays taken as they come; a list of rows is the array (as
+        :func:`~pyro_memo.make_batches` reads it).
 
         :raises TypeError: for ``None``, a number or anything else that is none of these.
-        :raises ValueError: for an epoch of the iterable that is not a 2-D array of items.
+        :raises ValueError: for an epoch of the iterable that is not a 2-D array of items, a path to another
+            kind of file.
         """
         if isinstance(data, (str, os.PathLike)):
-            data = np.load(os.fspath(data), mmap_mode="r")
+            data = _open_stream(os.fspath(data))
         if isinstance(data, (list, tuple)) and data and np.ndim(data[0]) < 2:  # rows, not epochs
             data = np.asarray(data)
-        if isinstance(data, (np.ndarray, torch.Tensor)):
-            for lo in range(0, len(data), self.epoch):
-                yield np.asarray(data[lo:lo + self.epoch]) if isinstance(data, np.ndarray) else data[lo:lo + self.epoch]
+        if isinstance(data, torch.Tensor):
+            yield from (data[lo:lo + self.epoch] for lo in range(0, len(data), self.epoch))
+        elif isinstance(data, np.ndarray) or is_zarr_array(data) or is_dask_array(data):
+            yield from (np.asarray(data[lo:lo + self.epoch]) for lo in range(0, int(data.shape[0]), self.epoch))
         else:
             yield from _epochs_of(data)
 

@@ -187,6 +187,26 @@ def test_a_stream_from_a_path_object_is_read_as_from_its_string(tmp_path):
     assert fits[0] == fits[1]
 
 
+def test_a_stream_from_a_zarr_or_dask_array_is_read_as_from_the_array(tmp_path):
+    """A zarr or dask array, or a .zarr path, is an (N, D) array read one epoch at a time (they were iterated
+    row by row, "epoch 0 of the iterable must be a 2-D (n, D) array ... shape (2,)", and a .zarr path was
+    np.load's raw IsADirectoryError)."""
+    zarr = pytest.importorskip("zarr")
+    da = pytest.importorskip("dask.array")
+    x, _ = four_blobs(300)
+    x = x.numpy()
+    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=x.shape, chunks=(70, x.shape[1]), dtype=x.dtype)
+    z[:] = x
+    family = pm.Gaussian.from_data(x)
+    make = lambda: MemoryBoundedVB(family, 3, memory_bound=400, epoch=100, laps=5)  # noqa: E731
+    want = make().fit(x).elbo
+    for data in (z, str(tmp_path / "x.zarr"), tmp_path / "x.zarr", da.from_array(x, chunks=(70, x.shape[1]))):
+        assert make().fit(data).elbo == want
+    np.savez(tmp_path / "x.npz", x=x)
+    with pytest.raises(ValueError, match=r"x.npz: memory-bounded VB streams a .npy file or a .zarr array"):
+        make().fit(str(tmp_path / "x.npz"))
+
+
 def test_the_cli_fits_a_stream_within_its_memory(tmp_path, capsys):
     from pyro_memo.cli import main
 
