@@ -232,6 +232,16 @@ def _machine_memory():
         return 16 * 2**30
 
 
+def workers_of(client):
+    """``{address: info}`` of every worker of ``client``'s cluster. ``distributed`` 2025.4 to 2026.6 (which
+    ``distributed>=2024.1`` allows) list only the first five in ``scheduler_info()`` unless asked for all
+    (``n_workers=-1``), an argument earlier versions do not take: a fit on seven workers dealt its batches to five."""
+    import inspect
+
+    every = {"n_workers": -1} if "n_workers" in inspect.signature(client.scheduler_info).parameters else {}
+    return client.scheduler_info(**every)["workers"]
+
+
 def joined_workers(client):
     """The sorted addresses of ``client``'s workers once at least one has joined, waiting up to
     ``WORKER_WAIT`` seconds.
@@ -242,7 +252,7 @@ def joined_workers(client):
         client.wait_for_workers(1, timeout=WORKER_WAIT)
     except TimeoutError:
         raise RuntimeError(f"the Dask cluster has no workers (none joined within {WORKER_WAIT:g} s)") from None
-    return sorted(client.scheduler_info()["workers"])
+    return sorted(workers_of(client))
 
 
 class DaskExecutor(Executor):
@@ -291,7 +301,7 @@ class DaskExecutor(Executor):
         takes nothing with it: Dask reads the batch again elsewhere), else read here and sent once."""
         client = check_open(self.client)
         reader = driver.reader()
-        workers = sorted(client.scheduler_info()["workers"]) or joined_workers(client)
+        workers = sorted(workers_of(client)) or joined_workers(client)
         self.owners = {b: workers[b % len(workers)] for b in range(source.num_batches)}
         if getattr(source, "portable", False):
             # kept for the whole fit: Dask re-reads a lost batch from them
@@ -311,7 +321,7 @@ class DaskExecutor(Executor):
         if self.hold is not None:
             return bool(self.hold)
         share = _nbytes(driver.read_batch(source, 0)) * -(-source.num_batches // num_workers)
-        limits = [w.get("memory_limit") or 0 for w in self.client.scheduler_info()["workers"].values()]
+        limits = [w.get("memory_limit") or 0 for w in workers_of(self.client).values()]
         limit = min(limits) if limits and min(limits) > 0 else _machine_memory() / num_workers
         return share <= self.HOLD_SHARE * limit
 

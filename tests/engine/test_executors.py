@@ -339,3 +339,34 @@ def test_a_fit_waits_for_the_workers_of_a_cluster_still_starting_them(monkeypatc
         monkeypatch.setattr(executors, "WORKER_WAIT", 60.0)
         cluster.scale(1)
         assert len(memo.fit(x, 2, executor=c).elbo_trace) == memo.laps
+
+
+def test_the_batches_are_dealt_to_every_worker_of_a_cluster_of_more_than_five(monkeypatch):
+    """distributed 2025.4 to 2026.6 list the first five workers in scheduler_info() unless asked for all
+    (n_workers=-1); the executor read that list, and a fit on seven workers dealt its batches to five of them."""
+    import inspect
+
+    if "n_workers" not in inspect.signature(distributed.Client.scheduler_info).parameters:
+        pytest.skip("this distributed lists every worker and takes no n_workers")
+    listed = distributed.Client.scheduler_info
+
+    def first_five_by_default(self, n_workers=5, **kwargs):  # those versions' default
+        return listed(self, n_workers=n_workers, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "scheduler_info", first_five_by_default)
+    owners = []
+
+    class Dealt(DaskExecutor):
+        def start(self, driver, source):
+            super().start(driver, source)
+            owners.append(set(self.owners.values()))
+
+    cluster = distributed.LocalCluster(n_workers=7, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                       silence_logs=50)
+    with cluster, distributed.Client(cluster) as c:
+        c.wait_for_workers(7)
+        assert len(c.scheduler_info()["workers"]) == 5
+        memo, x = dp(0)
+        memo.laps = 1
+        memo.fit(x, 14, executor=Dealt(c))
+    assert len(owners[0]) == 7
