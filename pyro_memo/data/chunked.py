@@ -56,7 +56,7 @@ class ZarrBatches(BatchSource):
         _check_2d(data.shape, "zarr array")
         self.array = data
         self.num_items = int(data.shape[0])
-        if num_batches is None:
+        if num_batches is None and self.num_items > 0:  # no rows: _bounds names them (torch.cat's raw error later)
             self._bounds = _chunk_bounds([min(data.chunks[0], self.num_items - lo)
                                           for lo in range(0, self.num_items, data.chunks[0])])
         else:

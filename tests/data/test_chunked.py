@@ -35,6 +35,16 @@ def test_zarr_chunks_are_the_batches(tmp_path, x):
     assert [len(b) for b in even] == [325] * 4
 
 
+def test_an_empty_zarr_array_is_named(tmp_path):
+    """A zarr array of no rows had no batches, and a fit failed in its initialisation with torch's raw
+    "torch.cat(): expected a non-empty list of Tensors"."""
+    z = zarr.open_array(str(tmp_path / "e.zarr"), mode="w", shape=(0, 2), chunks=(10, 2), dtype="f8")
+    family = pm.Gaussian.from_data(np.random.default_rng(0).normal(size=(20, 2)))
+    for data in (z, str(tmp_path / "e.zarr")):
+        with pytest.raises(ValueError, match=r"the data are empty \(N = 0\)"):
+            pm.MemoizedVB(family, 2, laps=1).fit(data)
+
+
 def test_dask_array_blocks_are_the_batches(x):
     d = da.from_array(x, chunks=(400, 2))
     source = pm.make_batches(d)
