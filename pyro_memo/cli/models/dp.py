@@ -165,9 +165,11 @@ def _check_batches(batches, num_items, what="items"):
 def _load(args, dtype):
     """Data (in memory, or a file source), labels, description, and the family."""
     on_disk = args.data.endswith(".npy") or args.data.rstrip("/").endswith(".zarr")
-    if args.algo == "memo" and on_disk and args.data not in BUNDLED and os.path.exists(args.data):
-        _check_batches(args.batches, make_batches(args.data, 1).num_items)  # the header: N, before B batches
-        source = make_batches(args.data, args.batches)
+    if args.algo in ("memo", "memory-bounded") and on_disk and args.data not in BUNDLED and os.path.exists(args.data):
+        num_items = make_batches(args.data, 1).num_items  # the header: N, before B batches
+        if args.algo == "memo":
+            _check_batches(args.batches, num_items)
+        source = make_batches(args.data, args.batches if args.algo == "memo" else -(-num_items // args.epoch))
         parts, count, b = [], 0, 0
         while count < min(PRIOR_SAMPLE, source.num_items) and b < source.num_batches:
             parts.append(np.asarray(source.batch(b)))
@@ -245,9 +247,8 @@ def _fit_memory_bounded(args, data, labels, description, family):
     """``--algo memory-bounded``: epochs of ``--epoch`` items, seen once, kept within ``--memory`` numbers."""
     from ...inference.memory_bounded import MemoryBoundedVB
 
-    if not torch.is_tensor(data):
-        data = family.check_data(np.concatenate([np.asarray(b) for b in data]))  # read in order, epoch by epoch
-    lifetime = args.lifetime or len(data)
+    num_items = len(data) if torch.is_tensor(data) else data.num_items
+    lifetime = args.lifetime or num_items
     model = MemoryBoundedVB(family, args.K, args.memory, args.epoch, alpha=args.alpha, lifetime=lifetime,
                             laps=args.laps, tol=args.tol, seed=args.seed, moves=args.moves)
 
@@ -260,11 +261,11 @@ def _fit_memory_bounded(args, data, labels, description, family):
         return stop_requested(args)
 
     start = time.perf_counter()
-    result = model.fit(data, callback=progress)
+    result = model.fit(data if torch.is_tensor(data) else args.data, callback=progress)  # a file: epoch by epoch
     post = result.posterior
     weights = post.expected_weights().cpu().numpy()
     pred = _labels(post, data, family)
-    out = {"data": args.data, "model": "dp", "family": args.family, "algo": args.algo, "N": int(len(data)),
+    out = {"data": args.data, "model": "dp", "family": args.family, "algo": args.algo, "N": int(num_items),
            "D": int(family.dim), "truncation": args.K, "memory": args.memory, "epoch": args.epoch,
            "lifetime": lifetime, "elbo": result.elbo, "elbo_trace": [r["elbo"] for r in result.epochs],
            "K": effective_k(weights), "weights": weights.tolist(), "epochs": result.epochs,
