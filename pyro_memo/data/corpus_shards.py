@@ -10,6 +10,7 @@ Layout of a shard directory (written by :func:`write_corpus_shards`)::
     vocab.txt          optional: one word per line
 """
 
+import contextlib
 import json
 import math
 import os
@@ -51,8 +52,9 @@ def write_corpus_shards(corpus, directory, num_shards=None, docs_per_shard=None,
     order = np.arange(n) if seed is None else np.random.default_rng(as_seed(seed)).permutation(n)
     parts = [np.sort(part) for part in np.array_split(order, int(num_shards))]
     shards = CorpusShards.create(directory, corpus.vocab_size, corpus.vocab)
-    for part in parts:
-        shards.append(corpus.subset(part))
+    with _whole_or_unreadable(directory):
+        for part in parts:
+            shards.append(corpus.subset(part))
     return shards
 
 
@@ -71,17 +73,31 @@ def shard_ldac(path, directory, docs_per_shard, vocab_path=None, vocab_size=None
     elif vocab_size is None:
         vocab_size = max((int(ids.max()) for ids, _ in ldac_documents(path) if len(ids)), default=0) + 1
     shards = CorpusShards.create(directory, vocab_size, vocab)
-    pending = []
-    for document in ldac_documents(path, vocab_size):
-        pending.append(document)
-        if len(pending) == docs_per_shard:
+    with _whole_or_unreadable(directory):
+        pending = []
+        for document in ldac_documents(path, vocab_size):
+            pending.append(document)
+            if len(pending) == docs_per_shard:
+                shards.append(from_documents(pending, vocab_size, vocab))
+                pending = []
+        if pending:
             shards.append(from_documents(pending, vocab_size, vocab))
-            pending = []
-    if pending:
-        shards.append(from_documents(pending, vocab_size, vocab))
-    if shards.num_batches == 0:
-        raise ValueError(f"{path}: no documents")
+        if shards.num_batches == 0:
+            raise ValueError(f"{path}: no documents")
     return shards
+
+
+@contextlib.contextmanager
+def _whole_or_unreadable(directory):
+    """Shards written inside either all get into ``directory``'s index, or the index goes: a write that failed
+    or was interrupted (a bad word id on line 5, Ctrl-C) left an index of the shards written so far, a readable
+    corpus that a fit then took, silently, for the whole one."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(directory, INDEX))
+        raise
 
 
 class CorpusShards(BatchSource):

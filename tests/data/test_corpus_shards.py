@@ -74,6 +74,20 @@ def test_bad_shard_sets_are_clear_errors(tmp_path, corpus):
     assert shards.num_batches == 0 and os.listdir(tmp_path / "u") == ["corpus.json"]
 
 
+def test_a_failed_sharding_leaves_no_readable_shard_set(tmp_path):
+    """shard_ldac stopped by a bad word id on line 5 left an index of the two shards written before it: a
+    readable corpus of 4 of the file's 6 documents, which MemoizedHDP fitted without a word."""
+    lines = ["2 0:1 3:2", "1 2:1", "2 1:1 2:4", "1 0:3", "1 9:1", "1 3:1"]
+    (tmp_path / "c.ldac").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="line 5: word id 9 outside the vocabulary"):
+        shard_ldac(tmp_path / "c.ldac", tmp_path / "s", docs_per_shard=2, vocab_size=5)
+    assert not is_corpus_shards(tmp_path / "s")
+    with pytest.raises(TypeError, match="fit needs a pyro_memo.topics.Corpus or a CorpusShards directory"):
+        MemoizedHDP(K=2, laps=1).fit(str(tmp_path / "s"))
+    shards = shard_ldac(tmp_path / "c.ldac", tmp_path / "s", docs_per_shard=2)  # the same directory again
+    assert (shards.num_batches, shards.num_docs) == (3, 6)
+
+
 def test_a_shard_whose_tokens_disagree_with_the_index_is_named(tmp_path, corpus):
     """The index's tokens are the corpus's num_tokens, by which a fit's bound is reported per token: an index
     that counted 500 tokens too many in shard 0 of a 1,800-token corpus gave -2.61 nats per token for -3.34,
