@@ -269,10 +269,10 @@ class DaskExecutor(Executor):
         driver waited for a slower step (1.51x against 1.80x with the whole lap in flight, 2 workers,
         ``benchmarks/bench_dask.py``).
     :param hold: whether workers keep their batches in memory across laps (``True``) or read each
-        from the source at every step (``False``; portable sources only: data larger than the
-        workers' memory). ``None`` (default): hold them when a worker's share, estimated as its number
-        of batches times the first batch's size, takes at most a quarter of its memory limit (of the
-        machine's memory when the cluster sets none).
+        from the source at every step (``False``; portable sources only, a ValueError for data in memory:
+        data larger than the workers' memory). ``None`` (default): hold them when a worker's share,
+        estimated as its number of batches times the first batch's size, takes at most a quarter of its
+        memory limit (of the machine's memory when the cluster sets none).
     """
 
     default_schedule = "parallel"
@@ -300,6 +300,11 @@ class DaskExecutor(Executor):
         worker is the lap's straggler): read there when the source is portable (a worker that dies
         takes nothing with it: Dask reads the batch again elsewhere), else read here and sent once."""
         client = check_open(self.client)
+        if self.hold is False and not getattr(source, "portable", False):
+            raise ValueError(f"hold=False: workers read each batch from its source at every step, which needs data "
+                             f"they can read (a .npy path, a zarr or dask array, corpus shards); "
+                             f"{type(source).__name__} is held in this process and sent to the workers once "
+                             f"(give hold=None or True, or the data as a file)")
         reader = driver.reader()
         workers = sorted(workers_of(client)) or joined_workers(client)
         self.owners = {b: workers[b % len(workers)] for b in range(source.num_batches)}

@@ -370,3 +370,14 @@ def test_the_batches_are_dealt_to_every_worker_of_a_cluster_of_more_than_five(mo
         memo.laps = 1
         memo.fit(x, 14, executor=Dealt(c))
     assert len(owners[0]) == 7
+
+
+def test_hold_false_with_data_held_in_memory_is_refused():
+    """hold=False (workers read each batch at every step: data larger than their memory) was ignored, silently,
+    for data held in memory: the batches were sent to the workers and held there."""
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                       silence_logs=50)
+    with cluster, distributed.Client(cluster) as c:
+        memo, x = dp(0)
+        with pytest.raises(ValueError, match="hold=False: workers read each batch from its source at every step"):
+            memo.fit(x, 2, executor=DaskExecutor(c, hold=False))
