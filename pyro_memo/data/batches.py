@@ -257,8 +257,19 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
         (:class:`TypeError`).
     :param int num_batches: ``B`` (ignored for an iterable of batches or a source);
         ``None``: one batch, or one per chunk of a zarr or dask array.
-    :param int shuffle_seed: permute in-memory items once before slicing.
+    :param int shuffle_seed: permute in-memory items once before slicing (an array, a tensor, a ``.npz`` file or a
+        memory-mapped array read into memory); :class:`ValueError` for data read in their own order (a ``.npy``
+        path, a zarr or dask array, an iterable of batches, a source), which ignored it.
     """
+    source = _source_of(data, num_batches, shuffle_seed)
+    if shuffle_seed is not None and (source is data or not isinstance(source, ArrayBatches)):
+        raise ValueError(f"shuffle_seed permutes data held in memory; {type(source).__name__} reads its batches in "
+                         f"their own order (shuffle the data before writing them, or load them into an array)")
+    return source
+
+
+def _source_of(data, num_batches, shuffle_seed):
+    """The :class:`~pyro_memo.data.BatchSource` of :func:`make_batches`."""
     if isinstance(data, BatchSource):
         return data
     if is_zarr_array(data):

@@ -72,3 +72,17 @@ def test_a_truncated_npy_file_is_refused_naming_it_before_any_batch_is_read(tmp_
     with pytest.raises(ValueError, match=r"short.npy: truncated: an array of shape \(30, 2\) and dtype float64 needs"):
         make_batches(str(tmp_path / "short.npy"), 3)
     np.testing.assert_array_equal(make_batches(str(tmp_path / "x.npy"), 3).batch(2), x[20:])
+
+
+def test_a_shuffle_seed_for_data_read_in_their_own_order_is_refused(tmp_path):
+    """make_batches("x.npy", 4, shuffle_seed=3) returned the file's rows in order, the seed ignored without a word
+    (as for zarr and dask arrays, iterables of batches and sources); arrays in memory are permuted as before."""
+    x = np.arange(40.0).reshape(20, 2)
+    np.save(tmp_path / "x.npy", x)
+    for data in (str(tmp_path / "x.npy"), [x[:10], x[10:]], make_batches(x, 2)):
+        with pytest.raises(ValueError, match="shuffle_seed permutes data held in memory; .* reads its batches in "
+                                             "their own order"):
+            make_batches(data, 2, shuffle_seed=3)
+    shuffled = make_batches(np.load(tmp_path / "x.npy", mmap_mode="r"), 2, shuffle_seed=3)
+    assert not np.array_equal(np.concatenate(list(shuffled)), x)
+    assert sorted(np.concatenate(list(shuffled))[:, 0]) == sorted(x[:, 0])
