@@ -198,7 +198,8 @@ def save_model(path, fit, summary=None, vocab=None):
     :param summary: the whole-data summary, where ``fit`` does not carry it (a DP mixture needs it).
     :param vocab: a topic model's words, ``vocab[v]`` for word id ``v`` (default: a saved model's own, or
         a fitted ``HDPTopics``'s ``feature_names_in_``).
-        :meth:`SavedTopics.check_corpus` then refuses a corpus whose vocabulary numbers words otherwise.
+        :meth:`~pyro_memo.model_file.SavedTopics.check_corpus` then refuses a corpus whose vocabulary numbers
+        words otherwise.
     """
     from .inference.dp_mixture_posterior import DPMixturePosterior
     from .topics.hdp_posterior import HDPPosterior
