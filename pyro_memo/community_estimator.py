@@ -38,6 +38,15 @@ def as_graph(X):
     return from_adjacency(X)
 
 
+def _check_positive_pair(name, value, what):
+    """Raise :class:`ValueError` naming ``name`` unless ``value`` is a tuple or list of two positive numbers
+    (``what`` says what the pair is)."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValueError(f"{name} must be a pair {what}; got {value!r}")
+    for number in value:
+        _check_real(name, number, positive=True)
+
+
 class HDPCommunities(ClusterMixin, BaseEstimator):
     """The assortative HDP relational model (mixed-membership communities; Kim, Gopalan, Blei &
     Sudderth 2013) with a truncation of ``n_components`` communities, fitted by memoized inference
@@ -147,21 +156,13 @@ class HDPCommunities(ClusterMixin, BaseEstimator):
         _check_int("n_batches", self.n_batches)
         for name in ("alpha", "gamma"):
             _check_real(name, getattr(self, name), positive=True)
-        if not isinstance(self.tau, (tuple, list)) or len(self.tau) != 2:
-            raise ValueError(f"tau must be a pair (tau_a, tau_b) of the link probabilities' Beta prior; "
-                             f"got {self.tau!r}")
-        for value in self.tau:
-            _check_real("tau", value, positive=True)
+        _check_positive_pair("tau", self.tau, "(tau_a, tau_b) of the link probabilities' Beta prior")
         _check_real("eps", self.eps, positive=True)
         if self.eps >= 1:
             raise ValueError(f"eps must lie in (0, 1) (the background link probability); got {self.eps!r}")
         as_bool(self.learn_eps, "learn_eps")
         if self.alpha_prior is not None:
-            if not isinstance(self.alpha_prior, (tuple, list)) or len(self.alpha_prior) != 2:
-                raise ValueError(f"alpha_prior must be a pair (s1, s2) of a Gamma prior or None; "
-                                 f"got {self.alpha_prior!r}")
-            for value in self.alpha_prior:
-                _check_real("alpha_prior", value, positive=True)
+            _check_positive_pair("alpha_prior", self.alpha_prior, "(s1, s2) of a Gamma prior or None")
         _check_real("tol", self.tol, positive=False)
         _check_choice("nonlinks", self.nonlinks, NONLINKS)
         _check_choice("init", self.init, INITS)
