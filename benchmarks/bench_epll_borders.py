@@ -23,36 +23,39 @@ import torch
 from _common import NATURAL_PHOTOGRAPHS, make_parser
 
 from pyro_memo.denoising import (
+    BETAS,
+    PATCH,
     PHOTOGRAPHS,
     GaussianMixturePrior,
     add_noise,
     center_crop,
+    coverage,
     epll_denoise,
     fit_patch_mixture,
+    image_patches,
     load_image,
+    map_patches,
     mmse_denoise,
+    put_back,
     write_patches,
 )
-from pyro_memo.denoising.epll import BETAS, map_patches
-from pyro_memo.denoising.patches import PATCH, as_image_tensor, coverage, fold_strips, like_input
-from pyro_memo.denoising.prior import MAX_ELEMENTS
 
 
 def epll_uniform_lambda(noisy, prior, sigma, size=PATCH):
-    """EPLL with Zoran & Weiss's data weight, :math:`\\lambda = D / \\sigma^2` at every pixel (their code's rule)."""
+    """EPLL with Zoran & Weiss's data weight, :math:`\\lambda = D / \\sigma^2` at every pixel (their code's rule),
+    from the library's patch operations (every patch of the image at once: a benchmark's memory)."""
     var = float(sigma) ** 2
-    y = as_image_tensor(noisy, prior, size)
-    count = coverage(tuple(y.shape), size, y)
+    y = torch.as_tensor(np.asarray(noisy, dtype=np.float64))
+    shape = tuple(y.shape)
+    count = coverage(shape, size, y)
     lam, x = size * size / var, y
     for b in BETAS:
         beta = b / var
-
-        def z_step(patches, beta=beta):
-            dc = patches.mean(-1, keepdim=True)
-            return map_patches(patches - dc, prior, 1.0 / beta, MAX_ELEMENTS) + dc
-
-        x = (lam * y + beta * fold_strips(x, z_step, size, MAX_ELEMENTS)) / (lam + beta * count)
-    return like_input(x, noisy)
+        patches = image_patches(x, size)
+        dc = patches.mean(-1, keepdim=True)
+        z = map_patches(patches - dc, prior, 1.0 / beta) + dc
+        x = (lam * y + beta * put_back(z, shape, size)) / (lam + beta * count)
+    return x.numpy()
 
 
 def regions(clean, estimate, band=PATCH - 1):
