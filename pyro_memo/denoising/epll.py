@@ -96,7 +96,9 @@ def epll_denoise(noisy, prior, sigma, betas=None, lam=None, size=PATCH, max_elem
 
     :param noisy: ``(H, W)`` array or tensor (a tensor gives a tensor on the prior's device).
     :param prior: a :class:`~pyro_memo.denoising.GaussianMixturePrior` of ``size**2``-pixel patches.
-    :param betas: the :math:`\\beta` schedule; default :math:`\\sigma^{-2}` times :data:`BETAS`.
+    :param betas: the :math:`\\beta` schedule in absolute units (inverse pixel variances, as
+        :math:`1/\\sigma^2`); default :math:`\\sigma^{-2}` times :data:`BETAS`, which is in units of
+        :math:`\\sigma^{-2}` (pass ``[b / sigma**2 for b in BETAS]``, not ``BETAS`` itself).
     :param float lam: the data weight :math:`\\lambda` of a pixel that all :math:`D` patches around it cover
         (inside the image; a pixel that :math:`c` patches cover weighs :math:`\\lambda c / D`); default
         :math:`D / \\sigma^2` (module docstring).

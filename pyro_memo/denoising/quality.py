@@ -26,7 +26,9 @@ def _log10_mse(a, b):
 
 def psnr(clean, estimate, peak=255.0):
     """:math:`10 \\log_{10}(\\text{peak}^2 / \\text{MSE})` in dB between two images of one shape
-    (arrays or tensors of real numbers; the standard PSNR of Zoran & Weiss 2011, §4).
+    (arrays or tensors of real numbers; the standard PSNR of Zoran & Weiss 2011, §4). ``peak`` is the
+    largest pixel value of the images' scale: 255 for the denoisers' 0-255 images, ``peak=1`` for images in
+    [0, 1] (with the default they would score 48.1 dB too high).
 
     :raises ValueError: for images of other shapes, empty, not real or not finite, or a ``peak`` that is
         not a positive finite number.
