@@ -258,6 +258,11 @@ class ConjugateFamily(ABC):
     def _check_support(self, x):
         """Raise :class:`ValueError` if ``x`` is outside the likelihood's support."""
 
+    def check_resolution(self, x, dtype=None, fix=None):
+        """Raise :class:`ValueError` if ``dtype`` (this family's by default) cannot resolve the spread of the
+        ``(N, D)`` data ``x`` (data that stand for all of it, as :func:`check_magnitude`'s): nothing for
+        families whose parameters are not in the data's units; :class:`CentredFamily` checks its columns."""
+
     # -------------------------------------------------------------- summaries
     @abstractmethod
     def stats(self, x, resp):
@@ -461,6 +466,14 @@ class CentredFamily(ConjugateFamily):
         if m.dim() != 1:
             raise ValueError(f"{self.name} prior 'm' must be a (D,) vector; got {tuple(m.shape)}")
 
+    def check_resolution(self, x, dtype=None, fix=None):
+        """Raise :class:`ValueError` if a column of the ``(N, D)`` data ``x`` spreads over fewer than
+        :data:`RESOLUTION_STEPS` steps of ``dtype`` (this family's by default) at its largest magnitude
+        (:func:`check_resolution`): the component means are numbers of that dtype in the data's units, so
+        they are rounded to those steps, and so are the data themselves. ``fix``: what the message suggests
+        besides centring (default: fitting in float64, for float32)."""
+        check_resolution(x, self.name, self.dtype if dtype is None else dtype, fix)
+
     def state_extras(self):
         """The centre of the statistics."""
         return {"centre": self.centre}
@@ -548,6 +561,38 @@ def data_for_defaults(x, dtype, device, family):
     return x
 
 
+#: rows per chunk of :func:`data_moments` (8 MB of float64 at D = 16)
+MOMENT_ROWS = 65_536
+
+
+def data_moments(x, centred=True, full=True, rows=MOMENT_ROWS):
+    """The moments the default priors are scaled to, accumulated in float64 whatever ``x``'s dtype:
+    ``(mean, second, mean_square)`` for the ``(N, D)`` data ``x``, with ``mean`` the ``(D,)`` column means,
+    ``second`` :math:`\\frac1N \\sum_n (x_n - \\bar x)(x_n - \\bar x)^T` (``(D, D)``; about 0 with
+    ``centred=False``; only its diagonal, ``(D,)``, with ``full=False``) and ``mean_square`` the scalar
+    :math:`\\overline{x^2}`. Two passes over chunks of ``rows`` rows, so no float64 copy of the data is formed.
+
+    In float32 itself the mean of data far from the origin is rounded, and the spread about it is then of the
+    order of that rounding: unit-spread data shifted by 4e6, a few of float32's steps apart, had a variance
+    below :func:`spread_scale`'s round-off bound, so the default prior fell back to their mean square (1.6e13)
+    and the fit merged every cluster into one. About a float64 mean, float32 data that are all the same have
+    no spread at all, and any two distinct values keep theirs."""
+    n = x.shape[0]
+    total = torch.zeros(x.shape[1], dtype=torch.float64, device=x.device)
+    for chunk in x.split(rows):
+        total += chunk.to(torch.float64).sum(0)
+    mean = total / n
+    shift = mean if centred else torch.zeros_like(mean)
+    second = 0.0
+    square = torch.zeros((), dtype=torch.float64, device=x.device)
+    for chunk in x.split(rows):
+        wide = chunk.to(torch.float64)
+        y = wide - shift
+        second = second + (y.T @ y if full else (y * y).sum(0))
+        square += (wide * wide).sum()
+    return mean, second / n, square / x.numel()
+
+
 #: a data-derived variance at most ``(ROUND_OFF_ULPS * eps)**2`` times the data's mean square is round-off
 #: of the mean, not spread: the variance of identical points, computed about their rounded mean, is measured
 #: at up to 17 eps**2 times their mean square (N up to 1e6, float64 and float32), so this leaves a margin of 15
@@ -603,6 +648,42 @@ def check_finite(x, name, given=None):
                              f"{int(over[0])}: rescale the data (e.g. standardise its columns) or fit in float64")
     rows = bad.any(1).nonzero().flatten()
     raise NonFiniteDataError(name, len(rows), x.shape[0], int(rows[0]))
+
+
+#: the fewest steps of a dtype, at a column's largest magnitude, that the column's standard deviation must
+#: span (:func:`check_resolution`). Measured on three unit-spread clusters 4 apart, fitted in float32 and
+#: shifted by an offset: the same ARI as unshifted (0.90) down to 17 steps (offset 2e6), 0.71 at 8.5 (4e6),
+#: one cluster at 0.25 (1e8)
+RESOLUTION_STEPS = 16
+
+
+def check_resolution(x, name, dtype, fix=None):
+    """Raise :class:`ValueError` if a column of the ``(N, D)`` data ``x`` has a standard deviation (computed in
+    float64, :func:`data_moments`) that is positive but spans fewer than :data:`RESOLUTION_STEPS` steps of
+    ``dtype`` at the column's largest magnitude: data far from the origin compared with their spread, such as
+    unit-spread data shifted by 1e8 in float32 (steps of 8), which a fit silently merged into one cluster.
+    Centring the data keeps their spread in any dtype. Constant columns pass: they have no spread to lose
+    (a standard deviation within :data:`ROUND_OFF_ULPS` of float64's precision at the column's magnitude is
+    the rounding of its mean, :func:`spread_scale`)."""
+    if x.numel() == 0:
+        return
+    _, var, _ = data_moments(x, full=False)
+    std = var.sqrt()
+    largest = x.detach().abs().amax(0).to(torch.float64)
+    step = torch.ldexp(torch.full_like(largest, torch.finfo(dtype).eps), torch.frexp(largest).exponent - 1)
+    steps = std / step.clamp_min(torch.finfo(dtype).tiny)
+    spread = std > ROUND_OFF_ULPS * torch.finfo(torch.float64).eps * largest  # else the float64 mean's round-off
+    coarse = (spread & (steps < RESOLUTION_STEPS)).nonzero().flatten()
+    if len(coarse) == 0:
+        return
+    j = int(coarse[0])
+    dtype_name = str(dtype).removeprefix("torch.")
+    wider = ("" if dtype == torch.float64 else ", or fit in float64") if fix is None else f", or {fix}"
+    raise ValueError(f"{name} data column {j} has values up to {float(largest[j]):.6g} in magnitude but a standard "
+                     f"deviation of only {float(std[j]):.3g}, {float(steps[j]):.2g} of {dtype_name}'s steps there "
+                     f"(fewer than {RESOLUTION_STEPS}; {len(coarse)} of the {x.shape[1]} columns are so): the data "
+                     f"and the component means are rounded to those steps and the clusters merge; centre the data "
+                     f"(subtract each column's mean){wider}")
 
 
 def check_magnitude(x, name, degree, dtype=None, small=True, fix=None):

@@ -5,7 +5,7 @@ import math
 import torch
 
 from ._special import kl_gamma
-from .base import CentredFamily, data_for_defaults, spread_scale, weighted_sums
+from .base import CentredFamily, data_for_defaults, data_moments, spread_scale, weighted_sums
 
 
 class DiagGaussian(CentredFamily):
@@ -48,10 +48,8 @@ class DiagGaussian(CentredFamily):
         A mean variance that is round-off (identical points; ``spread_scale()``)
         is replaced by the data's mean square (1 for all-zero data) in the ``1e-4`` term."""
         x = data_for_defaults(x, dtype, device, cls)
-        mean = x.mean(0)
-        centred = x - mean
-        var = (centred * centred).mean(0)
-        scale = spread_scale(var.mean(), (x * x).mean())
+        mean, var, square = data_moments(x, full=False)
+        scale = spread_scale(var.mean(), square)
         prior = {
             "m": mean,
             "kappa": torch.tensor(1.0),

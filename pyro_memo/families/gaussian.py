@@ -15,7 +15,7 @@ from ._wishart import (
     whitened_sq_norms,
     wishart_terms,
 )
-from .base import CentredFamily, data_for_defaults, outer_product_stats, weighted_sums
+from .base import CentredFamily, data_for_defaults, data_moments, outer_product_stats, weighted_sums
 
 
 class Gaussian(CentredFamily):
@@ -51,14 +51,12 @@ class Gaussian(CentredFamily):
         :math:`B/(\\nu - D - 1)` equals the data's covariance; the statistics are centred at the data mean."""
         x = data_for_defaults(x, dtype, device, cls)
         d = x.shape[1]
-        mean = x.mean(0)
-        centered = x - mean
-        cov = centered.T @ centered / x.shape[0]
+        mean, cov, square = data_moments(x)
         prior = {
             "m": mean,
             "kappa": torch.tensor(1.0),
             "nu": torch.tensor(d + 2.0),
-            "B": regularized_scatter(cov, "gauss default prior B", (x * x).mean()),
+            "B": regularized_scatter(cov, "gauss default prior B", square),
         }
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device, centre=mean)

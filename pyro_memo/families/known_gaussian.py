@@ -38,7 +38,7 @@ import torch
 
 from ._special import safe_cholesky
 from ._wishart import regularized_scatter
-from .base import CentredFamily, data_for_defaults, weighted_sums
+from .base import CentredFamily, data_for_defaults, data_moments, weighted_sums
 
 
 def _logdet(chol):
@@ -89,9 +89,8 @@ class KnownCovGaussian(CentredFamily):
         set it with ``noise=...`` or scale it with the prior scale); the statistics are centred at the data
         mean."""
         x = data_for_defaults(x, dtype, device, cls)
-        mean = x.mean(0)
-        centred = x - mean
-        cov = regularized_scatter(centred.T @ centred / x.shape[0], f"{cls.name} default prior S", (x * x).mean())
+        mean, second, square = data_moments(x)
+        cov = regularized_scatter(second, f"{cls.name} default prior S", square)
         prior = {"m": mean, "S": cov, "noise": 0.1 * cov}
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device, centre=mean)

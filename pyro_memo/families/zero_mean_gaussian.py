@@ -19,6 +19,7 @@ from ._wishart import (
 from .base import (
     ConjugateFamily,
     data_for_defaults,
+    data_moments,
     outer_product_stats,
     packed_outer,
     packed_quadratic_weights,
@@ -53,9 +54,10 @@ class ZeroMeanGaussian(ConjugateFamily):
         :math:`\\frac1N\\sum_n x_n x_n^T`, so the prior mean covariance matches the data."""
         x = data_for_defaults(x, dtype, device, cls)
         d = x.shape[1]
+        _, second, square = data_moments(x, centred=False)
         prior = {
             "nu": torch.tensor(d + 2.0),
-            "B": regularized_scatter(x.T @ x / x.shape[0], "zm-gauss default prior B", (x * x).mean()),
+            "B": regularized_scatter(second, "zm-gauss default prior B", square),
         }
         prior.update(overrides)
         return cls(prior, dtype=dtype, device=device)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ..families import NonFiniteDataError
-from ..families.base import check_magnitude
+from ..families.base import as_data_tensor, check_magnitude
 
 INITS = ("kmeans++", "random")
 
@@ -132,19 +132,23 @@ def initial_summary(family, source, K, init="kmeans++", init_items=10_000, seed=
     (:func:`initial_responsibilities`) of the items :func:`initial_items` picks, and how many
     items it covers. Those items, drawn from all the data, stand for its scale: they must not be so
     small that the family's statistics underflow its dtype, nor, with a ``local_dtype``, the data
-    themselves that one (:func:`~pyro_memo.families.base.check_magnitude`)."""
+    themselves that one (:func:`~pyro_memo.families.base.check_magnitude`), and the family's dtype and
+    the ``local_dtype`` must resolve their spread (:meth:`~pyro_memo.ConjugateFamily.check_resolution`,
+    on the items as given: their conversion to float32 may have rounded a column's spread away)."""
     from ..summaries import Summary
 
+    given = [p if torch.is_tensor(p) else np.asarray(p) for p in initial_items(source, init_items, seed)]
     try:
-        parts = [family.check_data(p if torch.is_tensor(p) else np.asarray(p))
-                 for p in initial_items(source, init_items, seed)]
+        x = torch.cat([family.check_data(p) for p in given])
     except ValueError:
         for b in range(source.num_batches):  # rare: say which batch holds the bad item
             check_batch(family, source, b)
         raise
-    x = torch.cat(parts)
     check_magnitude(x, family.name, family.stat_degree)
+    given = torch.cat([as_data_tensor(p, family.name) for p in given])
+    family.check_resolution(given)
     if local_dtype is not None and local_dtype != x.dtype:
         check_magnitude(x, family.name, 1, local_dtype, fix=LOCAL_FIX)
+        family.check_resolution(given, local_dtype, fix=LOCAL_FIX)
     resp = initial_responsibilities(x, K, init, seed)
     return Summary.from_responsibilities(family, x, resp), x.shape[0]

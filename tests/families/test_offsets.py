@@ -178,3 +178,68 @@ def test_the_centre_is_kept_by_copies_and_states_and_a_state_without_one_reads_r
         cls(fam.prior, centre=torch.zeros(3))
     with pytest.raises(ValueError, match="centre"):
         cls(fam.prior, centre=math.nan)
+
+
+def three_clusters(offset, seed=0, n=1500):
+    """Three unit-spread clusters 4 apart in 2-D, shifted by ``offset``: ``(x, labels)``."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, n)
+    x = rng.normal(size=(n, 2)) + np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])[labels] + offset
+    return torch.as_tensor(x), torch.as_tensor(labels)
+
+
+def agreement(a, b):
+    """The fraction of items two labellings put in the same cluster, under the best matching of their labels."""
+    counts = torch.zeros(int(a.max()) + 1, int(b.max()) + 1)
+    counts.index_put_((a, b), torch.ones(len(a)), accumulate=True)
+    total = 0.0
+    while counts.numel() and float(counts.max()) > 0:
+        i, j = divmod(int(counts.argmax()), counts.shape[1])
+        total += float(counts[i, j])
+        counts[i, :], counts[:, j] = 0, 0
+    return total / len(a)
+
+
+@pytest.mark.parametrize("cls", FAMILY_CLASSES, ids=lambda c: c.name)
+def test_a_float32_default_prior_of_data_far_from_the_origin_keeps_their_spread(cls):
+    """The default prior's moments are taken in float64 (``data_moments``) whatever the fit's dtype. In float32
+    itself, data shifted by 2e6 (16 of its steps per unit of spread) had a variance about their rounded mean
+    below the round-off bound, so the prior's spread fell back to their mean square, 4e12, and a fit merged
+    every cluster into one. The data are compared as float32 holds them (steps of 1/8 at 2e6), shifted back
+    exactly in float64."""
+    x = three_clusters(2e6)[0].float().double()
+    shifted, back = cls.from_data(x, dtype=torch.float32), cls.from_data(x - 2e6, dtype=torch.float32)
+    for key in SPREAD[cls]:
+        torch.testing.assert_close(shifted.prior[key], back.prior[key], rtol=1e-5, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["float32", "local float32"])
+def test_a_float32_fit_of_data_far_from_the_origin_finds_the_clusters_float64_finds(local):
+    """Shifted by 2e6, three clusters give a float32 fit (or a float64 fit with a float32 local step) the
+    clusters of the float64 fit; before, the float32 fit ended in one cluster."""
+    x, _ = three_clusters(2e6)
+    expected = fit(Gaussian.from_data(x), x, K=3, laps=40)
+    if local:
+        result = fit(Gaussian.from_data(x), x, K=3, laps=40, local_dtype="float32")
+    else:
+        result = fit(Gaussian.from_data(x, dtype=torch.float32), x, K=3, laps=40)
+    labels = result.posterior.responsibilities(x).argmax(1)
+    assert agreement(labels, expected.posterior.responsibilities(x).argmax(1)) > 0.98
+
+
+def test_data_float32_cannot_resolve_are_refused_with_the_fix():
+    """Unit-spread data shifted by 1e8 are steps of 8 in float32: a float32 fit (or a float32 local step)
+    saw a handful of distinct values and merged every cluster into one, silently. Now the fit refuses them,
+    naming the column and the fix; float64 fits them, and a constant column has no spread to lose."""
+    x, labels = three_clusters(1e8)
+    with pytest.raises(ValueError, match=r"gauss data column 0 .* float32's steps .* centre the data .* float64"):
+        fit(Gaussian.from_data(x, dtype=torch.float32), x, K=3)
+    with pytest.raises(ValueError, match=r"float32's steps .* or leave local_dtype unset"):
+        fit(Gaussian.from_data(x), x, K=3, local_dtype="float32")
+    result = fit(Gaussian.from_data(x), x, K=3, laps=40)
+    assert agreement(result.posterior.responsibilities(x).argmax(1), labels) > 0.95
+    centred = x - x.mean(0)
+    result = fit(Gaussian.from_data(centred, dtype=torch.float32), centred, K=3, laps=40)
+    assert agreement(result.posterior.responsibilities(centred).argmax(1), labels) > 0.95
+    constant = torch.cat([torch.full((len(x), 1), 1e8, dtype=x.dtype), centred], 1)
+    fit(Gaussian.from_data(constant, dtype=torch.float32), constant, K=3, laps=2)
