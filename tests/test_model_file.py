@@ -280,3 +280,44 @@ def good_model_path(folder, fit):
     path = folder / "model.pt"
     pm.save_model(path, fit)
     return path
+
+
+def _edited(good_file, folder, name, edit):
+    """A copy of ``good_file`` at ``folder/name`` with ``edit(d)`` applied to its payload (checksums valid)."""
+    d = torch.load(good_file, weights_only=True)
+    edit(d)
+    torch.save(d, folder / name)
+    return folder / name
+
+
+@pytest.mark.parametrize("edit, fields", [
+    (lambda d: d["posterior"]["component"].update(m=d["posterior"]["component"]["m"][:-1]), ["component 'm'"]),
+    (lambda d: d["posterior"]["component"].update(B=d["posterior"]["component"]["B"][:, :2, :2]), ["component 'B'"]),
+    (lambda d: d["posterior"].update(eta0=d["posterior"]["eta0"][:-1]), ["eta0"]),
+    (lambda d: d["summary"]["stats"].update(x=d["summary"]["stats"]["x"][:, :2]), ["summary stats 'x'"]),
+    (lambda d: (d["posterior"]["component"].update(kappa=d["posterior"]["component"]["kappa"][:-1]),
+                d["summary"].update(entropy=d["summary"]["entropy"][:-1])), ["component 'kappa'", "summary entropy"]),
+])
+def test_a_dp_model_file_with_inconsistent_shapes_is_refused_at_load(tmp_path, good_file, edit, fields):
+    """A hand-edited file (valid checksums) whose tensors disagree on K or D loaded, then failed at predict
+    with torch's "The size of tensor a (6) must match the size of tensor b (5)"; now load_model refuses it
+    with one ValueError naming the file and every inconsistent field."""
+    path = _edited(good_file, tmp_path, "edited.pt", edit)
+    with pytest.raises(ValueError, match="inconsistent shapes") as err:
+        pm.load_model(path)
+    assert str(path) in str(err.value)
+    for field in fields:
+        assert field in str(err.value)
+
+
+def test_an_hdp_model_file_with_inconsistent_shapes_is_refused_at_load(tmp_path, hdp_fit):
+    pm.save_model(tmp_path / "hdp.pt", hdp_fit[0])
+
+    def edit(d):
+        d["posterior"]["rho"] = d["posterior"]["rho"][:-1]
+        d["summary"]["word_counts"] = d["summary"]["word_counts"][:, :-1]
+
+    path = _edited(tmp_path / "hdp.pt", tmp_path, "edited.pt", edit)
+    with pytest.raises(ValueError, match="inconsistent shapes") as err:
+        pm.load_model(path)
+    assert str(path) in str(err.value) and "rho" in str(err.value) and "summary word_counts" in str(err.value)
