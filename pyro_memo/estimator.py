@@ -255,7 +255,11 @@ class DPMixture(ClusterMixin, DensityMixin, BaseEstimator):
             raise ValueError(f"prior_scale={self.prior_scale!r}: the {family.name} family has no spread "
                              f"hyperparameter to scale; leave prior_scale=1 and set its priors "
                              f"({', '.join(family.prior_names)}) with prior={{...}}")
-        return family.with_prior(float(self.prior_scale), **(self.prior or {}))
+        try:
+            return family.with_prior(float(self.prior_scale), scale_name="prior_scale=", **(self.prior or {}))
+        except ValueError as err:
+            given = ", ".join(f"{key!r}: ..." for key in self.prior or {})
+            raise ValueError(f"prior={{{given}}}: {err}") from None
 
     def _make_algorithm(self, family, n_samples):
         """``(driver, num_batches)`` for the chosen algorithm, seeded from ``random_state``."""

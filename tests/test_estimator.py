@@ -157,6 +157,15 @@ def test_prior_scale_for_a_family_without_a_spread_names_prior_scale(family):
         counts).converged_
 
 
+@pytest.mark.parametrize("family", ["gauss", "zm-gauss"])
+def test_one_number_for_a_matrix_prior_names_the_estimators_parameters(family):
+    """DPMixture(prior={"B": 2.0}) said "scale it with the prior scale (--prior-scale)", the CLI's option, which
+    the Python API has not; it names the prior key and prior_scale= now."""
+    with pytest.raises(ValueError, match=r"prior=\{'B': \.\.\.\}: .*'B' is a matrix.*prior_scale=") as err:
+        DPMixture(family=family, n_components=3, max_iter=3, prior={"B": 2.0}).fit(blobs(30)[0])
+    assert "--prior-scale" not in str(err.value)
+
+
 def test_move_options_configure_the_moves():
     """move_options reach the moves: births capped at one component grow nothing; an option a move lacks, or one
     for a move not listed, is refused naming it."""

@@ -174,7 +174,7 @@ class ConjugateFamily(ABC):
         prior = {k: v.to(dtype=dtype or self.dtype, device=device) for k, v in self.prior.items()}
         return type(self)(prior, dtype=dtype or self.dtype, device=device or self.device, **self.state_extras())
 
-    def with_prior(self, scale=1.0, **values):
+    def with_prior(self, scale=1.0, *, scale_name="scale", **values):
         """A copy of this family with some prior hyperparameters replaced.
 
         :param float scale: multiplies the spread hyperparameter :attr:`spread_key` (bnpy's ``sF``):
@@ -186,6 +186,8 @@ class ConjugateFamily(ABC):
         :raises ValueError: naming the key for an unknown key, a number for a matrix, a wrong
             shape, a scale that is not positive and finite or given to a family without
             :attr:`spread_key`, or a value outside the prior's domain.
+        :param str scale_name: what the caller calls ``scale`` in these messages (the CLI's ``--prior-scale``,
+            the estimator's ``prior_scale=``).
         """
         prior = dict(self.prior)
         for key, value in values.items():
@@ -194,8 +196,9 @@ class ConjugateFamily(ABC):
                                  f"{', '.join(self.prior_names)}")
             value = self._prior_tensor(key, value)
             if value.dim() == 0 and prior[key].dim() >= 2:
-                raise ValueError(f"{self.name} prior '{key}' is a matrix; scale it with the prior scale "
-                                 f"(--prior-scale) instead of one number")
+                raise ValueError(f"{self.name} prior '{key}' is a matrix; give the whole "
+                                 f"{tuple(prior[key].shape)} matrix, or scale the default one with {scale_name} "
+                                 "instead of one number")
             if value.dim() == 0:
                 value = value.expand_as(prior[key]).clone()
             if value.shape != prior[key].shape:
@@ -205,7 +208,7 @@ class ConjugateFamily(ABC):
         scale = float(scale)
         if scale != 1.0:
             if not (scale > 0 and scale < float("inf")):
-                raise ValueError(f"the prior scale must be a positive finite number; got {scale}")
+                raise ValueError(f"the prior scale {scale_name} must be a positive finite number; got {scale}")
             if self.spread_key is None:
                 raise ValueError(f"the {self.name} family has no spread hyperparameter to scale; set its priors "
                                  f"({', '.join(self.prior_names)}) instead")

@@ -201,7 +201,7 @@ def _family(args, x, dtype=None):
         family = get_family(args.family).from_data(x, dtype=dtype or torch.float64,
                                                    device=getattr(args, "device", None))
     try:
-        return family.with_prior(args.prior_scale, **parse_prior(args.prior, args.family))
+        return family.with_prior(args.prior_scale, scale_name="--prior-scale", **parse_prior(args.prior, args.family))
     except ValueError as err:
         raise ValueError(f"--prior / --prior-scale: {err}") from None
 
