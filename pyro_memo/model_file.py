@@ -125,15 +125,20 @@ class SavedTopics:
                                  f"{theirs!r} in the corpus's vocabulary and {ours!r} in the model's (renumber the "
                                  "corpus with the model's vocabulary, SavedTopics.vocab)")
 
-    def predict_proba(self, corpus, local_iters=200, local_tol=1e-4):
+    def predict_proba(self, corpus, local_iters=None, local_tol=None):
         """``(D, K + 1)`` posterior-mean topic proportions of each document (the last column the
-        tail beyond the truncation; :func:`~pyro_memo.topics.doc_topic_weights`)."""
+        tail beyond the truncation; :func:`~pyro_memo.topics.doc_topic_weights`). ``local_iters`` and
+        ``local_tol`` (document-level iterations and tolerance) default to ``doc_topic_weights``'s,
+        ``PREDICT_ITERS`` and ``PREDICT_TOL`` of :mod:`pyro_memo.topics.heldout`, which ``HDPTopics.transform``
+        uses too."""
         import numpy as np
 
-        from .topics.heldout import doc_topic_weights
+        from .topics.heldout import PREDICT_ITERS, PREDICT_TOL, doc_topic_weights
 
         corpus = self.check_corpus(corpus)
-        return doc_topic_weights(self.posterior, corpus, np.arange(corpus.num_docs), local_iters, local_tol)
+        return doc_topic_weights(self.posterior, corpus, np.arange(corpus.num_docs),
+                                 PREDICT_ITERS if local_iters is None else local_iters,
+                                 PREDICT_TOL if local_tol is None else local_tol)
 
     def predict(self, corpus, **kwargs):
         """``(D,)`` each document's biggest topic."""

@@ -22,12 +22,13 @@ from .estimator import (
     warn_unconverged,
 )
 from .model_file import SavedTopics
+from .topics.heldout import PREDICT_ITERS, PREDICT_TOL
 from .topics.memoized_hdp import TOPIC_MOVES, MemoizedHDP
 
-#: document-level iterations and tolerance of :meth:`HDPTopics.transform` (tight, so a document's
-#: proportions do not depend on which other documents are transformed with it)
-TRANSFORM_ITERS = 1000
-TRANSFORM_TOL = 1e-10
+#: document-level iterations and tolerance of :meth:`HDPTopics.transform`: those of
+#: :meth:`SavedTopics.predict_proba <pyro_memo.model_file.SavedTopics.predict_proba>` (one pair, defined in
+#: :mod:`pyro_memo.topics.heldout`)
+TRANSFORM_ITERS, TRANSFORM_TOL = PREDICT_ITERS, PREDICT_TOL
 
 
 class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -185,7 +186,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self)
         corpus = self._corpus(X, "transform")
         saved = SavedTopics(self.posterior_)
-        return corpus, saved, saved.predict_proba(corpus, local_iters=TRANSFORM_ITERS, local_tol=TRANSFORM_TOL)
+        return corpus, saved, saved.predict_proba(corpus)
 
     def transform(self, X):
         """``(n_documents, n_components_)`` topic proportions of each document, the topics held
@@ -210,7 +211,7 @@ class HDPTopics(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self)
         corpus = self._corpus(X, site)
         saved = SavedTopics(self.posterior_)
-        return corpus, saved.score_samples(corpus, local_iters=TRANSFORM_ITERS, local_tol=TRANSFORM_TOL).numpy()
+        return corpus, saved.score_samples(corpus).numpy()
 
     def score(self, X, y=None):
         """Total plug-in log-likelihood (nats) of the words of ``X`` under the fitted topics

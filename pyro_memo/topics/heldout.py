@@ -68,7 +68,15 @@ def check_corpus(posterior, corpus):
     return corpus
 
 
-def doc_topic_weights(posterior, corpus, docs, local_iters=200, local_tol=1e-4):
+#: document-level iterations and tolerance of :func:`doc_topic_weights` by default, which
+#: :meth:`SavedTopics.predict_proba <pyro_memo.model_file.SavedTopics.predict_proba>` and ``HDPTopics.transform``
+#: share (tight, so a document's proportions do not depend on which other documents are read with it, nor on the
+#: path taken to them)
+PREDICT_ITERS = 1000
+PREDICT_TOL = 1e-10
+
+
+def doc_topic_weights(posterior, corpus, docs, local_iters=PREDICT_ITERS, local_tol=PREDICT_TOL):
     """``(len(docs), K + 1)`` posterior-mean topic weights of documents ``docs`` with the
     globals fixed (an empty document gets its prior mean, :math:`E[\\beta]`)."""
     check_corpus(posterior, corpus)
