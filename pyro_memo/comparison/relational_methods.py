@@ -93,14 +93,23 @@ def run_memo_eb(graph, budget, settings, seed):
     (:meth:`~pyro_memo.relational.RelationalPosterior.learning`). Learnt from the first lap instead,
     they settle in poorer optima on polblogs (at K = 20 bounds of -65,000 to -72,000 nats against this
     method's -53,500 to -59,500; ``benchmarks/results/bench_relational_networks_learn_alpha.txt``,
-    ``bench_relational_networks_memo_eb.txt``)."""
-    half = Budget(budget.passes / 2, None if budget.seconds is None else budget.seconds / 2)
-    fixed = RelationalSettings(**{**settings.__dict__, "learn_eps": False, "alpha_prior": None})
-    first = run_memo(graph, half, fixed, seed)
+    ``bench_relational_networks_memo_eb.txt``).
+
+    It runs ``ceil(budget.passes)`` laps, as every method does: ``floor`` of half of them at the given values,
+    the rest (the odd lap too) learning, so a one-pass budget runs one learning lap; ``budget.seconds`` is
+    halved."""
+    laps = int(np.ceil(budget.passes))
+    fixed_laps, seconds = laps // 2, None if budget.seconds is None else budget.seconds / 2
     prior = settings.alpha_prior or (1.0, 1.0)
+    learning = Budget(laps - fixed_laps, seconds)
+    if fixed_laps == 0:
+        return run_memo(graph, learning, RelationalSettings(**{**settings.__dict__, "learn_eps": True,
+                                                                "alpha_prior": prior}), seed)
+    fixed = RelationalSettings(**{**settings.__dict__, "learn_eps": False, "alpha_prior": None})
+    first = run_memo(graph, Budget(fixed_laps, seconds), fixed, seed)
     model = MemoizedRelational(K=first.posterior.K, alpha_prior=prior, gamma=settings.gamma, eps=settings.eps,
                                tol=0, seed=seed, dtype=settings.dtype, learn_eps=True)
-    second = _run_ours(model, graph, half, settings, first.posterior.learning(prior, learn_eps=True))
+    second = _run_ours(model, graph, learning, settings, first.posterior.learning(prior, learn_eps=True))
     return RelationalRun(laps=first.laps + [first.laps[-1] + lap for lap in second.laps],
                          seconds=first.seconds + [first.seconds[-1] + t for t in second.seconds],
                          bound=first.bound + second.bound, K=first.K + second.K, posterior=second.posterior)

@@ -109,3 +109,16 @@ def test_memo_eb_learns_its_hyperparameters_in_the_second_half_of_its_budget():
     assert hasattr(run.posterior.alpha, "q") and run.posterior.learn_eps
     assert np.diff(run.bound[3:]).min() >= -1e-9 * abs(run.bound[-1])  # monotone within the learning half
     assert 0 <= rows[0]["heldout_auc"] <= 1
+
+
+@pytest.mark.parametrize("passes, laps", [(1, [1]), (2.5, [1, 2, 3]), (3, [1, 2, 3])])
+def test_memo_eb_runs_the_passes_its_budget_gives(passes, laps):
+    """memo-eb halved the budget and each half rounded its passes up: Budget(passes=1) ran 2 laps and passes=3
+    ran 4. It runs ceil(passes) laps now, as every other method, the learning half given the odd lap (so a
+    one-pass budget still learns alpha and eps)."""
+    from pyro_memo.comparison.relational_methods import run_memo_eb
+
+    graph = assortative_graph(60, 2, alpha=0.05, seed=0)[0]
+    run = run_memo_eb(graph, Budget(passes=passes), RelationalSettings(K=2), 0)
+    assert run.laps == laps and len(run.bound) == len(laps) and len(run.seconds) == len(laps)
+    assert hasattr(run.posterior.alpha, "q") and run.posterior.learn_eps
