@@ -175,6 +175,8 @@ class MemoryBoundedVB:
 
     #: the model-building moves by name
     move_registry = TIED_MOVES
+    #: what a clump stores beyond its count and statistics (:meth:`check_room`'s message)
+    clump_extra = ""
 
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, lifetime=None, laps=100, tol=1e-8, refine=10,
                  seed=0, moves=(), move_options=None, reuse_local=False, threads=None):
@@ -263,6 +265,7 @@ class MemoryBoundedVB:
             fresh, items = self.new_memory(chunk, number, first)
             seen, first = seen + items, first + len(chunk)
             memory = fresh if memory is None else memory.cat(fresh)
+            self.check_room(memory, number)
             if posterior is None:
                 posterior = self.initial_posterior(fresh.points)
             fit, readout = self.build(memory, posterior)
@@ -286,6 +289,22 @@ class MemoryBoundedVB:
     def memory_record(self, memory):
         """A model's extra fields of an epoch's record (none for the DP mixture)."""
         return {}
+
+    def room_needed(self, memory):
+        """``(numbers, clump)``: the numbers ``memory`` takes when compression starts clumping it and the numbers
+        one clump of it takes (its count and statistics, :meth:`~pyro_memo.memo.clumps.Clumps.clump_cost`)."""
+        return memory.memory(), memory.clump_cost()
+
+    def check_room(self, memory, number):
+        """Raise :class:`ValueError` naming ``memory_bound`` and the numbers needed when ``memory`` (epoch
+        ``number``'s, before its model building) exceeds the bound and the bound cannot hold even one clump: the
+        compression after model building would fail so, the epoch's fit lost."""
+        numbers, clump = self.room_needed(memory)
+        if numbers > self.memory_bound and clump > self.memory_bound:
+            raise ValueError(f"memory_bound {self.memory_bound} cannot hold even one clump: epoch {number}'s memory "
+                             f"takes {numbers} numbers and one clump {clump} (its count and statistics"
+                             f"{self.clump_extra}); raise memory_bound to at least {clump}, well above it for "
+                             "clumps that summarise the data")
 
     def readout(self, local):
         """What compression reads of tied local factors: each unit's most responsible component
@@ -358,6 +377,7 @@ class MemoryBoundedHDP(MemoryBoundedVB):
     """
 
     move_registry = TIED_HDP_MOVES
+    clump_extra = ", and one count per document group kept"
 
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, gamma=1.0, max_groups=None, lifetime=None,
                  laps=100, tol=1e-6, refine=10, seed=0, moves=(), move_options=None, local_iters=100, local_tol=1e-3,
@@ -409,6 +429,13 @@ class MemoryBoundedHDP(MemoryBoundedVB):
 
     def memory_record(self, memory):
         return {"groups": memory.num_groups, "documents": memory.num_docs}
+
+    def room_needed(self, memory):
+        """As :meth:`MemoryBoundedVB.room_needed`, once :meth:`compress` has merged the document groups to at
+        most ``max_groups`` (each clump stores one count per group)."""
+        groups = memory.num_groups if self.max_groups is None else min(memory.num_groups, self.max_groups)
+        clump = memory.clump_cost() - memory.num_groups + groups
+        return memory.num_clumps * clump + memory.points.numel(), clump
 
     def partition_prior(self, posterior):
         """Eq. 30's document terms with the components' prior masses :math:`\\alpha E[\\beta_k]` (``split_prior=

@@ -253,3 +253,20 @@ def test_the_cli_fits_a_stream_within_its_memory(tmp_path, capsys):
     assert "needs --memory M" in capsys.readouterr().err
     assert main(["fit", str(tmp_path / "x.npy"), "--memory", "300"]) == 2
     assert "--memory needs --algo memory-bounded" in capsys.readouterr().err
+
+
+def test_a_bound_too_small_for_one_clump_is_refused_before_model_building(monkeypatch):
+    """memory_bound below one clump's numbers was found by compression, after the first epoch's model building
+    had run (0.6 s for 2,000 items of D = 10); it is refused before, naming the bound and the numbers needed.
+    A bound the data fit in as singlets needs no clump and is not refused."""
+    x = make_data("gauss", 400, D=10, seed=1, clusters=3).to(torch.float64)
+    family = pm.Gaussian.from_data(x)
+    built = []
+    real_build = MemoryBoundedVB.build
+    monkeypatch.setattr(MemoryBoundedVB, "build", lambda self, *a: built.append(1) or real_build(self, *a))
+    with pytest.raises(ValueError, match=r"memory_bound 50 cannot hold even one clump: epoch 0's memory takes 4000 "
+                                         r"numbers .* one clump 111 .*memory_bound to at least 111"):
+        MemoryBoundedVB(family, 3, memory_bound=50, epoch=400).fit(x)
+    assert built == []
+    fit = MemoryBoundedVB(family, 3, memory_bound=100, epoch=10, laps=2).fit(x[:10])  # 100 numbers as singlets
+    assert fit.clumps.num_singlets == 10 and built == [1]

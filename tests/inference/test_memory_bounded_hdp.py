@@ -302,3 +302,15 @@ def test_compression_runs_its_own_local_step_unless_it_reuses_model_buildings(mo
     x = torch.as_tensor(np.concatenate(groups))
     kept = fit.clumps.stats["xx"].sum(0) + scatter(family, fit.clumps.points)
     torch.testing.assert_close(kept, scatter(family, x), rtol=1e-10, atol=1e-6)
+
+
+def test_a_bound_too_small_for_one_clump_is_refused_before_model_building(monkeypatch):
+    """As for the DP mixture: a clump of the HDP stores its count, statistics and one count per document group
+    kept (max_groups), and a bound below that was found only by the first compression."""
+    groups, _ = gaussian_groups(0, num_groups=4, per_group=10)
+    family = pm.Gaussian.from_data(np.concatenate(groups))
+    D = groups[0].shape[1]
+    clump = 1 + D + D * D + 2  # count, statistics (x, xx) and 2 kept document groups
+    monkeypatch.setattr(MemoryBoundedHDP, "build", lambda *a: pytest.fail("model building ran"))
+    with pytest.raises(ValueError, match=f"memory_bound {clump - 1} cannot hold even one clump: .* one clump {clump} "):
+        MemoryBoundedHDP(family, 3, clump - 1, 4, max_groups=2).fit(groups)
