@@ -246,6 +246,8 @@ def test_the_cli_fits_a_stream_within_its_memory(tmp_path, capsys):
     assert out["algo"] == "memory-bounded" and len(out["epochs"]) == 5
     assert all(e["memory_used"] <= 300 and e["memory_bytes"] == 8 * e["memory_used"] for e in out["epochs"])
     assert out["elbo"] == out["epochs"][-1]["elbo"] and out["K"] == 4
+    # laps counts model building's laps (--laps bounds each epoch's), not the epochs as it did (5 here)
+    assert out["laps"] == sum(e["laps"] for e in out["epochs"]) > len(out["epochs"])
     assert (tmp_path / "run" / "model.pt").exists()
     text = capsys.readouterr()
     assert "memory-bounded VB: 5 epochs of 200 items" in text.out and "epoch 5: 900 items" in text.err

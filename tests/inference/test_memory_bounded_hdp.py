@@ -197,6 +197,7 @@ def test_the_cli_fits_grouped_data_within_its_memory(tmp_path):
     assert all(e["memory_used"] <= 400 and e["memory_bytes"] == 8 * e["memory_used"] and e["groups"] <= 5
                for e in out["epochs"])
     assert [e["documents"] for e in out["epochs"]] == [4, 8, 12] and out["epochs"][-1]["items"] == 480
+    assert out["laps"] == sum(e["laps"] for e in out["epochs"]) > len(out["epochs"])  # as the DP mixture's
     saved = np.load(tmp_path / "run" / "posterior.npz")
     assert saved["labels"].shape == (480,) and saved["means"].shape == (5, 2)
 

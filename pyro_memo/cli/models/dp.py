@@ -269,7 +269,8 @@ def _fit_memory_bounded(args, data, labels, description, family):
            "D": int(family.dim), "truncation": args.K, "memory": args.memory, "epoch": args.epoch,
            "lifetime": lifetime, "elbo": result.elbo, "elbo_trace": [r["elbo"] for r in result.epochs],
            "K": effective_k(weights), "weights": weights.tolist(), "epochs": result.epochs,
-           "seconds": time.perf_counter() - start, "alpha": float(post.sticks.alpha), "laps": len(result.epochs),
+           "seconds": time.perf_counter() - start, "alpha": float(post.sticks.alpha),
+           "laps": sum(r["laps"] for r in result.epochs),  # model building's, in all (--laps bounds each epoch's)
            "prior_scale": args.prior_scale, "prior": parse_prior(args.prior, args.family), "moves_on": bool(args.moves)}
     if labels is not None and len(labels) == len(pred):
         out["nmi"] = nmi(labels, pred)

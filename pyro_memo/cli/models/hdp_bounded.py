@@ -110,7 +110,8 @@ def fit_memory_bounded_hdp(args):
            "groups_seen": len(groups), "D": int(family.dim), "truncation": args.K, "memory": args.memory,
            "epoch": args.epoch, "max_groups": args.groups, "lifetime": lifetime, "elbo": result.elbo,
            "elbo_trace": [r["elbo"] for r in result.epochs], "K": int((weights > 0.01).sum()),
-           "weights": weights.tolist(), "epochs": result.epochs, "seconds": time.perf_counter() - start,
+           "weights": weights.tolist(), "epochs": result.epochs, "laps": sum(r["laps"] for r in result.epochs),
+           "seconds": time.perf_counter() - start,
            "alpha": float(post.alpha), "gamma": float(post.gamma)}
     if args.save:
         labels = np.concatenate([post.family.expected_log_lik(g, post.component).argmax(1).cpu().numpy()
