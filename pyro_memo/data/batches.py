@@ -255,17 +255,29 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
         :class:`~pyro_memo.data.ZarrBatches`), a dask array (:class:`~pyro_memo.data.DaskArrayBatches`), a list of rows
         (an array), an iterable of fixed batches, or a :class:`~pyro_memo.data.BatchSource`; not a scipy sparse matrix
         (:class:`TypeError`).
-    :param int num_batches: ``B`` (ignored for an iterable of batches or a source);
-        ``None``: one batch, or one per chunk of a zarr or dask array.
+    :param int num_batches: ``B``; ``None``: one batch, or one per chunk of a zarr or dask array. An iterable of
+        batches or a source keeps its own batches: ``None`` or their number, another a :class:`ValueError` (it was
+        ignored, silently).
     :param int shuffle_seed: permute in-memory items once before slicing (an array, a tensor, a ``.npz`` file or a
         memory-mapped array read into memory); :class:`ValueError` for data read in their own order (a ``.npy``
         path, a zarr or dask array, an iterable of batches, a source), which ignored it.
     """
     source = _source_of(data, num_batches, shuffle_seed)
+    if source is data or isinstance(source, ListBatches):
+        _check_own_count(source, num_batches)
     if shuffle_seed is not None and (source is data or not isinstance(source, ArrayBatches)):
         raise ValueError(f"shuffle_seed permutes data held in memory; {type(source).__name__} reads its batches in "
                          f"their own order (shuffle the data before writing them, or load them into an array)")
     return source
+
+
+def _check_own_count(source, num_batches):
+    """Raise :class:`ValueError` naming ``num_batches`` unless it is ``None`` or the number of ``source``'s fixed
+    batches (given as a list of batches or a source: ``fit([a, b], 5)`` fitted 2 batches)."""
+    if num_batches is not None and num_batches != source.num_batches:
+        raise ValueError(f"num_batches={num_batches!r}, but the data are {source.num_batches} batches already "
+                         f"({type(source).__name__}), which keep their own number: pass num_batches=None or "
+                         f"{source.num_batches}, or the items as one (N, D) array to cut into {num_batches!r}")
 
 
 def _source_of(data, num_batches, shuffle_seed):

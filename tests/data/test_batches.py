@@ -34,6 +34,22 @@ def test_fixed_batches_stay_batches():
     assert len(make_batches([x[:10], x[10:]])) == 2
 
 
+def test_num_batches_that_disagrees_with_fixed_batches_is_refused():
+    """make_batches([a, b], 5) and MemoizedVB.fit([a, b], 5) fitted 2 batches, the 5 silently ignored (as documented
+    then); a num_batches other than the given batches' number is a ValueError now, as for a sharded corpus (None
+    or the same number pass)."""
+    x = torch.randn(20, 2, dtype=torch.float64)
+    parts = [x[:10], x[10:]]
+    with pytest.raises(ValueError, match=r"num_batches=5, .* 2 batches .*pass num_batches=None or 2"):
+        make_batches(parts, 5)
+    source = make_batches(parts)
+    assert make_batches(parts, 2).num_batches == 2 and make_batches(source, 2) is source
+    with pytest.raises(ValueError, match=r"num_batches=3, .* 2 batches"):
+        make_batches(source, 3)
+    with pytest.raises(ValueError, match=r"num_batches=5, .* 2 batches"):
+        pm.MemoizedVB(pm.Gaussian.from_data(x), 2, laps=1).fit(parts, 5)
+
+
 @pytest.mark.parametrize("kind", [sp.csr_matrix, sp.coo_matrix, sp.csr_array])
 def test_a_sparse_matrix_is_refused_naming_the_dense_form(kind):
     x = np.random.default_rng(0).normal(size=(30, 2))
