@@ -73,6 +73,16 @@ def as_optional_positive_int(value, name):
     return None if value is None else as_positive_int(value, name)
 
 
+def check_own_batch_count(source, num_batches):
+    """Raise :class:`ValueError` naming ``num_batches`` unless it is ``None`` or the number of ``source``'s batches,
+    where the data come as fixed batches (a list of batches, a source, a graph's node batches) that keep their own
+    number: ``fit([a, b], 5)`` fitted 2 batches, the 5 silently ignored."""
+    if num_batches is not None and num_batches != source.num_batches:
+        raise ValueError(f"num_batches={num_batches!r}, but the data are {source.num_batches} batches already "
+                         f"({type(source).__name__}), which keep their own number: pass num_batches=None or "
+                         f"{source.num_batches}, or the data unbatched to cut into {num_batches!r}")
+
+
 def check_positive_finite(value, name):
     """Raise :class:`ValueError` naming ``name`` unless ``value`` (a number, a numpy or 0-d torch scalar) is
     positive and finite: "``name`` must be positive and finite" (an infinite concentration or prior turns

@@ -12,6 +12,7 @@ import os
 import numpy as np
 import torch
 
+from ..checks import check_own_batch_count
 from .batch_source import BatchSource, _bounds
 from .chunked import DaskArrayBatches, ZarrBatches, is_dask_array, is_zarr_array
 from .datasets import check_numeric_dtype, load_dataset
@@ -264,20 +265,11 @@ def make_batches(data, num_batches=None, shuffle_seed=None):
     """
     source = _source_of(data, num_batches, shuffle_seed)
     if source is data or isinstance(source, ListBatches):
-        _check_own_count(source, num_batches)
+        check_own_batch_count(source, num_batches)
     if shuffle_seed is not None and (source is data or not isinstance(source, ArrayBatches)):
         raise ValueError(f"shuffle_seed permutes data held in memory; {type(source).__name__} reads its batches in "
                          f"their own order (shuffle the data before writing them, or load them into an array)")
     return source
-
-
-def _check_own_count(source, num_batches):
-    """Raise :class:`ValueError` naming ``num_batches`` unless it is ``None`` or the number of ``source``'s fixed
-    batches (given as a list of batches or a source: ``fit([a, b], 5)`` fitted 2 batches)."""
-    if num_batches is not None and num_batches != source.num_batches:
-        raise ValueError(f"num_batches={num_batches!r}, but the data are {source.num_batches} batches already "
-                         f"({type(source).__name__}), which keep their own number: pass num_batches=None or "
-                         f"{source.num_batches}, or the items as one (N, D) array to cut into {num_batches!r}")
 
 
 def _source_of(data, num_batches, shuffle_seed):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
-from ..checks import as_count, as_positive_int, as_seed
+from ..checks import as_count, as_positive_int, as_seed, check_own_batch_count
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
@@ -136,6 +136,7 @@ class MemoizedRelational(MemoizedDriver):
     def make_source(self, data, num_batches):
         """A :class:`~pyro_memo.data.Graph` in ``num_batches`` fixed random batches of source nodes."""
         if isinstance(data, NodeBatches):
+            check_own_batch_count(data, num_batches)
             return data
         if not isinstance(data, Graph):
             raise TypeError(f"fit needs a pyro_memo.data.Graph; got {type(data).__name__} (an adjacency matrix "

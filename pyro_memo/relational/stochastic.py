@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, optimize_sticks, rho_from_weights
-from ..checks import as_count, as_positive_float, as_positive_int
+from ..checks import as_count, as_positive_float, as_positive_int, check_own_batch_count
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import StochasticDriver
@@ -182,7 +182,9 @@ class StochasticRelational(StochasticDriver):
         """The graph's links and unobserved pairs as tensors; ``num_batches`` steps per pass."""
         if not isinstance(data, (Graph, NodeBatches)):
             raise ValueError(f"fit needs a pyro_memo.data.Graph; got {type(data).__name__}")
-        if not isinstance(data, NodeBatches):
+        if isinstance(data, NodeBatches):
+            check_own_batch_count(data, num_batches)
+        else:
             if data.num_nodes < 2:
                 raise ValueError(f"a relational model needs at least 2 nodes; the graph has {data.num_nodes}")
             parts = random_parts(data.num_nodes, 1 if num_batches is None else num_batches, self.seed)  # 0 is no 1

@@ -171,3 +171,17 @@ def test_infinite_hyperparameters_and_bad_nonlink_rounds_are_named(kwargs, messa
         with pytest.raises(ValueError, match=message):
             cls(**kwargs)
     assert MemoizedRelational(nonlink_iters=0).nonlink_iters == 0  # no rounds: the factors stay as they start
+
+
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_num_batches_that_disagrees_with_given_node_batches_is_refused(stochastic):
+    """fit(NodeBatches of 2 batches, 5) fitted 2 batches (2 steps per pass for the stochastic model), the 5 silently
+    ignored; it is a ValueError naming num_batches now, as for a list of batches (None or 2 pass)."""
+    from pyro_memo.relational.stochastic import StochasticRelational
+
+    graph = assortative_graph(40, 2, alpha=0.05, seed=0)[0]
+    model = StochasticRelational(K=2, laps=1, seed=0) if stochastic else MemoizedRelational(K=2, laps=1, seed=0)
+    source = model.make_source(graph, 2)
+    with pytest.raises(ValueError, match=r"num_batches=5, .* 2 batches"):
+        model.fit(source, 5)
+    assert model.fit(source, 2).posterior.K == 2
