@@ -45,6 +45,7 @@ from .structure import (
     positional_names,
     probe_trace,
     single_plate,
+    sites_moved_by,
 )
 
 #: the supported HDP form, quoted in error messages
@@ -444,7 +445,7 @@ def _gamma_prior_of(site):
     return s1, s2
 
 
-def _latent_concentrations(model, args, kwargs, global_sites, T):
+def _latent_concentrations(model, args, kwargs, trace, global_sites, T):
     """The latent concentrations among the global sites: ``{"alpha": (site, prior), "gamma": (site, prior)}``
     (absent ones left out), identified by their wiring. Every global site that is neither a stick
     site nor a Dirichlet, and is outside every plate or scalar within its plates, must be one of them.
@@ -453,6 +454,7 @@ def _latent_concentrations(model, args, kwargs, global_sites, T):
     conditioned on a value ``v`` other than its traced one and every stick at 1/2 (so that
     :math:`\\beta_1 = 1/2` exactly): it is ``gamma`` if the sticks' second Beta parameter is ``v``
     everywhere, ``alpha`` if the document Dirichlet's first concentration is ``v / 2``.
+    Either must enter no other site than those (:func:`_refuse_concentration_elsewhere`).
     """
     extras = [s for s in global_sites if not isinstance(_base(s["fn"]), dist.Dirichlet) and not _is_stick_like(s, T)
               and (not s["cond_indep_stack"] or s["fn"].event_shape == ())]  # (event-shaped plated sites: the
@@ -491,12 +493,31 @@ def _latent_concentrations(model, args, kwargs, global_sites, T):
                 f"Dirichlet's alpha * beta {'do not follow' if not roles else 'both follow'} it); supported form: "
                 f"{CONCENTRATION_FORM}")
         role = roles[0]
+        _refuse_concentration_elsewhere(model, args, kwargs, trace, site, probe, role, sticks if role == "gamma"
+                                        else docs)
         if role in found:
             raise ModelStructureError(
                 f"sites '{found[role][0]['name']}' and '{name}' are both wired as the HDP's {role}; one latent "
                 f"{role} is supported: {CONCENTRATION_FORM}")
         found[role] = (site, prior)
     return found
+
+
+def _refuse_concentration_elsewhere(model, args, kwargs, trace, site, probe, role, followers):
+    """Raise :class:`ModelStructureError` if the latent concentration ``site`` (wired as ``role``: its
+    ``followers``, the sticks or the document weights, take it) enters another site (the topics' prior, the
+    other concentration's sites): q(alpha) / q(gamma) is learnt from its followers alone, and recognition would
+    read the other site at the one value the trace drew."""
+    name, own = site["name"], {s["name"] for s in followers}
+    others = [n for n in sites_moved_by(model, args, kwargs, trace, name, probe,
+                                        f"site '{name}' at another value (checking which sites it enters)")
+              if n not in own]
+    if others:
+        raise ModelStructureError(
+            f"site '{name}' is the HDP's latent {role} (site(s) {sorted(own)} take it), but it also enters site(s) "
+            f"{others}: pyro-memo learns q({role}) from {sorted(own)} alone, and would read {others} at one random "
+            f"draw of {role}. Use the latent {role} only there, and constants in the other sites' distributions: "
+            f"{CONCENTRATION_FORM}")
 
 
 def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites):
@@ -509,7 +530,7 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
         raise ModelStructureError(f"observed site '{obs['name']}' is {type(obs_fn).__name__}; an HDP topic model "
                                   f"observes word ids with Categorical(phi[z]). Supported HDP form: {HDP_FORM}")
     T = z_fn.probs.shape[-1]
-    latent = _latent_concentrations(model, args, kwargs, global_sites, T)
+    latent = _latent_concentrations(model, args, kwargs, trace, global_sites, T)
     taken = [site for site, _ in latent.values()]
     global_sites = [s for s in global_sites if not any(s is t for t in taken)]
     stick, gamma = _find_sticks(global_sites, T)

@@ -67,6 +67,7 @@ from .structure import (
     model_failure,
     plate_size_error,
     positional_names,
+    sites_moved_by,
 )
 from .wiring_check import verify_wiring
 
@@ -652,9 +653,10 @@ def _stick_concentration0(global_sites, T):
     return sticks[0], _base(sticks[0]["fn"]).concentration0.expand(sticks[0]["value"].shape)
 
 
-def _find_latent_alpha(model, args, kwargs, global_sites, T):
+def _find_latent_alpha(model, args, kwargs, trace, global_sites, T):
     """The latent DP concentration: the one other global site whose value the sticks' ``Beta(1, alpha)``
-    takes as ``alpha`` (checked by re-running the model with the site conditioned on another value).
+    takes as ``alpha`` (checked by re-running the model with the site conditioned on another value), and no
+    other site of ``trace`` (see :func:`_refuse_alpha_elsewhere`).
     Returns ``(site, (s1, s2))`` or ``(None, None)``; refuses another prior than a Gamma with one value
     (shape ``()`` or ``(1,)``, its dimension a batch or an event dimension), or the site inside a plate."""
     stick, c0 = _stick_concentration0(global_sites, T)
@@ -702,7 +704,24 @@ def _find_latent_alpha(model, args, kwargs, global_sites, T):
             f"site '{name}' looks like the DP concentration, but the stick site '{stick['name']}' does not take it "
             f"as its Beta(1, alpha) parameter; supported form: {ALPHA_FORM}"
         )
+    _refuse_alpha_elsewhere(model, args, kwargs, trace, name, probe, stick["name"])
     return found, (s1, s2)
+
+
+def _refuse_alpha_elsewhere(model, args, kwargs, trace, name, probe, stick):
+    """Raise :class:`ModelStructureError` if the latent alpha ``name`` enters another site than the sticks
+    ``stick`` (a component prior's rate, the observation's scale): q(alpha) is learnt from the sticks alone, and
+    recognition would read that site's parameters at the one value of alpha the trace drew."""
+    others = [n for n in sites_moved_by(model, args, kwargs, trace, name, probe,
+                                        f"site '{name}' at another value (checking which sites it enters)")
+              if n != stick]
+    if others:
+        raise ModelStructureError(
+            f"site '{name}' is the latent DP concentration (the sticks '{stick}' take it as their Beta(1, alpha) "
+            f"parameter), but it also enters site(s) {others}: pyro-memo learns q(alpha) from the sticks alone, and "
+            f"would read {others} at one random draw of alpha. Use the latent alpha only in the sticks, and constants "
+            f"in the other sites' distributions: {ALPHA_FORM}"
+        )
 
 
 def _refuse_latent_alpha(global_sites, stick_site, alpha):
@@ -920,7 +939,7 @@ def _recognize(model, args, kwargs, trace, dtype):
     global_sites = [s for s in latent if s is not z_site]
     if is_hdp(global_sites, T):
         return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
-    alpha_site, alpha_prior = _find_latent_alpha(model, args, kwargs, global_sites, T)
+    alpha_site, alpha_prior = _find_latent_alpha(model, args, kwargs, trace, global_sites, T)
     if alpha_site is not None:
         global_sites = [s for s in global_sites if s is not alpha_site]
     stick_site, alpha = _find_sticks(global_sites, T)

@@ -59,6 +59,25 @@ def probe_trace(model, args, kwargs, data, what):
         raise ModelStructureError(f"tracing the model with {what} raised {type(original).__name__}: {cause}") from err
 
 
+def sites_moved_by(model, args, kwargs, trace, name, value, what):
+    """The names of ``trace``'s sample sites whose log-density changes when ``model`` runs again with site ``name``
+    conditioned on ``value`` and every other site replayed from ``trace`` (plates' subsamples included): the sites
+    ``name`` enters, directly. ``name`` itself, plates and ``pyro.deterministic`` sites are left out; ``what`` names
+    the probe for :func:`probe_trace`'s error."""
+    probe = probe_trace(poutine.replay(model, trace=trace), args, kwargs, {name: value}, what)
+    moved = []
+    for site_name, site in trace.nodes.items():
+        if site["type"] != "sample" or site_name == name or site["infer"].get("_deterministic") \
+                or type(site["fn"]).__name__ == "_Subsample" or site_name not in probe.nodes:
+            continue
+        before = site["fn"].log_prob(site["value"]).double()
+        after = probe.nodes[site_name]["fn"].log_prob(site["value"]).double()
+        if before.shape != after.shape or not bool(torch.allclose(before, after, rtol=1e-6, atol=1e-9,
+                                                                  equal_nan=True)):
+            moved.append(site_name)
+    return moved
+
+
 def model_failure(err):
     """:func:`model_error` of an exception a traced model raised (call it while handling ``err``), but for
     pyro-memo's own errors (:class:`ModelStructureError`, ``NonFiniteDataError``: the model checked its data),

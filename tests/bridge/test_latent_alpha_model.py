@@ -66,6 +66,34 @@ def test_latent_alpha_is_recognised_with_its_gamma_prior(form):
     assert spec.alpha == pytest.approx(2.0) and spec.stick_site == "beta"
 
 
+def alpha_elsewhere(data, T=6, where="prior"):
+    """A latent alpha that also enters a component prior's rate (``where="prior"``) or the observation's scale
+    (``"obs"``)."""
+    alpha = pyro.sample("alpha", dist.Gamma(2.0, 1.0))
+    with pyro.plate("beta_plate", T - 1):
+        beta = pyro.sample("beta", dist.Beta(1.0, alpha))
+    with pyro.plate("components", T):
+        if where == "prior":
+            lam = pyro.sample("lam", dist.Gamma(2.0, alpha))
+            mu = pyro.sample("mu", dist.Normal(0.0, (0.01 * lam).rsqrt()))
+        else:
+            mu = pyro.sample("mu", dist.Normal(0.0, 5.0))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(beta)))
+        scale = lam[z].rsqrt() if where == "prior" else alpha
+        pyro.sample("obs", dist.Normal(mu[z], scale), obs=data)
+
+
+@pytest.mark.parametrize("where,site", [("prior", "lam"), ("obs", "obs")])
+def test_a_latent_alpha_entering_another_site_is_refused_naming_it(where, site):
+    """The prior's rate (or the known noise) was read at the one draw of alpha the trace took, a different
+    constant under every seed, and q(alpha) learnt from the sticks alone: now one error naming both sites."""
+    for seed in range(3):
+        pyro.set_rng_seed(seed)
+        with pytest.raises(pm.ModelStructureError, match=rf"site 'alpha' .* also enters site\(s\) \['{site}'\]"):
+            pm.recognize_model(alpha_elsewhere, clusters(2), where=where)
+
+
 @pytest.mark.parametrize("fit", ["vb", "memo"])
 def test_fits_learn_q_alpha_toward_the_data(fit):
     """Prior mean 1: eight well-separated clusters pull E_q[alpha] up, one cluster pulls it down."""
