@@ -88,9 +88,10 @@ def require_params(guide):
 
 
 def fingerprint(x):
-    """``(N, D, checksum)`` of a data tensor, as float64 (the checksum: 48 bits of a SHA-1 of its bytes)."""
+    """``(N, D, checksum)`` of a data tensor, as float64 (the checksum: 48 bits of a SHA-1 of its bytes, read as
+    bytes so that any dtype has one, ``bfloat16`` included, which numpy has not)."""
     x = torch.as_tensor(x).detach().cpu().contiguous()
-    digest = hashlib.sha1(x.numpy().tobytes()).hexdigest()
+    digest = hashlib.sha1(x.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
     d = x.shape[1] if x.dim() > 1 else 1
     return torch.tensor([x.shape[0], d, int(digest[:12], 16)], dtype=torch.float64)
 
