@@ -44,6 +44,7 @@ from .structure import (
     check_subsample,
     positional_names,
     probe_trace,
+    refuse_subsampled,
     single_plate,
     sites_moved_by,
 )
@@ -538,6 +539,8 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
         raise ModelStructureError(f"an HDP topic model needs a Beta(1, gamma) stick site in a plate of size K; "
                                   f"the assignment '{z_site['name']}' has one category. Supported HDP form: {HDP_FORM}")
     topic, doc_site = _topics_and_documents([s for s in global_sites if s is not stick], T)
+    for site, kind in ((stick, "stick"), (topic, "topic")):
+        refuse_subsampled(site, kind, f"the documents (plate '{next(iter(_plates(doc_site)), '?')}')")
     lam0, V = _read_lam0(topic, T)
     doc_plate, num_docs, subsample = _document_plate(doc_site, plates)
     alpha = _read_alpha(model, args, kwargs, stick, doc_site)

@@ -67,6 +67,7 @@ from .structure import (
     model_failure,
     plate_size_error,
     positional_names,
+    refuse_subsampled,
     sites_moved_by,
 )
 from .wiring_check import verify_wiring
@@ -939,6 +940,8 @@ def _recognize(model, args, kwargs, trace, dtype):
     global_sites = [s for s in latent if s is not z_site]
     if is_hdp(global_sites, T):
         return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
+    for site in global_sites:
+        refuse_subsampled(site, "global", f"the items (plate '{data_plate}')")
     alpha_site, alpha_prior = _find_latent_alpha(model, args, kwargs, trace, global_sites, T)
     if alpha_site is not None:
         global_sites = [s for s in global_sites if s is not alpha_site]

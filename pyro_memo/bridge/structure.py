@@ -132,6 +132,20 @@ def single_plate(site, what, form):
     return stack[0]
 
 
+def refuse_subsampled(site, kind, batches):
+    """Raise :class:`ModelStructureError` if the global ``site`` (``kind``: "global", "stick", "topic") sits in a
+    subsampled plate: its other indices would never be fitted, and recognition read the plate's subsample size as
+    the truncation, blaming another site. ``batches`` names the plate that may be subsampled instead."""
+    sub = [f for f in site["cond_indep_stack"] if f.full_size is not None and f.full_size != f.size]
+    if sub:
+        f = sub[0]
+        raise ModelStructureError(
+            f"{kind} site '{site['name']}' sits in plate '{f.name}' subsampled to {f.size} of its {f.full_size} "
+            f"indices; pyro-memo fits every index of a global plate at once and batches only {batches}: keep plate "
+            f"'{f.name}' whole, "
+            f"pyro.plate('{f.name}', {f.full_size}) without subsample or subsample_size")
+
+
 def _constant_over_components(t, event_dim, site, what):
     flat = t.reshape((-1,) + t.shape[t.dim() - event_dim:])
     if not bool(torch.allclose(flat, flat[:1].expand_as(flat), rtol=1e-10, atol=0)):

@@ -160,7 +160,37 @@ def logistic_topics(doc_of, words, D, V):
         pyro.sample("w", dist.Categorical(logits=logits[c]), obs=words)
 
 
+def subsampled_sticks(doc_of, words, D, V):
+    """Recognition read the sticks' subsample size (2) as K and blamed the topics: "topic site 'topic' must be in
+    a plate of size K + 1 = 3 (the assignment's categories); its plate 'topic_plate' has size 5"."""
+    with pyro.plate("top_sticks", K, subsample_size=2):
+        b = pyro.sample("b", dist.Beta(1.0, GAMMA))
+    with pyro.plate("topic_plate", K + 1):
+        topic = pyro.sample("topic", dist.Dirichlet(torch.full((V,), LAM0)))
+    with pyro.plate("doc_plate", D):
+        theta = pyro.sample("theta", dist.Dirichlet(ALPHA * weights(b)))
+    with pyro.plate("word_plate", len(doc_of)):
+        c = pyro.sample("c", dist.Categorical(theta[doc_of]))
+        pyro.sample("w", dist.Categorical(topic[c]), obs=words)
+
+
+def subsampled_topics(doc_of, words, D, V):
+    with pyro.plate("top_sticks", K):
+        b = pyro.sample("b", dist.Beta(1.0, GAMMA))
+    with pyro.plate("topic_plate", K + 1, subsample_size=2):
+        topic = pyro.sample("topic", dist.Dirichlet(torch.full((V,), LAM0)))
+    with pyro.plate("doc_plate", D):
+        theta = pyro.sample("theta", dist.Dirichlet(ALPHA * weights(b)))
+    with pyro.plate("word_plate", len(doc_of)):
+        c = pyro.sample("c", dist.Categorical(theta[doc_of]))
+        pyro.sample("w", dist.Categorical(topic[c.clamp(max=1)]), obs=words)
+
+
 @pytest.mark.parametrize("model,message", [
+    (subsampled_sticks, r"stick site 'b' sits in plate 'top_sticks' subsampled to 2 of its 4 .*keep plate "
+                        r"'top_sticks' whole"),
+    (subsampled_topics, r"topic site 'topic' sits in plate 'topic_plate' subsampled to 2 of its 5 .*batches only "
+                        r"the documents \(plate 'doc_plate'\)"),
     (wrong_document_prior, r"document-weight site 'theta'.*alpha \* beta.*site 'b'"),
     (wrong_token_documents, r"assignment site 'c'.*pi\[doc\] of site 'theta'.*Supported HDP form"),
     (wrong_word_topics, r"observed site 'w'.*log phi\[z, word\].*'topic'"),

@@ -252,7 +252,33 @@ def scalar_data_vector_components(data, T=4):
         pyro.sample("x", dist.Bernoulli(p[z][..., 0]), obs=data)
 
 
+def subsampled_sticks(data, T=4):
+    """Recognition read the sticks' subsample size (2) as T - 1 and blamed the components: "site 'p' must be a
+    component parameter in one plate of size T = 3; it is in [('components', 4)]"."""
+    with pyro.plate("sticks", T - 1, subsample_size=2):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T):
+        p = pyro.sample("p", dist.Beta(2.0, 2.0))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Bernoulli(p[z]), obs=data)
+
+
+def subsampled_components(data, T=4):
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T, subsample_size=2):
+        p = pyro.sample("p", dist.Beta(2.0, 2.0))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Bernoulli(p[z.clamp(max=1)]), obs=data)
+
+
 @pytest.mark.parametrize("model,data,message", [
+    (subsampled_sticks, binary, r"global site 'v' sits in plate 'sticks' subsampled to 2 of its 3 .*keep plate "
+                                r"'sticks' whole"),
+    (subsampled_components, binary, r"global site 'p' sits in plate 'components' subsampled to 2 of its 4 "
+                                    r".*batches only the items \(plate 'data'\)"),
     (param_alpha, binary, r"site 'alpha' is a pyro.param.*pass a constant.*Gamma prior.*dist.Gamma\(s1, s2\)"),
     (param_rate, counts, r"site 'rate_b' is a pyro.param.*pass a constant tensor"),
     (lognormal_alpha, binary, r"'alpha' is a latent DP concentration with a LogNormal prior.*Gamma\(s1, s2\)"),
