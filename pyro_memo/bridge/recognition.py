@@ -50,6 +50,7 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 
+from ..checks import as_index_tensor
 from ..families import FAMILIES
 from ..families._wishart import quiet_wishart
 from ..families.base import NonFiniteDataError, check_finite
@@ -138,10 +139,20 @@ class ModelSpec(ArgumentReader):
         if index is not None:
             x = x[index.to(x.device)]
         if self.one_hot:
-            x = torch.nn.functional.one_hot(x.long(), self.family.dim)
+            x = self.one_hot_rows(x)
         elif self.scalar and x.dim() == 1:
             x = x.unsqueeze(-1)
         return self.family.check_data(x)
+
+    def one_hot_rows(self, x):
+        """The category ids ``x`` of a ``Categorical`` observation as one-hot rows over the family's ``D``
+        categories; a :class:`ValueError` naming the observed site for an id outside ``[0, D)`` or a fraction
+        (torch's one_hot said only "Class values must be smaller than num_classes", and ``.long()`` truncated 1.5
+        to 1)."""
+        D = self.family.dim
+        ids = as_index_tensor(x, D, f"the category ids observed at site '{self.obs_site}' (a Categorical over "
+                                    f"{D} categories)")
+        return torch.nn.functional.one_hot(ids, D)
 
     def raw_data(self, args, kwargs):
         """The data argument of this call, as passed."""

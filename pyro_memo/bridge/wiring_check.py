@@ -43,7 +43,10 @@ def verify_wiring(model, args, kwargs, spec, trace):
         z = z[..., 0]
     obs = trace.nodes[spec.obs_site]
     x = obs["value"]
-    x_fam = torch.nn.functional.one_hot(x.long(), fam.dim) if spec.one_hot else x
+    try:
+        x_fam = spec.one_hot_rows(x) if spec.one_hot else x
+    except ValueError as err:  # the data's category ids, not the model's structure
+        raise ModelStructureError(str(err)) from err
     if spec.scalar:
         x_fam = x_fam.unsqueeze(-1)
     per_item = {role: index_components(theta[role], z, ev) for role, ev in sites.roles.items()}

@@ -128,6 +128,24 @@ def test_categorical_tokens_are_one_hot_multinomial():
     assert result.elbo == pytest.approx(reference.elbo, rel=1e-8)
 
 
+@pytest.mark.parametrize("bad,says", [([0, 1, 5], r"must lie in \[0, 4\); found \[0, 5\]"),
+                                      ([0, -1, 2], r"must lie in \[0, 4\); found \[-1, 2\]"),
+                                      ([0.0, 1.5, 2.0], "must be whole-number ids")])
+def test_category_ids_outside_the_categories_are_refused_naming_the_site(bad, says):
+    """A category id >= V or < 0 failed in the guide with torch's bare 'Class values must be smaller than
+    num_classes' (recognition wrapped it as 'pyro-memo could not read this model'), and 1.5 was truncated to 1
+    by the guide without a word."""
+    pyro.clear_param_store()
+    g = torch.Generator().manual_seed(2)
+    guide = pm.fit_vb(token_model, torch.randint(0, 4, (60,), generator=g)).guide
+    message = rf"category ids observed at site 'w' \(a Categorical over 4 categories\) {says}"
+    with pytest.raises(ValueError, match=message):
+        guide(torch.tensor(bad))
+    pyro.clear_param_store()
+    with pytest.raises(pm.ModelStructureError, match=message):
+        pm.fit_vb(token_model, torch.tensor(bad))
+
+
 def test_subsampled_data_plate_is_recognised_and_guided():
     pyro.clear_param_store()
     x = make_data("bern", 50, D=3, seed=3).float()
