@@ -51,7 +51,7 @@ def verify_wiring(model, args, kwargs, spec, trace):
         x_fam = x_fam.unsqueeze(-1)
     per_item = {role: index_components(theta[role], z, ev) for role, ev in sites.roles.items()}
     ours = fam.log_density(x_fam.double(), per_item)
-    theirs = _observed_log_prob(spec, obs).double()
+    theirs = _observed_log_prob(spec, obs, x_fam).double()
     if spec.obs_features is not None:  # features as a nested plate: their log_probs sum to the event's
         theirs = theirs.sum(-1)
     if not _close(ours, theirs.expand(ours.shape), model_dtype):
@@ -72,16 +72,44 @@ def verify_wiring(model, args, kwargs, spec, trace):
         )
 
 
-def _observed_log_prob(spec, obs):
+def _observed_log_prob(spec, obs, x_fam):
     """The observed site's own ``log_prob`` of its value, else a :class:`ModelStructureError` naming the site and
-    the value's dtype: Pyro's ``Bernoulli`` cannot score integer or bool data (torch's "result type Float can't be
-    cast to the desired output type Long" came out), so neither could any ELBO of the model."""
+    why Pyro cannot score it either: the value's dtype (Pyro's ``Bernoulli`` cannot score integer or bool data;
+    torch's "result type Float can't be cast to the desired output type Long" came out), or, where the dtype is
+    not the cause, values outside the observation's support (:func:`_outside_support`)."""
     x = obs["value"]
     try:
         return obs["fn"].log_prob(x)
     except (RuntimeError, TypeError, ValueError) as err:
         dtype = spec.extra["model_dtype"]
+        kind = type(_base(obs["fn"])).__name__
+        if not _scores_as(obs["fn"], x, dtype):
+            raise ModelStructureError(
+                f"observed site '{spec.obs_site}': its observed value lies outside the support of its {kind} "
+                f"({_outside_support(spec, obs, x_fam)}), so Pyro cannot score the model either: pass data the "
+                f"observation can take") from err
         raise ModelStructureError(
-            f"observed site '{spec.obs_site}': its {type(_base(obs['fn'])).__name__}.log_prob fails on the observed "
+            f"observed site '{spec.obs_site}': its {kind}.log_prob fails on the observed "
             f"value of dtype {x.dtype} ({type(err).__name__}: {err}), so Pyro cannot score the model either; pass the "
             f"data as floats, e.g. data.to({dtype})") from err
+
+
+def _scores_as(fn, x, dtype):
+    """Whether ``fn`` scores ``x`` once it is cast to ``dtype`` (so the value's dtype was what it could not take)."""
+    if x.dtype == dtype:
+        return False
+    try:
+        fn.log_prob(x.to(dtype))
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _outside_support(spec, obs, x_fam):
+    """Which observed values fall outside the support: the family's own data check's words (e.g. "poisson data
+    must be non-negative counts; found 25 negative entries"), else the support's name."""
+    try:
+        spec.family.check_data(x_fam)
+    except ValueError as err:
+        return str(err)
+    return f"its support is {obs['fn'].support}"

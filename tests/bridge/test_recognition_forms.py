@@ -305,6 +305,20 @@ def test_data_the_observation_cannot_score_are_refused_naming_the_site_and_the_d
         pm.recognize_model(bernoulli_1d, data)
 
 
+@pytest.mark.parametrize("model,data,says", [
+    (bernoulli_1d, lambda: 2 * binary(), r"Bernoulli \(bern data must be binary \(0/1\); found other values\)"),
+    (poisson_tutorial, lambda: counts() - 100, r"Poisson \(poisson data must be non-negative counts; found \d+ "),
+    (bernoulli_1d, lambda: (2 * binary()).long(), r"Bernoulli \(bern data must be binary"),
+])
+def test_data_outside_the_observation_support_are_refused_naming_the_values(model, data, says):
+    """Float data outside the support (a 2 for a Bernoulli, negative counts) were refused with the advice to
+    'pass the data as floats, e.g. data.to(torch.float64)', which they were, and a dump of the values."""
+    with pytest.raises(pm.ModelStructureError, match=r"observed site '(x|obs)': its observed value lies outside the "
+                                                     rf"support of its {says}") as err:
+        pm.recognize_model(model, data())
+    assert "data.to(" not in str(err.value) and "tensor(" not in str(err.value)
+
+
 def test_scalar_model_fits_memoized_as_its_column_form():
     pyro.clear_param_store()
     x = counts(60, seed=2)
