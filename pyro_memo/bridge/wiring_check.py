@@ -1,8 +1,12 @@
 """Numerical checks that a recognised model really is the DP mixture its spec describes."""
 
+from contextlib import contextmanager
+
 import torch
+from pyro import poutine
 
 from ..allocation import stick_breaking_weights
+from ..families.base import NonFiniteDataError
 from ..models.component_sites import index_components
 from .structure import ModelStructureError, _base, probe_trace
 
@@ -17,9 +21,7 @@ def verify_wiring(model, args, kwargs, spec, trace):
 
     :raises ModelStructureError: naming the site whose numbers disagree.
     """
-    fam = spec.family
     model_dtype = spec.extra["model_dtype"]
-    sites = spec.sites
     # 1. assignment probabilities are the stick-breaking weights of the sticks
     if spec.stick_site is not None:
         v = torch.rand(spec.T - 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -34,10 +36,68 @@ def verify_wiring(model, args, kwargs, spec, trace):
                 f"assignment site '{spec.assignment_site}': its probabilities are not the stick-breaking "
                 f"weights w_k = v_k prod_(l<k) (1 - v_l) of site '{spec.stick_site}' (with v_T = 1)"
             )
-    # 2. the observation's log_prob is the family's log-density at z-indexed parameters
+    retrace = []  # the float64 re-run, made once, where a check needs it
+    for check in (_check_likelihood, _check_prior):
+        try:
+            check(spec, trace)
+        except ModelStructureError as err:
+            # a float32 model scores an ill-conditioned draw (a Wishart of df = D) with rounding errors beyond the
+            # float32 tolerance: check the same values again, the model run on them in float64
+            if not retrace:
+                retrace.append(_float64_trace(model, args, kwargs, spec, trace))
+            if retrace[0] is None:
+                raise
+            try:
+                with _default_dtype(torch.float64):
+                    check(spec, retrace[0])
+            except (RuntimeError, TypeError, ValueError):  # a mismatch again, or a model that mixes dtypes so
+                raise err from None
+
+
+@contextmanager
+def _default_dtype(dtype):
+    """Run with torch's default dtype ``dtype`` (a model's constants, ``torch.eye(D)``, Python floats turned into
+    a distribution's parameters, are made in it), then put the caller's back."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _float64_trace(model, args, kwargs, spec, trace):
+    """``model`` re-run on ``trace``'s latent values cast to float64 (its subsamples replayed) under the default
+    dtype float64, so that its distributions compute in float64; ``None`` for a float64 model, or where the model
+    does not run so."""
+    if spec.extra["model_dtype"] == torch.float64:
+        return None
+    data = {name: site["value"].double() for name, site in trace.nodes.items()
+            if site["type"] == "sample" and not site["is_observed"] and torch.is_tensor(site["value"])
+            and site["value"].is_floating_point() and type(site["fn"]).__name__ != "_Subsample"}
+    try:
+        with _default_dtype(torch.float64):
+            return probe_trace(poutine.replay(model, trace=trace), args, kwargs, data, "its draws in float64")
+    except (ModelStructureError, NonFiniteDataError):
+        return None
+
+
+def _theta(spec, trace):
+    """The component sites' values in ``trace``, as float64 in the family's form (scalar data: ``(T, 1)``)."""
     theta = {role: trace.nodes[name]["value"].double() for role, name in spec.param_sites.items()}
     if spec.scalar:  # scalar (N,) data and (T,) component sites: the family's D = 1 form
         theta = {role: value.unsqueeze(-1) for role, value in theta.items()}
+    return theta
+
+
+def _check_likelihood(spec, trace):
+    """Check 2 of :func:`verify_wiring` at the values of ``trace``: the observation's log_prob is the family's
+    log-density at the assignment-indexed component parameters.
+
+    :raises ModelStructureError: naming the observed site.
+    """
+    fam, model_dtype, sites = spec.family, spec.extra["model_dtype"], spec.sites
+    theta = _theta(spec, trace)
     z = trace.nodes[spec.assignment_site]["value"]
     if spec.dim("data") == -2:  # the data plate left of a nested feature plate: z has shape (N, 1)
         z = z[..., 0]
@@ -60,7 +120,15 @@ def verify_wiring(model, args, kwargs, spec, trace):
             f"with component parameters {sorted(spec.param_sites.values())} indexed by "
             f"'{spec.assignment_site}' (max difference {float((ours - theirs).abs().max()):.3g})"
         )
-    # 3. the component sites' prior is the family's conjugate prior
+
+
+def _check_prior(spec, trace):
+    """Check 3 of :func:`verify_wiring` at the values of ``trace``: the component sites' log_prob is the family's
+    conjugate prior read from them.
+
+    :raises ModelStructureError: naming the component sites.
+    """
+    fam, model_dtype, theta = spec.family, spec.extra["model_dtype"], _theta(spec, trace)
     ours = fam.log_prior_density(theta).sum()
     theirs = sum(trace.nodes[name]["fn"].log_prob(trace.nodes[name]["value"]).double().sum()
                  for name in spec.param_sites.values())
