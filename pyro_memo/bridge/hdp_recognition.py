@@ -44,6 +44,7 @@ from .structure import (
     check_subsample,
     positional_names,
     probe_trace,
+    refuse_sequential,
     refuse_subsampled,
     single_plate,
     sites_moved_by,
@@ -531,6 +532,8 @@ def recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
         raise ModelStructureError(f"observed site '{obs['name']}' is {type(obs_fn).__name__}; an HDP topic model "
                                   f"observes word ids with Categorical(phi[z]). Supported HDP form: {HDP_FORM}")
     T = z_fn.probs.shape[-1]
+    for site in global_sites:
+        refuse_sequential(site, "global")
     latent = _latent_concentrations(model, args, kwargs, trace, global_sites, T)
     taken = [site for site, _ in latent.values()]
     global_sites = [s for s in global_sites if not any(s is t for t in taken)]

@@ -68,6 +68,7 @@ from .structure import (
     model_failure,
     plate_size_error,
     positional_names,
+    refuse_sequential,
     refuse_subsampled,
     sites_moved_by,
 )
@@ -952,6 +953,7 @@ def _recognize(model, args, kwargs, trace, dtype):
     if is_hdp(global_sites, T):
         return recognize_hdp(model, args, kwargs, trace, plates, obs, z_site, global_sites)
     for site in global_sites:
+        refuse_sequential(site, "global")
         refuse_subsampled(site, "global", f"the items (plate '{data_plate}')")
     alpha_site, alpha_prior = _find_latent_alpha(model, args, kwargs, trace, global_sites, T)
     if alpha_site is not None:

@@ -132,6 +132,22 @@ def single_plate(site, what, form):
     return stack[0]
 
 
+def refuse_sequential(site, kind):
+    """Raise :class:`ModelStructureError` if the global ``site`` (``kind`` as in :func:`refuse_subsampled`) sits in a
+    sequential plate (``for k in pyro.plate(...)``, one site per index): recognition counted each index's site as
+    another site ("found ['v_0', 'v_1', ...]", or the components' family "needs sites of types ['Normal']; found
+    {'mu_0': 'Normal', ...}"), never naming the plate."""
+    seq = [f for f in site["cond_indep_stack"] if not f.vectorized]
+    if seq:
+        f = seq[0]
+        stem = re.sub(r"[_\W]*\d+$", "", site["name"]) or site["name"]
+        raise ModelStructureError(
+            f"{kind} site '{site['name']}' sits in the sequential plate '{f.name}' (`for i in pyro.plate(...)`, one "
+            f"site per index); pyro-memo reads each global plate as one vectorised site: write it "
+            f"`with pyro.plate('{f.name}', {f.full_size or f.size}): {stem} = pyro.sample('{stem}', ...)`, one site "
+            f"for all its indices")
+
+
 def refuse_subsampled(site, kind, batches):
     """Raise :class:`ModelStructureError` if the global ``site`` (``kind``: "global", "stick", "topic") sits in a
     subsampled plate: its other indices would never be fitted, and recognition read the plate's subsample size as

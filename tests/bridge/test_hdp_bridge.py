@@ -186,7 +186,21 @@ def subsampled_topics(doc_of, words, D, V):
         pyro.sample("w", dist.Categorical(topic[c.clamp(max=1)]), obs=words)
 
 
+def sequential_topics(doc_of, words, D, V):
+    with pyro.plate("top_sticks", K):
+        b = pyro.sample("b", dist.Beta(1.0, GAMMA))
+    topic = torch.stack([pyro.sample(f"topic_{k}", dist.Dirichlet(torch.full((V,), LAM0)))
+                         for k in pyro.plate("topic_plate", K + 1)])
+    with pyro.plate("doc_plate", D):
+        theta = pyro.sample("theta", dist.Dirichlet(ALPHA * weights(b)))
+    with pyro.plate("word_plate", len(doc_of)):
+        c = pyro.sample("c", dist.Categorical(theta[doc_of]))
+        pyro.sample("w", dist.Categorical(topic[c]), obs=words)
+
+
 @pytest.mark.parametrize("model,message", [
+    (sequential_topics, r"site 'topic_0' sits in the sequential plate 'topic_plate' .*`with "
+                        r"pyro.plate\('topic_plate', 5\): topic = pyro.sample\('topic', ...\)`"),
     (subsampled_sticks, r"stick site 'b' sits in plate 'top_sticks' subsampled to 2 of its 4 .*keep plate "
                         r"'top_sticks' whole"),
     (subsampled_topics, r"topic site 'topic' sits in plate 'topic_plate' subsampled to 2 of its 5 .*batches only "

@@ -274,7 +274,34 @@ def subsampled_components(data, T=4):
         pyro.sample("x", dist.Bernoulli(p[z.clamp(max=1)]), obs=data)
 
 
+def sequential_sticks(data, T=4):
+    """Sticks drawn one by one in a sequential plate: recognition said "expected one Beta(1, alpha) stick site ...;
+    found ['v_0', 'v_1', 'v_2']", naming no plate and no form."""
+    v = torch.stack([pyro.sample(f"v_{k}", dist.Beta(1.0, 1.0)) for k in pyro.plate("sticks", T - 1)])
+    with pyro.plate("components", T):
+        p = pyro.sample("p", dist.Beta(2.0, 2.0))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Bernoulli(p[z]), obs=data)
+
+
+def sequential_components(data, T=4):
+    """Components drawn one by one: "component site 'p_0' must be a univariate Normal / Gamma / Beta of shape (T,)
+    = (4,); it is Beta of shape ()" (with (N, D) data: "the known-diag-gauss family needs component sites of types
+    ['Normal']; found {'mu_0': 'Normal', ...}", sites of just that type)."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    p = torch.stack([pyro.sample(f"p_{k}", dist.Beta(2.0, 2.0)) for k in pyro.plate("components", T)])
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Bernoulli(p[z]), obs=data)
+
+
 @pytest.mark.parametrize("model,data,message", [
+    (sequential_sticks, binary, r"site 'v_0' sits in the sequential plate 'sticks' .*`with pyro.plate\('sticks', "
+                                r"3\): v = pyro.sample\('v', ...\)`"),
+    (sequential_components, binary, r"site 'p_0' sits in the sequential plate 'components' .*`with "
+                                    r"pyro.plate\('components', 4\): p = pyro.sample\('p', ...\)`"),
     (subsampled_sticks, binary, r"global site 'v' sits in plate 'sticks' subsampled to 2 of its 3 .*keep plate "
                                 r"'sticks' whole"),
     (subsampled_components, binary, r"global site 'p' sits in plate 'components' subsampled to 2 of its 4 "
