@@ -1140,8 +1140,13 @@ def _component_plate(comp, T):
     for name, site in comp.items():
         sizes = [(f.name, f.size) for f in site["cond_indep_stack"]]
         if len(sizes) != 1 or sizes[0][1] != T:
+            where = f"it is in plates {sizes}" if sizes else (
+                f"it is in no plate (its {T} components written as one event of shape "
+                f"{tuple(site['fn'].event_shape)}, .to_event)")
             raise ModelStructureError(
-                f"site '{name}' must be a component parameter in one plate of size T = {T}; it is in {sizes}"
+                f"site '{name}' must be a component parameter in one plate of size T = {T}; {where}. Supported: "
+                f"with pyro.plate('components', {T}): {name} = pyro.sample('{name}', prior), the prior of one "
+                f"component (.to_event(1) for its vector of D, not for the T components)"
             )
         names.add(sizes[0][0])
     if len(names) != 1:

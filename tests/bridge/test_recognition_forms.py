@@ -297,7 +297,20 @@ def sequential_components(data, T=4):
         pyro.sample("x", dist.Bernoulli(p[z]), obs=data)
 
 
+def components_as_one_event(data, T=4):
+    """The T components written as one event outside any plate: "site 'p' must be a component parameter in one
+    plate of size T = 4; it is in []", without the form."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    p = pyro.sample("p", dist.Beta(torch.full((T,), 2.0), 2.0).to_event(1))
+    with pyro.plate("data", data.shape[0]):
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Bernoulli(p[z]), obs=data)
+
+
 @pytest.mark.parametrize("model,data,message", [
+    (components_as_one_event, binary, r"site 'p' .* it is in no plate \(its 4 components written as one event of "
+                                      r"shape \(4,\), .to_event\). Supported: with pyro.plate\('components', 4\)"),
     (sequential_sticks, binary, r"site 'v_0' sits in the sequential plate 'sticks' .*`with pyro.plate\('sticks', "
                                 r"3\): v = pyro.sample\('v', ...\)`"),
     (sequential_components, binary, r"site 'p_0' sits in the sequential plate 'components' .*`with "
