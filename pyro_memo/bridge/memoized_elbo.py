@@ -11,6 +11,7 @@ from ..memo import SummaryCache
 from .closed_form_optimizer import mark_closed_form, take_pending
 from .guide import DPMixtureGuide
 from .hdp_guide import HDPGuide
+from .param_store import same_model
 from .relational_guide import RelationalGuide
 from .structure import batch_key, check_subsample
 
@@ -89,7 +90,7 @@ class MemoizedELBO(ELBO):
         if not isinstance(guide, (DPMixtureGuide, HDPGuide, RelationalGuide)):
             raise TypeError(f"MemoizedELBO needs a pyro_memo.DPMixtureGuide, HDPGuide or RelationalGuide; got "
                             f"{type(guide).__name__}")
-        if guide.model is not model:
+        if not same_model(guide.model, model):
             raise ValueError(f"the {type(guide).__name__} was built for a different model than the one passed to SVI")
         guide.setup(*args, **kwargs)
 

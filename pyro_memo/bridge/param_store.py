@@ -7,7 +7,8 @@ class's ``__qualname__`` (an instance such as :class:`~pyro_memo.DPMixtureModel`
 distinct model object with the same name alive in the same process gets ``"memo.<name>.1"``,
 then ``".2"``, ...; so the prefix is the same from run to run of a script that builds its
 models in the same order, and two models fitted one after the other keep their own parameters.
-Guides of the *same* model object share the prefix (a second guide continues the first).
+Guides of the *same* model object share the prefix (a second guide continues the first); so do guides of one
+bound method of one object (``obj.model``, a new bound method object at every access).
 
 **Warm starts.** Parameters already in the store under the prefix are reused (a warm start)
 when their shapes are those the model needs now (``K`` components of dimension ``D``);
@@ -20,6 +21,7 @@ itself (``Predictive``, ``Trace_ELBO`` on new data) never warns: that is predict
 """
 
 import hashlib
+import inspect
 import itertools
 import warnings
 import weakref
@@ -35,10 +37,18 @@ class WarmStartWarning(UserWarning):
 
 
 def _ref(model):
+    """A weak reference to ``model``: a :class:`weakref.WeakMethod` for a bound method (``obj.model`` is a new
+    object at every access, which a plain weak reference lets die at once), else a plain one, else ``model``."""
     try:
-        return weakref.ref(model)
+        return weakref.WeakMethod(model) if inspect.ismethod(model) else weakref.ref(model)
     except TypeError:
         return lambda: model
+
+
+def same_model(a, b):
+    """Whether ``a`` and ``b`` are the same model: the same object, or the same bound method of the same object
+    (``obj.model`` makes a new bound method object at every access; they compare equal)."""
+    return a is b or (inspect.ismethod(a) and inspect.ismethod(b) and a == b)
 
 
 def default_prefix(model):
@@ -50,7 +60,7 @@ def default_prefix(model):
         prefix = f"memo.{name}" if i == 0 else f"memo.{name}.{i}"
         owner = _PREFIXES.get(prefix)
         current = None if owner is None else owner()
-        if current is None or current is model:
+        if current is None or same_model(current, model):
             _PREFIXES[prefix] = _ref(model)
             return prefix
 

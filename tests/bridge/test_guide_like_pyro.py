@@ -275,6 +275,30 @@ def test_warm_start_from_other_data_warns_and_same_data_does_not():
         guide(blobs(5, 5, seed=9))
 
 
+class MixtureOfBlobs:
+    """A model written as a method, as Pyro users write models on classes: ``obj.model`` is a new bound method
+    object at every access."""
+
+    def model(self, data, batch=None):
+        return model(data, batch)
+
+
+def test_a_model_written_as_a_method_is_one_model():
+    """SVI(obj.model, DPMixtureGuide(obj.model), ClosedFormOptimizer(), MemoizedELBO()) refused its first step with
+    'the DPMixtureGuide was built for a different model than the one passed to SVI', and a fit of obj.model beside
+    a guide of obj.model stored its parameters under another prefix ('memo.MixtureOfBlobs.model.1')."""
+    pyro.clear_param_store()
+    data, obj = blobs(30, 30, seed=5), MixtureOfBlobs()
+    guide = pm.DPMixtureGuide(obj.model)
+    svi = SVI(obj.model, guide, pm.ClosedFormOptimizer(), pm.MemoizedELBO())
+    for _ in range(3):
+        for batch in torch.arange(60).split(30):
+            svi.step(data, batch)
+    fitted = pm.fit_vb(obj.model, data)
+    assert fitted.guide.prefix == guide.prefix == "memo.MixtureOfBlobs.model"
+    assert pm.DPMixtureGuide(MixtureOfBlobs().model).prefix == "memo.MixtureOfBlobs.model.1"  # another object
+
+
 def test_bfloat16_data_are_fingerprinted_and_fitted_as_their_values():
     """numpy has no bfloat16: the data fingerprint failed with torch's raw 'Got unsupported ScalarType BFloat16'
     before the first iteration of fit_vb (and of every guide's setup); the fit is now the fit of the same values
