@@ -355,7 +355,8 @@ def _find_data_arg(args, kwargs, obs, subsample, site=None, rows=None):
                 f"item's features go in .to_event(1) or an inner feature plate")
     raise ModelStructureError(
         f"the observed data must be passed to the model as an argument (positional or keyword); no argument "
-        f"matches the value of {name}"
+        f"matches the value of {name}. Data fixed by pyro.condition(model, data={{...}}) or read from a global "
+        f"variable are no argument: write model(data) with pyro.sample(..., obs=data) ({DATA_PLATE_FORM})"
     )
 
 

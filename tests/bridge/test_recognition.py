@@ -338,6 +338,26 @@ def test_unsupported_models_raise_named_errors(model, arg, message):
         pm.recognize_model(model, data)
 
 
+def test_data_fixed_by_pyro_condition_are_refused_with_the_argument_form():
+    """Pyro's idiom pyro.condition(model, data={"x": x}) on a generative model(N): the refusal said only that no
+    argument matches the observed value, not that a conditioned value is no argument, nor the form."""
+
+    def generative(N, T=3):
+        with pyro.plate("sticks", T - 1):
+            v = pyro.sample("v", dist.Beta(1.0, 1.0))
+        with pyro.plate("components", T):
+            mu = pyro.sample("mu", dist.Normal(torch.zeros(2), 3.0).to_event(1))
+        with pyro.plate("data", N):
+            z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+            pyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1))
+
+    x = torch.randn(20, 2)
+    with pytest.raises(pm.ModelStructureError, match=r"no argument matches the value of observed site 'x'. Data "
+                                                     r"fixed by pyro.condition\(model, data=\{...\}\) .* write "
+                                                     r"model\(data\) with pyro.sample\(..., obs=data\)"):
+        pm.fit_vb(pyro.condition(generative, data={"x": x}), len(x))
+
+
 def test_pyros_minibatch_idiom_is_refused_with_the_batch_form():
     """``model(batch, N)`` observing the batch itself under ``pyro.plate('data', N, subsample_size=B)``: Pyro's
     random indices do not index the batch (an IndexError, or a silent mismatch, before)."""
