@@ -63,3 +63,37 @@ def test_bad_cluster_settings_get_one_clear_error(tmp_path, capsys, extra, messa
     assert main(argv + extra) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_process_group_stops_a_fit_on_local_workers_after_the_lap(tmp_path):
+    """A terminal's Ctrl-C reaches the whole foreground process group, the worker processes of
+    ``--workers N`` included: they must leave it to the command, which stops after the lap with its
+    checkpoint and JSON (the workers took it as their own KeyboardInterrupt and died, and the fit
+    ended in a lost-worker RuntimeError's traceback, without the JSON)."""
+    import os
+    import pathlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    save, out = tmp_path / "save", tmp_path / "part.json"
+    argv = ["fit", "digits", "--algo", "memo", "--K", "12", "--batches", "6", "--laps", "500", "--tol", "0",
+            "--quiet", "--workers", "2", "--save", str(save), "--json", str(out)]
+    process = subprocess.Popen([sys.executable, "-m", "pyro_memo.cli", *argv], start_new_session=True,
+                               env=dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (save / "state.pt").exists():
+        assert time.time() < deadline and process.poll() is None, "no checkpoint appeared"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "lost with a Dask worker" not in err, err
+    from pyro_memo.memo import load_state
+
+    laps = load_state(save / "state.pt").laps_done
+    assert 1 <= laps < 500 and len(json.loads(out.read_text())["elbo_trace"]) == laps

@@ -7,6 +7,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
+from .interrupt import kept_from_children
 from .registry import Option, register_option
 
 THREADS_HELP = ("the most threads a run may use: torch's intra-op threads (each memoized, full-batch or stochastic "
@@ -99,8 +100,10 @@ def dask_executor(args):
         with client_of(distributed, address) as client:
             yield client
         return
-    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
+    with kept_from_children():  # a Ctrl-C to the process group must not kill the workers mid-lap
+        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0", silence_logs=logging.ERROR)
+    with cluster, distributed.Client(cluster) as client:
         yield client
 
 

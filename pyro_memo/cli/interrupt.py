@@ -8,10 +8,16 @@ its summary and JSON for the laps done, and ``pyro-memo`` exits with 130 (SIGINT
 (a signal that lands while a file is written takes effect once it is written). Once the command is
 stopping at once, or reporting how it ended, further signals are only recorded: it ends with one
 message and the exit status of the signal that stopped it (130 or 143).
+
+A terminal's Ctrl-C reaches the whole foreground process group: the worker processes the command
+starts (``--workers N``) are started under :func:`kept_from_children`, so they leave SIGINT and
+SIGTERM to the command, which stops them when the fit has stopped.
 """
 
 import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 #: exit status after each signal (128 + its number)
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -80,3 +86,27 @@ class StopOnSignal:
 
     def name(self):
         return signal.Signals(self.signum).name if self.signum is not None else ""
+
+
+@contextmanager
+def kept_from_children():
+    """Block SIGINT and SIGTERM in this (the main) thread while it starts processes: the threads it
+    starts meanwhile, and the processes they start, inherit the block (across ``exec`` too), so a
+    Ctrl-C sent to the process group leaves them running and reaches only this process, whose handler
+    (:class:`StopOnSignal`) stops the command cleanly. A signal that arrives meanwhile waits and is
+    delivered here when the block ends. Elsewhere than in the main thread of a POSIX system it does
+    nothing.
+
+    multiprocessing's resource tracker process, started with the first process or semaphore, unblocks
+    both signals in the thread that starts it (whatever their state was): it is started before."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(EXIT_STATUS))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
