@@ -171,6 +171,20 @@ def _put_back(handlers):
             _put_back(handlers[1:])
 
 
+def _naming_target(err, path, tmp):
+    """``err`` as an error naming ``path``: an :class:`OSError` of the write (a full disk, a folder
+    removed meanwhile) names no file (numpy's, matplotlib's and json's writers) or the temporary file,
+    which is gone by the time the message is read. The same class and ``errno``; anything else, or
+    an error that names ``path`` already, is ``err`` itself."""
+    text = str(err).replace(str(tmp), "") if tmp else str(err)
+    if not isinstance(err, OSError) or str(path) in text:
+        return err
+    cls = type(err) if type(err).__module__ == "builtins" else OSError  # a library's class may take other arguments
+    named = cls(f"{path}: cannot write the file ({err.strerror or text})")
+    named.errno = err.errno
+    return named
+
+
 def write_atomically(path, write):
     """Call ``write(tmp_path)``, then rename over ``path``: a crash leaves the old file intact.
 
@@ -184,6 +198,7 @@ def write_atomically(path, write):
     the temporary files of ``path`` that a dead writer left (kill -9) are removed
     (``remove_stale_temporaries()``).
 
+    :raises OSError: naming ``path`` (not the temporary file) if the write fails (a full disk, ...).
     :raises IsADirectoryError: naming ``path`` if it is a directory (before ``write`` is called).
     :raises NotADirectoryError: naming ``path`` if a folder on its way is a file.
     """
@@ -218,6 +233,9 @@ def write_atomically(path, write):
             interrupt = interrupt_behind(err)
             if interrupt is not None and interrupt is not err:  # an error in the writer's clean-up after Ctrl-C
                 raise interrupt from None
+            named = _naming_target(err, path, tmp)
+            if named is not err:
+                raise named from err
             raise
         finally:
             if tmp is not None:

@@ -82,6 +82,26 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path):
     assert path.read_text() == "good" and os.listdir(tmp_path) == ["state.pt"]
 
 
+@pytest.mark.parametrize("named", [False, True])
+def test_a_full_disk_names_the_file_being_written_not_its_temporary_file(tmp_path, named):
+    """A real ENOSPC from numpy, matplotlib or json named no file ('[Errno 28] No space left on device'
+    for posterior.npz, trace.png and --json), or the temporary file, which is gone by then."""
+    import errno
+
+    path = tmp_path / "posterior.npz"
+    write_atomically(path, _text("good"))
+
+    def full(tmp):
+        _text("half")(tmp)
+        raise OSError(errno.ENOSPC, "No space left on device", *([tmp] if named else []))
+
+    with pytest.raises(OSError) as caught:
+        write_atomically(path, full)
+    assert caught.value.errno == errno.ENOSPC
+    assert str(caught.value) == f"{path}: cannot write the file (No space left on device)"
+    assert path.read_text() == "good" and os.listdir(tmp_path) == ["posterior.npz"]
+
+
 def test_a_directory_in_the_way_is_refused_before_writing(tmp_path):
     called = []
     (tmp_path / "state.pt").mkdir()
