@@ -103,3 +103,18 @@ def test_the_model_choices_keep_their_order_whichever_model_module_was_imported_
               "print([a for a in fit._actions if a.dest == 'model'][0].choices)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['dp', 'dp-mixture', 'hdp', 'relational']"
+
+
+def test_a_resumed_fit_without_save_does_not_claim_its_laps_were_checkpointed(tmp_path, capsys, interrupted):
+    """--resume DIR alone writes no checkpoint: the closing line said 'the last complete checkpoint is
+    DIR/state.pt: run the same command with --resume DIR to go on', though state.pt still held the fit as
+    it was before the run (237 laps of a relational fit lost, and the same command started again from lap 2)."""
+    from pyro_memo.memo import load_state
+
+    save = tmp_path / "save"
+    small = ["fit", "digits", "--algo", "memo", "--K", "4", "--batches", "3", "--laps", "9", "--tol", "0", "--quiet"]
+    assert run([*small, "--save", save], capsys)[0] == 130
+    status, err = run([*small, "--resume", save], capsys)
+    assert status == 130 and load_state(save / "state.pt").laps_done == 1
+    assert "run the same command" not in err and "no --save" in err, err
+    assert f"--resume {save} --save {save}" in err, err

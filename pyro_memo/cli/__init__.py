@@ -156,7 +156,8 @@ def _algo(args):
 
 def _resume_hint(args):
     """How to go on after an interrupted fit: only memoized VB writes a checkpoint (``--save DIR``), and
-    only from the end of its first lap."""
+    only from the end of its first lap; ``--resume DIR`` without ``--save`` writes none (DIR keeps the
+    checkpoint it resumed from)."""
     if args.command != "fit":
         return ""
     if _algo(args) != "memo":
@@ -164,6 +165,9 @@ def _resume_hint(args):
     save, resume = getattr(args, "save", None), getattr(args, "resume", None)
     if not (save or resume):
         return " (no --save: nothing to resume from)"
+    if not save:  # the checkpoint resumed from is the one there was before this run
+        return (f"; this run wrote no checkpoint (no --save), so its laps are not kept: {resume}/state.pt holds the "
+                f"fit as it was before it; give --resume {resume} --save {resume} to keep a resumed fit's laps")
     for folder in (save, resume):
         if folder and os.path.isfile(os.path.join(folder, "state.pt")):
             return (f"; the last complete checkpoint is {folder}/state.pt: run the same command with --resume "

@@ -56,7 +56,8 @@ def _register_shared():
                "rounds update the globals more often).", {"type": int, "metavar": "R"}),
         Option("--json", "write the results as JSON to PATH.", {"metavar": "PATH"}),
         Option("--save", "write the fitted model's files to DIR.", {"metavar": "DIR"}),
-        Option("--resume", "continue a memoized fit from DIR/state.pt (same DATA; --laps counts all laps).",
+        Option("--resume", "continue a memoized fit from DIR/state.pt (same DATA; --laps counts all laps); it writes "
+               "checkpoints only with --save (--resume DIR --save DIR goes on checkpointing there).",
                {"metavar": "DIR"}),
         Option("--quiet", "no progress output.", {"action": "store_true"}),
     ):
