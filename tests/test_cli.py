@@ -1,6 +1,7 @@
 """The pyro-memo console script: main job, outputs, options and errors."""
 
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -394,6 +395,21 @@ def test_json_files_are_standard_json_with_null_for_nan_and_infinity(tmp_path):
     back = json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse)
     assert back == {"a": None, "b": [1.5, None, None], "c": [None, 2.0], "d": [None, 3.0],
                     "e": {"f": 4, "g": "x", "h": None, "i": True}}
+
+
+def test_the_json_is_written_when_stdout_is_gone(tmp_path):
+    """The summary was printed before --json was written: with stdout a pipe its reader had closed
+    (``| grep -q``, a closed terminal), the print raised BrokenPipeError and the results of the whole
+    fit were lost, only 'pyro-memo: error: [Errno 32] Broken pipe' said."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = tmp_path / "r.json"
+    process = subprocess.Popen([sys.executable, "-m", "pyro_memo.cli", "fit", "digits", "--algo", "memo", "--K", "3",
+                                "--batches", "2", "--laps", "2", "--quiet", "--json", str(out)],
+                               env={**os.environ, "PYTHONPATH": str(root)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # nobody reads the summary
+    process.wait(timeout=300)
+    assert json.loads(out.read_text())["laps"] == 2, process.stderr.read()
 
 
 HOST_BACKEND = """

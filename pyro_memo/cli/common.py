@@ -507,12 +507,15 @@ def stop_requested(args):
 
 
 def report(text, out, json_path):
-    """Print a fit's summary ``text`` and write its results ``out`` to ``json_path`` (if given)."""
-    print(text)
-    if json_path:
-        from ..reporting import write_json
+    """Write a fit's results ``out`` to ``json_path`` (if given), then print its summary ``text``: the
+    results are kept when stdout is gone (a closed pipe), and printed when the JSON cannot be written."""
+    try:
+        if json_path:
+            from ..reporting import write_json
 
-        write_json(json_path, out)
+            write_json(json_path, out)
+    finally:
+        print(text)
     return 0
 
 
