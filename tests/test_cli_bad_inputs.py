@@ -518,3 +518,15 @@ def test_denoise_model_errors_name_denoise_and_its_option(files, capsys):
     for folder in ("relational_state", "save_nostate", "unfinished_state"):
         line = _one_error_line(["denoise", "camera", "--model", files / folder], capsys)
         assert f"--model {files / folder}:" in line and "which predict" not in line and "MODEL" not in line, line
+
+
+def test_resume_given_the_checkpoint_file_names_the_folder_to_give(tmp_path, capsys):
+    """--resume DIR/state.pt said 'no state.pt there (write one with --save DIR/state.pt)', advice that
+    fails ('--save DIR/state.pt: exists and is not a directory')."""
+    (tmp_path / "save").mkdir()
+    (tmp_path / "save" / "state.pt").write_bytes(b"")
+    state = tmp_path / "save" / "state.pt"
+    assert main(["fit", "digits", "--algo", "memo", "--resume", str(state), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--resume {state}: is a file" in err and f"(--resume {tmp_path / 'save'})" in err, err
+    assert "--save" not in err

@@ -323,6 +323,9 @@ def check_outputs(args):
         check_output_file(args.json, "--json")
         _check_json_is_not_a_fit_file(args)
     resume = getattr(args, "resume", None)
+    if resume and os.path.isfile(resume):
+        raise ValueError(f"--resume {resume}: is a file; --resume takes the folder that holds state.pt "
+                         f"(--resume {os.path.dirname(resume) or '.'})")
     if resume and not os.path.isfile(os.path.join(resume, "state.pt")):
         raise ValueError(f"--resume {resume}: no state.pt there (write one with --save {resume})")
 
