@@ -288,6 +288,7 @@ class MemoizedDriver(Driver):
         self._local_globals = None
         self._returns_batch = None
         self._relax_elbo = None  # the exact objective of the current globals and memo, when known
+        self._unverified = set()  # batches whose first visit in this fit is still to come (visit_digest)
         #: over-relaxed rounds proposed and kept in the last fit (each rejected one cost a second local step)
         self.relax_counts = {"proposed": 0, "accepted": 0}
         self.executor = None  # the fit's executor, while it runs
@@ -414,6 +415,29 @@ class MemoizedDriver(Driver):
             raise ValueError(f"cannot resume this state on these data: {problem} (resume a state with the model, "
                              f"data and batches it was fitted with)")
 
+    def visit_digest(self, key, batch):
+        """``batch_digest()`` of batch ``key`` as the local step reads it, on its first visit in this fit of data
+        not held in memory (files, a cluster: hashed as they are read, never read an extra time), else
+        ``None``."""
+        return batch_digest(batch) if key in self._unverified else None
+
+    def check_visit(self, state, source, key, digest):
+        """Batch ``key``'s first visit in this fit (``digest``: :meth:`visit_digest`; ``None`` passes): it must
+        hold what the state's fit read there (``state.read_digests``), else the memo and warm starts of other
+        items would be mixed in; it is recorded when the state has no record.
+
+        :raises ValueError: naming the batch, before its summary enters the memo.
+        """
+        self._unverified.discard(key)  # a batch that cannot be hashed is not hashed again
+        if digest is None:
+            return
+        saved = state.read_digests.get(key)
+        if saved is not None and saved != digest:
+            raise ValueError(f"cannot resume this state on these data: {source.describe(key)} holds other items than "
+                             f"it was fitted to (other data, or the same data in another order or split) (resume a "
+                             f"state with the model, data and batches it was fitted with)")
+        state.read_digests[key] = digest
+
     @staticmethod
     def data_digests(source):
         """Batch key -> ``batch_digest()`` of each batch of a ``source`` that
@@ -464,6 +488,10 @@ class MemoizedDriver(Driver):
         else:
             self.check_resume(state, source)
         restart_moves(self.moves, self.initial_move_states, state.move_states)
+        # data not held in memory are hashed at each batch's first visit (check_visit), as are held data resumed
+        # from a state that recorded them so (a fit of the same data read from a file)
+        self._unverified = set(range(source.num_batches)) \
+            if not getattr(source, "held", False) or state.read_digests else set()
         result = FitResult(state.posterior, state.cache.total, state=state)
         start = time.perf_counter()
         self.executor.start(self, source)
@@ -584,6 +612,7 @@ class MemoizedDriver(Driver):
             K, done = state.posterior.K, 0
             for key, step in self.executor.steps(self, state, source, pending):
                 done += 1
+                self.check_visit(state, source, key, step.digest)
                 summary = step.summary
                 if step.iterations:
                     state.local_iterations.extend(step.iterations)
@@ -655,6 +684,8 @@ class MemoizedDriver(Driver):
         finally:
             state.posterior = exact
             self.globals_changed()
+        for key, batch_step in steps:
+            self.check_visit(state, source, key, batch_step.digest)
         summaries = {key: batch_step.summary for key, batch_step in steps}
         total = cache.total_with_all(summaries)
         after, candidate = exact.optimal_bound(total)

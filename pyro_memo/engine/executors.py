@@ -40,7 +40,9 @@ class BatchStep:
     """One batch's batch side: its summary (in the memo's precision, with the moves' batch
     terms in ``summary.extras``), what the model keeps for the batch's next visit (``warm``; ``None``
     when nothing), local-step iterations, the batch and its local factors when a move visits
-    batches on the driver (else ``None``), and the moves' batch-side visits by name."""
+    batches on the driver (else ``None``), the moves' batch-side visits by name, and the digest of the
+    batch as read on its first visit in the fit (data not held in memory; else ``None``;
+    :meth:`~pyro_memo.engine.MemoizedDriver.visit_digest`)."""
 
     summary: object
     warm: object = None
@@ -48,6 +50,7 @@ class BatchStep:
     batch: object = None
     local: object = None
     visits: dict = None
+    digest: str = None
 
 
 class Untimed:
@@ -86,9 +89,10 @@ class SerialExecutor(Executor):
         for key in keys:
             batch = driver.read_batch(source, key)
             big = _is_big(batch)
+            digest = driver.visit_digest(key, batch)
             local, summary, visits = driver.batch_step(state, key, batch)
             yield key, BatchStep(summary, driver.keep_local(local), None, batch if back else None,
-                                 local if back else None, visits)
+                                 local if back else None, visits, digest)
             if big:
                 release_free_memory()
 
@@ -209,10 +213,11 @@ def step_on_worker(driver, posterior, key, batch, warm, cached, threads, source=
         state.warm_starts[key] = warm
     if cached is not None:
         state.cache.batches[key] = cached
+    digest = driver.visit_digest(key, batch)
     local, summary, visits = driver.batch_step(state, key, batch)
     back = driver.returns_batch()
     return BatchStep(summary, driver.keep_local(local), state.local_iterations or None, batch if back else None,
-                     local if back else None, visits)
+                     local if back else None, visits, digest)
 
 
 def check_open(client):

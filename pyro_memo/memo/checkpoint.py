@@ -112,6 +112,7 @@ def state_to_dict(state):
         "relax": float(state.relax),
         "relax_step": None if step is None else step.to(device="cpu").to_dict(),
         "digests": {str(k): str(v) for k, v in state.digests.items()},
+        "read_digests": {str(k): str(v) for k, v in state.read_digests.items()},
         "running_class": None if state.running is None else class_path(state.running),
         "running": None if state.running is None else state.running.to(device="cpu").to_dict(),
     }
@@ -181,7 +182,8 @@ def _build_state(d, device, source):
                      emptied=list(d.get("emptied", [])),
                      traces={k: list(v) for k, v in d.get("traces", {}).items()},
                      relax=float(d.get("relax", 1.0)), relax_step=step,
-                     digests={_key(k): str(v) for k, v in d.get("digests", {}).items()}, running=running)
+                     digests={_key(k): str(v) for k, v in d.get("digests", {}).items()}, running=running,
+                     read_digests={_key(k): str(v) for k, v in d.get("read_digests", {}).items()})
 
 
 def write_payload(path, payload, what="checkpoint"):

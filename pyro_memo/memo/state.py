@@ -41,6 +41,9 @@ class MemoState:
         over-relaxed step extrapolates along (``None``: none yet).
     :ivar dict digests: batch key -> digest of the batch's contents when the fit began (data held in
         memory; see :meth:`~pyro_memo.engine.MemoizedDriver.data_digests`), checked when it resumes.
+    :ivar dict read_digests: batch key -> digest of the batch as its first visit of the fit read it (data
+        read from files or a cluster, not hashed at the start; see
+        :meth:`~pyro_memo.engine.MemoizedDriver.check_visit`), checked at its first visit when it resumes.
     """
 
     posterior: object = None
@@ -64,6 +67,7 @@ class MemoState:
     relax: float = 1.0
     relax_step: object = None
     digests: dict = field(default_factory=dict)
+    read_digests: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.rng is None:
