@@ -46,8 +46,10 @@ def test_a_memory_bounded_hdp_fit_stops_after_the_epoch(tmp_path, capsys, interr
     np.savez(tmp_path / "grouped.npz", x=rng.normal(size=(60, 2)), groups=np.repeat(np.arange(6), 10))
     status, err = run(["fit", tmp_path / "grouped.npz", "--model", "hdp", "--algo", "memory-bounded", "--K", "3",
                        "--memory", "200", "--epoch", "2", "--json", tmp_path / "h.json", "--quiet"], capsys)
-    assert status == 130 and len(json.loads((tmp_path / "h.json").read_text())["epochs"]) == 1  # of 3
+    out = json.loads((tmp_path / "h.json").read_text())
+    assert status == 130 and len(out["epochs"]) == 1  # of 3
     assert "after a complete epoch" in err
+    assert out["groups_seen"] == 2 and out["N"] == 60  # the groups of the epoch done (it said all 6), of 60 items
 
 
 def test_a_full_batch_fit_stops_after_the_lap_and_does_not_point_to_a_checkpoint(tmp_path, capsys, interrupted):
