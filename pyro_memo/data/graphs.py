@@ -38,6 +38,32 @@ def _canonical_edges(pairs, num_nodes):
     return np.stack([keys // num_nodes, keys % num_nodes], axis=1).astype(np.int64)
 
 
+def _node_pairs(pairs, num_nodes, name, flat=False):
+    """``pairs`` as an ``(M, 2)`` int64 array of node ids, each a whole number in ``[0, num_nodes)``
+    (``flat``: any array of ``2 M`` ids is read as ``M`` pairs).
+
+    :raises ValueError: naming ``name`` on another shape, non-numeric ids, NaN, inf or fractions, or an
+        id outside ``[0, num_nodes)`` (checked in the ids' own dtype: a uint64 at or above 2**63 or a
+        float would wrap around or be truncated to another node in int64).
+    """
+    raw = np.asarray(pairs)
+    if raw.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if flat and raw.size % 2 == 0:
+        raw = raw.reshape(-1, 2)
+    if raw.ndim != 2 or raw.shape[1] != 2:
+        raise ValueError(f"{name} must be an (M, 2) array of node pairs; got shape {raw.shape}")
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"{name} must hold integer node ids; got dtype {raw.dtype}")
+    if not np.issubdtype(raw.dtype, np.integer):
+        if not (np.all(np.isfinite(raw)) and np.all(np.mod(raw, 1) == 0)):
+            raise ValueError(f"{name} must hold integer node ids (found NaN, inf or fractions)")
+    if raw.min() < 0 or raw.max() >= num_nodes:
+        low, high = (v.item() if np.issubdtype(raw.dtype, np.integer) else f"{v:g}" for v in (raw.min(), raw.max()))
+        raise ValueError(f"node ids must lie in [0, {num_nodes}); found [{low}, {high}]")
+    return raw.astype(np.int64)
+
+
 class Graph:
     """An undirected simple graph on nodes ``0 .. num_nodes - 1``.
 
@@ -59,20 +85,7 @@ class Graph:
         if not 1 <= num_nodes <= MAX_NODES:
             raise ValueError(f"num_nodes must lie in [1, {MAX_NODES:,}] (a pair's key i * N + j is one int64); "
                              f"got {num_nodes:,}")
-        raw = np.asarray(edges)
-        if raw.size == 0:
-            raw = np.zeros((0, 2), dtype=np.int64)
-        if raw.ndim != 2 or raw.shape[1] != 2:
-            raise ValueError(f"edges must be an (M, 2) array of node pairs; got shape {raw.shape}")
-        if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
-            raise ValueError(f"edges must hold integer node ids; got dtype {raw.dtype}")
-        if not np.issubdtype(raw.dtype, np.integer):
-            if not (np.all(np.isfinite(raw)) and np.all(np.mod(raw, 1) == 0)):
-                raise ValueError("edges must hold integer node ids (found NaN, inf or fractions)")
-        if raw.size and (raw.min() < 0 or raw.max() >= num_nodes):  # in the ids' own dtype: uint64 or floats
-            low, high = (v.item() if np.issubdtype(raw.dtype, np.integer) else f"{v:g}" for v in (raw.min(), raw.max()))
-            raise ValueError(f"node ids must lie in [0, {num_nodes}); found [{low}, {high}]")  # at or above 2**63
-        raw = raw.astype(np.int64)  # wrapped around before int64 did
+        raw = _node_pairs(edges, num_nodes, "edges")
         self._num_nodes = num_nodes
         #: the rows of ``edges`` that linked a node to itself, dropped: the models have no self links
         self.self_loops = int((raw[:, 0] == raw[:, 1]).sum())
@@ -151,8 +164,12 @@ class Graph:
         return np.sort(csr.indices[csr.indptr[node]:csr.indptr[node + 1]]).astype(np.int64)
 
     def has_edges(self, pairs):
-        """Boolean ``(M,)``: whether each row ``(i, j)`` of ``pairs`` (either orientation) is a link."""
-        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        """Boolean ``(M,)``: whether each row ``(i, j)`` of ``pairs`` (either orientation) is a link.
+
+        :raises ValueError: on ids that are not whole numbers in ``[0, num_nodes)`` (an id past the last
+            node would read another pair's key ``i * N + j``: ``(0, N + 2)`` is ``(1, 2)``).
+        """
+        pairs = _node_pairs(pairs, self._num_nodes, "pairs", flat=True)
         lo, hi = np.minimum(pairs[:, 0], pairs[:, 1]), np.maximum(pairs[:, 0], pairs[:, 1])
         keys = lo * np.int64(self._num_nodes) + hi
         pos = np.searchsorted(self._keys, keys)

@@ -65,6 +65,20 @@ def test_graph_canonical_form():
     assert (A == A.T).all() and A.sum() == 6
 
 
+@pytest.mark.parametrize("pairs,match", [([[0, 7]], r"\[0, 5\); found \[0, 7\]"), ([[-1, 8]], r"\[0, 5\)"),
+                                         ([[0.5, 2]], "integer"), ([["a", "b"]], "integer"),
+                                         (np.array([[1, 2**63 + 2]], dtype=np.uint64),
+                                          r"found \[1, 9223372036854775810\]"),
+                                         ([0, 1, 2], r"\(M, 2\)")])
+def test_has_edges_refuses_ids_outside_the_graph(pairs, match):
+    """An id past the last node read another pair's key i * N + j: on 5 nodes with the one link (1, 2),
+    has_edges([[0, 7]]) answered True (key 7 is (1, 2)); a fraction was truncated to another node."""
+    g = Graph([[1, 2]], 5)
+    with pytest.raises(ValueError, match=match):
+        g.has_edges(pairs)
+    np.testing.assert_array_equal(g.has_edges([1, 2]), [True])  # one pair given flat, as before
+
+
 @pytest.mark.parametrize("edges,n,match", [([[0, -1]], 3, r"\[0, 3\)"), ([[0, 3]], 3, r"\[0, 3\)"),
                                            ([[0, 1.5]], 3, "integer"), ([[0, np.nan]], 3, "integer"),
                                            ([0, 1, 2], 3, r"\(M, 2\)")])
