@@ -20,7 +20,7 @@ if the candidate memo's optimal globals have a higher exact bound than the fit.
 import torch
 
 from ..allocation.hdp_sticks import expected_beta, rho_from_weights
-from ..checks import as_count, as_share
+from ..checks import as_count, as_positive_int, as_seed, as_share
 from ..data.graphs import Graph
 from ..engine.candidate_memo import CandidateMemoMove, candidate_total, smallest_untried
 from ..engine.moves import optimal_elbo
@@ -188,9 +188,10 @@ class CommunityBirthMove(_CommunityMove):
 
     def __init__(self, parts=16, min_nodes=6, seed=0):
         super().__init__()
-        if int(parts) < 2 or int(min_nodes) < 1:
-            raise ValueError(f"a birth needs parts >= 2 and min_nodes >= 1; got {parts} and {min_nodes}")
-        self.parts, self.min_nodes, self.seed = int(parts), int(min_nodes), int(seed)
+        self.parts, self.min_nodes = as_positive_int(parts, "parts"), as_positive_int(min_nodes, "min_nodes")
+        if self.parts < 2:
+            raise ValueError(f"a birth needs parts >= 2 (it splits a community in two or more); got {parts}")
+        self.seed = as_seed(seed)
         self.split = None  # (target, members, parts, links) of the planned split, for replan
 
     def plan(self, state, batch):

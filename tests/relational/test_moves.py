@@ -58,6 +58,19 @@ def test_bad_moves_are_refused():
         CommunityBirthMove(parts=1)
 
 
+@pytest.mark.parametrize("options,name", [({"parts": 2.5}, "parts"), ({"parts": "x"}, "parts"),
+                                          ({"parts": None}, "parts"), ({"min_nodes": 1.9}, "min_nodes"),
+                                          ({"min_nodes": 0}, "min_nodes"), ({"seed": 1.5}, "seed"),
+                                          ({"seed": -1}, "seed")])
+def test_a_birth_refuses_options_it_would_truncate(options, name):
+    """parts=2.5, min_nodes=1.9 and seed=1.5 were truncated by int() to 2, 1 and 1 without a word, and 'x' or
+    None failed in int() with Python's message naming no option; each is now one ValueError naming it, as
+    merge's refine=2.5 is."""
+    with pytest.raises(ValueError, match=name):
+        CommunityBirthMove(**options)
+    assert CommunityBirthMove(parts=3.0, min_nodes=np.int64(2), seed=np.int64(7)).parts == 3
+
+
 def test_move_options_configure_the_moves_given_by_name():
     fit = MemoizedRelational(moves="birth,merge", move_options={"birth": {"min_nodes": 10}, "merge": {"refine": 5}})
     birth = next(m for m in fit.moves if m.name == "birth")
