@@ -256,19 +256,45 @@ def read_edge_list(path, num_nodes=None, name=None):
 
 # ---------------------------------------------------------------- matrices and networkx
 
+def _dense_adjacency(matrix):
+    """``matrix`` (an array, nested lists, a tensor) as a 2-D numpy array of a dtype scipy.sparse holds: float16
+    as float32, an object array of numbers as float64.
+
+    :raises ValueError: naming the adjacency matrix for another shape, ragged rows or entries that are not
+        numbers (scipy's "does not support dtype" or numpy's "inhomogeneous shape" named neither).
+    """
+    try:
+        dense = np.asarray(matrix)
+    except ValueError:
+        raise ValueError("an adjacency matrix must be a square 2-D (N, N) array; its rows have different "
+                         "lengths") from None
+    if dense.ndim != 2:
+        raise ValueError(f"an adjacency matrix must be a square 2-D (N, N) array; got shape {dense.shape}")
+    if dense.dtype == np.float16:
+        return dense.astype(np.float32)
+    if dense.dtype == object:
+        try:
+            return dense.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    if not (np.issubdtype(dense.dtype, np.number) or dense.dtype == bool):
+        raise ValueError(f"an adjacency matrix must hold numbers; got dtype {dense.dtype}")
+    return dense
+
+
 def from_adjacency(matrix, labels=None, name=None):
     """A graph from an ``(N, N)`` adjacency matrix, dense or scipy sparse: every nonzero entry
     ``(i, j)`` (or ``(j, i)``) is a link between ``i`` and ``j``, so a directed (non-symmetric)
     matrix is symmetrised and weights are ignored; the diagonal (self loops) is dropped.
 
+    Any real dtype is read, float16 and an object array of numbers too (scipy.sparse holds neither).
+
     :raises ValueError: on a non-square matrix, a complex one (its imaginary parts would be dropped), NaN or
-        inf, or negative entries.
+        inf, negative entries, or entries that are not numbers (strings, rows of different lengths).
     """
     import scipy.sparse as sp
 
-    if not sp.issparse(matrix) and np.ndim(matrix) != 2:
-        raise ValueError(f"an adjacency matrix must be a square 2-D (N, N) array; got shape {np.shape(matrix)}")
-    m = sp.coo_matrix(matrix)
+    m = sp.coo_matrix(matrix if sp.issparse(matrix) else _dense_adjacency(matrix))
     if np.iscomplexobj(m.data):
         raise ValueError(f"the adjacency matrix is complex ({m.dtype}); links are read from real entries and the "
                          f"imaginary parts would be dropped: pass its real part or abs() if that is meant")

@@ -150,6 +150,22 @@ def test_from_adjacency_refuses(matrix, match):
         from_adjacency(matrix)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, object])
+def test_from_adjacency_reads_float16_and_object_arrays_of_numbers(dtype):
+    """scipy.sparse holds neither dtype: from_adjacency (and so HDPCommunities.fit) refused a float16 matrix or an
+    object array of numbers with scipy's 'scipy.sparse does not support dtype float16', naming no argument."""
+    matrix = np.array([[0, 1, 0], [0, 0, 2], [0, 0, 0]])
+    np.testing.assert_array_equal(from_adjacency(matrix.astype(dtype)).edges, from_adjacency(matrix).edges)
+
+
+@pytest.mark.parametrize("matrix,match", [(np.array([["0", "1"], ["1", "0"]]), "must hold numbers; got dtype <U1"),
+                                          (np.array([[0, "x"], [1, 0]], dtype=object), "must hold numbers"),
+                                          ([[0, 1], [1]], "rows have different lengths")])
+def test_from_adjacency_names_the_matrix_for_entries_that_are_not_numbers(matrix, match):
+    with pytest.raises(ValueError, match=match):
+        from_adjacency(matrix)
+
+
 @pytest.mark.parametrize("matrix", [np.array([[0, 1 + 1j], [1 + 1j, 0]]), sp.csr_matrix(np.array([[0, 1j], [1j, 0]]))])
 def test_from_adjacency_refuses_a_complex_matrix_instead_of_dropping_its_imaginary_parts(matrix):
     with pytest.raises(ValueError, match=r"adjacency matrix is complex.*imaginary parts would be dropped"):
