@@ -34,6 +34,7 @@ merging communities (measured in ``benchmarks/bench_relational_networks.py``).
 import copy
 import math
 
+import numpy as np
 import torch
 
 from ..allocation.concentration import (
@@ -77,6 +78,22 @@ def optimal_eps(off_links, off_nonlinks):
     a, b = float(off_links), float(off_nonlinks)
     value = a / (a + b) if a + b > 0 else EPS_FLOOR
     return min(max(value, EPS_FLOOR), 1.0 - EPS_FLOOR)
+
+
+def _pair_tensor(pairs, N, device):
+    """``pairs`` (a tensor, array or nested lists) as a tensor on ``device``, refusing what torch would
+    fail on or wrap around: ids that are not numbers (node names, where the model numbers its nodes
+    ``0 .. N - 1``) and uint64 ids at or above 2**63 (reported as given, not as the negative int64 they
+    wrap to)."""
+    if not torch.is_tensor(pairs):
+        array = np.asarray(pairs)
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"pairs must hold whole-number node ids, the nodes' positions 0 .. {N - 1} (a networkx "
+                             f"graph's in graph.nodes order), not their names; got dtype {array.dtype}")
+        if array.dtype.kind == "u" and array.size and int(array.max()) > np.iinfo(np.int64).max:
+            raise ValueError(f"node ids must lie in [0, {N}); found [{int(array.min())}, {int(array.max())}]")
+        pairs = array
+    return torch.as_tensor(pairs, device=device)
 
 
 class RelationalPosterior(VariationalPosterior):
@@ -182,7 +199,7 @@ class RelationalPosterior(VariationalPosterior):
         :raises ValueError: unless ``pairs`` is ``(M, 2)`` with whole-number ids in ``[0, N)``, two distinct
             nodes a pair (the model has no self links).
         """
-        given = torch.as_tensor(pairs, device=self.theta.device)
+        given = _pair_tensor(pairs, self.N, self.theta.device)
         if given.ndim != 2 or given.shape[1] != 2:
             raise ValueError(f"pairs must be an (M, 2) array of node ids; got shape {tuple(given.shape)}")
         if given.dtype == torch.bool or given.is_complex() or \

@@ -49,6 +49,17 @@ def test_link_probability_refuses_bad_pairs(pairs, message):
         random_posterior().link_probability(pairs)
 
 
+@pytest.mark.parametrize("pairs,message", [([["n0", "n1"]], r"whole-number node ids, the nodes' positions 0 \.\. 11.*"
+                                                                r"not their names; got dtype <U2"),
+                                           (np.array([[1, 2**63 + 1]], dtype=np.uint64),
+                                            r"node ids must lie in \[0, 12\); found \[1, 9223372036854775809\]")])
+def test_link_probability_names_node_names_and_huge_ids(pairs, message):
+    """Node names (a networkx user's string labels) failed in torch with 'can't convert np.ndarray of type
+    numpy.str_'; a uint64 id past 2**63 was reported as 'found [-9223372036854775807, 1]', ids never given."""
+    with pytest.raises(ValueError, match=message):
+        random_posterior().link_probability(pairs)
+
+
 def test_held_out_links_of_an_easy_graph_are_predicted():
     graph, _, _ = assortative_graph(300, 4, link_probs=np.full(4, 0.3), epsilon=1e-3, seed=1)
     train, pairs, labels = split_pairs(graph, 0.1, seed=0)
