@@ -31,7 +31,9 @@ def as_count(value, name):
 def as_bool(value, name):
     """``value`` as a ``bool`` if it is one (Python's or numpy's), else :class:`ValueError` naming ``name``: a
     string such as ``"no"`` or ``"False"`` is truthy and silently meant yes."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)):  # numpy's type is named bool_ in 1.x, bool in 2.x
         return bool(value)
     raise ValueError(f"{name} must be True or False; got {value!r}")
 

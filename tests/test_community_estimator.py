@@ -140,6 +140,15 @@ def test_bad_params_raise_at_fit_naming_the_parameter(name, value):
         est.fit(planted()[0])
 
 
+def test_numpy_bools_are_bools():
+    """learn_eps=np.True_ (a ParameterGrid over np.array([True, False]) gives these) was refused on numpy 2 as
+    'learn_eps must be True or False; got np.True_': as_bool looked for numpy 1's type name bool_."""
+    graph = planted()[0]
+    learnt = quiet_fit(HDPCommunities(n_components=2, learn_eps=np.True_, max_iter=3, random_state=0), graph)
+    fixed = quiet_fit(HDPCommunities(n_components=2, learn_eps=np.False_, max_iter=3, random_state=0), graph)
+    assert learnt.eps_ != 1e-4 and fixed.eps_ == 1e-4
+
+
 def test_get_set_params_round_trip_and_clone():
     est = HDPCommunities(n_components=3, alpha=0.5, gamma=2.0, tau=(2.0, 3.0), eps=1e-3, learn_eps=True,
                          alpha_prior=(1.0, 1.0), nonlinks="free", init="random", n_batches=2, moves="merge",
