@@ -44,7 +44,7 @@ from ..allocation.concentration import (
     gamma_prior_pair,
 )
 from ..allocation.hdp_sticks import expected_beta, fit_top_level, prior_sticks, top_level_objective
-from ..checks import check_positive_finite
+from ..checks import as_bool, check_positive_finite
 from ..families._special import kl_beta
 from .base import VariationalPosterior
 from .hdp import expected_log_dirichlet, log_dirichlet_norm
@@ -139,7 +139,7 @@ class RelationalPosterior(VariationalPosterior):
         other = copy.copy(self)
         if alpha_prior is not None:
             other.alpha = GammaConcentration(gamma_prior_pair(alpha_prior, "alpha_prior"))
-        other.learn_eps = bool(self.learn_eps or learn_eps)
+        other.learn_eps = self.learn_eps or as_bool(learn_eps, "learn_eps")
         return other
 
     def with_globals(self, theta, rho, omega, w_a, w_b):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..allocation.concentration import learnable
-from ..checks import as_count, as_positive_int, as_seed, check_own_batch_count
+from ..checks import as_bool, as_count, as_positive_int, as_seed, check_own_batch_count
 from ..data.batches import random_parts
 from ..data.graphs import Graph
 from ..engine import MemoizedDriver, make_moves
@@ -131,7 +131,7 @@ class MemoizedRelational(MemoizedDriver):
         if nonlinks not in ("tied", "free"):
             raise ValueError(f"nonlinks must be 'tied' or 'free'; got {nonlinks!r}")
         self.nonlinks = nonlinks
-        self.learn_eps = bool(learn_eps)
+        self.learn_eps = as_bool(learn_eps, "learn_eps")  # bool('False') is True: eps learnt, silently
 
     def make_source(self, data, num_batches):
         """A :class:`~pyro_memo.data.Graph` in ``num_batches`` fixed random batches of source nodes."""

@@ -94,3 +94,16 @@ def test_hyperparameters_learnt_from_a_settled_fit_never_lower_its_bound(seed, n
     trace = np.array(fit.state.elbo_trace)
     assert np.diff(trace).min() >= -1e-9 * np.abs(trace).max(), np.diff(trace)
     assert fit.posterior.alpha.q != start.alpha.q and fit.posterior.eps != fixed.eps
+
+
+@pytest.mark.parametrize("value", ["False", "no", 0, 1, None])
+def test_learn_eps_must_be_a_bool(value):
+    """MemoizedRelational(learn_eps="False") learnt eps (bool("False") is True): on random_graph(0) in 5 laps eps
+    moved from 1e-4 to 9.16e-5 without a word; RelationalPosterior.learning(learn_eps="no") switched it on
+    alike. Both now refuse anything but True or False, naming learn_eps (as HDPCommunities does)."""
+    with pytest.raises(ValueError, match="learn_eps must be True or False"):
+        MemoizedRelational(K=2, learn_eps=value)
+    post = MemoizedRelational(K=2, laps=2, seed=0).fit(random_graph(0), 2).posterior
+    with pytest.raises(ValueError, match="learn_eps must be True or False"):
+        post.learning(learn_eps=value)
+    assert not post.learning().learn_eps and MemoizedRelational(learn_eps=np.bool_(True)).learn_eps
