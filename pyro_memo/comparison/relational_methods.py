@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..allocation.concentration import gamma_prior_pair
+from ..checks import as_bool
+from ..engine.driver import as_float_dtype
+from ..posterior.relational import check_hyperparameters
 from ..relational import MemoizedRelational
 from ..relational.stochastic import StochasticAMMSB, StochasticRelational
 from . import clock
@@ -40,7 +44,14 @@ class RelationalSettings:
     dtype: torch.dtype = torch.float64
 
     def __post_init__(self):
+        """Check every setting, so that a bad one is refused before any method runs (``eps=2`` failed at
+        ``memo``'s start, after the methods listed before it had run)."""
         check_settings(self)
+        check_hyperparameters(self.alpha, self.gamma, (1.0, 1.0), self.eps)
+        as_bool(self.learn_eps, "learn_eps")
+        if self.alpha_prior is not None:
+            gamma_prior_pair(self.alpha_prior, "alpha_prior")
+        as_float_dtype(self.dtype)
 
 
 @dataclass

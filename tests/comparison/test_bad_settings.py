@@ -31,6 +31,21 @@ def test_every_tasks_shared_settings_are_checked(cls, kwargs, match):
         cls(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs,match", [(dict(eps=2.0), r"eps must lie in \(0, 1\); got 2.0"),
+                                          (dict(eps=0.0), "eps must lie in"),
+                                          (dict(gamma=-1.0), "gamma must be positive and finite; got -1.0"),
+                                          (dict(learn_eps="no"), "learn_eps must be True or False; got 'no'"),
+                                          (dict(alpha_prior=(0, 1)), r"alpha_prior \(shape, rate\) must be two"),
+                                          (dict(dtype="float16"), "dtype must be one of")])
+def test_relational_settings_are_checked_before_any_run(kwargs, match):
+    """RelationalSettings(eps=2.0), gamma=-1 or alpha_prior=(0, 1) failed only when memo or svi-hdp started,
+    after louvain and svi-ammsb listed before them had run (on a large graph, hours); learn_eps="no" made the
+    memoized methods learn eps, as bool("no") is True. Each is now refused when the settings are made."""
+    with pytest.raises(ValueError, match=match):
+        RelationalSettings(**kwargs)
+    assert RelationalSettings(learn_eps=True, alpha_prior=(1, 1), dtype="float32").eps == 1e-4
+
+
 @pytest.mark.parametrize("methods,seeds,match", [
     (["memo"], [], "give at least one seed"), (["memo"], [0, 0], "a seed is listed twice"),
     (["memo"], [-1], r"seeds must be whole numbers in \[0, 2\*\*32\); got -1"), (["memo"], ["1"], "got '1'"),
