@@ -9,7 +9,9 @@ if the candidate memo's optimal globals have a higher exact bound than the fit.
 
 * **birth**: the largest community not tried since the last accepted birth is split into the
   groups of the subgraph of its members (nodes whose largest expected membership it is) by spectral
-  clustering (Ng, Jordan & Weiss 2002), their number chosen by the eigengap (von Luxburg 2007). From
+  clustering (Ng, Jordan & Weiss 2002), their number chosen by the eigengap (von Luxburg 2007); where
+  that subgraph is too sparse (fewer links than members), its members without any link (nodes of
+  degree 0) form a group of their own beside the others' groups. From
   ``K = 1``, a split that falls short gives way to the same groups with the one community kept for
   the links between them (``_kept_split_columns()``).
 * **delete**: the smallest community holding at most ``max_share`` of the roles is removed, its
@@ -283,24 +285,55 @@ def _crossing_shares(members, labels, edges):
 
 
 def _split(members, edges, parts, seed):
-    """``(n,)`` part of each member (``0 .. J - 1``, ``2 <= J <= parts``) from the spectral clustering
-    of the members' subgraph (``pyro_memo.relational.initialization.spectral_split()``); ``None``
-    when the subgraph has fewer links than members or shows one group."""
+    """``(n,)`` part of each member (``0 .. J - 1``, ``2 <= J <= parts``) from the spectral clustering of the
+    members' subgraph (``pyro_memo.relational.initialization.spectral_split()``); ``None`` when the subgraph
+    has fewer links than members or shows one group, unless some members have no link at all (nodes of
+    degree 0). Then the members with links are split alike (:func:`_linked_groups`; not at all where they
+    show one group) and those without as one part of their own, the last.
+
+    Nodes of degree 0 carry no sign of a group; counted among the members they made a community holding
+    many of them unsplittable (three cliques beside 200 such nodes stayed one community of link probability
+    0.005)."""
     n = len(members)
     e = edges.cpu()
     if e.numel() == 0:
         return None
-    index = torch.full((max(int(e.max()), int(members.max())) + 1,), -1, dtype=torch.long)
+    size = max(int(e.max()), int(members.max())) + 1
+    index = torch.full((size,), -1, dtype=torch.long)
     index[members] = torch.arange(n)
     i, j = index[e[:, 0]], index[e[:, 1]]
     inside = (i >= 0) & (j >= 0)
-    if int(inside.sum()) < n:
+    i, j = i[inside], j[inside]
+    every = torch.ones(n, dtype=torch.bool)
+    labels = _linked_groups(every, i, j, parts, seed)
+    if labels is not None:
+        return labels
+    linked = torch.zeros(size, dtype=torch.bool)
+    linked[e.reshape(-1)] = True
+    linked = linked[members]
+    lone = int(n - linked.sum())
+    if not lone or lone == n:
         return None
-    labels = spectral_split(Graph(torch.stack([i[inside], j[inside]], 1).numpy(), n), parts, seed)
-    if labels is None:
+    groups = _linked_groups(linked, i, j, parts - 1, seed)
+    labels = torch.full((n,), 1 if groups is None else int(groups.max()) + 1, dtype=torch.long)
+    labels[linked] = 0 if groups is None else groups
+    return labels
+
+
+def _linked_groups(linked, i, j, parts, seed):
+    """``(m,)`` group ``0 .. J - 1`` (``J >= 2``) of each of the ``m`` members marked ``linked``, from the
+    spectral clustering of their subgraph (links ``(i, j)`` between member positions, all of them linked
+    members) into at most ``parts`` groups; ``None`` when ``parts < 2``, the subgraph has fewer links than
+    the ``m`` members or shows one group."""
+    m = int(linked.sum())
+    if parts < 2 or len(i) < m or m == 0:
         return None
-    _, labels = torch.unique(torch.as_tensor(labels), return_inverse=True)
-    return labels if int(labels.max()) >= 1 else None
+    position = torch.cumsum(linked.long(), 0) - 1  # a linked member's row among the linked ones
+    groups = spectral_split(Graph(torch.stack([position[i], position[j]], 1).numpy(), m), parts, seed)
+    if groups is None:
+        return None
+    _, groups = torch.unique(torch.as_tensor(groups), return_inverse=True)
+    return groups if int(groups.max()) >= 1 else None
 
 
 class CommunityDeleteMove(_CommunityMove):

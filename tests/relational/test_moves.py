@@ -131,6 +131,42 @@ def test_a_birth_splits_two_disjoint_equal_cliques():
     assert fits[0].elbo_trace == fits[1].elbo_trace  # seeded: reproducible
 
 
+def cliques_and_loners(sizes=(10, 12, 8), loners=100):
+    """Disjoint cliques of ``sizes`` and ``loners`` nodes without links, and their labels (the loners one class)."""
+    import networkx as nx
+
+    from pyro_memo.data import from_networkx
+
+    graph = from_networkx(nx.disjoint_union_all([nx.complete_graph(n) for n in sizes] + [nx.empty_graph(loners)]))
+    return graph, np.repeat(np.arange(len(sizes) + 1), list(sizes) + [loners])
+
+
+def test_a_split_puts_the_members_without_links_apart():
+    """A community's members of degree 0 counted against its links (a split needed as many links as members):
+    the one community of three cliques beside 200 nodes without links could not be split. Where so, the members
+    with links are split and those without are a part of their own, the last."""
+    from pyro_memo.relational.moves import _split
+
+    graph, labels = cliques_and_loners(loners=200)
+    members = torch.arange(graph.num_nodes)
+    edges = torch.as_tensor(np.array(graph.edges))
+    parts = _split(members, edges, 16, seed=0).numpy()
+    assert nmi(labels, parts) == pytest.approx(1.0) and parts[-1] == parts.max()  # loners last
+    one_clique = _split(torch.cat([torch.arange(10), torch.arange(30, 130)]), edges, 16, seed=0).numpy()
+    assert (one_clique[10:] == one_clique.max()).all() and (one_clique[:10] < one_clique.max()).all()
+    assert _split(torch.arange(30, 60), edges, 16, seed=0) is None  # loners only: nothing to split by
+
+
+def test_births_from_one_community_find_cliques_beside_nodes_without_links():
+    """From K = 1 the birth could not split the one community (45 + 66 + 28 links for 230 members): the fit
+    stayed at one community, P(link) 0.005 inside a clique, bound -927.4; it now finds the cliques and the
+    nodes without links (NMI 1, bound -338.8)."""
+    graph, labels = cliques_and_loners(loners=200)
+    fit = MemoizedRelational(K=1, laps=8, seed=0, moves="birth,delete,merge").fit(graph)
+    assert nmi(labels, fit.posterior.memberships().argmax(1).numpy()) == pytest.approx(1.0)
+    assert float(fit.posterior.link_probability([[0, 1]])) > 0.5 and fit.elbo > -350
+
+
 def test_the_spectral_start_holds_scipys_blas_to_one_thread_and_restores_it(monkeypatch):
     # the thread policy sizes torch's pool, not SciPy's OpenBLAS, whose threads spin on a busy machine
     from threadpoolctl import threadpool_limits
