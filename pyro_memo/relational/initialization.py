@@ -56,6 +56,18 @@ def _top_eigenpairs(graph, k, rng):
         return sla.eigsh(adjacency, k=k, which="LA", v0=rng.standard_normal(graph.num_nodes))
 
 
+def _embedding(graph, k, rng):
+    """The top ``k`` eigenvalues of the normalised adjacency and the nodes' rows of their eigenvectors
+    (:func:`_top_eigenpairs`), the rows of nodes without links set to zero: any vector on those nodes is
+    an eigenvector of eigenvalue 0, so where ``k`` reaches into that eigenvalue the solver's choice gave one
+    or a few of them a row of their own, and k-means++ a cluster (two cliques beside 50 such nodes at
+    ``k = 3``: one clique started with the 50 nodes in 4 of 50 seeds). At zero they all sit together."""
+    values, vectors = _top_eigenpairs(graph, k, rng)
+    vectors = np.array(vectors)
+    vectors[graph.degrees() == 0] = 0.0
+    return values, vectors
+
+
 def _cluster_rows(vectors, K, seed):
     x = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return initial_responsibilities(torch.as_tensor(x), K, "kmeans++", seed).argmax(1).numpy()
@@ -69,7 +81,7 @@ def spectral_memberships(graph, K, seed=0, dtype=torch.float64, device=None):
     if graph.num_edges == 0 or N < K + 2:
         labels = rng.integers(0, K, N)
     else:
-        _, vectors = _top_eigenpairs(graph, K, rng)
+        _, vectors = _embedding(graph, K, rng)
         labels = _cluster_rows(vectors, K, seed)
     return torch.nn.functional.one_hot(torch.as_tensor(labels, device=device), K).to(dtype)
 
@@ -85,7 +97,7 @@ def spectral_split(graph, max_parts, seed=0):
     if graph.num_edges == 0 or k < 2:
         return None
     rng = np.random.default_rng(seed)
-    values, vectors = _top_eigenpairs(graph, k, rng)
+    values, vectors = _embedding(graph, k, rng)
     order = np.argsort(values)[::-1]
     values, vectors = values[order], vectors[:, order]
     parts = int(np.argmax(values[1:-1] - values[2:])) + 2 if k >= 3 else 2
