@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from ..checks import as_positive_float, as_positive_int, as_rng
+from ..checks import as_count, as_positive_float, as_positive_int, as_rng
 from .files import DAMAGED_FILE_ERRORS, text_lines
 
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
@@ -157,8 +157,13 @@ class Graph:
         return np.bincount(self._edges.ravel(), minlength=self._num_nodes).astype(np.int64)
 
     def neighbors(self, node):
-        """Sorted int64 ids of the neighbours of ``node``."""
-        if not 0 <= node < self._num_nodes:
+        """Sorted int64 ids of the neighbours of ``node``.
+
+        :raises ValueError: unless ``node`` is a whole number in ``[0, num_nodes)`` (``1.5`` was numpy's
+            IndexError, ``True`` node 1).
+        """
+        node = as_count(node, "node")
+        if node >= self._num_nodes:
             raise ValueError(f"node {node} is not in [0, {self._num_nodes})")
         csr = self.adjacency()
         return np.sort(csr.indices[csr.indptr[node]:csr.indptr[node + 1]]).astype(np.int64)

@@ -65,6 +65,18 @@ def test_graph_canonical_form():
     assert (A == A.T).all() and A.sum() == 6
 
 
+@pytest.mark.parametrize("node,match", [(1.5, "node must be a non-negative integer; got 1.5"),
+                                        (True, "got True"), ("1", "got '1'"), (-1, "got -1"),
+                                        (5, r"node 5 is not in \[0, 5\)")])
+def test_neighbors_names_a_bad_node(node, match):
+    """neighbors(1.5) failed in numpy with 'only integers, slices ... are valid indices', and neighbors('1') with
+    Python's "'<=' not supported between instances of 'int' and 'str'"."""
+    g = Graph([[1, 2]], 5)
+    with pytest.raises(ValueError, match=match):
+        g.neighbors(node)
+    np.testing.assert_array_equal(g.neighbors(np.int64(1)), [2])
+
+
 @pytest.mark.parametrize("pairs,match", [([[0, 7]], r"\[0, 5\); found \[0, 7\]"), ([[-1, 8]], r"\[0, 5\)"),
                                          ([[0.5, 2]], "integer"), ([["a", "b"]], "integer"),
                                          (np.array([[1, 2**63 + 2]], dtype=np.uint64),
