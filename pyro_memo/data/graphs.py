@@ -690,8 +690,8 @@ def split_pairs(graph, fraction=0.1, seed=0):
     if not isinstance(graph, Graph):
         raise TypeError(f"split_pairs needs a pyro_memo.data.Graph; got {type(graph).__name__} (from_adjacency, "
                         "from_networkx or read_edge_list make one)")
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must lie in (0, 1); got {fraction}")
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction < 1:
+        raise ValueError(f"fraction must lie in (0, 1); got {fraction!r}")  # '0.1' or None: Python's TypeError
     if graph.num_edges < 1:
         raise ValueError("the graph has no links to hold out")
     rng = as_rng(seed)

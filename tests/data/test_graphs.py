@@ -400,6 +400,14 @@ def test_split_pairs_refuses():
         split_pairs(full, fraction=1.0)
 
 
+@pytest.mark.parametrize("fraction", ["0.1", None, np.array([0.1, 0.2]), True])
+def test_split_pairs_names_a_fraction_that_is_not_a_number(fraction):
+    """'0.1' and None failed in the comparison with Python's "'<' not supported between instances of 'int' and
+    'str'", an array with numpy's 'truth value of an array ... is ambiguous'."""
+    with pytest.raises(ValueError, match=r"fraction must lie in \(0, 1\); got"):
+        split_pairs(Graph(np.array(np.triu_indices(6, 1)).T[::2], 6), fraction=fraction)
+
+
 @pytest.mark.parametrize("content,match", [(b"0 1\n0 99999999999999999999999\n", "line 2: node id 9+ is past the"),
                                            (b"0 1\n\xff\xfe 2\n", "not UTF-8 text")])
 def test_edge_lists_with_ids_past_int64_or_binary_content_name_the_line(tmp_path, content, match):
