@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from ..checks import as_count, as_positive_float, as_positive_int, as_rng
+from ..checks import as_count, as_optional_positive_int, as_positive_float, as_positive_int, as_rng
 from .files import DAMAGED_FILE_ERRORS, text_lines
 
 #: the most nodes a :class:`Graph` holds: every key ``i * N + j`` of a pair fits in an int64
@@ -231,6 +231,7 @@ def read_edge_list(path, num_nodes=None, name=None):
     :raises ValueError: naming the file and line of a line with a single field, a negative,
         non-integer or NaN id, an id ``>= num_nodes``; or naming the file when it holds no links.
     """
+    num_nodes = as_optional_positive_int(num_nodes, "num_nodes")  # before the file is read; '10' was a TypeError
     rows, seen_data = [], False
     for lineno, line in text_lines(path):
         text = line.strip()

@@ -400,6 +400,16 @@ def test_split_pairs_refuses():
         split_pairs(full, fraction=1.0)
 
 
+@pytest.mark.parametrize("num_nodes", ["10", 7.5, 0])
+def test_read_edge_list_names_a_bad_num_nodes(tmp_path, num_nodes):
+    """num_nodes='10' failed after the file was read with Python's "'>=' not supported between instances of 'int'
+    and 'str'", 0 as 'node id 2 is not below num_nodes = 0'; 7.5 was refused only after the file was read."""
+    path = write(tmp_path, "g.txt", "0 1\n1 2\n")
+    with pytest.raises(ValueError, match="num_nodes must be a positive integer"):
+        read_edge_list(path, num_nodes=num_nodes)
+    assert read_edge_list(path, num_nodes=np.int64(5)).num_nodes == 5
+
+
 @pytest.mark.parametrize("fraction", ["0.1", None, np.array([0.1, 0.2]), True])
 def test_split_pairs_names_a_fraction_that_is_not_a_number(fraction):
     """'0.1' and None failed in the comparison with Python's "'<' not supported between instances of 'int' and
