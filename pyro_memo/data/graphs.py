@@ -440,7 +440,7 @@ def _gt_values(reader, value_type, count):
     raise ValueError(f"{reader.path}: unknown gt property value type {value_type}")
 
 
-def read_graph_tool(path, label_attr="value", name=None):
+def read_graph_tool(path, label_attr=None, name=None):
     """Read graph-tool's binary ``.gt`` file (gzip-compressed ``.gt.gz`` too), as the network
     collection of graph-tool ships them (football, polbooks, polblogs, netscience, ...).
 
@@ -454,8 +454,9 @@ def read_graph_tool(path, label_attr="value", name=None):
     symmetrised; loops and parallel edges are dropped / merged.
 
     :param str label_attr: the vertex property to return as ``labels`` (its distinct values
-        numbered in sorted order): football's ``value`` is the conference, polblogs' the political
-        leaning. No labels when there is no such property.
+        numbered in sorted order); no labels when there is no such property. Default (``None``):
+        ``"value"`` where that is a scalar property (football's is the conference, polblogs' the
+        political leaning), else no labels; a non-scalar property named here is an error.
     :raises ValueError: naming the file when it is not a gt file or is truncated.
     """
     with open(path, "rb") as fh:
@@ -496,10 +497,11 @@ def read_graph_tool(path, label_attr="value", name=None):
         if count is None:
             raise ValueError(f"{path}: property {prop_name!r} has unknown key type {key_type}")
         values = _gt_values(reader, value_type, count)
-        if key_type == 1 and prop_name == label_attr:
-            if value_type not in (0, 1, 2, 3, 4, _GT_STRING):
+        if key_type == 1 and prop_name == ("value" if label_attr is None else label_attr):
+            if value_type in (0, 1, 2, 3, 4, _GT_STRING):
+                labels = _class_ids(values, f"{path}: vertex property {prop_name!r}")
+            elif label_attr is not None:  # asked for; the default "value" (a vector, say) just gives no labels
                 raise ValueError(f"{path}: vertex property {prop_name!r} is not scalar; cannot use it as labels")
-            labels = _class_ids(values, f"{path}: vertex property {prop_name!r}")
     name = name if name is not None else os.path.basename(str(path)).split(".gt")[0]  # football.gt.gz -> football
     return Graph(edges, num_nodes, labels=labels, name=name)
 

@@ -258,6 +258,24 @@ def test_read_graph_tool_self_serialised(tmp_path, big_endian, compress):
     assert read_graph_tool(path, label_attr="missing").labels is None
 
 
+def test_a_graph_tool_file_whose_value_property_is_a_vector_reads_without_labels(tmp_path):
+    """The labels' default property 'value' as a vector<double> made read_graph_tool (and fit FILE.gt --model
+    relational) refuse the whole file: 'vertex property 'value' is not scalar; cannot use it as labels', although
+    no labels were asked for. By default it now reads the graph without labels; asked for by name it is refused."""
+    o = "<"
+    data = b"\xe2\x9b\xbe gt" + bytes([1, 0]) + _gt_string(o, "toy") + bytes([0]) + struct.pack(o + "Q", 3)
+    for neighbours in ([1], [2], []):
+        data += struct.pack(o + "Q", len(neighbours)) + bytes(neighbours)
+    data += struct.pack(o + "Q", 1) + bytes([1]) + _gt_string(o, "value") + bytes([11]) + b"".join(
+        struct.pack(o + "Q", 2) + struct.pack(o + "dd", v, v) for v in range(3))
+    path = tmp_path / "vec.gt"
+    path.write_bytes(data)
+    g = read_graph_tool(path)
+    assert g.labels is None and g.edges.tolist() == [[0, 1], [1, 2]]
+    with pytest.raises(ValueError, match="'value' is not scalar"):
+        read_graph_tool(path, label_attr="value")
+
+
 def test_read_graph_tool_bad_files(tmp_path):
     with pytest.raises(ValueError, match="not a graph-tool gt file"):
         read_graph_tool(write(tmp_path, "x.gt", "hello world"))
