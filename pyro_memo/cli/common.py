@@ -509,6 +509,21 @@ def stop_requested(args):
     return stop is not None and stop.requested
 
 
+def say(text):
+    """Print ``text`` to stdout, flushed. Once stdout is a pipe whose reader has gone (``| head -3`` has its
+    lines), the fit goes on and later text goes to the null device: a lap's line raised BrokenPipeError
+    and stopped the fit at the next lap ("pyro-memo: error: [Errno 32] Broken pipe", exit 2), its
+    files and JSON unwritten."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit finds a working stdout too
+        finally:
+            os.close(devnull)
+
+
 def report(text, out, json_path):
     """Write a fit's results ``out`` to ``json_path`` (if given), then print its summary ``text``: the
     results are kept when stdout is gone (a closed pipe), and printed when the JSON cannot be written."""
@@ -518,7 +533,7 @@ def report(text, out, json_path):
 
             write_json(json_path, out)
     finally:
-        print(text)
+        say(text)
     return 0
 
 

@@ -177,3 +177,27 @@ def test_out_of_memory_from_a_node_count_set_by_a_huge_node_id_names_it(tmp_path
     err = capsys.readouterr().err
     assert "out of memory (N = 3000000001 nodes, the largest node id in" in err and "renumber" in err
     assert "lower --K or use less data" not in err
+
+
+@pytest.mark.parametrize("model", ["relational", "hdp"])
+def test_a_fit_goes_on_when_its_stdout_reader_has_gone(tmp_path, model):
+    """``pyro-memo fit ... | head -1``: each lap prints a line, and once the reader had gone the next lap's line
+    raised BrokenPipeError, which stopped the fit ("pyro-memo: error: [Errno 32] Broken pipe", exit 2) without
+    its JSON. The fit now goes on, writes its JSON for every lap and exits 0."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    data = ["karate", "--model", "relational", "--K", "2", "--tol", "0"] if model == "relational" \
+        else ["bars", "--model", "hdp", "--K", "4", "--tol", "0"]
+    out = tmp_path / "r.json"
+    process = subprocess.Popen([sys.executable, "-m", "pyro_memo.cli", "fit", *data, "--laps", "6",
+                                "--json", str(out)], env={**os.environ, "PYTHONPATH": str(root)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = process.stdout.readline()
+    process.stdout.close()  # the reader has its line and goes
+    status = process.wait(timeout=600)
+    assert first.startswith("lap 1:") and status == 0, process.stderr.read()
+    assert json.loads(out.read_text())["laps"] == 6

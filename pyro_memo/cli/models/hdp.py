@@ -27,6 +27,7 @@ from ..common import (
     print_comparison,
     prior_text,
     report,
+    say,
     stop_requested,
 )
 from ..names import FAMILY_NAMES, TOPIC_METHOD_NAMES
@@ -405,8 +406,8 @@ class HDPTopics(CliModel):
         def callback(lap, elbo, posterior):
             k_trace.append(_effective_topics(posterior))
             if not args.quiet:
-                print(f"lap {lap + 1}: bound {elbo / corpus.num_tokens:.4f} per token, {k_trace[-1]} topics > 1%, "
-                      f"{state.emptied[-1]} emptied", flush=True)
+                say(f"lap {lap + 1}: bound {elbo / corpus.num_tokens:.4f} per token, {k_trace[-1]} topics > 1%, "
+                    f"{state.emptied[-1]} emptied")
             if args.save:
                 save_state(os.path.join(args.save, "state.pt"), state)
             return stop_requested(args)

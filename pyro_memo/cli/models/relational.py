@@ -23,6 +23,7 @@ from ..common import (
     print_comparison,
     prior_text,
     report,
+    say,
     stop_requested,
 )
 from ..names import RELATIONAL_METHOD_NAMES
@@ -319,7 +320,7 @@ class Relational(CliModel):
         def callback(lap, elbo, posterior):
             k_trace.append(int((posterior.expected_beta()[:-1] > MIN_WEIGHT).sum()))
             if not args.quiet:
-                print(f"lap {lap + 1}: bound {elbo:.6g}, {k_trace[-1]} communities > 1%", flush=True)
+                say(f"lap {lap + 1}: bound {elbo:.6g}, {k_trace[-1]} communities > 1%")
             if args.save:
                 save_state(os.path.join(args.save, "state.pt"), state)
             return stop_requested(args)
