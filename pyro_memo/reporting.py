@@ -91,6 +91,14 @@ def write_trace_plot(path, elbo_trace, k_trace, title=""):
     write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
 
 
+def truncation_text(out):
+    """The summary's truncation: the fit's final ``K`` (``out["truncation"]``), and the ``--K`` it started from
+    (``out["initial_truncation"]``) where moves changed it (the summary said ``truncation K = 1`` of a fit that
+    births had grown to 5)."""
+    end, start = out["truncation"], out.get("initial_truncation", out["truncation"])
+    return f"truncation K = {end}" + ("" if start == end else f" (--K {start} at the start)")
+
+
 def _k_hint(out):
     """What to try when every one of the truncation's components is in use and no move could add one."""
     if out["K"] < out["truncation"] or out.get("moves_on"):
@@ -120,7 +128,7 @@ def summary_text(out, description):
                      + ("" if out["converged"] else " (not converged: raise --laps)"))
     lines = [
         f"data      {description}",
-        f"model     DP mixture, family {out['family']}, truncation K = {out['truncation']}",
+        f"model     DP mixture, family {out['family']}, {truncation_text(out)}",
         inference,
         f"{'bound' if tied else 'ELBO':<10}{out['elbo']:.6g} nats ({out['elbo'] / out['N']:.4f} per item"
         f"{', tied' if tied else ''})",

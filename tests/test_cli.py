@@ -548,3 +548,16 @@ def test_every_option_the_cli_page_and_readme_name_is_an_option_of_a_command():
     for page in ("docs/cli.md", "README.md"):
         written = set(re.findall(r"(?<![\w-])--[a-z][a-zA-Z0-9-]*", (root / page).read_text()))
         assert written <= flags, (page, written - flags)
+
+
+def test_the_summary_and_json_give_the_truncation_the_moves_reached(tmp_path, capsys):
+    """A fit from --K 1 that births grew said 'truncation K = 1' in its summary and its JSON. Both now give the
+    fit's final truncation, and the --K it started from (``initial_truncation``)."""
+    rng = np.random.default_rng(0)
+    path, out = tmp_path / "x.npy", tmp_path / "r.json"
+    np.save(path, rng.normal(size=(1500, 2)) + 8 * np.eye(3)[rng.integers(0, 3, 1500)][:, :2])
+    assert main(["fit", str(path), "--algo", "memo", "--K", "1", "--moves", "birth,merge", "--batches", "2",
+                 "--laps", "8", "--quiet", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["initial_truncation"] == 1 and result["truncation"] == len(result["weights"]) > 1
+    assert f"truncation K = {result['truncation']} (--K 1 at the start)" in capsys.readouterr().out

@@ -266,7 +266,8 @@ def _fit_memory_bounded(args, data, labels, description, family):
     weights = post.expected_weights().cpu().numpy()
     pred = _labels(post, data, family)
     out = {"data": args.data, "model": "dp", "family": args.family, "algo": args.algo, "N": int(num_items),
-           "D": int(family.dim), "truncation": args.K, "memory": args.memory, "epoch": args.epoch,
+           "D": int(family.dim), "truncation": len(weights), "initial_truncation": args.K, "memory": args.memory,
+           "epoch": args.epoch,
            "lifetime": lifetime, "elbo": result.elbo, "elbo_trace": [r["elbo"] for r in result.epochs],
            "K": effective_k(weights), "weights": weights.tolist(), "epochs": result.epochs,
            "seconds": time.perf_counter() - start, "alpha": float(post.sticks.alpha),
@@ -379,7 +380,8 @@ class DPMixture(CliModel):
         pred = _labels(post, data, family)
         out = {
             "data": args.data, "model": self.name, "family": args.family, "algo": args.algo, "N": int(num_items),
-            "D": int(family.dim), "truncation": args.K, "batches": args.batches if args.algo == "memo" else 1,
+            "D": int(family.dim), "truncation": len(weights), "initial_truncation": args.K,
+            "batches": args.batches if args.algo == "memo" else 1,
             "elbo": result.elbo, "elbo_trace": result.elbo_trace, "K": effective_k(weights),
             "k_trace": per_lap(progress.k_trace, len(result.elbo_trace)),
             "weights": weights.tolist(),

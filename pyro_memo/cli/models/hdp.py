@@ -206,8 +206,10 @@ def _move_totals(move_log):
 
 def _summary(args, out, description, fit, topics, num_tokens):
     """The printed summary of a fit."""
+    from ...reporting import truncation_text
+
     lines = [f"data      {description}",
-             f"model     HDP topic model, truncation K = {args.K}, {_hyper_text(args, out)}",
+             f"model     HDP topic model, {truncation_text(out)}, {_hyper_text(args, out)}",
              f"inference memoized, {args.batches} batches{_sparse_text(args)}: {laps_text(out)}"
              + ("" if fit.converged else " (not converged: raise --laps)"),
              f"bound     {fit.elbo:.6g} nats ({fit.elbo / num_tokens:.4f} per token)",
@@ -420,8 +422,9 @@ class HDPTopics(CliModel):
         topics = top_words(post, corpus.vocab, 10)
         out = {
             "data": args.data, "model": self.name, "algo": args.algo, "documents": corpus.num_docs,
-            "tokens": corpus.num_tokens, "V": corpus.vocab_size, "truncation": args.K, "batches": args.batches,
-            "init": args.init, "elbo": fit.elbo, "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()),
+            "tokens": corpus.num_tokens, "V": corpus.vocab_size, "truncation": len(weights),
+            "initial_truncation": args.K, "batches": args.batches, "init": args.init, "elbo": fit.elbo,
+            "elbo_trace": fit.elbo_trace, "K": int((weights > 0.01).sum()),
             "k_trace": per_lap(k_trace, len(fit.elbo_trace)), "weights": weights.tolist(), "laps": len(fit.elbo_trace),
             "converged": fit.converged, "lap_seconds": fit.lap_seconds, "seconds": time.perf_counter() - start,
             "emptied": fit.emptied, "resumed_laps": resumed_laps,

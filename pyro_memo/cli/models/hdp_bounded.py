@@ -107,8 +107,9 @@ def fit_memory_bounded_hdp(args):
     weights = post.expected_beta()[:-1].cpu().numpy()
     last = result.epochs[-1]
     out = {"data": args.data, "model": "hdp", "family": family.name, "algo": args.algo, "N": num_items,
-           "groups_seen": last["documents"], "D": int(family.dim), "truncation": args.K, "memory": args.memory,
-           "epoch": args.epoch, "max_groups": args.groups, "lifetime": lifetime, "elbo": result.elbo,
+           "groups_seen": last["documents"], "D": int(family.dim), "truncation": len(weights),
+           "initial_truncation": args.K, "memory": args.memory, "epoch": args.epoch, "max_groups": args.groups,
+           "lifetime": lifetime, "elbo": result.elbo,
            "elbo_trace": [r["elbo"] for r in result.epochs], "K": int((weights > 0.01).sum()),
            "weights": weights.tolist(), "epochs": result.epochs, "laps": sum(r["laps"] for r in result.epochs),
            "seconds": time.perf_counter() - start,

@@ -160,8 +160,10 @@ def _hyper_text(args, out):
 
 def _summary(args, out, description, fit):
     """The printed summary of a fit."""
+    from ...reporting import truncation_text
+
     lines = [f"data      {description}",
-             f"model     assortative HDP relational model, truncation K = {args.K}, {_hyper_text(args, out)}",
+             f"model     assortative HDP relational model, {truncation_text(out)}, {_hyper_text(args, out)}",
              f"inference memoized, {args.batches} batch{'es' if args.batches > 1 else ''} of nodes: {laps_text(out)}"
              + ("" if fit.converged else " (not converged: raise --laps)"),
              f"bound     {fit.elbo:.6g} nats",
@@ -332,7 +334,8 @@ class Relational(CliModel):
         weights = post.expected_beta()[:-1].cpu().numpy()
         out = {
             "data": args.data, "model": self.name, "nodes": full.num_nodes, "edges": full.num_edges,
-            "self_loops_dropped": full.self_loops, "truncation": args.K, "batches": args.batches, "init": args.init,
+            "self_loops_dropped": full.self_loops, "truncation": len(weights), "initial_truncation": args.K,
+            "batches": args.batches, "init": args.init,
             "eps": post.eps,
             "learn_eps": bool(args.learn_eps),
             "nonlinks": args.nonlinks,
