@@ -163,9 +163,14 @@ class ModelSpec(ArgumentReader):
         """The data argument of this call, or ``None`` where the call leaves it out: passed where the recognised
         call passed it, or the other way (by name instead of position, or by position instead of name; a
         model trained with ``svi.step(data=x, batch=b)`` and then run as ``guide(x)`` passes its data)."""
-        value = self._get(self.data_arg, args, kwargs, None)
+        return self._get_either_way(self.data_arg, args, kwargs)
+
+    def _get_either_way(self, where, args, kwargs):
+        """The argument at ``where`` passed as recognised, or the other way (by name instead of position, or by
+        position instead of name); ``None`` where the call leaves it out."""
+        value = self._get(where, args, kwargs, None)
         if value is None:
-            kind, key = self.data_arg
+            kind, key = where
             names = self.extra.get("arg_names", ())
             if kind == "arg" and key < len(names):
                 value = kwargs.get(names[key])
@@ -193,7 +198,9 @@ class ModelSpec(ArgumentReader):
         if batch is not None:
             return size, batch, int(batch.shape[0])
         if self.subsample_size_arg is not None:
-            subsample_size = self._get(self.subsample_size_arg, args, kwargs, None)
+            subsample_size = self._get_either_way(self.subsample_size_arg, args, kwargs)
+            if subsample_size is None:  # left at the model's default
+                subsample_size = self.extra.get("subsample_size_default")
         elif self.subsample_arg is None and self.subsample_size < self.num_data:
             subsample_size = self.subsample_size  # fixed inside the model
         else:
@@ -373,12 +380,83 @@ def _find_subsample_arg(args, kwargs, subsample):
     return None
 
 
-def _find_int_arg(args, kwargs, value):
-    """The (last) integer argument equal to ``value``: where a random subsample's size came from."""
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_candidates(model, args, kwargs, value):
+    """Where each integer argument equal to ``value`` is (``("arg", i)`` or ``("kwarg", name)``): those the
+    call passes and the model's keyword parameters the call leaves at an integer default equal to ``value``."""
     candidates = [("arg", i, a) for i, a in enumerate(args)] + [("kwarg", k, a) for k, a in kwargs.items()]
-    found = [(kind, key) for kind, key, a in candidates
-             if isinstance(a, int) and not isinstance(a, bool) and a == value]
-    return found[-1] if found else None
+    found = [(kind, key) for kind, key, a in candidates if _is_int(a) and a == value]
+    try:
+        signature = inspect.signature(model)
+        bound = signature.bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return found
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return found + [("kwarg", name) for name, p in signature.parameters.items()
+                    if name not in bound and p.kind in keyword and _is_int(p.default) and p.default == value]
+
+
+def _parameter_default(model, where):
+    """The integer default of the model's parameter at ``where`` (``None`` if it has none)."""
+    try:
+        parameters = inspect.signature(model).parameters
+    except (TypeError, ValueError):
+        return None
+    kind, key = where
+    names = positional_names(model)
+    name = names[key] if kind == "arg" and key < len(names) else key
+    default = parameters[name].default if name in parameters else None
+    return default if _is_int(default) else None
+
+
+def _traced_subsample_size(model, args, kwargs, plate):
+    """The length of plate ``plate``'s subsample when ``model(*args, **kwargs)`` is traced (``None`` if the
+    trace fails or never enters the plate)."""
+    try:  # a probe draws nothing from the caller's stream, even under tracing_draws_from_the_caller_rng
+        with _forked_rng(), torch.no_grad(), poutine.block(), quiet_wishart():
+            trace = poutine.trace(model).get_trace(*args, **kwargs)
+    except Exception:  # a probe the model cannot run with: that argument does not size the plate alone
+        return None
+    sizes = [len(site["value"]) for name, site in _plate_sites(trace) if name == plate and site["value"] is not None]
+    return sizes[0] if sizes else None
+
+
+def _with_value(args, kwargs, where, value):
+    """``(args, kwargs)`` of the call with the argument at ``where`` replaced (or passed) as ``value``."""
+    kind, key = where
+    if kind == "arg":
+        return (*args[:key], value, *args[key + 1:]), kwargs
+    return args, {**kwargs, key: value}
+
+
+def _find_subsample_size_arg(model, args, kwargs, plate, value, num_data):
+    """``(where, default)`` of the argument the random subsample of plate ``plate`` takes its size
+    ``value`` from (``default``: that parameter's integer default, used by a call leaving it out), or
+    ``(None, None)`` when none does (a size fixed inside the model). Each integer argument
+    equal to ``value`` is re-traced with another value: the one that changes the subsample's size is it
+    (``model(data, batch_size=10, T=10)`` reads ``batch_size``, not the later ``T``).
+
+    :raises ModelStructureError: naming the arguments if more than one changes the subsample's size."""
+    probe = value - 1 if value > 1 else value + 1
+    if probe >= num_data:
+        probe = value - 1
+    names = positional_names(model)
+    found = []
+    for where in _int_candidates(model, args, kwargs, value):
+        if probe > 0 and _traced_subsample_size(model, *_with_value(args, kwargs, where, probe), plate) == probe:
+            found.append(where)
+    if len(found) > 1:
+        described = [names[k] if kind == "arg" and k < len(names) else (f"#{k}" if kind == "arg" else k)
+                     for kind, k in found]
+        raise ModelStructureError(
+            f"the random subsample of plate '{plate}' (size {value}) changes size with each of the arguments "
+            f"{described}: pyro-memo cannot tell which one sizes it, so a guide called later could draw batches "
+            f"of another size than the model. Pass the subsample size as one argument used only as the plate's "
+            f"subsample_size: pyro.plate('{plate}', len(data), subsample_size=batch_size)")
+    return (found[0], _parameter_default(model, found[0])) if found else (None, None)
 
 
 def _component_types(family_cls):
@@ -766,9 +844,14 @@ def _caller_rng_untouched():
     if _TRACE_FROM_CALLER_RNG.get():
         yield
         return
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
+    with _forked_rng():
         yield
+
+
+def _forked_rng():
+    """torch's global generator (and any CUDA generator already in use), forked: restored on exit."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    return torch.random.fork_rng(devices=devices)
 
 
 @contextmanager
@@ -1021,7 +1104,9 @@ def _recognize(model, args, kwargs, trace, dtype):
                             if name in component_features},
     )
     if spec.subsample_arg is None and spec.subsample_size < spec.num_data:
-        spec.subsample_size_arg = _find_int_arg(args, kwargs, spec.subsample_size)
+        spec.subsample_size_arg, default = _find_subsample_size_arg(
+            model, args, kwargs, data_plate, spec.subsample_size, spec.num_data)
+        spec.extra["subsample_size_default"] = default
     data_len = spec.raw_data(args, kwargs).shape[0]
     _check_plate_covers_data(model, spec, data_len)
     spec.extra.update(model_dtype=first_param.dtype, model_device=first_param.device, data_len=int(data_len),

@@ -152,6 +152,37 @@ def test_random_subsample_size_is_read_from_the_call():
     assert z_probs(guide, x[:45]).shape[0] == 45
 
 
+def batch_size_model(data, batch_size=10, T=10):
+    """A random subsample sized by ``batch_size``, followed by another integer argument of the same value."""
+    with pyro.plate("sticks", T - 1):
+        v = pyro.sample("v", dist.Beta(1.0, 1.0))
+    with pyro.plate("components", T):
+        loc = pyro.sample("loc", dist.Normal(torch.zeros(2), 3.0).to_event(1))
+    with pyro.plate("data", data.shape[0], subsample_size=batch_size) as idx:
+        z = pyro.sample("z", dist.Categorical(mix_weights(v)))
+        pyro.sample("x", dist.Normal(loc[z], 1.0).to_event(1), obs=data[idx])
+
+
+@pytest.mark.parametrize("call", [((), {"batch_size": 10, "T": 10}), ((10, 10), {}), ((), {})])
+def test_random_subsample_size_is_read_from_the_argument_that_sizes_the_plate(call):
+    """``model(data, batch_size=10, T=10)``: the subsample's size came from the last integer argument equal to
+    it (``T``), so a guide called with ``batch_size=20`` drew 10 assignments and the model refused the 20-item
+    subsample; one left at its default was not read at all. The argument that sizes the plate is found by
+    re-tracing, passed either way or left out."""
+    x = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    args, kwargs = call
+    spec = pm.recognize_model(batch_size_model, x, *args, **kwargs)
+    assert spec.subsample_size_arg in {("kwarg", "batch_size"), ("arg", 1)}
+    assert [spec.plate_args(a, k)[2] for a, k in [((x,), {}), ((x, 20), {}), ((x,), {"batch_size": 30})]] \
+        == [10, 20, 30]
+    guide = pm.DPMixtureGuide(batch_size_model, K=9)
+    guide_trace = poutine.trace(guide).get_trace(x, *args, **kwargs)
+    guide_trace = poutine.trace(guide).get_trace(x, batch_size=20, T=10)
+    assert guide_trace.nodes["z"]["value"].shape == (20,)
+    model_trace = poutine.trace(poutine.replay(batch_size_model, trace=guide_trace)).get_trace(x, batch_size=20, T=10)
+    assert model_trace.nodes["z"]["value"].shape == (20,)
+
+
 def test_predictive_on_full_and_new_data():
     guide, data, _, _ = train()
     S = 4
