@@ -55,6 +55,31 @@ HDP_FORM = ("u ~ Beta(1, gamma) in a plate of size K; phi ~ Dirichlet(lam0 * one
             "pi ~ Dirichlet(alpha * beta(u)) in a document plate; z ~ Categorical(pi[doc]) and "
             "x ~ Categorical(phi[z]) (observed) in a token plate")
 
+#: the token form of an HDP topic model's documents and words, quoted to a model written per document
+TOKEN_FORM = ("with pyro.plate('docs', D): pi = pyro.sample('pi', dist.Dirichlet(alpha * beta)); then "
+              "with pyro.plate('tokens', len(doc)): z = pyro.sample('z', dist.Categorical(pi[doc])); "
+              "pyro.sample('w', dist.Categorical(phi[z]), obs=word), where doc and word are each token's document "
+              "and word ids (from a count matrix: doc, word = counts.nonzero(as_tuple=True) with each pair "
+              "repeated counts[doc, word] times, e.g. by torch.repeat_interleave)")
+
+
+def refuse_document_observation(obs, assignment, data_plate):
+    """Raise :class:`ModelStructureError` naming the observed site, the document-weight site and the plate if
+    the observation draws a whole document (``Multinomial(total, pi @ phi)`` of its word counts) from the
+    document weights, with no per-token assignment: pyro-memo's HDP reads each token's topic from a latent
+    ``Categorical`` site, and the message gives that token form (:data:`TOKEN_FORM`)."""
+    weights = [s["name"] for s in assignment if isinstance(_base(s["fn"]), dist.Dirichlet)]
+    counts = isinstance(_base(obs["fn"]), (dist.Multinomial, dist.Categorical))
+    if not counts or not weights or any(isinstance(_base(s["fn"]), dist.Categorical) for s in assignment):
+        return
+    raise ModelStructureError(
+        f"observed site '{obs['name']}' ({type(_base(obs['fn'])).__name__}) draws each document of plate "
+        f"'{data_plate}' from its topic weights '{weights[0]}' (Dirichlet) directly (a bag of words, the topic "
+        f"assignments summed out): pyro-memo's HDP topic model needs one latent Categorical topic assignment per "
+        f"token and a Categorical word, in a token plate. Write the tokens: {TOKEN_FORM}. Supported HDP form: "
+        f"{HDP_FORM}")
+
+
 #: the latent concentrations pyro-memo learns in an HDP topic model
 CONCENTRATION_FORM = ("gamma = pyro.sample('gamma', dist.Gamma(s1, s2)) and / or alpha = pyro.sample('alpha', "
                       "dist.Gamma(s1, s2)), scalars outside every plate, then u ~ Beta(1, gamma) in the sticks' "

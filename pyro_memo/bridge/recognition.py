@@ -55,7 +55,7 @@ from ..families import FAMILIES
 from ..families._wishart import quiet_wishart
 from ..families.base import NonFiniteDataError, check_finite
 from ..models.component_sites import sites_for
-from .hdp_recognition import is_hdp, recognize_hdp
+from .hdp_recognition import is_hdp, recognize_hdp, refuse_document_observation
 from .relational_recognition import is_relational, recognize_relational
 from .structure import (
     ArgumentReader,
@@ -1027,6 +1027,7 @@ def _recognize(model, args, kwargs, trace, dtype):
         global_sites = [s for s in latent if not any(s is a for a in assignment)]
         return recognize_relational(model, args, kwargs, trace, plates, obs, assignment, global_sites)
     if len(assignment) != 1 or not isinstance(_base(assignment[0]["fn"]), dist.Categorical):
+        refuse_document_observation(obs, assignment, data_plate)
         found = {s["name"]: type(_base(s["fn"])).__name__ for s in assignment}
         raise ModelStructureError(
             f"expected one latent Categorical assignment site inside plate '{data_plate}'; found {found}"

@@ -198,6 +198,18 @@ def sequential_topics(doc_of, words, D, V):
         pyro.sample("w", dist.Categorical(topic[c]), obs=words)
 
 
+def bag_of_words(doc_of, words, D, V):
+    """Each document's word counts drawn at once, the topic assignments summed out (no token plate)."""
+    counts = torch.zeros(D, V).index_put_((doc_of, words), torch.ones(len(doc_of)), accumulate=True)
+    with pyro.plate("top_sticks", K):
+        b = pyro.sample("b", dist.Beta(1.0, GAMMA))
+    with pyro.plate("topic_plate", K + 1):
+        topic = pyro.sample("topic", dist.Dirichlet(torch.full((V,), LAM0)))
+    with pyro.plate("doc_plate", D):
+        theta = pyro.sample("theta", dist.Dirichlet(ALPHA * weights(b)))
+        pyro.sample("w", dist.Multinomial(int(counts.sum(-1).max()), theta @ topic), obs=counts)
+
+
 @pytest.mark.parametrize("model,message", [
     (sequential_topics, r"site 'topic_0' sits in the sequential plate 'topic_plate' .*`with "
                         r"pyro.plate\('topic_plate', 5\): topic = pyro.sample\('topic', ...\)`"),
@@ -210,6 +222,9 @@ def sequential_topics(doc_of, words, D, V):
     (wrong_word_topics, r"observed site 'w'.*log phi\[z, word\].*'topic'"),
     (asymmetric_topics, r"topic site 'topic'.*symmetric Dirichlet"),
     (poisson_words, r"observed site 'w' is Poisson.*Categorical\(phi\[z\]\).*Supported HDP form"),
+    (bag_of_words, r"observed site 'w' \(Multinomial\) draws each document of plate 'doc_plate' from its topic "
+                   r"weights 'theta'.*one latent Categorical topic assignment per token.*z = pyro.sample\('z', "
+                   r"dist.Categorical\(pi\[doc\]\)\).*Categorical\(phi\[z\]\), obs=word\)"),
     (logistic_topics, r"two Dirichlet sites besides the sticks.*'logits': 'Normal'.*Supported HDP form"),
 ])
 def test_non_hdp_structures_raise_named_errors(model, message):
