@@ -17,6 +17,7 @@ exactly the responsibilities, labels and log densities of the fit it was saved f
 
 from .checks import check_device
 from .memo.checkpoint import read_payload, write_payload
+from .memo.shapes import posterior_shapes, shape_mismatches
 
 #: the format this version writes (and the newest it reads)
 MODEL_FORMAT_VERSION = 1
@@ -260,48 +261,12 @@ def load_model(path, device=None):
 def check_shapes(model, path):
     """Raise one :class:`ValueError` naming ``path`` and every tensor of ``model`` (a loaded
     :class:`SavedMixture` or :class:`SavedTopics`) whose shape disagrees with the model's ``K`` components and
-    dimension: a hand-edited file (checksums valid) loaded, then failed at prediction with torch's
-    "The size of tensor a (6) must match the size of tensor b (5)"."""
-    expected, found, sizes = (_mixture_shapes if model.kind == DP_MIXTURE else _topic_shapes)(model)
-    wrong = [f"{name} is {tuple(found[name]) if name in found else 'missing'}, expected {shape}"
-             for name, shape in expected.items() if name not in found or tuple(found[name]) != shape]
-    wrong += [f"{name} is unexpected" for name in found if name not in expected]
+    dimension (:func:`~pyro_memo.memo.shapes.posterior_shapes`): a hand-edited file (checksums valid) loaded,
+    then failed at prediction with torch's "The size of tensor a (6) must match the size of tensor b (5)"."""
+    expected, found, sizes = posterior_shapes(model.posterior, {"summary": model.summary})
+    wrong = shape_mismatches(expected, found)
     if wrong:
         raise ValueError(f"{path}: a model file with inconsistent shapes ({sizes}): {'; '.join(wrong)}")
-
-
-def _mixture_shapes(model):
-    """``(expected, found, sizes)`` of a DP mixture's tensors: ``K`` from ``eta1``; each component
-    parameter has its prior's shape after ``K`` (``D`` from the prior), each summary statistic the shape the
-    family gives ``K`` components."""
-    from .summaries import Summary
-
-    post, summary = model.posterior, model.summary
-    K, prior = post.K, post.family.prior
-    zeros = Summary.zeros(post.family, K)
-    expected = {"eta0": (K,), **{f"component {k!r}": (K, *prior[k].shape) for k in prior},
-                "summary counts": (K,), "summary entropy": (K,),
-                **{f"summary stats {k!r}": tuple(v.shape) for k, v in zeros.stats.items()}}
-    found = {"eta0": post.eta0.shape, **{f"component {k!r}": v.shape for k, v in post.component.items()},
-             "summary counts": summary.counts.shape, "summary entropy": summary.entropy.shape,
-             **{f"summary stats {k!r}": v.shape for k, v in summary.stats.items()}}
-    if post.q_alpha is not None:
-        expected["q_alpha"], found["q_alpha"] = (2,), post.q_alpha.shape
-    return expected, found, f"K = {K} components from eta1, D = {post.family.dim} from the family's prior"
-
-
-def _topic_shapes(model):
-    """``(expected, found, sizes)`` of an HDP topic model's tensors: ``K`` topics from ``lam``'s rows, ``V``
-    words from its columns."""
-    post, summary = model.posterior, model.summary
-    K, V = post.lam.shape  # 2-D: SavedTopics read V off its columns
-    expected = {"rho": (K,), "omega": (K,)}
-    found = {"rho": post.rho.shape, "omega": post.omega.shape}
-    if summary is not None:
-        expected.update({"summary word_counts": (K, V), "summary sum_log_pi": (K + 1,), "summary doc_term": (),
-                         "summary entropy": (K,)})
-        found.update({name: getattr(summary, name.split()[1]).shape for name in expected if name.startswith("sum")})
-    return expected, found, f"K = {K} topics and V = {V} words from lam"
 
 
 def _build(d, device):

@@ -25,6 +25,7 @@ from ..data.files import write_atomically
 from ..posterior import VariationalPosterior
 from ..summaries import AdditiveSummary
 from .cache import SummaryCache
+from .shapes import posterior_shapes, shape_mismatches
 from .state import MemoState
 
 FORMAT_VERSION = 2
@@ -151,12 +152,34 @@ def state_from_dict(d, device=None, source=None):
         raise ValueError(f"{where}checkpoint format {version}; this version of pyro-memo reads formats 1 and "
                          f"{FORMAT_VERSION}{newer}")
     try:
-        return _build_state(_upgrade(d) if version == 1 else d, device, source)
+        state = _build_state(_upgrade(d) if version == 1 else d, device, source)
+        wrong = _shape_mismatches(state)
     except CheckpointError:
         raise
     except (KeyError, TypeError, AttributeError, IndexError, RuntimeError, ValueError, SyntaxError,
             OverflowError) as err:  # RecursionError is a RuntimeError
         raise ValueError(f"{where}a damaged checkpoint ({type(err).__name__}: {str(err)[:160]})") from None
+    if wrong:
+        sizes, lines = wrong
+        raise ValueError(f"{where}a checkpoint with inconsistent shapes ({sizes}): {'; '.join(lines)}")
+    return state
+
+
+def _shape_mismatches(state):
+    """``(sizes, lines)`` naming each tensor of ``state``'s posterior and memo (every batch's summary, the
+    total, the over-relaxation step, a stochastic fit's running summary) whose shape disagrees with the
+    posterior's components (:func:`~pyro_memo.memo.shapes.posterior_shapes`), or ``None``: an edited
+    checkpoint otherwise loaded and failed at resume with torch's "The size of tensor a (3) must match the
+    size of tensor b (2)"."""
+    cache = state.cache
+    summaries = {**{f"batch {k} summary": v for k, v in cache.batches.items()}, "memo total": cache.total,
+                 "over-relaxation step": state.relax_step, "running summary": state.running}
+    shapes = posterior_shapes(state.posterior, summaries)
+    if shapes is None:
+        return None
+    expected, found, sizes = shapes
+    lines = shape_mismatches(expected, found)
+    return (sizes, lines) if lines else None
 
 
 def _build_state(d, device, source):
@@ -277,7 +300,7 @@ def load_state(path, device=None):
     """Read a :class:`MemoState` saved by :func:`save_state` (any model).
 
     :raises ValueError: naming ``path`` if the file is not a pyro-memo checkpoint, is damaged or of an unknown
-        format, or if ``device`` is not one the fits run on.
+        format, holds tensors of inconsistent shapes (naming them), or if ``device`` is not one the fits run on.
     """
     check_device(device)
     return state_from_dict(read_payload(path), device, path)

@@ -185,3 +185,51 @@ def test_save_state_refuses_what_is_no_state_and_a_path_that_is_no_file_name(tmp
     with pytest.raises(TypeError, match="checkpoint path must be a file name .*; got a NoneType"):
         pm.save_state(None, result.state)
     assert list(tmp_path.iterdir()) == []
+
+
+def _shortened(d, *keys):
+    """``d`` with the tensor at ``d[keys[0]]...[keys[-1]]`` one row short (an edit that keeps the file valid)."""
+    d = {**d}
+    inner = d
+    for key in keys[:-1]:
+        inner[key] = {**inner[key]}
+        inner = inner[key]
+    inner[keys[-1]] = inner[keys[-1]][:-1]
+    return d
+
+
+@pytest.fixture(scope="module")
+def other_states():
+    from pyro_memo.data.graphs import assortative_graph
+    from pyro_memo.relational import MemoizedRelational
+    from pyro_memo.topics import MemoizedHDP, from_counts
+
+    counts = np.random.default_rng(1).poisson(1.0, size=(40, 15))
+    graph = assortative_graph(30, 3, expected_edges=60, seed=0)[0]
+    return {"hdp": MemoizedHDP(K=3, laps=2, seed=0).fit(from_counts(counts), 2).state,
+            "relational": MemoizedRelational(K=3, laps=2, seed=0).fit(graph, 2).state}
+
+
+@pytest.mark.parametrize("kind,keys,match", [
+    ("dp", ("posterior", "component", "m"), r"\(K = 3 components from eta1, D = 2 from the family's prior\): "
+                                            r"component 'm' is \(2, 2\), expected \(3, 2\)$"),
+    ("dp", ("cache", "0", "counts"), r"batch 0 summary counts is \(2,\), expected \(3,\)$"),
+    ("hdp", ("posterior", "rho"), r"\(K = 3 topics and V = 15 words from lam\): rho is \(2,\), expected \(3,\)$"),
+    ("hdp", ("cache", "1", "word_counts"), r"batch 1 summary word_counts is \(2, 15\), expected \(3, 15\)$"),
+    ("relational", ("posterior", "w_a"), r"\(K = 3 communities from rho\): w_a is \(2,\), expected \(3,\)$"),
+])
+def test_a_checkpoint_with_inconsistent_shapes_is_refused_naming_the_file_and_fields(tmp_path, fit, other_states,
+                                                                                     kind, keys, match):
+    """A checkpoint edited to shapes that disagree (a DP posterior's component 'm' a row short, an HDP's rho, a
+    relational model's w_a) loaded, then failed at resume with torch's "The size of tensor a (3) must match the
+    size of tensor b (2)". load_state now refuses it with the model files' shape check, naming the file and the
+    fields."""
+    state = fit[0].state if kind == "dp" else other_states[kind]
+    pm.save_state(tmp_path / "state.pt", state)
+    d = torch.load(tmp_path / "state.pt", weights_only=True)
+    path = tmp_path / "edited.pt"
+    torch.save(_shortened(d, *keys), path)
+    with pytest.raises(ValueError, match=r"a checkpoint with inconsistent shapes .*" + match) as err:
+        pm.load_state(path)
+    assert str(err.value).startswith(f"{path}: ")
+    pm.load_state(tmp_path / "state.pt")  # the file as written loads
