@@ -17,7 +17,7 @@ exactly the responsibilities, labels and log densities of the fit it was saved f
 
 from .checks import check_device
 from .memo.checkpoint import read_payload, write_payload
-from .memo.shapes import posterior_shapes, shape_mismatches
+from .memo.shapes import shape_problems
 
 #: the format this version writes (and the newest it reads)
 MODEL_FORMAT_VERSION = 1
@@ -261,11 +261,11 @@ def load_model(path, device=None):
 def check_shapes(model, path):
     """Raise one :class:`ValueError` naming ``path`` and every tensor of ``model`` (a loaded
     :class:`SavedMixture` or :class:`SavedTopics`) whose shape disagrees with the model's ``K`` components and
-    dimension (:func:`~pyro_memo.memo.shapes.posterior_shapes`): a hand-edited file (checksums valid) loaded,
+    dimension (:func:`~pyro_memo.memo.shapes.shape_problems`): a hand-edited file (checksums valid) loaded,
     then failed at prediction with torch's "The size of tensor a (6) must match the size of tensor b (5)"."""
-    expected, found, sizes = posterior_shapes(model.posterior, {"summary": model.summary})
-    wrong = shape_mismatches(expected, found)
-    if wrong:
+    problems = shape_problems(model.posterior, {"summary": model.summary})
+    if problems is not None:
+        sizes, wrong = problems
         raise ValueError(f"{path}: a model file with inconsistent shapes ({sizes}): {'; '.join(wrong)}")
 
 

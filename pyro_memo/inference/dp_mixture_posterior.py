@@ -334,6 +334,25 @@ class DPMixturePosterior(VariationalPosterior):
         remaining = torch.cumprod(torch.cat([torch.ones_like(e_v[:1]), 1 - e_v[:-1]]), 0)
         return e_v * remaining
 
+    def tensor_shapes(self, summaries):
+        """:meth:`~pyro_memo.posterior.VariationalPosterior.tensor_shapes`: ``K`` from ``eta1``; each component
+        parameter has its prior's shape after ``K`` (``D`` from the prior), each summary statistic the shape the
+        family gives ``K`` components."""
+        K, prior = self.K, self.family.prior
+        zeros = Summary.zeros(self.family, K)
+        expected = {"eta0": (K,), **{f"component {k!r}": (K, *prior[k].shape) for k in prior}}
+        found = {"eta0": self.eta0.shape, **{f"component {k!r}": v.shape for k, v in self.component.items()}}
+        for label, summary in summaries.items():
+            if summary is None:
+                continue
+            expected.update({f"{label} counts": (K,), f"{label} entropy": (K,),
+                             **{f"{label} stats {k!r}": tuple(v.shape) for k, v in zeros.stats.items()}})
+            found.update({f"{label} counts": summary.counts.shape, f"{label} entropy": summary.entropy.shape,
+                          **{f"{label} stats {k!r}": v.shape for k, v in summary.stats.items()}})
+        if self.q_alpha is not None:
+            expected["q_alpha"], found["q_alpha"] = (2,), self.q_alpha.shape
+        return expected, found, f"K = {K} components from eta1, D = {self.family.dim} from the family's prior"
+
     def state_dict(self):
         """Family, prior, sticks and factors as plain tensors, numbers and strings (checkpoints)."""
         d = {**self.family.state_dict(), "alpha": self.sticks.alpha, "truncation": self.sticks.truncation,

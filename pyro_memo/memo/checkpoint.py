@@ -25,7 +25,7 @@ from ..data.files import write_atomically
 from ..posterior import VariationalPosterior
 from ..summaries import AdditiveSummary
 from .cache import SummaryCache
-from .shapes import posterior_shapes, shape_mismatches
+from .shapes import shape_problems
 from .state import MemoState
 
 FORMAT_VERSION = 2
@@ -168,18 +168,13 @@ def state_from_dict(d, device=None, source=None):
 def _shape_mismatches(state):
     """``(sizes, lines)`` naming each tensor of ``state``'s posterior and memo (every batch's summary, the
     total, the over-relaxation step, a stochastic fit's running summary) whose shape disagrees with the
-    posterior's components (:func:`~pyro_memo.memo.shapes.posterior_shapes`), or ``None``: an edited
+    posterior's components (:func:`~pyro_memo.memo.shapes.shape_problems`), or ``None``: an edited
     checkpoint otherwise loaded and failed at resume with torch's "The size of tensor a (3) must match the
     size of tensor b (2)"."""
     cache = state.cache
     summaries = {**{f"batch {k} summary": v for k, v in cache.batches.items()}, "memo total": cache.total,
                  "over-relaxation step": state.relax_step, "running summary": state.running}
-    shapes = posterior_shapes(state.posterior, summaries)
-    if shapes is None:
-        return None
-    expected, found, sizes = shapes
-    lines = shape_mismatches(expected, found)
-    return (sizes, lines) if lines else None
+    return shape_problems(state.posterior, summaries)
 
 
 def _build_state(d, device, source):

@@ -281,6 +281,19 @@ class RelationalPosterior(VariationalPosterior):
         return terms
 
     # ------------------------------------------------------------ persistence
+    def tensor_shapes(self, summaries):
+        """:meth:`~pyro_memo.posterior.VariationalPosterior.tensor_shapes` of the globals: ``K`` communities from
+        ``rho``, ``N`` nodes from ``theta``'s rows where it keeps them (the pair summaries are not checked; a
+        posterior without sticks, the stochastic a-MMSB's, declares none)."""
+        if any(getattr(self, name, None) is None for name in ("rho", "omega", "w_a", "w_b")):
+            return None
+        K = self.rho.shape[0]
+        expected = {"omega": (K,), "w_a": (K,), "w_b": (K,)}
+        if self.theta is not None:
+            expected["theta"] = (self.theta.shape[0], K + 1)
+        found = {name: getattr(self, name).shape for name in expected}
+        return expected, found, f"K = {K} communities from rho"
+
     def state_dict(self):
         return {"theta": self.theta.cpu(), "rho": self.rho.cpu(), "omega": self.omega.cpu(), "w_a": self.w_a.cpu(),
                 "w_b": self.w_b.cpu(), "alpha": concentration_state(self.alpha),

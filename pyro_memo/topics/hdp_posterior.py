@@ -121,6 +121,20 @@ class HDPPosterior(GroupedHDPPosterior):
             ((self.lam0 + summary.word_counts - self.lam) * self.e_log_phi).sum()
         return {"topics": topics}
 
+    def tensor_shapes(self, summaries):
+        """:meth:`~pyro_memo.posterior.VariationalPosterior.tensor_shapes`: ``K`` topics from ``lam``'s rows,
+        ``V`` words from its columns."""
+        K, V = self.lam.shape
+        expected = {"rho": (K,), "omega": (K,)}
+        found = {"rho": self.rho.shape, "omega": self.omega.shape}
+        fields = {"word_counts": (K, V), "sum_log_pi": (K + 1,), "doc_term": (), "entropy": (K,)}
+        for label, summary in summaries.items():
+            if summary is None:
+                continue
+            expected.update({f"{label} {name}": shape for name, shape in fields.items()})
+            found.update({f"{label} {name}": getattr(summary, name).shape for name in fields})
+        return expected, found, f"K = {K} topics and V = {V} words from lam"
+
     def state_dict(self):
         """Topics, sticks and hyperparameters as plain tensors and numbers (checkpoints)."""
         return {"lam": self.lam.cpu(), "rho": self.rho.cpu(), "omega": self.omega.cpu(),
