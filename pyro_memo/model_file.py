@@ -130,7 +130,7 @@ class SavedTopics:
         """``(D, K + 1)`` posterior-mean topic proportions of each document (the last column the
         tail beyond the truncation; :func:`~pyro_memo.topics.doc_topic_weights`). ``local_iters`` and
         ``local_tol`` (document-level iterations and tolerance) default to ``doc_topic_weights``'s,
-        ``PREDICT_ITERS`` and ``PREDICT_TOL`` of :mod:`pyro_memo.topics.heldout`, which ``HDPTopics.transform``
+        ``PREDICT_ITERS`` and ``PREDICT_TOL`` of ``pyro_memo.topics.heldout``, which ``HDPTopics.transform``
         uses too."""
         import numpy as np
 

@@ -263,8 +263,8 @@ class ConjugateFamily(ABC):
 
     def check_resolution(self, x, dtype=None, fix=None):
         """Raise :class:`ValueError` if ``dtype`` (this family's by default) cannot resolve the spread of the
-        ``(N, D)`` data ``x`` (data that stand for all of it, as :func:`check_magnitude`'s): nothing for
-        families whose parameters are not in the data's units; :class:`CentredFamily` checks its columns."""
+        ``(N, D)`` data ``x`` (data that stand for all of it, as ``check_magnitude``'s): nothing for
+        families whose parameters are not in the data's units; ``CentredFamily`` checks its columns."""
 
     # -------------------------------------------------------------- summaries
     @abstractmethod
@@ -471,8 +471,8 @@ class CentredFamily(ConjugateFamily):
 
     def check_resolution(self, x, dtype=None, fix=None):
         """Raise :class:`ValueError` if a column of the ``(N, D)`` data ``x`` spreads over fewer than
-        :data:`RESOLUTION_STEPS` steps of ``dtype`` (this family's by default) at its largest magnitude
-        (:func:`check_resolution`): the component means are numbers of that dtype in the data's units, so
+        ``RESOLUTION_STEPS`` steps of ``dtype`` (this family's by default) at its largest magnitude
+        (``check_resolution``): the component means are numbers of that dtype in the data's units, so
         they are rounded to those steps, and so are the data themselves. ``fix``: what the message suggests
         besides centring (default: fitting in float64, for float32)."""
         check_resolution(x, self.name, self.dtype if dtype is None else dtype, fix)

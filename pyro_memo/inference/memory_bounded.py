@@ -175,7 +175,7 @@ class MemoryBoundedVB:
 
     #: the model-building moves by name
     move_registry = TIED_MOVES
-    #: what a clump stores beyond its count and statistics (:meth:`check_room`'s message)
+    #: what a clump stores beyond its count and statistics (``check_room``'s message)
     clump_extra = ""
 
     def __init__(self, family, K, memory_bound, epoch, alpha=1.0, lifetime=None, laps=100, tol=1e-8, refine=10,

@@ -33,7 +33,7 @@ class VariationalPosterior:
         """``(expected, found, sizes)``: the shape each of this posterior's saved tensors, and of each summary
         in ``summaries`` (label -> summary; ``None`` entries skipped), must have and has, by name, and where
         ``sizes`` came from (``"K = 3 components from eta1, ..."``); ``None`` where the model declares none.
-        A saved file is checked against it when read (:func:`~pyro_memo.memo.shapes.shape_problems`)."""
+        A saved file is checked against it when read (``pyro_memo.memo.shapes.shape_problems``)."""
         return None
 
     def local_step(self, batch):
